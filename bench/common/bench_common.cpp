@@ -1,0 +1,116 @@
+// Costs of the shared core: encode/decode of each protocol message, the gate decision, and the
+// clock filter. Run: build/release/bench/common/bench_common
+#include <benchmark/benchmark.h>
+
+#include "metronome/common/clock_sync.hpp"
+#include "metronome/common/protocol.hpp"
+#include "metronome/common/timetable.hpp"
+
+namespace metronome {
+namespace {
+
+proto::Message Sample(proto::MessageType t) {
+  using namespace proto;
+  switch (t) {
+    case MessageType::kHello:
+      return Hello{"resnet50-job-17", "gpu-node-031", 5, 16, 2, 31337, 22809, "0.1.0"};
+    case MessageType::kWelcome:
+      return Welcome{42, 1000, 1'700'000'000'000'000'000};
+    case MessageType::kClockPing:
+      return ClockPing{9, 1'700'000'000'000'000'000};
+    case MessageType::kClockPong:
+      return ClockPong{9, 1'700'000'000'000'000'000, 1'700'000'000'000'050'000,
+                       1'700'000'000'000'060'000};
+    case MessageType::kProfileReport: {
+      ProfileReport r;
+      r.job_id = "resnet50-job-17";
+      r.rank = 5;
+      r.iterations = 100'000;
+      r.period_ns = 180'000'000;
+      r.comm_ns = 40'000'000;
+      r.bytes_per_phase = 102'400'000;
+      r.collectives_per_phase = 5;
+      r.confidence = 0.98;
+      r.clock_offset_ns = 1234;
+      r.clock_error_ns = 50'000;
+      r.timetable_version = 12;
+      for (int i = 0; i < 8; ++i) r.phase_starts_ns.push_back(1'700'000'000'000'000'000 + i);
+      return r;
+    }
+    case MessageType::kTimetablePush:
+      return TimetablePush{"resnet50-job-17",
+                           {12, 1'700'000'000'000'000'000, 180'000'000, 3'000'000, 40'000'000,
+                            5'000'000, 180'000'000}};
+    case MessageType::kBye:
+      return Bye{"resnet50-job-17", 5, "exit"};
+    case MessageType::kError:
+      return Error{ErrorCode::kUnexpected, "report before hello"};
+  }
+  return Bye{};
+}
+
+void BM_Encode(benchmark::State& state) {
+  const auto type = static_cast<proto::MessageType>(state.range(0));
+  const proto::Message m = Sample(type);
+  std::string out;
+  out.reserve(1024);
+  for (auto _ : state) {
+    proto::Encode(m, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetLabel(std::string(proto::TypeName(type)) + " " + std::to_string(out.size()) + " B");
+}
+BENCHMARK(BM_Encode)->DenseRange(1, 8);
+
+void BM_Decode(benchmark::State& state) {
+  const auto type = static_cast<proto::MessageType>(state.range(0));
+  const std::string bytes = proto::Encode(Sample(type));
+  for (auto _ : state) {
+    proto::Decoded d = proto::Decode(bytes);
+    benchmark::DoNotOptimize(d);
+    if (!d.ok()) state.SkipWithError("decode failed");
+  }
+  state.SetLabel(std::string(proto::TypeName(type)));
+}
+BENCHMARK(BM_Decode)->DenseRange(1, 8);
+
+void BM_GateDecision(benchmark::State& state) {
+  Timetable tt{3,          1'700'000'000'000'000'000, 180'000'000, 3'000'000, 40'000'000, 5'000'000,
+               180'000'000};
+  ValidateTimetable(tt);
+  int64_t now = 1'700'000'123'456'789'000;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(now);
+    GateDecision d = DecideGate(tt, now);
+    benchmark::DoNotOptimize(d);
+    now += 7'919;  // walk through all phases of the period
+  }
+}
+BENCHMARK(BM_GateDecision);
+
+void BM_ValidateTimetable(benchmark::State& state) {
+  const Timetable raw{3,        1'700'000'000'000'000'000, 180'000'000, -3'000'000, 400'000'000, -1,
+                      INT64_MAX};
+  for (auto _ : state) {
+    Timetable t = raw;
+    benchmark::DoNotOptimize(ValidateTimetable(t));
+    benchmark::DoNotOptimize(t);
+  }
+}
+BENCHMARK(BM_ValidateTimetable);
+
+void BM_ClockSyncAddSample(benchmark::State& state) {
+  ClockSync c(16);
+  int64_t t = 0;
+  for (auto _ : state) {
+    c.AddSample({t, t + 50'000, t + 55'000, t + 100'000 + (t % 7'000)});
+    t += 1'000'000;
+    benchmark::DoNotOptimize(c.OffsetNs());
+  }
+}
+BENCHMARK(BM_ClockSyncAddSample);
+
+}  // namespace
+}  // namespace metronome
+
+BENCHMARK_MAIN();

@@ -1,0 +1,17 @@
+// The clock all timetables and reports use: CLOCK_REALTIME in nanoseconds. Every host reads its
+// own; the residual skew between a shim's host and the scheduler is estimated by ClockSync
+// (clock_sync.hpp), so an NTP step on one host is absorbed at the next ping.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+
+namespace metronome {
+
+inline int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+}  // namespace metronome

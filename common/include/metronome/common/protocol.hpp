@@ -1,0 +1,148 @@
+// The wire protocol between the shim (ZeroMQ DEALER, one per process) and metronome-scheduler
+// (ZeroMQ ROUTER). Every message is one ZeroMQ frame holding one msgpack value:
+//
+//   [protocol_version, message_type, [field, field, ...]]
+//
+// Fields are positional. A receiver accepts extra trailing fields (a newer peer of the same
+// major version may append some) and rejects missing or wrongly typed ones. Decode() never
+// throws and never reads past the buffer: every bad input yields an error value naming the
+// problem, so that the caller can answer it and count it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "metronome/common/timetable.hpp"
+
+namespace metronome::proto {
+
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr size_t kMaxMessageBytes = 64 * 1024;
+inline constexpr size_t kMaxStringBytes = 256;  // ids, node names, reasons
+inline constexpr size_t kMaxPhaseStarts = 64;   // recent phase starts per report
+
+enum class MessageType : uint32_t {
+  kHello = 1,          // shim -> scheduler: I am rank r of job j on node n
+  kWelcome = 2,        // scheduler -> shim: registered; report this often
+  kClockPing = 3,      // shim -> scheduler
+  kClockPong = 4,      // scheduler -> shim
+  kProfileReport = 5,  // shim -> scheduler: the rhythm the phase tracker learned
+  kTimetablePush = 6,  // scheduler -> shim: your windows
+  kBye = 7,            // shim -> scheduler: communicator destroyed / process exits
+  kError = 8,          // either way: your last message was rejected
+};
+
+enum class Priority : int32_t { kLow = 0, kNormal = 1, kHigh = 2 };
+
+struct Hello {
+  std::string job_id;
+  std::string node;
+  uint32_t rank = 0;
+  uint32_t world_size = 0;
+  int32_t priority = static_cast<int32_t>(Priority::kNormal);  // higher = more important
+  uint32_t pid = 0;
+  uint32_t nccl_version = 0;  // NCCL_VERSION_CODE of the library the shim wraps
+  std::string shim_version;
+};
+
+struct Welcome {
+  uint64_t session = 0;  // the scheduler's id for this registration
+  uint32_t report_interval_ms = 1000;
+  int64_t server_time_ns = 0;
+};
+
+struct ClockPing {
+  uint64_t seq = 0;
+  int64_t t1_ns = 0;  // client clock at send
+};
+
+struct ClockPong {
+  uint64_t seq = 0;
+  int64_t t1_ns = 0;  // echoed
+  int64_t t2_ns = 0;  // server clock at receive
+  int64_t t3_ns = 0;  // server clock at send
+};
+
+struct ProfileReport {
+  std::string job_id;
+  uint32_t rank = 0;
+  uint64_t iterations = 0;  // communication phases seen so far
+  int64_t period_ns = 0;    // learned iteration period; 0 = not yet known
+  int64_t comm_ns = 0;      // learned communication-phase duration
+  uint64_t bytes_per_phase = 0;
+  uint32_t collectives_per_phase = 0;
+  double confidence = 0.0;               // 0..1, how stable the rhythm is
+  int64_t clock_offset_ns = 0;           // the shim's estimate (server - client)
+  int64_t clock_error_ns = -1;           // its bound; -1 = no estimate
+  uint64_t timetable_version = 0;        // the timetable in force at the shim
+  uint64_t gated = 0;                    // phases held by the gate (cumulative)
+  uint64_t late = 0;                     // phases that arrived past late slack
+  uint64_t failed_open = 0;              // phases released because max_wait was exceeded
+  std::vector<int64_t> phase_starts_ns;  // recent phase starts, scheduler clock
+};
+
+struct TimetablePush {
+  std::string job_id;
+  Timetable timetable;
+};
+
+struct Bye {
+  std::string job_id;
+  uint32_t rank = 0;
+  std::string reason;
+};
+
+enum class ErrorCode : uint32_t {
+  kMalformed = 1,   // not decodable
+  kVersion = 2,     // unsupported protocol version
+  kUnexpected = 3,  // decodable but not valid in this state (e.g. a report before hello)
+  kInvalid = 4,     // decodable, but a field is out of range
+  kInternal = 5,
+};
+
+struct Error {
+  ErrorCode code = ErrorCode::kMalformed;
+  std::string message;
+};
+
+using Message =
+    std::variant<Hello, Welcome, ClockPing, ClockPong, ProfileReport, TimetablePush, Bye, Error>;
+
+MessageType TypeOf(const Message& m);
+std::string_view TypeName(MessageType t);
+
+// Encodes `m` into `out` (cleared first). Strings longer than kMaxStringBytes and phase lists
+// longer than kMaxPhaseStarts are truncated, so that an encoded message always decodes.
+void Encode(const Message& m, std::string& out);
+std::string Encode(const Message& m);
+
+enum class DecodeError : uint8_t {
+  kNone = 0,
+  kEmpty,          // zero-length frame
+  kTooLarge,       // over kMaxMessageBytes
+  kMalformed,      // not msgpack, truncated, or nested beyond limits
+  kTrailingBytes,  // a valid value followed by garbage
+  kBadEnvelope,    // not [version, type, [fields]]
+  kVersion,        // protocol version we do not speak
+  kUnknownType,    // message type we do not know
+  kBadField,       // a field missing, of the wrong type, or out of range
+};
+std::string_view DecodeErrorName(DecodeError e);
+
+struct Decoded {
+  DecodeError error = DecodeError::kNone;
+  std::string detail;  // human-readable: which field, what was wrong
+  Message message;
+  bool ok() const { return error == DecodeError::kNone; }
+};
+
+Decoded Decode(const void* data, size_t size);
+inline Decoded Decode(std::string_view bytes) {
+  return Decode(bytes.data(), bytes.size());
+}
+
+}  // namespace metronome::proto

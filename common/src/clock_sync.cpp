@@ -1,0 +1,51 @@
+#include "metronome/common/clock_sync.hpp"
+
+namespace metronome {
+
+ClockSync::ClockSync(size_t window) : window_(window == 0 ? 1 : window) {
+  samples_.reserve(window_);
+}
+
+bool ClockSync::AddSample(const ClockSample& s) {
+  // Overflow-safe consistency checks: a real exchange has t4 >= t1 and t3 >= t2, and spans far
+  // less than the int64 range.
+  constexpr int64_t kMaxSpan = int64_t{1} << 50;  // ~13 days
+  const bool sane = s.t4 >= s.t1 && s.t3 >= s.t2 && s.t4 - s.t1 < kMaxSpan &&
+                    s.t3 - s.t2 < kMaxSpan && s.t3 - s.t2 <= s.t4 - s.t1 &&
+                    (s.t2 > s.t1 ? s.t2 - s.t1 : s.t1 - s.t2) < (int64_t{1} << 61);
+  if (!sane) {
+    ++rejected_;
+    return false;
+  }
+  if (samples_.size() < window_) {
+    samples_.push_back(s);
+  } else {
+    samples_[next_] = s;
+  }
+  next_ = (next_ + 1) % window_;
+  PickBest();
+  return true;
+}
+
+void ClockSync::PickBest() {
+  best_ = SIZE_MAX;
+  for (size_t i = 0; i < samples_.size(); ++i) {
+    if (best_ == SIZE_MAX || samples_[i].Delay() < samples_[best_].Delay()) best_ = i;
+  }
+}
+
+int64_t ClockSync::OffsetNs() const {
+  return HasEstimate() ? samples_[best_].Offset() : 0;
+}
+
+int64_t ClockSync::DelayNs() const {
+  return HasEstimate() ? samples_[best_].Delay() : -1;
+}
+
+void ClockSync::Reset() {
+  samples_.clear();
+  next_ = 0;
+  best_ = SIZE_MAX;
+}
+
+}  // namespace metronome

@@ -1,0 +1,446 @@
+#include "metronome/common/protocol.hpp"
+
+#include <msgpack.hpp>
+
+#include <exception>
+#include <limits>
+#include <type_traits>
+
+namespace metronome::proto {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+// msgpack's packer writes into anything with write(const char*, size_t).
+struct StringSink {
+  std::string* out;
+  void write(const char* p, size_t n) { out->append(p, n); }
+};
+using Packer = msgpack::packer<StringSink>;
+
+void PackStr(Packer& pk, const std::string& s) {
+  const size_t n = s.size() < kMaxStringBytes ? s.size() : kMaxStringBytes;
+  pk.pack_str(static_cast<uint32_t>(n));
+  pk.pack_str_body(s.data(), static_cast<uint32_t>(n));
+}
+
+void PackFields(Packer& pk, const Hello& m) {
+  pk.pack_array(8);
+  PackStr(pk, m.job_id);
+  PackStr(pk, m.node);
+  pk.pack(m.rank);
+  pk.pack(m.world_size);
+  pk.pack(m.priority);
+  pk.pack(m.pid);
+  pk.pack(m.nccl_version);
+  PackStr(pk, m.shim_version);
+}
+
+void PackFields(Packer& pk, const Welcome& m) {
+  pk.pack_array(3);
+  pk.pack(m.session);
+  pk.pack(m.report_interval_ms);
+  pk.pack(m.server_time_ns);
+}
+
+void PackFields(Packer& pk, const ClockPing& m) {
+  pk.pack_array(2);
+  pk.pack(m.seq);
+  pk.pack(m.t1_ns);
+}
+
+void PackFields(Packer& pk, const ClockPong& m) {
+  pk.pack_array(4);
+  pk.pack(m.seq);
+  pk.pack(m.t1_ns);
+  pk.pack(m.t2_ns);
+  pk.pack(m.t3_ns);
+}
+
+void PackFields(Packer& pk, const ProfileReport& m) {
+  pk.pack_array(15);
+  PackStr(pk, m.job_id);
+  pk.pack(m.rank);
+  pk.pack(m.iterations);
+  pk.pack(m.period_ns);
+  pk.pack(m.comm_ns);
+  pk.pack(m.bytes_per_phase);
+  pk.pack(m.collectives_per_phase);
+  pk.pack(m.confidence);
+  pk.pack(m.clock_offset_ns);
+  pk.pack(m.clock_error_ns);
+  pk.pack(m.timetable_version);
+  pk.pack(m.gated);
+  pk.pack(m.late);
+  pk.pack(m.failed_open);
+  const size_t n =
+      m.phase_starts_ns.size() < kMaxPhaseStarts ? m.phase_starts_ns.size() : kMaxPhaseStarts;
+  // Keep the most recent starts when truncating.
+  pk.pack_array(static_cast<uint32_t>(n));
+  for (size_t i = m.phase_starts_ns.size() - n; i < m.phase_starts_ns.size(); ++i) {
+    pk.pack(m.phase_starts_ns[i]);
+  }
+}
+
+void PackFields(Packer& pk, const TimetablePush& m) {
+  pk.pack_array(8);
+  PackStr(pk, m.job_id);
+  pk.pack(m.timetable.version);
+  pk.pack(m.timetable.epoch_ns);
+  pk.pack(m.timetable.period_ns);
+  pk.pack(m.timetable.offset_ns);
+  pk.pack(m.timetable.window_ns);
+  pk.pack(m.timetable.late_slack_ns);
+  pk.pack(m.timetable.max_wait_ns);
+}
+
+void PackFields(Packer& pk, const Bye& m) {
+  pk.pack_array(3);
+  PackStr(pk, m.job_id);
+  pk.pack(m.rank);
+  PackStr(pk, m.reason);
+}
+
+void PackFields(Packer& pk, const Error& m) {
+  pk.pack_array(2);
+  pk.pack(static_cast<uint32_t>(m.code));
+  PackStr(pk, m.message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+// Reads positional fields out of a msgpack array, checking each one's type and range. The first
+// failure is recorded in `out` and every later read fails fast.
+class FieldReader {
+ public:
+  FieldReader(const msgpack::object_array& fields, Decoded& out) : f_(fields), out_(out) {}
+
+  bool Str(const char* name, std::string& v, bool required_non_empty = false) {
+    const msgpack::object* o = Next(name);
+    if (o == nullptr) return false;
+    if (o->type != msgpack::type::STR) return Fail(name, "is not a string");
+    if (o->via.str.size > kMaxStringBytes) return Fail(name, "is longer than 256 bytes");
+    if (required_non_empty && o->via.str.size == 0) return Fail(name, "is empty");
+    v.assign(o->via.str.ptr, o->via.str.size);
+    return true;
+  }
+
+  template <typename T>
+  bool Int(const char* name, T& v) {
+    static_assert(std::is_integral_v<T>);
+    const msgpack::object* o = Next(name);
+    if (o == nullptr) return false;
+    return ConvertInt(name, *o, v);
+  }
+
+  bool F64(const char* name, double& v) {
+    const msgpack::object* o = Next(name);
+    if (o == nullptr) return false;
+    switch (o->type) {
+      case msgpack::type::FLOAT32:
+      case msgpack::type::FLOAT64:
+        v = o->via.f64;
+        return true;
+      case msgpack::type::POSITIVE_INTEGER:
+        v = static_cast<double>(o->via.u64);
+        return true;
+      case msgpack::type::NEGATIVE_INTEGER:
+        v = static_cast<double>(o->via.i64);
+        return true;
+      default:
+        return Fail(name, "is not a number");
+    }
+  }
+
+  bool I64List(const char* name, std::vector<int64_t>& v, size_t max) {
+    const msgpack::object* o = Next(name);
+    if (o == nullptr) return false;
+    if (o->type != msgpack::type::ARRAY) return Fail(name, "is not an array");
+    if (o->via.array.size > max) return Fail(name, "has too many elements");
+    v.resize(o->via.array.size);
+    for (uint32_t i = 0; i < o->via.array.size; ++i) {
+      if (!ConvertInt(name, o->via.array.ptr[i], v[i])) return false;
+    }
+    return true;
+  }
+
+  bool Fail(const char* name, const char* what) {
+    if (out_.error == DecodeError::kNone) {
+      out_.error = DecodeError::kBadField;
+      out_.detail = std::string("field '") + name + "' " + what;
+    }
+    return false;
+  }
+
+ private:
+  const msgpack::object* Next(const char* name) {
+    if (out_.error != DecodeError::kNone) return nullptr;
+    if (i_ >= f_.size) {
+      Fail(name, "is missing");
+      return nullptr;
+    }
+    return &f_.ptr[i_++];
+  }
+
+  template <typename T>
+  bool ConvertInt(const char* name, const msgpack::object& o, T& v) {
+    if (o.type == msgpack::type::POSITIVE_INTEGER) {
+      if (o.via.u64 > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+        return Fail(name, "is out of range");
+      }
+      v = static_cast<T>(o.via.u64);
+      return true;
+    }
+    if (o.type == msgpack::type::NEGATIVE_INTEGER) {
+      if constexpr (std::is_unsigned_v<T>) {
+        return Fail(name, "is negative");
+      } else {
+        if (o.via.i64 < static_cast<int64_t>(std::numeric_limits<T>::min())) {
+          return Fail(name, "is out of range");
+        }
+        v = static_cast<T>(o.via.i64);
+        return true;
+      }
+    }
+    return Fail(name, "is not an integer");
+  }
+
+  const msgpack::object_array& f_;
+  Decoded& out_;
+  uint32_t i_ = 0;
+};
+
+bool ParseFields(FieldReader& r, Hello& m) {
+  if (!(r.Str("job_id", m.job_id, true) && r.Str("node", m.node) && r.Int("rank", m.rank) &&
+        r.Int("world_size", m.world_size) && r.Int("priority", m.priority) && r.Int("pid", m.pid) &&
+        r.Int("nccl_version", m.nccl_version) && r.Str("shim_version", m.shim_version))) {
+    return false;
+  }
+  if (m.world_size == 0) return r.Fail("world_size", "is zero");
+  if (m.rank >= m.world_size) return r.Fail("rank", "is not below world_size");
+  return true;
+}
+
+bool ParseFields(FieldReader& r, Welcome& m) {
+  return r.Int("session", m.session) && r.Int("report_interval_ms", m.report_interval_ms) &&
+         r.Int("server_time_ns", m.server_time_ns);
+}
+
+bool ParseFields(FieldReader& r, ClockPing& m) {
+  return r.Int("seq", m.seq) && r.Int("t1_ns", m.t1_ns);
+}
+
+bool ParseFields(FieldReader& r, ClockPong& m) {
+  return r.Int("seq", m.seq) && r.Int("t1_ns", m.t1_ns) && r.Int("t2_ns", m.t2_ns) &&
+         r.Int("t3_ns", m.t3_ns);
+}
+
+bool ParseFields(FieldReader& r, ProfileReport& m) {
+  if (!(r.Str("job_id", m.job_id, true) && r.Int("rank", m.rank) &&
+        r.Int("iterations", m.iterations) && r.Int("period_ns", m.period_ns) &&
+        r.Int("comm_ns", m.comm_ns) && r.Int("bytes_per_phase", m.bytes_per_phase) &&
+        r.Int("collectives_per_phase", m.collectives_per_phase) &&
+        r.F64("confidence", m.confidence) && r.Int("clock_offset_ns", m.clock_offset_ns) &&
+        r.Int("clock_error_ns", m.clock_error_ns) &&
+        r.Int("timetable_version", m.timetable_version) && r.Int("gated", m.gated) &&
+        r.Int("late", m.late) && r.Int("failed_open", m.failed_open) &&
+        r.I64List("phase_starts_ns", m.phase_starts_ns, kMaxPhaseStarts))) {
+    return false;
+  }
+  if (m.period_ns < 0) return r.Fail("period_ns", "is negative");
+  if (m.comm_ns < 0) return r.Fail("comm_ns", "is negative");
+  if (!(m.confidence >= 0.0 && m.confidence <= 1.0))
+    return r.Fail("confidence", "is not in [0, 1]");
+  return true;
+}
+
+bool ParseFields(FieldReader& r, TimetablePush& m) {
+  Timetable& t = m.timetable;
+  return r.Str("job_id", m.job_id, true) && r.Int("version", t.version) &&
+         r.Int("epoch_ns", t.epoch_ns) && r.Int("period_ns", t.period_ns) &&
+         r.Int("offset_ns", t.offset_ns) && r.Int("window_ns", t.window_ns) &&
+         r.Int("late_slack_ns", t.late_slack_ns) && r.Int("max_wait_ns", t.max_wait_ns);
+}
+
+bool ParseFields(FieldReader& r, Bye& m) {
+  return r.Str("job_id", m.job_id, true) && r.Int("rank", m.rank) && r.Str("reason", m.reason);
+}
+
+bool ParseFields(FieldReader& r, Error& m) {
+  uint32_t code = 0;
+  if (!(r.Int("code", code) && r.Str("message", m.message))) return false;
+  if (code < static_cast<uint32_t>(ErrorCode::kMalformed) ||
+      code > static_cast<uint32_t>(ErrorCode::kInternal)) {
+    return r.Fail("code", "is not a known error code");
+  }
+  m.code = static_cast<ErrorCode>(code);
+  return true;
+}
+
+template <typename T>
+void ParseInto(const msgpack::object_array& fields, Decoded& out) {
+  T m;
+  FieldReader r(fields, out);
+  if (ParseFields(r, m)) out.message = std::move(m);
+}
+
+Decoded Fail(DecodeError e, std::string detail) {
+  Decoded d;
+  d.error = e;
+  d.detail = std::move(detail);
+  return d;
+}
+
+Decoded DecodeUnchecked(const char* data, size_t size) {
+  // A zone per thread, reused: decoding allocates nothing in the steady state.
+  thread_local msgpack::zone zone;
+  zone.clear();
+  // Limits stop hostile input from nesting deeply or declaring huge containers; they are far
+  // above anything a valid message needs.
+  const msgpack::unpack_limit limit(/*array=*/1024, /*map=*/64, /*str=*/kMaxMessageBytes,
+                                    /*bin=*/kMaxMessageBytes, /*ext=*/kMaxMessageBytes,
+                                    /*depth=*/8);
+  size_t off = 0;
+  bool referenced = false;
+  msgpack::object root;
+  try {
+    root = msgpack::unpack(zone, data, size, off, referenced, nullptr, nullptr, limit);
+  } catch (const msgpack::insufficient_bytes&) {
+    return Fail(DecodeError::kMalformed, "truncated msgpack value");
+  } catch (const std::exception& e) {
+    return Fail(DecodeError::kMalformed, std::string("not msgpack: ") + e.what());
+  }
+  if (off != size) return Fail(DecodeError::kTrailingBytes, "bytes after the message");
+
+  if (root.type != msgpack::type::ARRAY || root.via.array.size < 3) {
+    return Fail(DecodeError::kBadEnvelope, "not an array [version, type, fields]");
+  }
+  const msgpack::object* env = root.via.array.ptr;
+  if (env[0].type != msgpack::type::POSITIVE_INTEGER ||
+      env[1].type != msgpack::type::POSITIVE_INTEGER || env[2].type != msgpack::type::ARRAY) {
+    return Fail(DecodeError::kBadEnvelope, "envelope fields have the wrong types");
+  }
+  if (env[0].via.u64 != kProtocolVersion) {
+    return Fail(DecodeError::kVersion, "protocol version " + std::to_string(env[0].via.u64) +
+                                           " (this side speaks " +
+                                           std::to_string(kProtocolVersion) + ")");
+  }
+  Decoded out;
+  const msgpack::object_array& fields = env[2].via.array;
+  switch (static_cast<MessageType>(env[1].via.u64)) {
+    case MessageType::kHello:
+      ParseInto<Hello>(fields, out);
+      break;
+    case MessageType::kWelcome:
+      ParseInto<Welcome>(fields, out);
+      break;
+    case MessageType::kClockPing:
+      ParseInto<ClockPing>(fields, out);
+      break;
+    case MessageType::kClockPong:
+      ParseInto<ClockPong>(fields, out);
+      break;
+    case MessageType::kProfileReport:
+      ParseInto<ProfileReport>(fields, out);
+      break;
+    case MessageType::kTimetablePush:
+      ParseInto<TimetablePush>(fields, out);
+      break;
+    case MessageType::kBye:
+      ParseInto<Bye>(fields, out);
+      break;
+    case MessageType::kError:
+      ParseInto<Error>(fields, out);
+      break;
+    default:
+      return Fail(DecodeError::kUnknownType, "message type " + std::to_string(env[1].via.u64));
+  }
+  return out;
+}
+
+}  // namespace
+
+MessageType TypeOf(const Message& m) {
+  return static_cast<MessageType>(m.index() + 1);  // variant order follows MessageType
+}
+
+std::string_view TypeName(MessageType t) {
+  switch (t) {
+    case MessageType::kHello:
+      return "hello";
+    case MessageType::kWelcome:
+      return "welcome";
+    case MessageType::kClockPing:
+      return "clock_ping";
+    case MessageType::kClockPong:
+      return "clock_pong";
+    case MessageType::kProfileReport:
+      return "profile_report";
+    case MessageType::kTimetablePush:
+      return "timetable_push";
+    case MessageType::kBye:
+      return "bye";
+    case MessageType::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
+std::string_view DecodeErrorName(DecodeError e) {
+  switch (e) {
+    case DecodeError::kNone:
+      return "none";
+    case DecodeError::kEmpty:
+      return "empty";
+    case DecodeError::kTooLarge:
+      return "too_large";
+    case DecodeError::kMalformed:
+      return "malformed";
+    case DecodeError::kTrailingBytes:
+      return "trailing_bytes";
+    case DecodeError::kBadEnvelope:
+      return "bad_envelope";
+    case DecodeError::kVersion:
+      return "version";
+    case DecodeError::kUnknownType:
+      return "unknown_type";
+    case DecodeError::kBadField:
+      return "bad_field";
+  }
+  return "unknown";
+}
+
+void Encode(const Message& m, std::string& out) {
+  out.clear();
+  StringSink sink{&out};
+  Packer pk(sink);
+  pk.pack_array(3);
+  pk.pack(kProtocolVersion);
+  pk.pack(static_cast<uint32_t>(TypeOf(m)));
+  std::visit([&pk](const auto& msg) { PackFields(pk, msg); }, m);
+}
+
+std::string Encode(const Message& m) {
+  std::string out;
+  Encode(m, out);
+  return out;
+}
+
+Decoded Decode(const void* data, size_t size) {
+  if (size == 0) return Fail(DecodeError::kEmpty, "empty frame");
+  if (size > kMaxMessageBytes) {
+    return Fail(DecodeError::kTooLarge, std::to_string(size) + " bytes exceeds the limit of " +
+                                            std::to_string(kMaxMessageBytes));
+  }
+  try {
+    return DecodeUnchecked(static_cast<const char*>(data), size);
+  } catch (const std::exception& e) {  // e.g. bad_alloc: still never escapes
+    return Fail(DecodeError::kMalformed, std::string("decoder failure: ") + e.what());
+  } catch (...) {
+    return Fail(DecodeError::kMalformed, "decoder failure");
+  }
+}
+
+}  // namespace metronome::proto

@@ -1,0 +1,292 @@
+#include "metronome/common/protocol.hpp"
+
+#include <gtest/gtest.h>
+#include <msgpack.hpp>
+
+#include <random>
+
+namespace metronome::proto {
+namespace {
+
+std::vector<Message> OneOfEach() {
+  Hello hello;
+  hello.job_id = "bert-large-7";
+  hello.node = "gpu-node-12";
+  hello.rank = 3;
+  hello.world_size = 16;
+  hello.priority = 2;
+  hello.pid = 4242;
+  hello.nccl_version = 22809;
+  hello.shim_version = "0.1.0";
+
+  ProfileReport rep;
+  rep.job_id = "bert-large-7";
+  rep.rank = 3;
+  rep.iterations = 1234;
+  rep.period_ns = 312'000'000;
+  rep.comm_ns = 91'000'000;
+  rep.bytes_per_phase = 1'360'000'000;
+  rep.collectives_per_phase = 55;
+  rep.confidence = 0.97;
+  rep.clock_offset_ns = -12'345;
+  rep.clock_error_ns = 800;
+  rep.timetable_version = 9;
+  rep.gated = 1200;
+  rep.late = 3;
+  rep.failed_open = 1;
+  rep.phase_starts_ns = {1'700'000'000'000'000'000, 1'700'000'000'312'000'000};
+
+  TimetablePush push;
+  push.job_id = "bert-large-7";
+  push.timetable = {
+      9, 1'700'000'000'000'000'000, 400'000'000, 25'000'000, 120'000'000, 10'000'000, 200'000'000};
+
+  return {
+      hello,
+      Welcome{77, 1000, 1'700'000'000'000'000'000},
+      ClockPing{5, 1'700'000'000'000'000'001},
+      ClockPong{5, 1'700'000'000'000'000'001, 1'700'000'000'000'050'000, 1'700'000'000'000'060'000},
+      rep,
+      push,
+      Bye{"bert-large-7", 3, "communicator destroyed"},
+      Error{ErrorCode::kUnexpected, "report before hello"}};
+}
+
+// Field-by-field equality through re-encoding: the encoding is canonical, so equal bytes mean
+// equal messages.
+TEST(Protocol, EveryMessageRoundTrips) {
+  for (const Message& m : OneOfEach()) {
+    const std::string bytes = Encode(m);
+    const Decoded d = Decode(bytes);
+    ASSERT_TRUE(d.ok()) << TypeName(TypeOf(m)) << ": " << d.detail;
+    EXPECT_EQ(TypeOf(d.message), TypeOf(m));
+    EXPECT_EQ(Encode(d.message), bytes) << TypeName(TypeOf(m));
+  }
+}
+
+TEST(Protocol, DecodedFieldsMatch) {
+  const auto msgs = OneOfEach();
+  const Decoded d = Decode(Encode(msgs[5]));
+  ASSERT_TRUE(d.ok());
+  const auto& push = std::get<TimetablePush>(d.message);
+  EXPECT_EQ(push.job_id, "bert-large-7");
+  EXPECT_EQ(push.timetable.version, 9u);
+  EXPECT_EQ(push.timetable.period_ns, 400'000'000);
+  EXPECT_EQ(push.timetable.late_slack_ns, 10'000'000);
+
+  const Decoded r = Decode(Encode(msgs[4]));
+  ASSERT_TRUE(r.ok());
+  const auto& rep = std::get<ProfileReport>(r.message);
+  EXPECT_DOUBLE_EQ(rep.confidence, 0.97);
+  EXPECT_EQ(rep.clock_offset_ns, -12'345);
+  ASSERT_EQ(rep.phase_starts_ns.size(), 2u);
+  EXPECT_EQ(rep.phase_starts_ns[1], 1'700'000'000'312'000'000);
+}
+
+TEST(Protocol, EncoderTruncatesOverlongFieldsSoTheResultDecodes) {
+  ProfileReport rep;
+  rep.job_id = std::string(1000, 'j');
+  rep.phase_starts_ns.resize(500);
+  for (size_t i = 0; i < rep.phase_starts_ns.size(); ++i) rep.phase_starts_ns[i] = int64_t(i);
+  const Decoded d = Decode(Encode(rep));
+  ASSERT_TRUE(d.ok()) << d.detail;
+  const auto& got = std::get<ProfileReport>(d.message);
+  EXPECT_EQ(got.job_id.size(), kMaxStringBytes);
+  ASSERT_EQ(got.phase_starts_ns.size(), kMaxPhaseStarts);
+  EXPECT_EQ(got.phase_starts_ns.back(), 499);  // the most recent are kept
+}
+
+TEST(Protocol, AcceptsExtraTrailingFieldsFromNewerPeers) {
+  std::string bytes;
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(kProtocolVersion);
+  pk.pack(static_cast<uint32_t>(MessageType::kClockPing));
+  pk.pack_array(3);
+  pk.pack(7);
+  pk.pack(100);
+  pk.pack("a field from the future");
+  const Decoded d = Decode(buf.data(), buf.size());
+  ASSERT_TRUE(d.ok()) << d.detail;
+  EXPECT_EQ(std::get<ClockPing>(d.message).seq, 7u);
+}
+
+// Builds [version, type, fields] with arbitrary pieces, for the negative tests.
+template <typename Fn>
+std::string Raw(uint32_t version, uint32_t type, Fn fields) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(version);
+  pk.pack(type);
+  fields(pk);
+  return std::string(buf.data(), buf.size());
+}
+
+TEST(ProtocolReject, EmptyAndOversized) {
+  EXPECT_EQ(Decode("", 0).error, DecodeError::kEmpty);
+  const std::string big(kMaxMessageBytes + 1, '\x90');
+  EXPECT_EQ(Decode(big).error, DecodeError::kTooLarge);
+}
+
+TEST(ProtocolReject, EveryTruncationOfEveryMessage) {
+  for (const Message& m : OneOfEach()) {
+    const std::string bytes = Encode(m);
+    for (size_t n = 1; n < bytes.size(); ++n) {
+      const Decoded d = Decode(bytes.data(), n);
+      EXPECT_EQ(d.error, DecodeError::kMalformed) << TypeName(TypeOf(m)) << " cut at " << n;
+    }
+  }
+}
+
+TEST(ProtocolReject, TrailingGarbage) {
+  std::string bytes = Encode(Bye{"j", 0, ""});
+  bytes.push_back('\x01');
+  EXPECT_EQ(Decode(bytes).error, DecodeError::kTrailingBytes);
+}
+
+TEST(ProtocolReject, NotAnEnvelope) {
+  msgpack::sbuffer buf;
+  msgpack::pack(buf, std::string("hello"));
+  EXPECT_EQ(Decode(buf.data(), buf.size()).error, DecodeError::kBadEnvelope);
+  const std::string fields_not_array =
+      Raw(kProtocolVersion, 3, [](auto& pk) { pk.pack(std::string("x")); });
+  EXPECT_EQ(Decode(fields_not_array).error, DecodeError::kBadEnvelope);
+}
+
+TEST(ProtocolReject, WrongVersion) {
+  const std::string v2 = Raw(2, 3, [](auto& pk) {
+    pk.pack_array(2);
+    pk.pack(1);
+    pk.pack(2);
+  });
+  const Decoded d = Decode(v2);
+  EXPECT_EQ(d.error, DecodeError::kVersion);
+  EXPECT_NE(d.detail.find("version 2"), std::string::npos);
+}
+
+TEST(ProtocolReject, UnknownType) {
+  const std::string t = Raw(kProtocolVersion, 99, [](auto& pk) { pk.pack_array(0); });
+  EXPECT_EQ(Decode(t).error, DecodeError::kUnknownType);
+}
+
+TEST(ProtocolReject, WrongFieldTypesMissingFieldsAndRanges) {
+  // seq as a string
+  Decoded d = Decode(Raw(kProtocolVersion, 3, [](auto& pk) {
+    pk.pack_array(2);
+    pk.pack(std::string("seven"));
+    pk.pack(1);
+  }));
+  EXPECT_EQ(d.error, DecodeError::kBadField);
+  EXPECT_NE(d.detail.find("'seq'"), std::string::npos) << d.detail;
+
+  // a ping with one field
+  d = Decode(Raw(kProtocolVersion, 3, [](auto& pk) {
+    pk.pack_array(1);
+    pk.pack(1);
+  }));
+  EXPECT_EQ(d.error, DecodeError::kBadField);
+  EXPECT_NE(d.detail.find("missing"), std::string::npos) << d.detail;
+
+  // hello whose rank is not below world_size; and a negative rank
+  Hello h;
+  h.job_id = "j";
+  h.rank = 4;
+  h.world_size = 4;
+  d = Decode(Encode(h));
+  EXPECT_EQ(d.error, DecodeError::kBadField);
+  d = Decode(Raw(kProtocolVersion, 1, [](auto& pk) {
+    pk.pack_array(8);
+    pk.pack(std::string("j"));
+    pk.pack(std::string("n"));
+    pk.pack(-1);
+    pk.pack(4);
+    pk.pack(1);
+    pk.pack(1);
+    pk.pack(1);
+    pk.pack(std::string("v"));
+  }));
+  EXPECT_EQ(d.error, DecodeError::kBadField);
+  EXPECT_NE(d.detail.find("'rank'"), std::string::npos) << d.detail;
+
+  // empty job id
+  d = Decode(Encode(Bye{"", 0, ""}));
+  EXPECT_EQ(d.error, DecodeError::kBadField);
+
+  // a 32-bit field holding a 64-bit value
+  d = Decode(Raw(kProtocolVersion, 2, [](auto& pk) {
+    pk.pack_array(3);
+    pk.pack(1);
+    pk.pack(uint64_t{1} << 40);
+    pk.pack(0);
+  }));
+  EXPECT_EQ(d.error, DecodeError::kBadField);
+
+  // confidence out of [0, 1] and NaN
+  ProfileReport rep;
+  rep.job_id = "j";
+  rep.confidence = 3.0;
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.confidence = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+
+  // unknown error code
+  d = Decode(Raw(kProtocolVersion, 8, [](auto& pk) {
+    pk.pack_array(2);
+    pk.pack(999);
+    pk.pack(std::string("?"));
+  }));
+  EXPECT_EQ(d.error, DecodeError::kBadField);
+}
+
+TEST(ProtocolReject, HostileNestingAndDeclaredSizes) {
+  // 100 nested arrays: beyond the depth limit.
+  std::string deep(100, '\x91');
+  deep.push_back('\x00');
+  EXPECT_EQ(Decode(deep).error, DecodeError::kMalformed);
+  // An array declaring 2^32-1 elements in 5 bytes.
+  const std::string huge_array("\xdd\xff\xff\xff\xff", 5);
+  EXPECT_EQ(Decode(huge_array).error, DecodeError::kMalformed);
+  // A string declaring 4 GiB.
+  const std::string huge_str("\xdb\xff\xff\xff\xff", 5);
+  EXPECT_EQ(Decode(huge_str).error, DecodeError::kMalformed);
+  // A reserved msgpack byte.
+  EXPECT_EQ(Decode("\xc1", 1).error, DecodeError::kMalformed);
+}
+
+TEST(ProtocolReject, RandomBytesNeverCrashAndRarelyDecode) {
+  std::mt19937_64 rng(7);
+  int decoded = 0;
+  for (int i = 0; i < 100'000; ++i) {
+    std::string b(1 + rng() % 64, '\0');
+    for (auto& c : b) c = static_cast<char>(rng());
+    const Decoded d = Decode(b);
+    if (d.ok())
+      ++decoded;
+    else
+      EXPECT_FALSE(d.detail.empty());
+  }
+  EXPECT_LT(decoded, 10);
+}
+
+TEST(ProtocolReject, MutatedValidMessagesAreRejectedOrStillValid) {
+  std::mt19937_64 rng(11);
+  const auto msgs = OneOfEach();
+  for (int i = 0; i < 50'000; ++i) {
+    std::string b = Encode(msgs[rng() % msgs.size()]);
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) b[rng() % b.size()] = static_cast<char>(rng());
+    const Decoded d = Decode(b);
+    // Whatever the decoder accepts is a valid message: it survives its own round trip.
+    if (d.ok()) {
+      const Decoded again = Decode(Encode(d.message));
+      ASSERT_TRUE(again.ok()) << again.detail;
+    } else {
+      EXPECT_FALSE(d.detail.empty());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace metronome::proto
