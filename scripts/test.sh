@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs Metronome's test suite on a fresh machine: installs what it needs, builds, tests.
+#   scripts/test.sh              everything CI runs: release tests, the same tests under
+#                                AddressSanitizer + UndefinedBehaviorSanitizer, short fuzz runs
+#   scripts/test.sh release      only the release build and its tests
+#   scripts/test.sh sanitize     only the sanitizer build and its tests
+#   scripts/test.sh fuzz         only the libFuzzer targets (FUZZ_SECONDS each, default 20)
+# Extra arguments after the mode go to ctest (e.g. scripts/test.sh release -L unit).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-all}
+shift || true
+bash scripts/setup.sh
+
+run_preset() {
+  local preset=$1
+  shift
+  echo "=== ${preset}: configure and build"
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset"
+  echo "=== ${preset}: test"
+  ctest --preset "$preset" "$@"
+}
+
+run_fuzz() {
+  echo "=== fuzz: configure and build (clang)"
+  cmake --preset fuzz -DMETRONOME_FUZZ_SECONDS="${FUZZ_SECONDS:-20}" >/dev/null
+  cmake --build --preset fuzz --target fuzz_protocol_decode
+  echo "=== fuzz: run"
+  ctest --test-dir build/fuzz -L fuzz --output-on-failure "$@"
+}
+
+case "$mode" in
+  all)
+    run_preset release "$@"
+    run_preset sanitize "$@"
+    run_fuzz
+    ;;
+  release | sanitize) run_preset "$mode" "$@" ;;
+  fuzz) run_fuzz "$@" ;;
+  *)
+    echo "usage: scripts/test.sh [all|release|sanitize|fuzz] [ctest args...]" >&2
+    exit 2
+    ;;
+esac
