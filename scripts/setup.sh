@@ -13,7 +13,8 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev prometheus-cpp-dev
   clang libclang-rt-14-dev clang-format clang-tidy
   iproute2 iputils-ping procps python3 python3-yaml python3-matplotlib
-  patchelf binutils
+  patchelf binutils ethtool
+  chromium
 )
 
 missing=()

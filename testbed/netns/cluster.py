@@ -1,0 +1,379 @@
+#!/usr/bin/python3
+"""A small cluster on one machine: hosts as network namespaces, links as shaped veth pairs.
+
+From the `topology:` part of a scenario file (the simulator's format) it builds
+
+    node ns  --eth0 (nic rate)--  rack ns (bridge br0, router)  --up0 (uplink rate)--  core ns
+    node ns  --eth1 (unshaped)--  mgmt ns (bridge)  --  sched ns (where the scheduler listens)
+
+Every link is shaped in both directions with a token bucket (tc tbf) at the topology's capacity,
+so the rack uplinks are the shared bottleneck between racks. Addresses come from 198.18.0.0/15
+(reserved for benchmarking) and exist only inside these namespaces. Link utilization is read
+from the kernel's interface counters.
+
+Rates: `nic_gbps` / `uplink_gbps` as in the simulator, or `nic_mbps` / `uplink_mbps`; on one
+machine, rates of a few hundred Mbit/s keep the CPU cost of shaping honest.
+
+CLI:  cluster.py up TOPOLOGY.yaml [--prefix P]   builds it and waits; Ctrl-C tears it down
+      cluster.py down [--prefix P]               removes any leftovers with that prefix
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import yaml
+
+DEFAULT_PREFIX = "mtr"
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class Node:
+    name: str
+    rack: str
+    nic_bps: int
+    gpus: int = 1
+    gpu: str = ""
+    index: int = 0  # position in its rack
+    data_ip: str = ""
+    mgmt_ip: str = ""
+
+
+@dataclass
+class Rack:
+    name: str
+    uplink_bps: int
+    index: int
+    nodes: list[Node] = field(default_factory=list)
+
+
+def _rate_bps(spec: dict, key: str, where: str) -> int:
+    if f"{key}_mbps" in spec:
+        value = float(spec[f"{key}_mbps"]) * 1e6
+    elif f"{key}_gbps" in spec:
+        value = float(spec[f"{key}_gbps"]) * 1e9
+    else:
+        raise ClusterError(f"{where}: missing '{key}_gbps' (or '{key}_mbps')")
+    if not value > 0:
+        raise ClusterError(f"{where}: '{key}' rate must be positive")
+    return int(value)
+
+
+@dataclass
+class Topology:
+    racks: list[Rack]
+
+    @property
+    def nodes(self) -> list[Node]:
+        return [n for r in self.racks for n in r.nodes]
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise ClusterError(f"unknown node '{name}'")
+
+    @staticmethod
+    def from_dict(doc: dict) -> "Topology":
+        topo = doc.get("topology", doc)
+        if not isinstance(topo, dict) or not isinstance(topo.get("racks"), list) or not topo["racks"]:
+            raise ClusterError("topology: expected a non-empty list 'racks'")
+        if len(topo["racks"]) > 200:
+            raise ClusterError("topology: at most 200 racks fit the address plan")
+        racks, seen = [], set()
+        for ri, r in enumerate(topo["racks"]):
+            where = f"topology.racks[{ri}]"
+            if not isinstance(r, dict) or "name" not in r:
+                raise ClusterError(f"{where}: needs a 'name'")
+            rack = Rack(str(r["name"]), _rate_bps(r, "uplink", where), ri + 1)
+            nodes = r.get("nodes") or []
+            if not isinstance(nodes, list) or not nodes or len(nodes) > 200:
+                raise ClusterError(f"{where}.nodes: expected 1..200 nodes")
+            for ni, n in enumerate(nodes):
+                nwhere = f"{where}.nodes[{ni}]"
+                if not isinstance(n, dict) or "name" not in n:
+                    raise ClusterError(f"{nwhere}: needs a 'name'")
+                name = str(n["name"])
+                if name in seen:
+                    raise ClusterError(f"{nwhere}: duplicate node name '{name}'")
+                seen.add(name)
+                node = Node(name, rack.name, _rate_bps(n, "nic", nwhere), int(n.get("gpus", 1)),
+                            str(n.get("gpu", "")), ni)
+                node.data_ip = f"198.18.{rack.index}.{10 + ni}"
+                node.mgmt_ip = f"198.19.255.{10 + len(seen) - 1}"
+                rack.nodes.append(node)
+            racks.append(rack)
+        if len(seen) > 240:
+            raise ClusterError("topology: at most 240 nodes fit the management network")
+        return Topology(racks)
+
+    @staticmethod
+    def load(path: str) -> "Topology":
+        with open(path) as f:
+            return Topology.from_dict(yaml.safe_load(f))
+
+
+def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise ClusterError(f"'{' '.join(argv)}' failed: {p.stderr.strip() or p.stdout.strip()}")
+    return p
+
+
+def require_privileges() -> None:
+    """Refuses to go on, with a clear message, unless namespaces and tc can be used."""
+    if os.geteuid() != 0:
+        raise ClusterError("the namespace cluster needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN): "
+                           "run it as root")
+    for tool in ("ip", "tc"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            raise ClusterError(f"'{tool}' is missing: install iproute2 (scripts/setup.sh)")
+    probe = f"mtr-probe-{os.getpid()}"
+    p = run("ip", "netns", "add", probe, check=False)
+    if p.returncode != 0:
+        raise ClusterError(f"cannot create network namespaces here: {p.stderr.strip()}")
+    run("ip", "netns", "del", probe, check=False)
+
+
+class Cluster:
+    """Builds the namespaces for a topology; removes them on down(), at exit and on signals."""
+
+    def __init__(self, topo: Topology, prefix: str = DEFAULT_PREFIX):
+        self.topo = topo
+        self.prefix = prefix
+        self.namespaces: list[str] = []
+        self._up = False
+
+    # -- names ---------------------------------------------------------------------------------
+    def ns(self, what: str) -> str:
+        return f"{self.prefix}-{what}"
+
+    def node_ns(self, node: str) -> str:
+        return self.ns(f"n-{node}")
+
+    @property
+    def sched_ns(self) -> str:
+        return self.ns("sched")
+
+    sched_ip = "198.19.255.1"
+
+    def rack_uplink(self, rack: str) -> tuple[str, str]:
+        """(namespace, device) whose tx counter is the rack's traffic towards the core."""
+        return self.ns(f"r-{rack}"), "up0"
+
+    def rack_downlink(self, rack: str) -> tuple[str, str]:
+        """(namespace, device) whose tx counter is the core's traffic into the rack."""
+        r = next(x for x in self.topo.racks if x.name == rack)
+        return self.ns("core"), f"r{r.index}"
+
+    # -- building ------------------------------------------------------------------------------
+    def _add_ns(self, name: str) -> None:
+        run("ip", "netns", "add", name)
+        self.namespaces.append(name)
+        run("ip", "-n", name, "link", "set", "lo", "up")
+
+    def _veth(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str) -> None:
+        tmp_a, tmp_b = f"t{os.getpid() % 100000}a{len(self.namespaces)}", f"t{os.getpid() % 100000}b{len(self.namespaces)}"
+        run("ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b)
+        run("ip", "link", "set", tmp_a, "netns", ns_a, "name", dev_a)
+        run("ip", "link", "set", tmp_b, "netns", ns_b, "name", dev_b)
+        for ns, dev in ((ns_a, dev_a), (ns_b, dev_b)):
+            # Segmentation offloads make tbf see 64 KiB packets; shaping is more even without.
+            run("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
+                "gro", "off", check=False)
+            run("ip", "-n", ns, "link", "set", dev, "up")
+
+    @staticmethod
+    def _shape(ns: str, dev: str, rate_bps: int) -> None:
+        # Bucket of ~2 ms at line rate (at least 16 KB), queue of ~50 ms: close to a switch port.
+        burst = max(16_000, rate_bps // 8 // 500)
+        limit = max(64_000, rate_bps // 8 // 20)
+        run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
+            "rate", f"{rate_bps}bit", "burst", str(burst), "limit", str(limit))
+
+    def up(self) -> "Cluster":
+        require_privileges()
+        self.down_leftovers()
+        atexit.register(self.down)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+        self._up = True
+        try:
+            self._build()
+        except Exception:
+            self.down()
+            raise
+        return self
+
+    def _on_signal(self, signum, _frame):
+        self.down()
+        sys.exit(128 + signum)
+
+    def _build(self) -> None:
+        core, mgmt = self.ns("core"), self.ns("mgmt")
+        self._add_ns(core)
+        self._add_ns(mgmt)
+        self._add_ns(self.sched_ns)
+        run("ip", "netns", "exec", core, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        run("ip", "-n", mgmt, "link", "add", "br0", "type", "bridge")
+        run("ip", "-n", mgmt, "link", "set", "br0", "up")
+        self._veth(self.sched_ns, "eth0", mgmt, "s0")
+        run("ip", "-n", mgmt, "link", "set", "s0", "master", "br0")
+        run("ip", "-n", self.sched_ns, "addr", "add", f"{self.sched_ip}/24", "dev", "eth0")
+
+        for rack in self.topo.racks:
+            rns = self.ns(f"r-{rack.name}")
+            self._add_ns(rns)
+            run("ip", "netns", "exec", rns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+            run("ip", "-n", rns, "link", "add", "br0", "type", "bridge")
+            run("ip", "-n", rns, "link", "set", "br0", "up")
+            run("ip", "-n", rns, "addr", "add", f"198.18.{rack.index}.1/24", "dev", "br0")
+            # Rack uplink to the core, shaped both ways: the shared bottleneck between racks.
+            self._veth(rns, "up0", core, f"r{rack.index}")
+            run("ip", "-n", rns, "addr", "add", f"198.19.{rack.index}.2/30", "dev", "up0")
+            run("ip", "-n", core, "addr", "add", f"198.19.{rack.index}.1/30", "dev", f"r{rack.index}")
+            run("ip", "-n", rns, "route", "add", "default", "via", f"198.19.{rack.index}.1")
+            run("ip", "-n", core, "route", "add", f"198.18.{rack.index}.0/24", "via",
+                f"198.19.{rack.index}.2")
+            self._shape(rns, "up0", rack.uplink_bps)
+            self._shape(core, f"r{rack.index}", rack.uplink_bps)
+
+            for node in rack.nodes:
+                nns = self.node_ns(node.name)
+                self._add_ns(nns)
+                port = f"p{node.index}"
+                self._veth(nns, "eth0", rns, port)
+                run("ip", "-n", rns, "link", "set", port, "master", "br0")
+                run("ip", "-n", nns, "addr", "add", f"{node.data_ip}/24", "dev", "eth0")
+                run("ip", "-n", nns, "route", "add", "default", "via", f"198.18.{rack.index}.1")
+                self._shape(nns, "eth0", node.nic_bps)
+                self._shape(rns, port, node.nic_bps)
+                # Management network: unshaped, only for the scheduler's control traffic.
+                mport = f"m{len(self.namespaces)}"
+                self._veth(nns, "eth1", mgmt, mport)
+                run("ip", "-n", mgmt, "link", "set", mport, "master", "br0")
+                run("ip", "-n", nns, "addr", "add", f"{node.mgmt_ip}/24", "dev", "eth1")
+
+    def down_leftovers(self) -> None:
+        p = run("ip", "netns", "list", check=False)
+        for line in p.stdout.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name.startswith(self.prefix + "-"):
+                self._remove_ns(name)
+
+    @staticmethod
+    def _remove_ns(name: str) -> None:
+        pids = run("ip", "netns", "pids", name, check=False).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        run("ip", "netns", "del", name, check=False)
+
+    def down(self) -> None:
+        if not self._up:
+            return
+        self._up = False
+        for name in reversed(self.namespaces):
+            self._remove_ns(name)
+        self.namespaces.clear()
+
+    # -- using ---------------------------------------------------------------------------------
+    def popen(self, node_or_ns: str, argv: list[str], **kw) -> subprocess.Popen:
+        ns = node_or_ns if node_or_ns.startswith(self.prefix + "-") else self.node_ns(node_or_ns)
+        return subprocess.Popen(["ip", "netns", "exec", ns, *argv], **kw)
+
+    def ping(self, src_node: str, dst_node: str) -> bool:
+        dst = self.topo.node(dst_node).data_ip
+        p = run("ip", "netns", "exec", self.node_ns(src_node), "ping", "-c", "1", "-W", "2", dst,
+                check=False)
+        return p.returncode == 0
+
+
+def tx_bytes(ns: str, dev: str) -> int:
+    """The interface's transmitted-bytes counter, read from the kernel."""
+    out = run("ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev).stdout
+    return int(json.loads(out)[0]["stats64"]["tx"]["bytes"])
+
+
+class LinkSampler:
+    """Samples tx counters of some (ns, dev) pairs at a fixed interval, in a background thread."""
+
+    def __init__(self, links: dict[str, tuple[str, str]], interval_s: float = 0.05):
+        import threading
+        self.links = links
+        self.interval_s = interval_s
+        self.samples: list[tuple[float, dict[str, int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            now = time.time()
+            self.samples.append((now, {k: tx_bytes(*v) for k, v in self.links.items()}))
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> "LinkSampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def utilization(self, link: str, capacity_bps: int, t0: float | None = None,
+                    t1: float | None = None) -> float:
+        """Mean utilization of `link` over [t0, t1] (whole run by default), from the counters."""
+        pts = [(t, c[link]) for t, c in self.samples
+               if (t0 is None or t >= t0) and (t1 is None or t <= t1)]
+        if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
+            return 0.0
+        return (pts[-1][1] - pts[0][1]) * 8 / (pts[-1][0] - pts[0][0]) / capacity_bps
+
+    def series(self, link: str) -> list[tuple[float, float]]:
+        """(time, bits/s) per sampling interval."""
+        out = []
+        for (ta, ca), (tb, cb) in zip(self.samples, self.samples[1:]):
+            if tb > ta:
+                out.append((tb, (cb[link] - ca[link]) * 8 / (tb - ta)))
+        return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("command", choices=["up", "down"])
+    ap.add_argument("topology", nargs="?")
+    ap.add_argument("--prefix", default=DEFAULT_PREFIX)
+    a = ap.parse_args()
+    try:
+        if a.command == "down":
+            Cluster(Topology([]), a.prefix).down_leftovers()
+            return 0
+        if not a.topology:
+            ap.error("up needs a topology file")
+        cluster = Cluster(Topology.load(a.topology), a.prefix).up()
+        for n in cluster.topo.nodes:
+            print(f"{n.name:12} ns {cluster.node_ns(n.name):20} data {n.data_ip:15} "
+                  f"mgmt {n.mgmt_ip:15} nic {n.nic_bps / 1e6:.0f} Mbit/s")
+        print(f"scheduler ns {cluster.sched_ns} at {cluster.sched_ip}; Ctrl-C tears it all down")
+        signal.pause()
+    except ClusterError as e:
+        print(f"cluster: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
