@@ -1,5 +1,7 @@
 #include "metronome/common/clock_sync.hpp"
 
+#include "metronome/common/timetable.hpp"  // SaturatingSub
+
 namespace metronome {
 
 ClockSync::ClockSync(size_t window) : window_(window == 0 ? 1 : window) {
@@ -7,12 +9,14 @@ ClockSync::ClockSync(size_t window) : window_(window == 0 ? 1 : window) {
 }
 
 bool ClockSync::AddSample(const ClockSample& s) {
-  // Overflow-safe consistency checks: a real exchange has t4 >= t1 and t3 >= t2, and spans far
-  // less than the int64 range.
+  // A real exchange has t4 >= t1 and t3 >= t2, the server's time spent inside the client's
+  // round trip, and spans far less than the int64 range; the checks saturate, never overflow.
   constexpr int64_t kMaxSpan = int64_t{1} << 50;  // ~13 days
-  const bool sane = s.t4 >= s.t1 && s.t3 >= s.t2 && s.t4 - s.t1 < kMaxSpan &&
-                    s.t3 - s.t2 < kMaxSpan && s.t3 - s.t2 <= s.t4 - s.t1 &&
-                    (s.t2 > s.t1 ? s.t2 - s.t1 : s.t1 - s.t2) < (int64_t{1} << 61);
+  const int64_t rtt = SaturatingSub(s.t4, s.t1);
+  const int64_t server = SaturatingSub(s.t3, s.t2);
+  const int64_t skew = SaturatingSub(s.t2, s.t1);
+  const bool sane = rtt >= 0 && server >= 0 && rtt < kMaxSpan && server <= rtt &&
+                    skew < (int64_t{1} << 61) && skew > -(int64_t{1} << 61);
   if (!sane) {
     ++rejected_;
     return false;

@@ -81,7 +81,9 @@ TEST(ClockSync, RejectsInconsistentSamples) {
   EXPECT_FALSE(c.AddSample(server_backwards));
   ClockSample absurd{INT64_MIN, INT64_MAX, INT64_MAX, INT64_MAX};
   EXPECT_FALSE(c.AddSample(absurd));
-  EXPECT_EQ(c.Rejected(), 3u);
+  ClockSample huge_skew{0, INT64_MAX - 10, INT64_MAX - 5, 100};
+  EXPECT_FALSE(c.AddSample(huge_skew));
+  EXPECT_EQ(c.Rejected(), 4u);
   EXPECT_FALSE(c.HasEstimate());
 }
 
