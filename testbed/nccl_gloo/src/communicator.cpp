@@ -1,0 +1,338 @@
+#include "communicator.hpp"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "datatypes.hpp"
+#include "errors.hpp"
+
+namespace standin {
+namespace {
+
+// Slots of point-to-point messages: a prefix byte of our own (Gloo's collectives use 0x01-0x08
+// in the top byte) and a per-peer message number.
+constexpr std::uint64_t kPointToPointSlot = 0x5eull << 56;
+constexpr std::uint64_t kSlotNumberMask = (1ull << 48) - 1;
+
+// One TCP device per bind address, shared by all communicators of the process and never
+// destroyed (its event-loop thread lives until the process exits).
+std::shared_ptr<gloo::transport::Device> sharedDevice(const std::string& address) {
+  static auto* mu = new std::mutex;
+  static auto* devices = new std::map<std::string, std::shared_ptr<gloo::transport::Device>>;
+  std::lock_guard<std::mutex> lock(*mu);
+  auto& device = (*devices)[address];
+  if (!device) {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = address;
+    device = gloo::transport::tcp::CreateDevice(attr);
+  }
+  return device;
+}
+
+// Gloo's typed setters only use sizeof(T): pick an unsigned type of the element's size.
+template <typename Options>
+void setOutputBytes(Options& options, void* ptr, std::size_t count, std::size_t elementSize) {
+  switch (elementSize) {
+    case 1:
+      options.setOutput(static_cast<std::uint8_t*>(ptr), count);
+      break;
+    case 2:
+      options.setOutput(static_cast<std::uint16_t*>(ptr), count);
+      break;
+    case 4:
+      options.setOutput(static_cast<std::uint32_t*>(ptr), count);
+      break;
+    default:
+      options.setOutput(static_cast<std::uint64_t*>(ptr), count);
+      break;
+  }
+}
+template <typename Options>
+void setInputBytes(Options& options, void* ptr, std::size_t count, std::size_t elementSize) {
+  switch (elementSize) {
+    case 1:
+      options.setInput(static_cast<std::uint8_t*>(ptr), count);
+      break;
+    case 2:
+      options.setInput(static_cast<std::uint16_t*>(ptr), count);
+      break;
+    case 4:
+      options.setInput(static_cast<std::uint32_t*>(ptr), count);
+      break;
+    default:
+      options.setInput(static_cast<std::uint64_t*>(ptr), count);
+      break;
+  }
+}
+
+void copyIfDistinct(void* dst, const void* src, std::size_t bytes) {
+  if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
+}
+
+ReduceFn requireReduceFunction(const Operation& operation) {
+  const ReduceFn fn = reduceFunction(operation.type, operation.op);
+  if (fn == nullptr) {
+    throw Error(ncclInvalidUsage, std::string("the Gloo stand-in cannot reduce ") +
+                                      typeName(operation.type) + " with " + opName(operation.op));
+  }
+  return fn;
+}
+
+}  // namespace
+
+const char* Operation::name() const {
+  switch (kind) {
+    case Kind::kAllReduce:
+      return "ncclAllReduce";
+    case Kind::kBroadcast:
+      return "ncclBroadcast";
+    case Kind::kReduce:
+      return "ncclReduce";
+    case Kind::kAllGather:
+      return "ncclAllGather";
+    case Kind::kReduceScatter:
+      return "ncclReduceScatter";
+    case Kind::kSend:
+      return "ncclSend";
+    case Kind::kRecv:
+      return "ncclRecv";
+  }
+  return "?";
+}
+
+Communicator::Communicator(int nranks, int rank, Rendezvous rendezvous, int device)
+    : nranks_(nranks),
+      rank_(rank),
+      device_(device),
+      rendezvous_(std::move(rendezvous)),
+      timeout_(operationTimeout()),
+      sendCount_(static_cast<std::size_t>(nranks), 0),
+      recvCount_(static_cast<std::size_t>(nranks), 0) {}
+
+Communicator::~Communicator() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (context_) {
+    try {
+      context_->closeConnections();
+    } catch (...) {
+      // Closing is best effort: the peers notice the closed sockets.
+    }
+    context_.reset();
+  }
+}
+
+void Communicator::connect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string address = localAddress();
+  if (debugEnabled()) {
+    debugLog("rank " + std::to_string(rank_) + "/" + std::to_string(nranks_) + " connecting via " +
+             rendezvous_.describe() + ", binding " + address);
+  }
+  auto store = openStore(rendezvous_, timeout_);
+  auto device = sharedDevice(address);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank_, nranks_);
+  context->setTimeout(timeout_);
+  context->connectFullMesh(*store, device);
+  if (nranks_ > 1) {
+    // Once every rank is connected nobody reads the store any more: rank 0 clears it.
+    gloo::BarrierOptions barrier(context);
+    barrier.setTimeout(timeout_);
+    gloo::barrier(barrier);
+  }
+  if (rank_ == 0) cleanupStore(rendezvous_, *store);
+  context_ = std::move(context);
+  connected_ = true;
+}
+
+std::uint64_t Communicator::nextSendSlot(int peer) {
+  return kPointToPointSlot | (sendCount_[static_cast<std::size_t>(peer)]++ & kSlotNumberMask);
+}
+std::uint64_t Communicator::nextRecvSlot(int peer) {
+  return kPointToPointSlot | (recvCount_[static_cast<std::size_t>(peer)]++ & kSlotNumberMask);
+}
+
+void Communicator::run(const Operation& operation) {
+  runGroup({operation});
+}
+
+void Communicator::runGroup(const std::vector<Operation>& operations) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!context_) throw Error(ncclInvalidUsage, "communicator is not initialized");
+
+  // 1. Post every point-to-point operation. Messages to oneself are matched here, in order.
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs;
+  std::deque<const Operation*> selfSends;
+  std::vector<const Operation*> selfRecvs;
+  for (const auto& operation : operations) {
+    if (!operation.isPointToPoint() || operation.count == 0) continue;
+    const std::size_t bytes = operation.count * typeSize(operation.type);
+    if (operation.root == rank_) {
+      (operation.kind == Operation::Kind::kSend ? selfSends.push_back(&operation)
+                                                : selfRecvs.push_back(&operation));
+      continue;
+    }
+    if (operation.kind == Operation::Kind::kSend) {
+      // Gloo only reads a buffer it sends.
+      auto buffer = context_->createUnboundBuffer(const_cast<void*>(operation.sendbuff), bytes);
+      buffer->send(operation.root, nextSendSlot(operation.root));
+      sends.push_back(std::move(buffer));
+    } else {
+      auto buffer = context_->createUnboundBuffer(operation.recvbuff, bytes);
+      buffer->recv(operation.root, nextRecvSlot(operation.root));
+      recvs.push_back(std::move(buffer));
+    }
+  }
+  if (selfSends.size() != selfRecvs.size()) {
+    throw Error(ncclInvalidUsage, "a send to oneself needs a matching receive in the same group");
+  }
+  for (const Operation* recv : selfRecvs) {
+    const Operation* send = selfSends.front();
+    selfSends.pop_front();
+    const std::size_t bytes = recv->count * typeSize(recv->type);
+    if (send->count * typeSize(send->type) != bytes) {
+      throw Error(ncclInvalidUsage, "send to oneself and its receive differ in size");
+    }
+    copyIfDistinct(recv->recvbuff, send->sendbuff, bytes);
+  }
+
+  // 2. The collectives, in the order they were issued.
+  for (const auto& operation : operations) {
+    if (!operation.isPointToPoint()) runCollective(operation);
+  }
+
+  // 3. Wait for the point-to-point transfers.
+  for (auto& buffer : sends) {
+    if (!buffer->waitSend(timeout_)) throw Error(ncclSystemError, "ncclSend timed out");
+  }
+  for (auto& buffer : recvs) {
+    if (!buffer->waitRecv(timeout_)) throw Error(ncclSystemError, "ncclRecv timed out");
+  }
+}
+
+void Communicator::runCollective(const Operation& operation) {
+  if (operation.count == 0) return;
+  switch (operation.kind) {
+    case Operation::Kind::kAllReduce:
+      return allReduce(operation);
+    case Operation::Kind::kBroadcast:
+      return broadcast(operation);
+    case Operation::Kind::kReduce:
+      return reduce(operation);
+    case Operation::Kind::kAllGather:
+      return allGather(operation);
+    case Operation::Kind::kReduceScatter:
+      return reduceScatter(operation);
+    default:
+      throw Error(ncclInternalError, "not a collective");
+  }
+}
+
+void Communicator::allReduce(const Operation& operation) {
+  const std::size_t elementSize = typeSize(operation.type);
+  const ReduceFn fn = requireReduceFunction(operation);
+  copyIfDistinct(operation.recvbuff, operation.sendbuff, operation.count * elementSize);
+  if (nranks_ > 1) {
+    gloo::AllreduceOptions options(context_);
+    options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    setOutputBytes(options, operation.recvbuff, operation.count, elementSize);
+    options.setReduceFunction(fn);
+    options.setTimeout(timeout_);
+    gloo::allreduce(options);
+  }
+  if (operation.op == ncclAvg)
+    divideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
+}
+
+void Communicator::broadcast(const Operation& operation) {
+  const std::size_t elementSize = typeSize(operation.type);
+  if (rank_ == operation.root) {
+    copyIfDistinct(operation.recvbuff, operation.sendbuff, operation.count * elementSize);
+  }
+  if (nranks_ == 1) return;
+  gloo::BroadcastOptions options(context_);
+  options.setRoot(operation.root);
+  setOutputBytes(options, operation.recvbuff, operation.count, elementSize);
+  options.setTimeout(timeout_);
+  gloo::broadcast(options);
+}
+
+void Communicator::reduce(const Operation& operation) {
+  const std::size_t elementSize = typeSize(operation.type);
+  const std::size_t bytes = operation.count * elementSize;
+  const ReduceFn fn = requireReduceFunction(operation);
+  // Gloo reduces in place in the output buffer of every rank: non-roots use a scratch copy.
+  std::vector<char> scratch;
+  void* work = operation.recvbuff;
+  if (rank_ != operation.root) {
+    scratch.resize(bytes);
+    work = scratch.data();
+  }
+  copyIfDistinct(work, operation.sendbuff, bytes);
+  if (nranks_ > 1) {
+    gloo::ReduceOptions options(context_);
+    options.setRoot(operation.root);
+    setOutputBytes(options, work, operation.count, elementSize);
+    options.setReduceFunction(fn);
+    options.setTimeout(timeout_);
+    gloo::reduce(options);
+  }
+  if (rank_ == operation.root && operation.op == ncclAvg) {
+    divideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
+  }
+}
+
+void Communicator::allGather(const Operation& operation) {
+  const std::size_t elementSize = typeSize(operation.type);
+  const std::size_t bytes = operation.count * elementSize;
+  auto* mine = static_cast<char*>(operation.recvbuff) + static_cast<std::size_t>(rank_) * bytes;
+  if (nranks_ == 1) {
+    copyIfDistinct(mine, operation.sendbuff, bytes);
+    return;
+  }
+  // Gloo copies the input into the output itself; in place (NCCL allows sendbuff to be this
+  // rank's slice of recvbuff) it gets a copy, as overlapping copies are not allowed.
+  std::vector<char> input(static_cast<const char*>(operation.sendbuff),
+                          static_cast<const char*>(operation.sendbuff) + bytes);
+  gloo::AllgatherOptions options(context_);
+  setInputBytes(options, input.data(), operation.count, elementSize);
+  setOutputBytes(options, operation.recvbuff, operation.count * static_cast<std::size_t>(nranks_),
+                 elementSize);
+  options.setTimeout(timeout_);
+  gloo::allgather(options);
+}
+
+void Communicator::reduceScatter(const Operation& operation) {
+  // Gloo has no reduce-scatter with the new API: all-reduce a copy, keep this rank's block.
+  // (Twice the traffic of a ring reduce-scatter; the trainer does not use it.)
+  const std::size_t elementSize = typeSize(operation.type);
+  const std::size_t blockBytes = operation.count * elementSize;
+  const std::size_t total = operation.count * static_cast<std::size_t>(nranks_);
+  const ReduceFn fn = requireReduceFunction(operation);
+  std::vector<char> work(static_cast<const char*>(operation.sendbuff),
+                         static_cast<const char*>(operation.sendbuff) + total * elementSize);
+  if (nranks_ > 1) {
+    gloo::AllreduceOptions options(context_);
+    options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    setOutputBytes(options, work.data(), total, elementSize);
+    options.setReduceFunction(fn);
+    options.setTimeout(timeout_);
+    gloo::allreduce(options);
+  }
+  std::memcpy(operation.recvbuff, work.data() + static_cast<std::size_t>(rank_) * blockBytes,
+              blockBytes);
+  if (operation.op == ncclAvg)
+    divideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
+}
+
+}  // namespace standin

@@ -1,0 +1,99 @@
+// One rank's communicator: a Gloo context (full mesh of TCP pairs) plus the NCCL operations on
+// host buffers. Operations are blocking and run under the communicator's lock; errors are thrown
+// (standin::Error, or Gloo's exceptions) and turned into result codes in api.cpp.
+#pragma once
+
+#include <nccl.h>
+
+#include <gloo/context.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rendezvous.hpp"
+
+namespace standin {
+
+// One NCCL operation with its arguments, as given by the caller (already validated).
+struct Operation {
+  enum class Kind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kSend, kRecv };
+  Kind kind = Kind::kAllReduce;
+  const void* sendbuff = nullptr;
+  void* recvbuff = nullptr;
+  std::size_t count = 0;  // as in the NCCL call (per rank for all-gather / reduce-scatter)
+  ncclDataType_t type = ncclFloat32;
+  ncclRedOp_t op = ncclSum;
+  int root = 0;  // root, or peer for send/recv
+
+  bool isPointToPoint() const { return kind == Kind::kSend || kind == Kind::kRecv; }
+  const char* name() const;
+};
+
+class Communicator {
+ public:
+  Communicator(int nranks, int rank, Rendezvous rendezvous, int device);
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // Meets the other ranks and connects the full mesh; blocking. Throws.
+  void connect();
+
+  int size() const { return nranks_; }
+  int rank() const { return rank_; }
+  int device() const { return device_; }
+  bool connected() const { return connected_.load(); }
+
+  // The first error that broke this communicator (ncclSuccess while healthy).
+  ncclResult_t asyncError() const { return asyncError_.load(); }
+  void setAsyncError(ncclResult_t error) {
+    ncclResult_t expected = ncclSuccess;
+    asyncError_.compare_exchange_strong(expected, error);
+  }
+
+  // Runs one operation to completion.
+  void run(const Operation& operation);
+  // Runs the operations of one group: point-to-point operations are all posted first (so that a
+  // group of sends and receives cannot deadlock), then the collectives run in order, then the
+  // point-to-point operations are awaited.
+  void runGroup(const std::vector<Operation>& operations);
+
+ private:
+  void runCollective(const Operation& operation);
+  void allReduce(const Operation& operation);
+  void broadcast(const Operation& operation);
+  void reduce(const Operation& operation);
+  void allGather(const Operation& operation);
+  void reduceScatter(const Operation& operation);
+  std::uint64_t nextSendSlot(int peer);
+  std::uint64_t nextRecvSlot(int peer);
+
+  const int nranks_;
+  const int rank_;
+  const int device_;
+  const Rendezvous rendezvous_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::shared_ptr<gloo::Context> context_;
+  std::atomic<bool> connected_{false};
+  std::atomic<ncclResult_t> asyncError_{ncclSuccess};
+  std::vector<std::uint64_t> sendCount_;  // point-to-point messages sent to / received from
+  std::vector<std::uint64_t> recvCount_;  // each peer: they number the Gloo slots
+};
+
+}  // namespace standin
+
+// The opaque handle of nccl.h (ncclComm_t is struct ncclComm*).
+struct ncclComm {
+  static constexpr std::uint64_t kMagic = 0x6d74726e676c6f6full;  // "mtrngloo"
+  ncclComm(int nranks, int rank, standin::Rendezvous rendezvous, int device)
+      : impl(nranks, rank, std::move(rendezvous), device) {}
+  std::uint64_t magic = kMagic;
+  standin::Communicator impl;
+};

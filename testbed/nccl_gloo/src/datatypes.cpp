@@ -1,0 +1,276 @@
+#include "datatypes.hpp"
+
+#include <cmath>
+#include <type_traits>
+
+namespace standin {
+
+std::size_t typeSize(ncclDataType_t type) noexcept {
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+bool isValidType(ncclDataType_t type) noexcept {
+  return typeSize(type) != 0;
+}
+
+const char* typeName(ncclDataType_t type) noexcept {
+  switch (type) {
+    case ncclInt8:
+      return "int8";
+    case ncclUint8:
+      return "uint8";
+    case ncclInt32:
+      return "int32";
+    case ncclUint32:
+      return "uint32";
+    case ncclInt64:
+      return "int64";
+    case ncclUint64:
+      return "uint64";
+    case ncclFloat16:
+      return "float16";
+    case ncclFloat32:
+      return "float32";
+    case ncclFloat64:
+      return "float64";
+    case ncclBfloat16:
+      return "bfloat16";
+    case ncclFloat8e4m3:
+      return "float8e4m3";
+    case ncclFloat8e5m2:
+      return "float8e5m2";
+    default:
+      return "invalid";
+  }
+}
+
+bool isValidOp(ncclRedOp_t op) noexcept {
+  return op == ncclSum || op == ncclProd || op == ncclMax || op == ncclMin || op == ncclAvg;
+}
+
+const char* opName(ncclRedOp_t op) noexcept {
+  switch (op) {
+    case ncclSum:
+      return "sum";
+    case ncclProd:
+      return "prod";
+    case ncclMax:
+      return "max";
+    case ncclMin:
+      return "min";
+    case ncclAvg:
+      return "avg";
+    default:
+      return "invalid";
+  }
+}
+
+float halfToFloat(std::uint16_t h) noexcept {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1fu;
+  const std::uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0) {
+    // Zero or subnormal: mantissa * 2^-24.
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+std::uint16_t floatToHalf(float f) noexcept {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude >= 0x7f800000u) {  // inf or NaN (NaN stays a quiet NaN)
+    return static_cast<std::uint16_t>(sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0u));
+  }
+  if (magnitude >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520
+  if (magnitude < 0x38800000u) {
+    // Below the smallest normal half (2^-14): a subnormal in units of 2^-24. Scaling by a power
+    // of two is exact; nearbyint rounds to nearest even in the default rounding mode.
+    const float scaled = std::bit_cast<float>(magnitude) * 16777216.0f;
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(scaled)));
+  }
+  std::uint32_t half = (((magnitude >> 23) - 112u) << 10) | ((magnitude & 0x7fffffu) >> 13);
+  const std::uint32_t rest = magnitude & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u) != 0)) ++half;  // may carry: still right
+  return static_cast<std::uint16_t>(sign | half);
+}
+
+std::uint16_t floatToBfloat16(float f) noexcept {
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+namespace {
+
+// How a data type is stored and in which type it is computed.
+template <typename T>
+struct Native {
+  using Storage = T;
+  using Compute = T;
+  static Compute load(Storage v) { return v; }
+  static Storage store(Compute v) { return v; }
+};
+struct Half {
+  using Storage = std::uint16_t;
+  using Compute = float;
+  static Compute load(Storage v) { return halfToFloat(v); }
+  static Storage store(Compute v) { return floatToHalf(v); }
+};
+struct Bfloat16 {
+  using Storage = std::uint16_t;
+  using Compute = float;
+  static Compute load(Storage v) { return bfloat16ToFloat(v); }
+  static Storage store(Compute v) { return floatToBfloat16(v); }
+};
+
+// Integer sum and product wrap around (computed unsigned: signed overflow is undefined).
+template <typename T>
+T add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return a + b;
+  }
+}
+template <typename T>
+T multiply(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    // Promote to at least unsigned int so that small types do not multiply as signed int.
+    using W = std::common_type_t<U, unsigned int>;
+    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<U>(b)));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename Traits, ncclRedOp_t Op>
+void reduceElements(void* c, const void* a, const void* b, std::size_t n) {
+  using S = typename Traits::Storage;
+  auto* out = static_cast<S*>(c);
+  const auto* x = static_cast<const S*>(a);
+  const auto* y = static_cast<const S*>(b);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto u = Traits::load(x[i]);
+    const auto v = Traits::load(y[i]);
+    if constexpr (Op == ncclSum) {
+      out[i] = Traits::store(add(u, v));
+    } else if constexpr (Op == ncclProd) {
+      out[i] = Traits::store(multiply(u, v));
+    } else if constexpr (Op == ncclMax) {
+      out[i] = Traits::store(u < v ? v : u);
+    } else {
+      out[i] = Traits::store(v < u ? v : u);
+    }
+  }
+}
+
+template <typename Traits>
+ReduceFn forOp(ncclRedOp_t op) noexcept {
+  switch (op) {
+    case ncclSum:
+    case ncclAvg:
+      return &reduceElements<Traits, ncclSum>;
+    case ncclProd:
+      return &reduceElements<Traits, ncclProd>;
+    case ncclMax:
+      return &reduceElements<Traits, ncclMax>;
+    case ncclMin:
+      return &reduceElements<Traits, ncclMin>;
+    default:
+      return nullptr;
+  }
+}
+
+template <typename Traits>
+void divideElements(void* buf, std::size_t count, int divisor) {
+  using S = typename Traits::Storage;
+  using C = typename Traits::Compute;
+  auto* p = static_cast<S*>(buf);
+  for (std::size_t i = 0; i < count; ++i) {
+    p[i] = Traits::store(static_cast<C>(Traits::load(p[i]) / static_cast<C>(divisor)));
+  }
+}
+
+}  // namespace
+
+ReduceFn reduceFunction(ncclDataType_t type, ncclRedOp_t op) noexcept {
+  switch (type) {
+    case ncclInt8:
+      return forOp<Native<std::int8_t>>(op);
+    case ncclUint8:
+      return forOp<Native<std::uint8_t>>(op);
+    case ncclInt32:
+      return forOp<Native<std::int32_t>>(op);
+    case ncclUint32:
+      return forOp<Native<std::uint32_t>>(op);
+    case ncclInt64:
+      return forOp<Native<std::int64_t>>(op);
+    case ncclUint64:
+      return forOp<Native<std::uint64_t>>(op);
+    case ncclFloat16:
+      return forOp<Half>(op);
+    case ncclFloat32:
+      return forOp<Native<float>>(op);
+    case ncclFloat64:
+      return forOp<Native<double>>(op);
+    case ncclBfloat16:
+      return forOp<Bfloat16>(op);
+    default:
+      return nullptr;
+  }
+}
+
+void divideInPlace(void* buf, std::size_t count, ncclDataType_t type, int divisor) noexcept {
+  switch (type) {
+    case ncclInt8:
+      return divideElements<Native<std::int8_t>>(buf, count, divisor);
+    case ncclUint8:
+      return divideElements<Native<std::uint8_t>>(buf, count, divisor);
+    case ncclInt32:
+      return divideElements<Native<std::int32_t>>(buf, count, divisor);
+    case ncclUint32:
+      return divideElements<Native<std::uint32_t>>(buf, count, divisor);
+    case ncclInt64:
+      return divideElements<Native<std::int64_t>>(buf, count, divisor);
+    case ncclUint64:
+      return divideElements<Native<std::uint64_t>>(buf, count, divisor);
+    case ncclFloat16:
+      return divideElements<Half>(buf, count, divisor);
+    case ncclFloat32:
+      return divideElements<Native<float>>(buf, count, divisor);
+    case ncclFloat64:
+      return divideElements<Native<double>>(buf, count, divisor);
+    case ncclBfloat16:
+      return divideElements<Bfloat16>(buf, count, divisor);
+    default:
+      return;
+  }
+}
+
+}  // namespace standin
