@@ -33,12 +33,30 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# Offline checks of the Kubernetes layer: kubectl (for `kubectl kustomize`) and Node.js with the
+# JSON-schema validator pinned in tests/unit/k8s/package-lock.json.
+if ! command -v kubectl >/dev/null 2>&1; then
+  apt-get install -y -qq --no-install-recommends kubectl >/dev/null 2>&1 ||
+    apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null
+fi
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+k8s_tests="$(dirname "$0")/../tests/unit/k8s"
+if [[ ! -f "$k8s_tests/node_modules/.package-lock.json" ||
+      "$k8s_tests/package-lock.json" -nt "$k8s_tests/node_modules/.package-lock.json" ]]; then
+  npm ci --prefix "$k8s_tests" --no-audit --no-fund --loglevel=error >/dev/null
+fi
+
 # CUDA Toolkit and NCCL come from NVIDIA, not Debian: check them, say exactly what is missing.
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 problems=()
-[[ -f "$CUDA_HOME/include/nccl.h" ]] || problems+=("NCCL header $CUDA_HOME/include/nccl.h")
+# NCCL from the toolkit folder or from NVIDIA's packages (libnccl-dev puts it under /usr).
+[[ -f "$CUDA_HOME/include/nccl.h" || -f /usr/include/nccl.h ]] ||
+  problems+=("NCCL header nccl.h (in $CUDA_HOME/include or /usr/include)")
 [[ -f "$CUDA_HOME/include/cuda.h" ]] || problems+=("CUDA driver API header $CUDA_HOME/include/cuda.h")
-ls "$CUDA_HOME"/lib*/libnccl.so* >/dev/null 2>&1 || problems+=("NCCL library $CUDA_HOME/lib*/libnccl.so.2")
+compgen -G "$CUDA_HOME/lib*/libnccl.so*" >/dev/null || compgen -G "/usr/lib/*/libnccl.so*" >/dev/null ||
+  problems+=("NCCL library libnccl.so.2 (in $CUDA_HOME/lib* or /usr/lib/*)")
 if ((${#problems[@]})); then
   echo "setup: missing from the CUDA Toolkit at $CUDA_HOME (set CUDA_HOME if it lives elsewhere):" >&2
   printf '  - %s\n' "${problems[@]}" >&2

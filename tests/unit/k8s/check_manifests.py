@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""Renders the kustomize bases with kubectl (offline) and checks what a cluster would receive.
+
+No API server can run on the build machines, so this checks the rendered objects against the
+published contracts: kinds and names, namespaces, the control-plane placement, ports, the
+KubeSchedulerConfiguration's extender, least-privilege RBAC, and the shim injection.
+Prints one line per check and "N passed, M failed". Usage: check_manifests.py REPO_ROOT
+"""
+import subprocess
+import sys
+
+import yaml
+
+root = sys.argv[1]
+results = []
+
+
+def check(ok, what, detail=""):
+    results.append(bool(ok))
+    print(f"{'ok  ' if ok else 'FAIL'} {what}{': ' + str(detail) if detail and not ok else ''}")
+
+
+def render(path, *extra):
+    p = subprocess.run(["kubectl", "kustomize", f"{root}/{path}", *extra], capture_output=True, text=True)
+    check(p.returncode == 0, f"kubectl kustomize {path} renders", p.stderr.strip())
+    return [d for d in yaml.safe_load_all(p.stdout) if d] if p.returncode == 0 else []
+
+
+def find(objs, kind, name):
+    return next((o for o in objs if o["kind"] == kind and o["metadata"]["name"].startswith(name)), None)
+
+
+base = render("k8s/base")
+for kind, name in [("Namespace", "metronome-system"),
+                   ("CustomResourceDefinition", "trafficprofiles.metronome.dev"),
+                   ("CustomResourceDefinition", "linkschedules.metronome.dev"),
+                   ("ServiceAccount", "metronome-scheduler"), ("ClusterRole", "metronome-scheduler"),
+                   ("ClusterRoleBinding", "metronome-scheduler"), ("Deployment", "metronome-scheduler"),
+                   ("Service", "metronome-scheduler"), ("ConfigMap", "metronome-config"),
+                   ("Deployment", "metronome-kube-scheduler"),
+                   ("ConfigMap", "metronome-kube-scheduler-config")]:
+    check(find(base, kind, name) is not None, f"base has {kind} {name}")
+
+for o in base:
+    if o["kind"] not in ("Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+        ns = o["metadata"].get("namespace")
+        expected = "kube-system" if o["metadata"]["name"].endswith("auth-reader") else "metronome-system"
+        check(ns == expected, f"{o['kind']} {o['metadata']['name']} in namespace {expected}", ns)
+
+dep = find(base, "Deployment", "metronome-scheduler")
+if dep:
+    pod = dep["spec"]["template"]["spec"]
+    check(pod.get("nodeSelector", {}).get("node-role.kubernetes.io/control-plane") == "",
+          "scheduler runs on the control-plane node (nodeSelector)")
+    check(any(t.get("key") == "node-role.kubernetes.io/control-plane" for t in pod.get("tolerations", [])),
+          "scheduler tolerates the control-plane taint")
+    c = pod["containers"][0]
+    check({p["containerPort"] for p in c["ports"]} == {7411, 7412}, "scheduler exposes ZeroMQ 7411 and HTTP 7412")
+    check(c["readinessProbe"]["httpGet"]["path"] == "/healthz", "readiness probe on /healthz")
+    cm_name = next(v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v)
+    check(find(base, "ConfigMap", cm_name) is not None, "scheduler mounts the generated config map", cm_name)
+    cm = find(base, "ConfigMap", "metronome-config")
+    topo = yaml.safe_load(cm["data"]["topology.yaml"]) if cm else {}
+    check(topo.get("topology", {}).get("racks"), "topology config map holds racks")
+
+svc = find(base, "Service", "metronome-scheduler")
+if svc:
+    check({p["port"] for p in svc["spec"]["ports"]} == {7411, 7412}, "service ports 7411 and 7412")
+
+ksc_cm = find(base, "ConfigMap", "metronome-kube-scheduler-config")
+if ksc_cm:
+    ksc = yaml.safe_load(ksc_cm["data"]["kube-scheduler-config.yaml"])
+    check(ksc["apiVersion"] == "kubescheduler.config.k8s.io/v1" and ksc["kind"] == "KubeSchedulerConfiguration",
+          "KubeSchedulerConfiguration v1")
+    check([p["schedulerName"] for p in ksc["profiles"]] == ["metronome"], "one profile named metronome")
+    ext = ksc["extenders"][0]
+    check(ext["urlPrefix"].endswith("/extender") and ":7412" in ext["urlPrefix"], "extender urlPrefix ends in /extender on the HTTP port")
+    check(ext["filterVerb"] == "filter" and ext["prioritizeVerb"] == "prioritize", "filter and prioritize verbs")
+    check(ext["ignorable"] is True, "extender is ignorable (scheduling goes on without it)")
+    t = ext["httpTimeout"]
+    ms = float(t[:-2]) if t.endswith("ms") else float(t[:-1]) * 1000
+    check(0 < ms <= 1000, "extender httpTimeout is short", t)
+    check(1 <= ext["weight"] <= 100, "extender weight in range")
+    kdep = find(base, "Deployment", "metronome-kube-scheduler")
+    mounted = next(v["configMap"]["name"] for v in kdep["spec"]["template"]["spec"]["volumes"])
+    check(mounted == ksc_cm["metadata"]["name"], "second kube-scheduler mounts its configuration")
+
+role = find(base, "ClusterRole", "metronome-scheduler")
+if role:
+    wild = [r for r in role["rules"] if "*" in r["verbs"] or "*" in r["resources"] or "*" in r["apiGroups"]]
+    check(not wild, "RBAC has no wildcards")
+    check(not any("secrets" in r["resources"] for r in role["rules"]), "RBAC grants no access to secrets")
+    writes = {res for r in role["rules"] for res in r["resources"]
+              if set(r["verbs"]) & {"create", "update", "patch", "delete"}}
+    check(writes <= {"linkschedules", "linkschedules/status", "trafficprofiles/status"},
+          "RBAC writes only LinkSchedules and CR status", writes)
+
+job_objs = render("examples/k8s/indexed-job", "--load-restrictor", "LoadRestrictionsNone")
+job = find(job_objs, "Job", "resnet-ddp")
+if job:
+    pod = job["spec"]["template"]["spec"]
+    check(pod.get("schedulerName") == "metronome", "injected Job uses the metronome scheduler")
+    init = [c for c in pod.get("initContainers", []) if c["name"] == "metronome-shim"]
+    check(init and init[0]["command"][0] == "cp", "init container copies the shim")
+    trainer = next(c for c in pod["containers"] if c["name"] == "trainer")
+    env = {e["name"]: e for e in trainer.get("env", [])}
+    check(env.get("LD_PRELOAD", {}).get("value", "").endswith("/libmetronome.so"), "LD_PRELOAD set")
+    check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
+          "NODE_NAME from the downward API")
+    check("METRONOME_JOB" in env and "METRONOME_SCHEDULER" in env, "job name and scheduler address set")
+    check(trainer["command"][0] == "torchrun", "the training command is untouched")
+
+pj = [d for d in yaml.safe_load_all(open(f"{root}/examples/k8s/pytorchjob.yaml")) if d]
+check(pj and pj[0]["kind"] == "PyTorchJob", "PyTorchJob example parses")
+if pj:
+    for role_name, spec in pj[0]["spec"]["pytorchReplicaSpecs"].items():
+        pod = spec["template"]["spec"]
+        envs = {e["name"] for e in pod["containers"][0]["env"]}
+        check(pod["schedulerName"] == "metronome" and "LD_PRELOAD" in envs, f"PyTorchJob {role_name} is injected")
+
+passed = sum(results)
+print(f"{passed} passed, {len(results) - passed} failed")
+sys.exit(0 if all(results) else 1)
