@@ -178,6 +178,84 @@ ncclResult_t submit(ncclComm_t handle, const Operation& operation) noexcept {
   }
 }
 
+enum class Collective { kAlltoAll, kGather, kScatter };
+
+// Validates an all-to-all, gather or scatter and runs it as a group of sends and receives.
+ncclResult_t submitPointToPoint(const char* function, ncclComm_t handle, Collective kind,
+                                const void* sendbuff, void* recvbuff, std::size_t count,
+                                ncclDataType_t type, int root) noexcept {
+  try {
+    ncclComm* comm = nullptr;
+    if (const ncclResult_t rc = usableComm(function, handle, comm); rc != ncclSuccess) return rc;
+    const int nranks = comm->impl.size();
+    const int rank = comm->impl.rank();
+    if (!standin::isValidType(type)) {
+      return invalid(function, "invalid datatype " + std::to_string(static_cast<int>(type)));
+    }
+    if (kind != Collective::kAlltoAll && (root < 0 || root >= nranks)) {
+      return invalid(function, "root " + std::to_string(root) + " out of range [0, " +
+                                   std::to_string(nranks) + ")");
+    }
+    const std::size_t size = standin::typeSize(type);
+    if (!fits(count, size, static_cast<std::size_t>(nranks))) {
+      return invalid(function, "count " + std::to_string(count) + " is too large");
+    }
+    if (count == 0) return ncclSuccess;
+    const bool needSend = kind != Collective::kScatter || rank == root;
+    const bool needRecv = kind != Collective::kGather || rank == root;
+    if (needSend && sendbuff == nullptr) return invalid(function, "sendbuff is null");
+    if (needRecv && recvbuff == nullptr) return invalid(function, "recvbuff is null");
+    const std::size_t block = count * size;
+    const auto* send = static_cast<const char*>(sendbuff);
+    auto* recv = static_cast<char*>(recvbuff);
+    if (kind == Collective::kAlltoAll) {
+      const std::size_t total = block * static_cast<std::size_t>(nranks);
+      if (send < recv + total && recv < send + total) {
+        return fail(ncclInvalidUsage,
+                    std::string(function) + ": in-place operation is not supported");
+      }
+    }
+    std::vector<Operation> ops;
+    auto sendTo = [&](const char* from, int peer) {
+      ops.push_back({Operation::Kind::kSend, from, nullptr, count, type, ncclSum, peer});
+    };
+    auto recvFrom = [&](char* into, int peer) {
+      ops.push_back({Operation::Kind::kRecv, nullptr, into, count, type, ncclSum, peer});
+    };
+    for (int peer = 0; peer < nranks; ++peer) {
+      const std::size_t offset = static_cast<std::size_t>(peer) * block;
+      switch (kind) {
+        case Collective::kAlltoAll:
+          sendTo(send + offset, peer);
+          recvFrom(recv + offset, peer);
+          break;
+        case Collective::kGather:
+          if (peer == root) sendTo(send, root);
+          if (rank == root) recvFrom(recv + offset, peer);
+          break;
+        case Collective::kScatter:
+          if (rank == root) sendTo(send + offset, peer);
+          if (peer == root) recvFrom(recv, root);
+          break;
+      }
+    }
+    if (standin::inGroup()) {
+      for (const auto& op : ops) standin::enqueueOperation(comm, op);
+      return ncclSuccess;
+    }
+    try {
+      comm->impl.runGroup(ops);
+    } catch (...) {
+      const ncclResult_t code = caught(function);
+      if (code == ncclSystemError || code == ncclInternalError) comm->impl.setAsyncError(code);
+      return code;
+    }
+    return ncclSuccess;
+  } catch (...) {
+    return caught(function);
+  }
+}
+
 ncclResult_t initRank(const char* function, ncclComm_t* out, int nranks, const ncclUniqueId& id,
                       int rank, const ncclConfig_t* config, int device) noexcept {
   try {
@@ -482,22 +560,23 @@ STANDIN_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t
   return submit(comm, {Operation::Kind::kRecv, nullptr, recvbuff, count, datatype, ncclSum, peer});
 }
 
-STANDIN_API(ncclResult_t, ncclAlltoAll, const void* /*sendbuff*/, void* /*recvbuff*/,
-            size_t /*count*/, ncclDataType_t /*datatype*/, ncclComm_t /*comm*/,
-            cudaStream_t /*stream*/) {
-  return unsupported("ncclAlltoAll");
+// All-to-all, gather and scatter are groups of sends and receives (to oneself included).
+STANDIN_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
+            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t /*stream*/) {
+  return submitPointToPoint("ncclAlltoAll", comm, Collective::kAlltoAll, sendbuff, recvbuff, count,
+                            datatype, 0);
 }
 
-STANDIN_API(ncclResult_t, ncclGather, const void* /*sendbuff*/, void* /*recvbuff*/,
-            size_t /*count*/, ncclDataType_t /*datatype*/, int /*root*/, ncclComm_t /*comm*/,
-            cudaStream_t /*stream*/) {
-  return unsupported("ncclGather");
+STANDIN_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
+            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t /*stream*/) {
+  return submitPointToPoint("ncclGather", comm, Collective::kGather, sendbuff, recvbuff, count,
+                            datatype, root);
 }
 
-STANDIN_API(ncclResult_t, ncclScatter, const void* /*sendbuff*/, void* /*recvbuff*/,
-            size_t /*count*/, ncclDataType_t /*datatype*/, int /*root*/, ncclComm_t /*comm*/,
-            cudaStream_t /*stream*/) {
-  return unsupported("ncclScatter");
+STANDIN_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
+            ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t /*stream*/) {
+  return submitPointToPoint("ncclScatter", comm, Collective::kScatter, sendbuff, recvbuff, count,
+                            datatype, root);
 }
 
 // --- Groups ----------------------------------------------------------------------------------

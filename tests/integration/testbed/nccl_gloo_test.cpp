@@ -578,10 +578,66 @@ TEST_F(NcclGloo, UnsupportedCallsSayWhy) {
   float scalar = 2.0f;
   EXPECT_EQ(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm),
             ncclInvalidUsage);
-  float x = 0;
-  EXPECT_EQ(ncclAlltoAll(&x, &x, 1, ncclFloat32, comm, nullptr), ncclInvalidUsage);
+  ncclComm_t shrunk = comm;
+  EXPECT_EQ(ncclCommShrink(comm, nullptr, 0, &shrunk, nullptr, 0), ncclInvalidUsage);
+  EXPECT_EQ(shrunk, nullptr);
+  float x[2] = {0, 0};
+  EXPECT_EQ(ncclAlltoAll(x, x, 1, ncclFloat32, comm, nullptr), ncclInvalidUsage);  // in place
   std::uint8_t fp8 = 0;
   EXPECT_EQ(ncclAllReduce(&fp8, &fp8, 1, ncclFloat8e4m3, ncclSum, comm, nullptr), ncclInvalidUsage);
+}
+
+// All-to-all, gather and scatter (sends and receives underneath), every type, every root.
+TEST_F(NcclGloo, AlltoAllGatherScatterEveryType) {
+  std::mt19937 rng(6);
+  for (int n : kWorldSizes) {
+    const auto un = static_cast<std::size_t>(n);
+    for (auto type : kTypes) {
+      const std::size_t count = 41;
+      const std::size_t block = count * sizeOf(type);
+      // data[r] holds n blocks; block p of rank r goes to rank p.
+      std::vector<std::vector<unsigned char>> data;
+      for (int r = 0; r < n; ++r) {
+        std::vector<long> values;
+        data.push_back(randomData(type, ncclSum, count * un, rng, values));
+      }
+      auto blockOf = [&](int r, int p) {
+        const auto begin = data[static_cast<std::size_t>(r)].begin() +
+                           static_cast<std::ptrdiff_t>(static_cast<std::size_t>(p) * block);
+        return std::vector<unsigned char>(begin, begin + static_cast<std::ptrdiff_t>(block));
+      };
+      const int root = static_cast<int>(static_cast<unsigned>(type) % static_cast<unsigned>(n));
+      std::vector<std::vector<unsigned char>> a2a(un, std::vector<unsigned char>(block * un, 0));
+      std::vector<unsigned char> gathered(block * un, 0);
+      std::vector<std::vector<unsigned char>> scattered(un, std::vector<unsigned char>(block, 0));
+      world(n).run([&](int r, ncclComm_t& comm) {
+        const auto i = static_cast<std::size_t>(r);
+        EXPECT_EQ(ncclAlltoAll(data[i].data(), a2a[i].data(), count, type, comm, nullptr),
+                  ncclSuccess);
+        EXPECT_EQ(ncclGather(data[i].data(), r == root ? gathered.data() : nullptr, count, type,
+                             root, comm, nullptr),
+                  ncclSuccess);
+        EXPECT_EQ(ncclScatter(r == root ? data[i].data() : nullptr, scattered[i].data(), count,
+                              type, root, comm, nullptr),
+                  ncclSuccess);
+      });
+      for (int r = 0; r < n; ++r) {
+        for (int p = 0; p < n; ++p) {
+          const auto off = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(p) * block);
+          const std::vector<unsigned char> got(
+              a2a[static_cast<std::size_t>(r)].begin() + off,
+              a2a[static_cast<std::size_t>(r)].begin() + off + static_cast<std::ptrdiff_t>(block));
+          EXPECT_EQ(got, blockOf(p, r)) << "alltoall " << describe(type, ncclSum, n);
+        }
+        const auto off = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * block);
+        const std::vector<unsigned char> g(
+            gathered.begin() + off, gathered.begin() + off + static_cast<std::ptrdiff_t>(block));
+        EXPECT_EQ(g, blockOf(r, 0)) << "gather " << describe(type, ncclSum, n);
+        EXPECT_EQ(scattered[static_cast<std::size_t>(r)], blockOf(root, r))
+            << "scatter " << describe(type, ncclSum, n);
+      }
+    }
+  }
 }
 
 // fp8 values are only moved, never reduced: broadcast works.
