@@ -1,0 +1,58 @@
+// The traffic model (DESIGN.md §3): jobs whose iterations are a compute phase followed by a
+// communication phase, on links they share.
+//
+// Units: time is integer nanoseconds (Nanos), bandwidth is bytes per second (double).
+//
+// On each link a job's communication phase is a rectangle: width in time (the window w = c, the
+// communication time at bandwidth β) and height in bandwidth (β, at most the link's capacity).
+// Rectangles of different jobs may stack as long as their heights sum to at most the capacity;
+// a job that saturates the link (β = B) needs the link to itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "metronome/planner/topology.h"
+
+namespace metronome::planner {
+
+using Nanos = std::int64_t;
+using JobId = std::uint64_t;
+
+// What a job does when it runs alone.
+struct JobProfile {
+  Nanos period_ns = 0;    // P: natural period, compute + communication, alone
+  Nanos comm_ns = 0;      // c: communication phase on the wire, at bandwidth beta
+  double beta_bps = 0.0;  // β: the bandwidth the job can use (its NIC, its own pace)
+
+  // From the communication volume per link V (bytes) and β: c = V / β, P = compute + c.
+  static JobProfile from_volume(Nanos compute_ns, double volume_bytes, double beta_bps);
+  [[nodiscard]] double duty_cycle() const;  // d = c / P
+};
+
+struct Job {
+  JobId id = 0;
+  int priority = 0;                 // higher = more important
+  std::vector<NodeId> nodes;        // nodes of its ranks (duplicates allowed)
+  std::vector<LinkId> extra_links;  // explicit links crossed besides those the nodes imply
+  JobProfile profile;
+};
+
+// The planner's input. Job order is irrelevant to the result except as a last tie-break.
+struct Problem {
+  Topology topology;
+  std::vector<Job> jobs;
+};
+
+// The links a job crosses: topology.links_crossed(nodes) ∪ extra_links, sorted, unique.
+[[nodiscard]] std::vector<LinkId> job_links(const Topology& topology, const Job& job);
+
+// π_j, the weight of a priority in stages 2 and 3: 1 + max(priority, 0).
+[[nodiscard]] double priority_weight(int priority);
+
+// Checks a problem for inputs the planner cannot use (P ≤ 0, c < 0, c > P, β ≤ 0, unknown
+// node or link, duplicate job id). Returns one message per defect; empty means usable.
+[[nodiscard]] std::vector<std::string> validate(const Problem& problem);
+
+}  // namespace metronome::planner

@@ -1,0 +1,80 @@
+// The planner's output: a period, an offset and a window per job, and what that means for each
+// link. Every offset is relative to one common epoch (Plan::epoch_ns, in the scheduler's clock).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "metronome/planner/model.h"
+
+namespace metronome::planner {
+
+struct JobPlan {
+  JobId id = 0;
+  // Gated jobs: window k opens at epoch + offset + k·period and lasts window. The period is
+  // harmonic with the other gated jobs on each of the job's links and never below P.
+  Nanos period_ns = 0;
+  Nanos offset_ns = 0;      // in [0, period)
+  Nanos window_ns = 0;      // = c; equal to the period when the job is not gated at all
+  Nanos late_slack_ns = 0;  // the cushion: how late the job may start and still collide with none
+  // Best-effort: the job did not fit without contention. It is never starved: it keeps a
+  // window every period, at the smallest harmonic period, where its overflow lands on the
+  // fewest and lowest-priority windows, and shares bandwidth while it overlaps them; with no
+  // harmonic period at all it runs ungated at P (window = period). Late slack is 0.
+  bool best_effort = false;
+  double predicted_slowdown = 0.0;  // (iteration time − P) / P expected under this plan
+};
+
+struct LinkPlan {
+  LinkId link = 0;
+  Nanos hyperperiod_ns = 0;  // largest harmonic period among its gated jobs (0: none)
+  double served_load = 0.0;  // Σ over gated jobs of w·h / (T·B): contention-free share
+  Nanos min_cushion_ns = 0;  // smallest gap after a gated window before another one (−1: n/a)
+  double contention = 0.0;   // expected E[max(0, load − B)] / B over time
+  std::uint32_t gated_jobs = 0;
+  std::uint32_t best_effort_jobs = 0;
+};
+
+// The three objectives, compared lexicographically (better() below).
+struct Score {
+  double utilization = 0.0;  // stage 1: Σ over links of served_load (higher is better)
+  double latency = 0.0;      // stage 2: Σ π·(T−P)/P + moves + best-effort penalty (lower)
+  double cushion_ns = 0.0;   // stage 3: min over gated jobs of late_slack / π (higher)
+};
+
+struct Plan {
+  Nanos epoch_ns = 0;
+  std::vector<JobPlan> jobs;    // one per job, in the problem's job order
+  std::vector<LinkPlan> links;  // one per link of the topology, by link id
+  Score score;
+
+  [[nodiscard]] const JobPlan* find(JobId id) const;
+};
+
+// The values a job's timetable carries (the daemon copies them into common/'s timetable).
+struct TimetableValues {
+  Nanos period_ns = 0;
+  Nanos offset_ns = 0;
+  Nanos window_ns = 0;
+  Nanos late_slack_ns = 0;
+};
+// A gated job's values as they are; a best-effort job's with no late slack (an ungated one has
+// window = period: the gate is always open).
+[[nodiscard]] TimetableValues to_timetable(const JobPlan& job);
+
+struct PlannerOptions {
+  double max_stretch = 4.0;          // a gated job's period is at most max_stretch·P
+  int cushion_sweeps = 2;            // stage-3 relaxation passes
+  double move_cost_weight = 1.0;     // stage-2 cost of moving a running job: weight·π·delay/P
+  double min_move_gain = 0.01;       // a running job moves only if stage 2 gains more than this
+  double best_effort_penalty = 1.0;  // stage-2 cost of a best-effort job, in units of π
+  // Lexicographic tolerances: a difference below these is a tie at that stage.
+  double utilization_tolerance = 1e-9;
+  double latency_tolerance = 1e-9;
+  double cushion_tolerance_ns = 0.5;
+};
+
+// True when a beats b lexicographically (stage 1, then 2, then 3, each within its tolerance).
+[[nodiscard]] bool better(const Score& a, const Score& b, const PlannerOptions& options);
+
+}  // namespace metronome::planner

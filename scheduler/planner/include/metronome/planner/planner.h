@@ -1,0 +1,68 @@
+// The online planner (DESIGN.md §4): greedy, in priority order, fast enough to run on every
+// change and inside the extender.
+//
+// For each job, highest priority first:
+//   stage 1 (utilization, stage1_utilization.cpp): the smallest harmonic period T ≥ P at which
+//     the job has a contention-free offset on every link it crosses; none → best-effort;
+//   stage 2 (latency, stage2_latency.cpp): a running job stays where it is unless moving gains
+//     more than the move costs; a new job is packed against the windows already placed;
+//   stage 3 (cushion, stage3_cushion.cpp): once all are placed, jobs free to move are slid
+//     inside their free range so that the gaps after windows grow in proportion to priority.
+// The interval structure behind "which offsets are free" is in occupancy.cpp, the harmonic
+// period candidates in harmonic_periods.cpp. docs/planner.md states the cost of each step.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "metronome/planner/model.h"
+#include "metronome/planner/plan.h"
+
+namespace metronome::planner {
+
+namespace detail {
+class Workspace;
+}
+
+// A one-shot plan. Jobs found in `current` are running: they keep their period and offset
+// unless stage 2 says moving pays (or a higher-priority job now needs their place).
+[[nodiscard]] Plan plan(const Problem& problem, const PlannerOptions& options = {},
+                        const Plan* current = nullptr);
+
+// What changed when one job arrived.
+struct AddResult {
+  JobPlan job;                 // the new job's entry
+  std::vector<JobId> changed;  // running jobs whose period or offset changed to make room
+};
+
+// The stateful planner the daemon keeps: the whole plan, updated job by job.
+class OnlinePlanner {
+ public:
+  explicit OnlinePlanner(Topology topology, PlannerOptions options = {});
+  ~OnlinePlanner();
+  OnlinePlanner(OnlinePlanner&&) noexcept;
+  OnlinePlanner& operator=(OnlinePlanner&&) noexcept;
+
+  // Replaces all jobs and plans them; jobs present in `current` are treated as running.
+  void plan_all(const std::vector<Job>& jobs, const Plan* current = nullptr);
+  // Takes a plan as it is (e.g. the offline search's), without optimizing it.
+  void adopt(const std::vector<Job>& jobs, const Plan& plan);
+
+  // Adds one job without re-planning the rest: it takes a free place if there is one; if not
+  // and it outranks jobs on its links, those lower-priority jobs are re-placed around it.
+  AddResult add_job(const Job& job);
+  // Removes a job; the others stay still; best-effort or stretched jobs on its links are
+  // re-examined (they may now fit or shrink their period).
+  void remove_job(JobId id);
+
+  [[nodiscard]] Plan snapshot() const;
+  [[nodiscard]] std::vector<Job> jobs() const;
+  [[nodiscard]] const Topology& topology() const;
+  [[nodiscard]] const PlannerOptions& options() const;
+  [[nodiscard]] const detail::Workspace& workspace() const { return *ws_; }
+
+ private:
+  std::unique_ptr<detail::Workspace> ws_;
+};
+
+}  // namespace metronome::planner

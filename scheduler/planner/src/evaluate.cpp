@@ -1,0 +1,184 @@
+// Turning the working state into a Plan: each job's entry (late slack = its cushion, predicted
+// slowdown), each link's entry (hyperperiod, served load, minimum cushion, contention) and the
+// three-stage score.
+//
+// Cost: one single-link free-range query per (gated job, link) for the cushions, plus the
+// contention model on links that carry best-effort traffic.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "contention.h"
+#include "workspace.h"
+
+namespace metronome::planner::detail {
+
+namespace {
+
+double duty(const JobShape& s) {
+  return static_cast<double>(s.w) / static_cast<double>(s.P);
+}
+
+// Contention on one link: gated windows and best-effort windows are deterministic arcs; drifting
+// best-effort jobs are random sources. Adds each job's extra slowdown into extra[j] (max over
+// links), for every job or only `only_job`.
+double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra,
+                       std::uint32_t only_job = std::numeric_limits<std::uint32_t>::max()) {
+  const auto& be = ws.link_best_effort[l];
+  if (be.empty()) return 0.0;
+  std::vector<GatedArc> arcs;
+  std::vector<std::uint32_t> arc_ids;
+  std::vector<RandomLoad> random;
+  std::vector<std::uint32_t> random_ids;
+  for (const auto& o : ws.link_jobs[l]) {
+    const Slot& s = ws.slots[o.job];
+    arcs.push_back({s.period, s.offset, ws.jobs[o.job].shape.w, o.height});
+    arc_ids.push_back(o.job);
+  }
+  for (const std::uint32_t k : be) {
+    const JobShape& shape = ws.jobs[k].shape;
+    const auto pos = static_cast<std::size_t>(
+        std::lower_bound(shape.links.begin(), shape.links.end(), l) - shape.links.begin());
+    const Slot& s = ws.slots[k];
+    if (s.drifting) {
+      random.push_back({duty(shape), shape.height[pos]});
+      random_ids.push_back(k);
+    } else {
+      arcs.push_back({s.period, s.offset, shape.w, shape.height[pos]});
+      arc_ids.push_back(k);
+    }
+  }
+  const LinkContention lc(ws.topology.link(l).capacity_bps, arcs, random);
+  if (extra != nullptr) {
+    constexpr auto kAll = std::numeric_limits<std::uint32_t>::max();
+    auto bump = [&](std::uint32_t j, double factor) {
+      auto& e = (*extra)[j];
+      const JobShape& shape = ws.jobs[j].shape;
+      e = std::max(e, (factor - 1.0) * static_cast<double>(shape.w) / static_cast<double>(shape.P));
+    };
+    for (std::size_t i = 0; i < arc_ids.size(); ++i) {
+      if (only_job == kAll || arc_ids[i] == only_job) bump(arc_ids[i], lc.gated_stretch(i));
+    }
+    for (std::size_t k = 0; k < random_ids.size(); ++k) {
+      if (only_job == kAll || random_ids[k] == only_job) bump(random_ids[k], lc.random_stretch(k));
+    }
+  }
+  return lc.overload();
+}
+
+JobPlan make_entry(const Workspace& ws, std::uint32_t j, Nanos slack, double extra) {
+  const Slot& s = ws.slots[j];
+  const JobShape& shape = ws.jobs[j].shape;
+  JobPlan e;
+  e.id = ws.jobs[j].job.id;
+  switch (s.state) {
+    case SlotState::kGated:
+      e.period_ns = s.period;
+      e.offset_ns = s.offset;
+      e.window_ns = shape.w;
+      e.late_slack_ns = slack;
+      e.predicted_slowdown =
+          static_cast<double>(s.period - shape.P) / static_cast<double>(shape.P) + extra;
+      break;
+    case SlotState::kBestEffort:
+      e.best_effort = true;
+      if (s.drifting) {  // ungated at its natural pace
+        e.period_ns = shape.P;
+        e.window_ns = shape.P;
+      } else {  // a window every period, shared with whoever is on the wire then
+        e.period_ns = s.period;
+        e.offset_ns = s.offset;
+        e.window_ns = shape.w;
+      }
+      e.predicted_slowdown =
+          static_cast<double>(e.period_ns - shape.P) / static_cast<double>(shape.P) + extra;
+      break;
+    case SlotState::kUnplaced:
+      e.period_ns = shape.P;
+      e.window_ns = shape.P;
+      e.best_effort = true;
+      break;
+    case SlotState::kNoLinks:
+      e.period_ns = shape.P;
+      e.window_ns = shape.P;  // nothing to share: always open
+      break;
+  }
+  return e;
+}
+
+}  // namespace
+
+void mark_running(Workspace& ws, std::uint32_t j) {
+  Slot& s = ws.slots[j];
+  s.has_prev = s.state == SlotState::kGated || s.state == SlotState::kBestEffort;
+  s.prev_gated = s.state == SlotState::kGated;
+  s.prev_period = s.period;
+  s.prev_offset = s.offset;
+  s.prev_drifting = s.drifting;
+}
+
+JobPlan job_entry(const Workspace& ws, std::uint32_t j) {
+  const JobShape& shape = ws.jobs[j].shape;
+  Nanos slack = 0;
+  std::vector<double> extra(ws.jobs.size(), 0.0);
+  if (ws.slots[j].state == SlotState::kGated) {
+    slack = late_slack(ws, j);
+  }
+  for (const LinkId l : shape.links) link_contention(ws, l, &extra, j);
+  return make_entry(ws, j, slack, extra[j]);
+}
+
+Plan evaluate(const Workspace& ws) {
+  Plan plan;
+  const std::size_t n = ws.jobs.size();
+  constexpr Nanos kNone = std::numeric_limits<Nanos>::max();
+  std::vector<Nanos> slack(n, kNone);
+  std::vector<char> shares(n, 0);  // shares a link with another gated job
+  std::vector<double> extra(n, 0.0);
+  plan.links.resize(ws.topology.link_count());
+  for (std::size_t li = 0; li < plan.links.size(); ++li) {
+    const auto l = static_cast<LinkId>(li);
+    LinkPlan& lp = plan.links[li];
+    lp.link = l;
+    lp.hyperperiod_ns = ws.hyperperiod(l);
+    const auto& occupants = ws.link_jobs[l];
+    lp.gated_jobs = static_cast<std::uint32_t>(occupants.size());
+    lp.best_effort_jobs = static_cast<std::uint32_t>(ws.link_best_effort[l].size());
+    const double capacity = ws.topology.link(l).capacity_bps;
+    lp.min_cushion_ns = -1;
+    for (const auto& o : occupants) {
+      const Slot& s = ws.slots[o.job];
+      const JobShape& shape = ws.jobs[o.job].shape;
+      lp.served_load +=
+          static_cast<double>(shape.w) * o.height / (static_cast<double>(s.period) * capacity);
+      Nanos gap = s.period - shape.w;
+      if (occupants.size() > 1) {
+        gap = late_slack(ws, o.job, l);
+        shares[o.job] = 1;
+        lp.min_cushion_ns = lp.min_cushion_ns < 0 ? gap : std::min(lp.min_cushion_ns, gap);
+      }
+      slack[o.job] = std::min(slack[o.job], gap);
+    }
+    lp.contention = link_contention(ws, l, &extra);
+  }
+  Score& score = plan.score;
+  double cushion = std::numeric_limits<double>::infinity();
+  for (std::uint32_t j = 0; j < n; ++j) {
+    if (!ws.jobs[j].alive) continue;
+    const Slot& s = ws.slots[j];
+    const JobShape& shape = ws.jobs[j].shape;
+    plan.jobs.push_back(make_entry(ws, j, slack[j] == kNone ? 0 : slack[j], extra[j]));
+    if (s.state == SlotState::kGated) {
+      score.latency += stretch_cost(shape, s.period) + move_cost(ws, j, s.period, s.offset);
+      if (shares[j]) cushion = std::min(cushion, static_cast<double>(slack[j]) / shape.weight);
+    } else if (s.state == SlotState::kBestEffort || s.state == SlotState::kUnplaced) {
+      score.latency += ws.options.best_effort_penalty * shape.weight;
+      if (s.state == SlotState::kBestEffort) score.latency += stretch_cost(shape, s.period);
+    }
+  }
+  for (const LinkPlan& lp : plan.links) score.utilization += lp.served_load;
+  score.cushion_ns = std::isinf(cushion) ? 0.0 : cushion;
+  return plan;
+}
+
+}  // namespace metronome::planner::detail

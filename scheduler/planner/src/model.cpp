@@ -1,0 +1,84 @@
+// Model helpers: profiles, a job's links, priority weights, validation, plan look-ups.
+#include "metronome/planner/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "metronome/planner/plan.h"
+
+namespace metronome::planner {
+
+JobProfile JobProfile::from_volume(Nanos compute_ns, double volume_bytes, double beta_bps) {
+  JobProfile p;
+  p.beta_bps = beta_bps;
+  p.comm_ns = beta_bps > 0 ? static_cast<Nanos>(std::llround(volume_bytes / beta_bps * 1e9)) : 0;
+  p.period_ns = compute_ns + p.comm_ns;
+  return p;
+}
+
+double JobProfile::duty_cycle() const {
+  return period_ns > 0 ? static_cast<double>(comm_ns) / static_cast<double>(period_ns) : 0.0;
+}
+
+std::vector<LinkId> job_links(const Topology& topology, const Job& job) {
+  std::vector<LinkId> links = topology.links_crossed(job.nodes);
+  links.insert(links.end(), job.extra_links.begin(), job.extra_links.end());
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  return links;
+}
+
+double priority_weight(int priority) {
+  return 1.0 + std::max(priority, 0);
+}
+
+std::vector<std::string> validate(const Problem& problem) {
+  std::vector<std::string> errors;
+  std::unordered_set<JobId> seen;
+  for (const Job& job : problem.jobs) {
+    const std::string who = "job " + std::to_string(job.id) + ": ";
+    if (!seen.insert(job.id).second) errors.push_back(who + "duplicate id");
+    const JobProfile& p = job.profile;
+    if (p.period_ns <= 0) errors.push_back(who + "natural period must be > 0");
+    if (p.comm_ns < 0) errors.push_back(who + "communication time must be >= 0");
+    if (p.comm_ns > p.period_ns) errors.push_back(who + "communication time exceeds the period");
+    if (!(p.beta_bps > 0) || !std::isfinite(p.beta_bps)) errors.push_back(who + "beta must be > 0");
+    for (const NodeId n : job.nodes) {
+      if (n >= problem.topology.node_count())
+        errors.push_back(who + "unknown node " + std::to_string(n));
+    }
+    for (const LinkId l : job.extra_links) {
+      if (l >= problem.topology.link_count())
+        errors.push_back(who + "unknown link " + std::to_string(l));
+    }
+  }
+  for (std::size_t l = 0; l < problem.topology.link_count(); ++l) {
+    if (!(problem.topology.link(static_cast<LinkId>(l)).capacity_bps > 0)) {
+      errors.push_back("link " + problem.topology.link(static_cast<LinkId>(l)).name +
+                       ": capacity must be > 0");
+    }
+  }
+  return errors;
+}
+
+const JobPlan* Plan::find(JobId id) const {
+  for (const JobPlan& j : jobs) {
+    if (j.id == id) return &j;
+  }
+  return nullptr;
+}
+
+TimetableValues to_timetable(const JobPlan& job) {
+  return {job.period_ns, job.offset_ns, job.window_ns, job.best_effort ? 0 : job.late_slack_ns};
+}
+
+bool better(const Score& a, const Score& b, const PlannerOptions& o) {
+  if (a.utilization > b.utilization + o.utilization_tolerance) return true;
+  if (a.utilization < b.utilization - o.utilization_tolerance) return false;
+  if (a.latency < b.latency - o.latency_tolerance) return true;
+  if (a.latency > b.latency + o.latency_tolerance) return false;
+  return a.cushion_ns > b.cushion_ns + o.cushion_tolerance_ns;
+}
+
+}  // namespace metronome::planner

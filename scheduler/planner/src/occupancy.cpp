@@ -1,0 +1,264 @@
+// The interval structure: which offsets of a job are free at a given period.
+//
+// Objective: answer, exactly and fast, "at period T, which offsets φ ∈ [0, T) let job j's
+// windows [φ + kT, φ + kT + w) avoid every gated window on every link it crosses (or, for
+// rectangles that stack, keep the sum of heights within capacity)?"
+//
+// Because the periods on a link nest (harmonic_periods.cpp), another job i with period T_i
+// forbids, for j, the open interval (φ_i − w, φ_i + w_i) folded modulo T when T divides T_i, and
+// T/T_i such intervals when T_i divides T. The forbidden intervals of all links are collected,
+// sorted and merged; their complement is the set of free ranges. When rectangles can stack
+// (h_i + h_j ≤ B for some i), the link's load profile over its hyperperiod is swept instead and
+// the stretches where load > B − h_j are what is forbidden.
+//
+// Cost: with a arcs (intervals) on the job's links, O(a log a) per query.
+#include <algorithm>
+
+#include "workspace.h"
+
+namespace metronome::planner::detail {
+
+Workspace::Workspace(Topology topo, PlannerOptions opts)
+    : topology(std::move(topo)),
+      options(opts),
+      link_jobs(topology.link_count()),
+      link_best_effort(topology.link_count()),
+      chains(topology.link_count()) {}
+
+JobShape Workspace::shape_for(const Job& job) const {
+  JobShape s;
+  s.links = job_links(topology, job);
+  s.height.reserve(s.links.size());
+  for (const LinkId l : s.links) {
+    s.height.push_back(std::min(job.profile.beta_bps, topology.link(l).capacity_bps));
+  }
+  s.P = job.profile.period_ns;
+  s.w = job.profile.comm_ns;
+  s.weight = priority_weight(job.priority);
+  return s;
+}
+
+std::uint32_t Workspace::add_job(const Job& job) {
+  ResolvedJob r{job, shape_for(job), true};
+  std::uint32_t j = 0;
+  if (!free_indices.empty()) {
+    j = free_indices.back();
+    free_indices.pop_back();
+    r.shape.self = static_cast<std::int32_t>(j);
+    jobs[j] = std::move(r);
+    slots[j] = Slot{};
+  } else {
+    j = static_cast<std::uint32_t>(jobs.size());
+    r.shape.self = static_cast<std::int32_t>(j);
+    jobs.push_back(std::move(r));
+    slots.emplace_back();
+  }
+  index[job.id] = j;
+  return j;
+}
+
+void Workspace::kill_job(std::uint32_t j) {
+  unplace(j);
+  jobs[j].alive = false;
+  auto it = index.find(jobs[j].job.id);
+  if (it != index.end() && it->second == j) index.erase(it);
+  free_indices.push_back(j);
+}
+
+std::int32_t Workspace::find(JobId id) const {
+  auto it = index.find(id);
+  return it == index.end() ? kNoOwner : static_cast<std::int32_t>(it->second);
+}
+
+void Workspace::place_gated(std::uint32_t j, Nanos period, Nanos offset) {
+  unplace(j);
+  Slot& s = slots[j];
+  const JobShape& shape = jobs[j].shape;
+  s.period = period;
+  s.offset = mod(offset, period);
+  s.drifting = false;
+  if (shape.links.empty()) {
+    s.state = SlotState::kNoLinks;
+    return;
+  }
+  s.state = SlotState::kGated;
+  for (std::size_t k = 0; k < shape.links.size(); ++k) {
+    const LinkId l = shape.links[k];
+    link_jobs[l].push_back({j, shape.height[k]});
+    auto& chain = chains[l];
+    auto it = std::lower_bound(chain.begin(), chain.end(), std::pair<Nanos, int>{period, 0});
+    if (it != chain.end() && it->first == period) {
+      ++it->second;
+    } else {
+      chain.insert(it, {period, 1});
+    }
+  }
+}
+
+void Workspace::place_best_effort(std::uint32_t j, Nanos period, Nanos offset, bool drifting) {
+  unplace(j);
+  Slot& s = slots[j];
+  s.state = SlotState::kBestEffort;
+  s.period = period;
+  s.offset = mod(offset, period);
+  s.drifting = drifting;
+  for (const LinkId l : jobs[j].shape.links) link_best_effort[l].push_back(j);
+}
+
+void Workspace::unplace(std::uint32_t j) {
+  Slot& s = slots[j];
+  const JobShape& shape = jobs[j].shape;
+  if (s.state == SlotState::kGated) {
+    for (const LinkId l : shape.links) {
+      std::erase_if(link_jobs[l], [j](const Occupant& o) { return o.job == j; });
+      auto& chain = chains[l];
+      auto it = std::lower_bound(chain.begin(), chain.end(), std::pair<Nanos, int>{s.period, 0});
+      if (it != chain.end() && it->first == s.period && --it->second == 0) chain.erase(it);
+    }
+  } else if (s.state == SlotState::kBestEffort) {
+    for (const LinkId l : shape.links) std::erase(link_best_effort[l], j);
+  }
+  s.state = SlotState::kUnplaced;
+}
+
+void Workspace::block(Nanos start, Nanos len, Nanos period, std::int32_t owner) const {
+  if (len <= 0) return;
+  if (len >= period) {
+    all_blocked_ = true;
+    return;
+  }
+  const Nanos s = mod(start, period);
+  if (s + len <= period) {
+    blocked_.push_back({s, s + len - 1, owner});
+  } else {
+    blocked_.push_back({s, period - 1, owner});
+    blocked_.push_back({0, s + len - 1 - period, owner});
+  }
+}
+
+void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) const {
+  const LinkId l = shape.links[k];
+  const double capacity = topology.link(l).capacity_bps;
+  const double h = shape.height[k];
+  const double eps = 1e-9 * capacity;
+  const Nanos w = shape.w;
+  bool exclusive = true;  // every other rectangle on the link is too tall to share with ours
+  for (const Occupant& o : link_jobs[l]) {
+    if (static_cast<std::int32_t>(o.job) != shape.self && o.height + h <= capacity + eps) {
+      exclusive = false;
+      break;
+    }
+  }
+  if (exclusive) {
+    for (const Occupant& o : link_jobs[l]) {
+      const auto i = static_cast<std::int32_t>(o.job);
+      if (i == shape.self) continue;
+      const Slot& si = slots[o.job];
+      const Nanos wi = jobs[o.job].shape.w;
+      if (si.period >= period) {
+        block(si.offset - w + 1, wi + w - 1, period, i);
+      } else {
+        for (Nanos start = si.offset; start < si.offset + period; start += si.period) {
+          block(start - w + 1, wi + w - 1, period, i);
+        }
+      }
+      if (all_blocked_) return;
+    }
+    return;
+  }
+  // Rectangles may stack: sweep the load over Q = max(T, H) and forbid where it exceeds B − h.
+  const Nanos q = std::max(period, hyperperiod(l));
+  events_.clear();
+  for (const Occupant& o : link_jobs[l]) {
+    if (static_cast<std::int32_t>(o.job) == shape.self) continue;
+    const Slot& si = slots[o.job];
+    const Nanos wi = jobs[o.job].shape.w;
+    for (Nanos t = 0; t < q; t += si.period) {
+      const Nanos s = mod(si.offset + t, q);
+      const Nanos e = s + wi;
+      events_.emplace_back(s, o.height);
+      if (e <= q) {
+        events_.emplace_back(e, -o.height);
+      } else {
+        events_.emplace_back(q, -o.height);
+        events_.emplace_back(0, o.height);
+        events_.emplace_back(e - q, -o.height);
+      }
+    }
+  }
+  std::sort(events_.begin(), events_.end());
+  double load = 0.0;
+  std::size_t i = 0;
+  while (i < events_.size()) {
+    const Nanos at = events_[i].first;
+    while (i < events_.size() && events_[i].first == at) load += events_[i++].second;
+    const Nanos next = i < events_.size() ? events_[i].first : q;
+    if (next > at && load > capacity - h + eps) {
+      block(at - w + 1, next - at + w - 1, period, kNoOwner);
+      if (all_blocked_) return;
+    }
+  }
+}
+
+void Workspace::free_ranges(const JobShape& shape, Nanos period, std::vector<FreeRange>& out,
+                            std::int64_t only_link) const {
+  out.clear();
+  blocked_.clear();
+  all_blocked_ = false;
+  for (std::size_t k = 0; k < shape.links.size() && !all_blocked_; ++k) {
+    if (only_link >= 0 && shape.links[k] != static_cast<LinkId>(only_link)) continue;
+    block_link(shape, k, period);
+  }
+  if (all_blocked_) return;
+  if (blocked_.empty()) {
+    out.push_back({0, period - 1, kNoOwner, kNoOwner, true});
+    return;
+  }
+  std::sort(blocked_.begin(), blocked_.end(),
+            [](const Blocked& x, const Blocked& y) { return x.lo < y.lo; });
+  // Merge into runs; a run remembers who starts it (lo) and who ends it (hi).
+  struct Run {
+    Nanos lo, hi;
+    std::int32_t first, last;
+  };
+  static thread_local std::vector<Run> runs;
+  runs.clear();
+  for (const Blocked& b : blocked_) {
+    if (!runs.empty() && b.lo <= runs.back().hi + 1) {
+      if (b.hi > runs.back().hi) {
+        runs.back().hi = b.hi;
+        runs.back().last = b.owner;
+      }
+    } else {
+      runs.push_back({b.lo, b.hi, b.owner, b.owner});
+    }
+  }
+  const std::size_t n = runs.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    const Run& next = runs[(k + 1) % n];
+    Nanos a = runs[k].hi + 1;
+    Nanos b = next.lo - 1 + (k + 1 < n ? 0 : period);
+    if (a > b) continue;
+    if (a >= period) {
+      a -= period;
+      b -= period;
+    }
+    out.push_back({a, b, runs[k].last, next.first, false});
+  }
+}
+
+bool Workspace::range_containing(const JobShape& shape, Nanos period, Nanos offset, FreeRange& out,
+                                 std::int64_t only_link) const {
+  static thread_local std::vector<FreeRange> ranges;
+  free_ranges(shape, period, ranges, only_link);
+  const Nanos phi = mod(offset, period);
+  for (const FreeRange& r : ranges) {
+    if ((r.a <= phi && phi <= r.b) || (r.a <= phi + period && phi + period <= r.b)) {
+      out = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace metronome::planner::detail

@@ -1,0 +1,264 @@
+// The online planner: stages 1–3 run job by job in priority order (see planner.h).
+#include <algorithm>
+#include <unordered_map>
+
+#include "metronome/planner/planner.h"
+#include "workspace.h"
+
+namespace metronome::planner {
+
+namespace detail {
+
+// Loads jobs into a workspace; those found in `current` are marked as running there.
+void load_jobs(Workspace& ws, const std::vector<Job>& jobs, const Plan* current) {
+  std::unordered_map<JobId, const JobPlan*> previous;
+  if (current != nullptr) {
+    for (const JobPlan& p : current->jobs) previous[p.id] = &p;
+  }
+  for (const Job& job : jobs) {
+    const std::uint32_t j = ws.add_job(job);
+    auto it = previous.find(job.id);
+    if (it == previous.end() || it->second->period_ns <= 0) continue;
+    Slot& s = ws.slots[j];
+    s.has_prev = true;
+    s.prev_gated = !it->second->best_effort;
+    s.prev_period = it->second->period_ns;
+    s.prev_offset = mod(it->second->offset_ns, it->second->period_ns);
+    s.prev_drifting = it->second->best_effort && it->second->window_ns >= it->second->period_ns;
+  }
+}
+
+std::vector<std::uint32_t> alive_jobs(const Workspace& ws) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t j = 0; j < ws.jobs.size(); ++j) {
+    if (ws.jobs[j].alive) out.push_back(j);
+  }
+  return out;
+}
+
+// The greedy method: place every job in priority order, then spread the cushions.
+void run_greedy(Workspace& ws) {
+  const std::vector<std::uint32_t> order = placement_order(ws, alive_jobs(ws));
+  for (const std::uint32_t j : order) place_job(ws, j);
+  relax_cushions(ws, order, ws.options.cushion_sweeps);
+  refresh_best_effort(ws, order);
+}
+
+// The jobs of equal or lower priority on the links of job j.
+std::vector<std::uint32_t> neighbours_up_to(const Workspace& ws, std::uint32_t j) {
+  std::vector<std::uint32_t> out;
+  const int priority = ws.jobs[j].job.priority;
+  for (const LinkId l : ws.jobs[j].shape.links) {
+    for (const auto& o : ws.link_jobs[l]) {
+      if (o.job != j && ws.jobs[o.job].job.priority <= priority) out.push_back(o.job);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Local re-plan around a job that found no free place: its equal- and lower-priority
+// neighbours are packed again together with it (as if new, best fit), in priority order.
+// Kept only if the job is now gated and no neighbour lost its gate (stage 1 gained); otherwise
+// everything goes back where it was. Returns the neighbours that moved.
+std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
+  const std::vector<std::uint32_t> victims = neighbours_up_to(ws, j);
+  if (victims.empty()) return {};
+  struct Saved {
+    std::uint32_t job;
+    Slot slot;
+  };
+  std::vector<Saved> saved;
+  for (const std::uint32_t v : victims) saved.push_back({v, ws.slots[v]});
+  saved.push_back({j, ws.slots[j]});
+  for (const Saved& s : saved) {
+    ws.unplace(s.job);
+    ws.slots[s.job].has_prev = false;  // packed like new jobs
+  }
+  std::vector<std::uint32_t> all = victims;
+  all.push_back(j);
+  const std::vector<std::uint32_t> order = placement_order(ws, all);
+  bool ok = true;
+  for (const std::uint32_t k : order) {
+    place_job(ws, k);
+    ok = ok && ws.slots[k].state == SlotState::kGated;
+  }
+  if (!ok) {  // no gain: restore
+    for (const std::uint32_t k : all) ws.unplace(k);
+    for (const Saved& s : saved) {
+      if (s.slot.state == SlotState::kGated) {
+        ws.place_gated(s.job, s.slot.period, s.slot.offset);
+      } else if (s.slot.state == SlotState::kBestEffort) {
+        ws.place_best_effort(s.job, s.slot.period, s.slot.offset, s.slot.drifting);
+      }
+      ws.slots[s.job] = s.slot;
+    }
+    return {};
+  }
+  std::vector<std::uint32_t> moved;
+  for (const Saved& s : saved) {
+    Slot& now = ws.slots[s.job];
+    now.has_prev = s.slot.has_prev;
+    now.prev_gated = s.slot.prev_gated;
+    now.prev_period = s.slot.prev_period;
+    now.prev_offset = s.slot.prev_offset;
+    now.prev_drifting = s.slot.prev_drifting;
+    if (s.job != j && (now.period != s.slot.period || now.offset != s.slot.offset)) {
+      moved.push_back(s.job);
+    }
+  }
+  return moved;
+}
+
+}  // namespace detail
+
+using detail::refresh_best_effort;
+using detail::Workspace;
+
+Plan plan(const Problem& problem, const PlannerOptions& options, const Plan* current) {
+  Workspace ws(problem.topology, options);
+  detail::load_jobs(ws, problem.jobs, current);
+  detail::run_greedy(ws);
+  return detail::evaluate(ws);
+}
+
+OnlinePlanner::OnlinePlanner(Topology topology, PlannerOptions options)
+    : ws_(std::make_unique<Workspace>(std::move(topology), options)) {}
+OnlinePlanner::~OnlinePlanner() = default;
+OnlinePlanner::OnlinePlanner(OnlinePlanner&&) noexcept = default;
+OnlinePlanner& OnlinePlanner::operator=(OnlinePlanner&&) noexcept = default;
+
+void OnlinePlanner::plan_all(const std::vector<Job>& jobs, const Plan* current) {
+  auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
+  detail::load_jobs(*fresh, jobs, current);
+  detail::run_greedy(*fresh);
+  ws_ = std::move(fresh);
+}
+
+void OnlinePlanner::adopt(const std::vector<Job>& jobs, const Plan& plan) {
+  auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
+  detail::load_jobs(*fresh, jobs, &plan);
+  std::vector<std::uint32_t> missing;
+  for (std::uint32_t j = 0; j < fresh->jobs.size(); ++j) {
+    detail::Slot& s = fresh->slots[j];
+    if (!s.has_prev) {
+      missing.push_back(j);
+    } else if (s.prev_gated) {
+      fresh->place_gated(j, s.prev_period, s.prev_offset);
+      s.movable = false;
+    } else {
+      fresh->place_best_effort(j, s.prev_period, s.prev_offset, s.prev_drifting);
+    }
+  }
+  for (const std::uint32_t j : detail::placement_order(*fresh, missing)) {
+    detail::place_job(*fresh, j);
+  }
+  detail::relax_cushions(*fresh, missing, fresh->options.cushion_sweeps);
+  ws_ = std::move(fresh);
+}
+
+AddResult OnlinePlanner::add_job(const Job& job) {
+  Workspace& ws = *ws_;
+  remove_job(job.id);
+  const std::uint32_t j = ws.add_job(job);
+  detail::place_job(ws, j);
+  AddResult result;
+  std::vector<std::uint32_t> moved{j};
+  if (ws.slots[j].state == detail::SlotState::kBestEffort) {
+    // No free place. First, pack the job's equal- and lower-priority neighbours again with it.
+    std::vector<std::uint32_t> repacked = detail::repack_around(ws, j);
+    if (ws.slots[j].state == detail::SlotState::kGated) {
+      moved.insert(moved.end(), repacked.begin(), repacked.end());
+    } else {
+      // Still none: if it outranks gated jobs on its links, they are re-placed around it.
+      std::vector<std::uint32_t> victims;
+      for (const LinkId l : ws.jobs[j].shape.links) {
+        for (const auto& o : ws.link_jobs[l]) {
+          if (ws.jobs[o.job].job.priority < job.priority) victims.push_back(o.job);
+        }
+      }
+      std::sort(victims.begin(), victims.end());
+      victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
+      if (!victims.empty()) {
+        for (const std::uint32_t v : victims) {
+          detail::mark_running(ws, v);
+          ws.unplace(v);
+        }
+        detail::place_job(ws, j);
+        for (const std::uint32_t v : detail::placement_order(ws, victims)) {
+          if (detail::place_job(ws, v)) moved.push_back(v);
+        }
+      }
+    }
+  }
+  detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
+  // Best-effort windows on the touched links are re-aimed at the final gated windows.
+  std::vector<std::uint32_t> touched;
+  for (const std::uint32_t m : moved) {
+    for (const LinkId l : ws.jobs[m].shape.links) {
+      touched.insert(touched.end(), ws.link_best_effort[l].begin(), ws.link_best_effort[l].end());
+    }
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  refresh_best_effort(ws, touched);
+  for (const std::uint32_t m : moved) {
+    if (m != j) result.changed.push_back(ws.jobs[m].job.id);
+  }
+  std::sort(result.changed.begin(), result.changed.end());
+  result.changed.erase(std::unique(result.changed.begin(), result.changed.end()),
+                       result.changed.end());
+  result.job = detail::job_entry(ws, j);
+  return result;
+}
+
+void OnlinePlanner::remove_job(JobId id) {
+  Workspace& ws = *ws_;
+  const std::int32_t found = ws.find(id);
+  if (found < 0) return;
+  const auto j = static_cast<std::uint32_t>(found);
+  const std::vector<LinkId> links = ws.jobs[j].shape.links;
+  ws.kill_job(j);
+  // Best-effort and stretched jobs on the freed links may now fit or shrink; the rest stay.
+  std::vector<std::uint32_t> review;
+  for (const LinkId l : links) {
+    for (const std::uint32_t k : ws.link_best_effort[l]) review.push_back(k);
+    for (const auto& o : ws.link_jobs[l]) {
+      if (ws.slots[o.job].period > ws.jobs[o.job].shape.P) review.push_back(o.job);
+    }
+  }
+  std::sort(review.begin(), review.end());
+  review.erase(std::unique(review.begin(), review.end()), review.end());
+  std::vector<std::uint32_t> moved;
+  for (const std::uint32_t k : detail::placement_order(ws, review)) {
+    detail::mark_running(ws, k);
+    if (detail::place_job(ws, k)) moved.push_back(k);
+    if (!ws.slots[k].prev_gated && ws.slots[k].state == detail::SlotState::kGated) {
+      moved.push_back(k);
+    }
+  }
+  detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
+  refresh_best_effort(ws, review);
+}
+
+Plan OnlinePlanner::snapshot() const {
+  return detail::evaluate(*ws_);
+}
+
+std::vector<Job> OnlinePlanner::jobs() const {
+  std::vector<Job> out;
+  for (const auto& r : ws_->jobs) {
+    if (r.alive) out.push_back(r.job);
+  }
+  return out;
+}
+
+const Topology& OnlinePlanner::topology() const {
+  return ws_->topology;
+}
+const PlannerOptions& OnlinePlanner::options() const {
+  return ws_->options;
+}
+
+}  // namespace metronome::planner

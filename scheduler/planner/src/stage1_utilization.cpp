@@ -1,0 +1,193 @@
+// Stage 1 — utilization.
+//
+// Objective: serve as much of each link's load as possible with no contention among gated jobs.
+// A job is admitted (gated) at the smallest harmonic period T ≥ P at which it has a free
+// offset on every link it crosses; a job that has none within max_stretch·P is best-effort.
+//
+// Jobs are admitted in priority order, so when a link is oversubscribed it is the lowest
+// priorities that are stretched or left best-effort; within one priority, running jobs come
+// first (they hold their place) and then larger loads (w/P times links crossed), the classic
+// "largest first" rule that leaves fewer unusable gaps.
+//
+// Cost per job: for each candidate period (harmonic_periods.cpp) one free-range query
+// (occupancy.cpp), O(a log a) for a arcs on its links; usually the first candidate fits.
+#include <algorithm>
+
+#include "workspace.h"
+
+namespace metronome::planner::detail {
+
+std::vector<std::uint32_t> placement_order(const Workspace& ws,
+                                           const std::vector<std::uint32_t>& js) {
+  std::vector<std::uint32_t> order = js;
+  auto load = [&](std::uint32_t j) {
+    const JobShape& s = ws.jobs[j].shape;
+    return static_cast<double>(s.w) / static_cast<double>(s.P) *
+           static_cast<double>(s.links.size());
+  };
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
+    const int px = ws.jobs[x].job.priority;
+    const int py = ws.jobs[y].job.priority;
+    if (px != py) return px > py;
+    const bool rx = ws.slots[x].has_prev && ws.slots[x].prev_gated;
+    const bool ry = ws.slots[y].has_prev && ws.slots[y].prev_gated;
+    if (rx != ry) return rx;
+    const double lx = load(x);
+    const double ly = load(y);
+    if (lx != ly) return lx > ly;
+    return ws.jobs[x].job.id < ws.jobs[y].job.id;
+  });
+  if (ws.rng != nullptr) {  // offline search: shuffle within each priority class
+    auto begin = order.begin();
+    while (begin != order.end()) {
+      const int p = ws.jobs[*begin].job.priority;
+      auto end = std::find_if(begin, order.end(),
+                              [&](std::uint32_t j) { return ws.jobs[j].job.priority != p; });
+      std::shuffle(begin, end, *ws.rng);
+      begin = end;
+    }
+  }
+  return order;
+}
+
+bool first_fit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_period) {
+  static thread_local std::vector<Nanos> periods;
+  ws.candidate_periods(shape, periods);
+  for (const Nanos t : periods) {
+    if (max_period > 0 && t > max_period) break;
+    ws.free_ranges(shape, t, fit.ranges);
+    if (fit.ranges.empty()) continue;
+    if (ws.rng != nullptr && std::uniform_int_distribution<int>(0, 9)(*ws.rng) == 0) {
+      continue;  // offline search: now and then try a longer period
+    }
+    fit.period = t;
+    return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// What best-effort jobs get. A job that fits nowhere is not starved: it keeps a window every
+// period, at the smallest harmonic period its links allow, placed where its overflow lands on
+// the fewest, lowest-priority windows (cost Σ π_i·overlap_i·excess_i per unit time, minimized
+// over the offsets that start right after or end right before another window). Its window is
+// not protected: it shares bandwidth while it overlaps. Without any harmonic period it runs
+// ungated at P ("drifting"). Cost: O(A²) for A windows on its links.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+struct Folded {
+  Nanos start;  // in [0, T)
+  Nanos len;
+  double coef;  // π·excess / max(T, T_i): weight of one unit of overlap
+  std::uint32_t job;
+  double excess;
+};
+
+Nanos circular_overlap(Nanos x, Nanos w, Nanos s, Nanos len, Nanos t) {
+  Nanos total = 0;
+  for (Nanos k = -1; k * t <= len + t; ++k) {
+    const Nanos lo = std::max(x, s + k * t);
+    const Nanos hi = std::min(x + w, s + k * t + len);
+    if (hi > lo) total += hi - lo;
+  }
+  return total;
+}
+
+// Every other window on one link, folded onto the circle of period t.
+void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
+               std::vector<Folded>& out) {
+  const LinkId l = shape.links[k];
+  const double capacity = ws.topology.link(l).capacity_bps;
+  const double h = shape.height[k];
+  auto add = [&](std::uint32_t i, double hi) {
+    if (static_cast<std::int32_t>(i) == shape.self) return;
+    const Slot& s = ws.slots[i];
+    if (s.drifting || (s.period % t != 0 && t % s.period != 0)) return;
+    const double excess = (h + hi - capacity) / capacity;
+    if (excess <= 1e-12) return;
+    const Nanos wi = ws.jobs[i].shape.w;
+    const double coef =
+        ws.jobs[i].shape.weight * excess / static_cast<double>(std::max(t, s.period));
+    if (s.period >= t) {
+      out.push_back({mod(s.offset, t), wi, coef, i, excess});
+    } else {
+      for (Nanos a = s.offset; a < s.offset + t; a += s.period) {
+        out.push_back({mod(a, t), wi, coef, i, excess});
+      }
+    }
+  };
+  for (const auto& o : ws.link_jobs[l]) add(o.job, o.height);
+  for (const std::uint32_t i : ws.link_best_effort[l]) {
+    const JobShape& other = ws.jobs[i].shape;
+    const auto pos = static_cast<std::size_t>(
+        std::lower_bound(other.links.begin(), other.links.end(), l) - other.links.begin());
+    add(i, other.height[pos]);
+  }
+}
+
+}  // namespace
+
+BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape) {
+  static thread_local std::vector<Nanos> periods;
+  ws.candidate_periods(shape, periods);
+  BestEffortSlot slot;
+  if (periods.empty()) {
+    slot.period = shape.P;
+    return slot;  // drifting
+  }
+  slot.period = periods.front();
+  slot.drifting = false;
+  const Nanos t = slot.period;
+  static thread_local std::vector<Folded> arcs;
+  arcs.clear();
+  for (std::size_t k = 0; k < shape.links.size(); ++k) fold_link(ws, shape, k, t, arcs);
+  auto cost = [&](Nanos x) {
+    double c = 0.0;
+    for (const Folded& a : arcs) {
+      c += a.coef * static_cast<double>(circular_overlap(x, shape.w, a.start, a.len, t));
+    }
+    return c;
+  };
+  double best = cost(0);
+  for (const Folded& a : arcs) {
+    for (const Nanos x : {mod(a.start + a.len, t), mod(a.start - shape.w, t)}) {
+      const double c = cost(x);
+      if (c < best - 1e-15) {
+        best = c;
+        slot.offset = x;
+      }
+    }
+  }
+  return slot;
+}
+
+void refresh_best_effort(Workspace& ws, const std::vector<std::uint32_t>& js) {
+  std::vector<std::uint32_t> be;
+  for (const std::uint32_t j : js) {
+    if (ws.slots[j].state == SlotState::kBestEffort) be.push_back(j);
+  }
+  for (const std::uint32_t j : placement_order(ws, be)) {
+    ws.unplace(j);
+    const BestEffortSlot slot = best_effort_slot(ws, ws.jobs[j].shape);
+    ws.place_best_effort(j, slot.period, slot.offset, slot.drifting);
+  }
+}
+
+void overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
+              Nanos offset, std::vector<Overlap>& out) {
+  out.clear();
+  static thread_local std::vector<Folded> arcs;
+  arcs.clear();
+  fold_link(ws, shape, link_index, period, arcs);
+  for (const Folded& a : arcs) {
+    const Nanos ov = circular_overlap(mod(offset, period), shape.w, a.start, a.len, period);
+    if (ov <= 0) continue;
+    const double share =
+        static_cast<double>(ov) / static_cast<double>(std::max(period, ws.slots[a.job].period));
+    out.push_back({a.job, share, a.excess});
+  }
+}
+
+}  // namespace metronome::planner::detail

@@ -1,0 +1,114 @@
+// Stage 2 — latency.
+//
+// Objective: minimize Σ_j π_j·(T_j − P_j)/P_j (the priority-weighted slowdown from stretching)
+// plus the one-time cost of moving running jobs, move_cost_weight·π_j·delay_j/P_j, where
+// delay_j is how much later than planned its next window opens after the move.
+//
+// Stage 1 proposes the least-stretched admissible period; stage 2 decides per job:
+//   - a running job whose place is still free stays unless the alternative's cost is lower by
+//     more than min_move_gain (so re-planning leaves jobs still when nothing is gained);
+//   - a running job that must move takes the free offset reached with the least delay;
+//   - a new job is packed: the free range that fits it most tightly (best fit), at its start,
+//     against the end of the window before it; stage 3 then spreads the slack.
+//
+// Cost per job: one stay check and one stage-1 query, O(a log a).
+#include <limits>
+
+#include "workspace.h"
+
+namespace metronome::planner::detail {
+
+double stretch_cost(const JobShape& shape, Nanos period) {
+  return shape.weight * static_cast<double>(period - shape.P) / static_cast<double>(shape.P);
+}
+
+double move_cost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset) {
+  const Slot& s = ws.slots[j];
+  if (!s.has_prev || !s.prev_gated) return 0.0;
+  const Nanos delay = mod(offset - s.prev_offset, period);
+  if (delay == 0 && period == s.prev_period) return 0.0;
+  const JobShape& shape = ws.jobs[j].shape;
+  return ws.options.move_cost_weight * shape.weight * static_cast<double>(delay) /
+         static_cast<double>(shape.P);
+}
+
+namespace {
+
+// Chooses an offset inside the free ranges of a fit.
+Nanos choose_offset(const Workspace& ws, std::uint32_t j, const Fit& fit) {
+  const Slot& s = ws.slots[j];
+  const Nanos t = fit.period;
+  if (s.has_prev && s.prev_gated) {  // running: least delay from where it was
+    const Nanos x = mod(s.prev_offset, t);
+    Nanos best = 0;
+    Nanos best_delay = std::numeric_limits<Nanos>::max();
+    for (const FreeRange& r : fit.ranges) {
+      if ((r.a <= x && x <= r.b) || (r.a <= x + t && x + t <= r.b)) return x;
+      const Nanos d = mod(r.a - x, t);
+      if (d < best_delay) {
+        best_delay = d;
+        best = r.a;
+      }
+    }
+    return mod(best, t);
+  }
+  if (ws.rng != nullptr) {  // offline search: a random range, its start or a random point
+    auto& rng = *ws.rng;
+    const FreeRange& r =
+        fit.ranges[std::uniform_int_distribution<std::size_t>(0, fit.ranges.size() - 1)(rng)];
+    if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) return mod(r.a, t);
+    return mod(std::uniform_int_distribution<Nanos>(r.a, r.b)(rng), t);
+  }
+  const FreeRange* best = &fit.ranges.front();  // best fit: the tightest range, at its start
+  for (const FreeRange& r : fit.ranges) {
+    if (r.b - r.a < best->b - best->a) best = &r;
+  }
+  return mod(best->a, t);
+}
+
+}  // namespace
+
+bool place_job(Workspace& ws, std::uint32_t j) {
+  Slot& slot = ws.slots[j];
+  const JobShape& shape = ws.jobs[j].shape;
+  const bool running = slot.has_prev && slot.prev_gated;
+  if (shape.links.empty()) {  // crosses no link: nothing to share, nothing to gate
+    ws.place_gated(j, shape.P, 0);
+    slot.movable = false;
+    return false;
+  }
+  ws.unplace(j);
+  bool can_stay = false;
+  if (running && slot.prev_period >= shape.P &&
+      static_cast<double>(slot.prev_period) <=
+          ws.options.max_stretch * static_cast<double>(shape.P) &&
+      ws.nests(shape, slot.prev_period)) {
+    FreeRange r;
+    can_stay = ws.range_containing(shape, slot.prev_period, slot.prev_offset, r);
+  }
+  if (can_stay && ws.rng != nullptr && std::uniform_int_distribution<int>(0, 3)(*ws.rng) == 0) {
+    can_stay = false;  // offline search: sometimes explore moving a running job
+  }
+  const double stay_cost = can_stay ? stretch_cost(shape, slot.prev_period) : 0.0;
+  static thread_local Fit fit;
+  if (first_fit(ws, shape, fit, can_stay ? slot.prev_period : 0)) {
+    const Nanos offset = choose_offset(ws, j, fit);
+    const double cost = stretch_cost(shape, fit.period) + move_cost(ws, j, fit.period, offset);
+    if (!can_stay || cost < stay_cost - ws.options.min_move_gain) {
+      ws.place_gated(j, fit.period, offset);
+      slot.movable = true;
+      return running;
+    }
+  }
+  if (can_stay) {
+    ws.place_gated(j, slot.prev_period, slot.prev_offset);
+    slot.movable = false;
+    return false;
+  }
+  const BestEffortSlot be = best_effort_slot(ws, shape);
+  ws.place_best_effort(j, be.period, be.offset, be.drifting);
+  slot.movable = false;
+  return running;
+}
+
+}  // namespace metronome::planner::detail

@@ -1,0 +1,172 @@
+// Internal: the planner's working state, shared by the stages.
+//
+// A Workspace holds every job (resolved to the links it crosses and its rectangle on each), the
+// job's current slot (gated at (T, φ), best-effort, or not yet placed) and, per link, the gated
+// jobs on it and the chain of their periods. Its queries are the interval structure of the
+// design: "at period T, which offsets of job j collide with no gated window on any of its links?"
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "metronome/planner/model.h"
+#include "metronome/planner/plan.h"
+
+namespace metronome::planner::detail {
+
+inline constexpr std::int32_t kNoOwner = -1;
+
+// The geometry of a job on its links: what stages 1–3 need, nothing else.
+struct JobShape {
+  std::vector<LinkId> links;
+  std::vector<double> height;    // per link: min(β, B_l)
+  Nanos P = 0;                   // natural period
+  Nanos w = 0;                   // window (communication time)
+  double weight = 1.0;           // π
+  std::int32_t self = kNoOwner;  // index of the job itself (its own windows are ignored)
+};
+
+struct ResolvedJob {
+  Job job;
+  JobShape shape;
+  bool alive = true;
+};
+
+enum class SlotState : std::uint8_t { kUnplaced, kGated, kBestEffort, kNoLinks };
+
+struct Slot {
+  SlotState state = SlotState::kUnplaced;
+  Nanos period = 0;
+  Nanos offset = 0;
+  bool movable = true;    // stage 3 may slide it (it is new or moved in this round)
+  bool drifting = false;  // best-effort with no harmonic period: ungated, phase drifts
+  // Where the job ran before this round (the "current plan"); has_prev = false for new jobs.
+  bool has_prev = false;
+  bool prev_gated = false;
+  Nanos prev_period = 0;
+  Nanos prev_offset = 0;
+  bool prev_drifting = false;
+};
+
+// A range of offsets [a, b] (closed; b may exceed T when the range wraps past 0) at which the
+// job's windows collide with nothing. pred: the job whose window ends at a; succ: the job whose
+// window starts at b + w (kNoOwner when unknown or when the range is unbounded).
+struct FreeRange {
+  Nanos a = 0;
+  Nanos b = 0;
+  std::int32_t pred = kNoOwner;
+  std::int32_t succ = kNoOwner;
+  bool unbounded = false;  // nothing else on the links: every offset is free
+};
+
+class Workspace {
+ public:
+  Workspace(Topology topology, PlannerOptions options);
+
+  // Jobs --------------------------------------------------------------------------------------
+  std::uint32_t add_job(const Job& job);  // resolved, unplaced; returns its index
+  void kill_job(std::uint32_t j);         // unplaces and forgets it (index stays reserved)
+  [[nodiscard]] std::int32_t find(JobId id) const;
+  [[nodiscard]] JobShape shape_for(const Job& job) const;
+
+  // Slots (the interval structure is updated here) --------------------------------------------
+  void place_gated(std::uint32_t j, Nanos period, Nanos offset);
+  void place_best_effort(std::uint32_t j, Nanos period, Nanos offset, bool drifting);
+  void unplace(std::uint32_t j);
+
+  // Stage 1 helpers: harmonic periods (harmonic_periods.cpp) ----------------------------------
+  // Periods T with P ≤ T ≤ max_stretch·P that nest (divide or are divided by) every gated
+  // period on each of the shape's links, ascending.
+  void candidate_periods(const JobShape& shape, std::vector<Nanos>& out) const;
+  [[nodiscard]] bool nests(const JobShape& shape, Nanos period) const;
+  [[nodiscard]] Nanos hyperperiod(LinkId link) const;  // largest gated period on it (0: none)
+
+  // The interval structure (occupancy.cpp) ----------------------------------------------------
+  // Free offset ranges in [0, T) for the shape at period T, against all gated jobs but itself.
+  // If only_link is set, that link alone is considered.
+  void free_ranges(const JobShape& shape, Nanos period, std::vector<FreeRange>& out,
+                   std::int64_t only_link = -1) const;
+  // The free range containing offset φ (which must be free), or nullopt-like: unbounded=true.
+  [[nodiscard]] bool range_containing(const JobShape& shape, Nanos period, Nanos offset,
+                                      FreeRange& out, std::int64_t only_link = -1) const;
+
+  Topology topology;
+  PlannerOptions options;
+  std::vector<ResolvedJob> jobs;
+  std::vector<Slot> slots;
+  struct Occupant {
+    std::uint32_t job;
+    double height;  // the job's rectangle height on this link
+  };
+  std::vector<std::vector<Occupant>> link_jobs;              // gated jobs per link
+  std::vector<std::vector<std::uint32_t>> link_best_effort;  // best-effort jobs per link
+  std::vector<std::vector<std::pair<Nanos, int>>> chains;    // per link: (period, count)
+  std::unordered_map<JobId, std::uint32_t> index;
+  std::vector<std::uint32_t> free_indices;  // indices of removed jobs, reused by add_job
+  std::mt19937_64* rng = nullptr;           // set by the offline search: randomized choices
+
+ private:
+  struct Blocked {
+    Nanos lo;
+    Nanos hi;
+    std::int32_t owner;
+  };
+  void block(Nanos start, Nanos len, Nanos period, std::int32_t owner) const;
+  void block_link(const JobShape& shape, std::size_t k, Nanos period) const;
+  mutable std::vector<Blocked> blocked_;
+  mutable bool all_blocked_ = false;
+  mutable std::vector<std::pair<Nanos, double>> events_;
+};
+
+// Nanos helpers.
+inline Nanos mod(Nanos x, Nanos m) {
+  const Nanos r = x % m;
+  return r < 0 ? r + m : r;
+}
+
+// Stage entry points used by the planners (one file each).
+// stage1_utilization.cpp: the placement order, and the smallest harmonic period that fits.
+std::vector<std::uint32_t> placement_order(const Workspace& ws,
+                                           const std::vector<std::uint32_t>& js);
+struct Fit {
+  Nanos period = 0;
+  std::vector<FreeRange> ranges;
+};
+bool first_fit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_period = 0);
+// What a job that does not fit gets: the smallest harmonic period (P, drifting, when none
+// exists) and the offset where its windows overlap the least priority-weighted traffic.
+struct BestEffortSlot {
+  Nanos period = 0;
+  Nanos offset = 0;
+  bool drifting = true;
+};
+BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape);
+// Re-places the best-effort jobs among js (highest priority first) against the final windows.
+void refresh_best_effort(Workspace& ws, const std::vector<std::uint32_t>& js);
+// Overlap of a window at (period, offset) with the others on one link, per unit time, for
+// each other job whose rectangle cannot stack with it: (job, overlap share, excess height/B).
+struct Overlap {
+  std::uint32_t job;
+  double share;   // overlapping time per unit time
+  double excess;  // (h_i + h_j − B) / B while they overlap
+};
+void overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
+              Nanos offset, std::vector<Overlap>& out);
+// stage2_latency.cpp: the stage-2 cost of a slot and the decision for one job.
+double stretch_cost(const JobShape& shape, Nanos period);
+double move_cost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset);
+// Places job j (stage 1 + 2): stays, moves, or becomes best-effort. Returns true if it changed
+// from its previous position.
+bool place_job(Workspace& ws, std::uint32_t j);
+// stage3_cushion.cpp: slide movable jobs to spread the cushion; late slack of a gated job.
+void relax_cushions(Workspace& ws, const std::vector<std::uint32_t>& js, int sweeps);
+Nanos late_slack(const Workspace& ws, std::uint32_t j, std::int64_t only_link = -1);
+// evaluate.cpp: the Plan (job entries, link entries, score) of the workspace, or one entry.
+Plan evaluate(const Workspace& ws);
+JobPlan job_entry(const Workspace& ws, std::uint32_t j);
+// Makes the job's present slot its "previous" position (it is running there now).
+void mark_running(Workspace& ws, std::uint32_t j);
+
+}  // namespace metronome::planner::detail

@@ -1,0 +1,93 @@
+// The model: which links a job crosses, profiles, validation, timetable values.
+#include <gtest/gtest.h>
+
+#include "metronome/planner/plan.h"
+#include "metronome/planner/topology.h"
+#include "test_util.h"
+
+namespace metronome::planner {
+namespace {
+
+using testing::kMs;
+
+TEST(Topology, RanksOnOneNodeCrossNoLink) {
+  const Topology t = Topology::two_tier({2, 4, 1e9, 4e9});
+  const std::vector<NodeId> nodes{1, 1, 1};
+  EXPECT_TRUE(t.links_crossed(nodes).empty());
+}
+
+TEST(Topology, JobWithinOneRackCrossesItsNodesUplinksOnly) {
+  const Topology t = Topology::two_tier({2, 4, 1e9, 4e9});
+  const std::vector<NodeId> nodes{0, 2};
+  const auto links = t.links_crossed(nodes);
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(t.link(links[0]).name, "r0n0/up");
+  EXPECT_EQ(t.link(links[1]).name, "r0n2/up");
+}
+
+TEST(Topology, JobAcrossRacksAlsoCrossesTheRackUplinks) {
+  const Topology t = Topology::two_tier({2, 4, 1e9, 4e9});
+  const std::vector<NodeId> nodes{0, 5};
+  std::vector<std::string> names;
+  for (const LinkId l : t.links_crossed(nodes)) names.push_back(t.link(l).name);
+  EXPECT_EQ(names, (std::vector<std::string>{"r0/up", "r0n0/up", "r1/up", "r1n1/up"}));
+  EXPECT_EQ(t.link(t.links_crossed(nodes)[0]).capacity_bps, 4e9);
+}
+
+TEST(Model, ExplicitLinksJoinTheImpliedOnes) {
+  Problem p{Topology::two_tier({1, 2, 1e9, 1e9}), {}};
+  const LinkId spine = p.topology.add_link("spine", 1e9);
+  Job j;
+  j.nodes = {0, 1};
+  j.extra_links = {spine, spine};
+  EXPECT_EQ(job_links(p.topology, j).size(), 3u);
+}
+
+TEST(Model, ProfileFromVolume) {
+  const JobProfile p = JobProfile::from_volume(60 * kMs, 4e7, 1e9);  // 40 MB at 1 GB/s
+  EXPECT_EQ(p.comm_ns, 40 * kMs);
+  EXPECT_EQ(p.period_ns, 100 * kMs);
+  EXPECT_DOUBLE_EQ(p.duty_cycle(), 0.4);
+}
+
+TEST(Model, ValidateRejectsUnusableInput) {
+  Problem p{testing::links(1), {}};
+  p.jobs.push_back(testing::job(1, 0, 100, 40, {0}));
+  EXPECT_TRUE(validate(p).empty());
+  p.jobs.push_back(testing::job(1, 0, 100, 140, {7}));  // duplicate, c > P, unknown link
+  const auto errors = validate(p);
+  EXPECT_EQ(errors.size(), 3u);
+}
+
+TEST(Model, HigherPriorityWeighsMore) {
+  EXPECT_LT(priority_weight(0), priority_weight(1));
+  EXPECT_EQ(priority_weight(-3), priority_weight(0));
+}
+
+TEST(Timetable, GatedJobCarriesItsWindowAndSlack) {
+  JobPlan e{7, 200 * kMs, 30 * kMs, 50 * kMs, 5 * kMs, false, 0.0};
+  const TimetableValues t = to_timetable(e);
+  EXPECT_EQ(t.period_ns, 200 * kMs);
+  EXPECT_EQ(t.offset_ns, 30 * kMs);
+  EXPECT_EQ(t.window_ns, 50 * kMs);
+  EXPECT_EQ(t.late_slack_ns, 5 * kMs);
+}
+
+TEST(Timetable, BestEffortJobKeepsItsWindowWithoutSlack) {
+  JobPlan e{7, 100 * kMs, 30 * kMs, 40 * kMs, 5 * kMs, true, 0.0};
+  const TimetableValues t = to_timetable(e);
+  EXPECT_EQ(t.window_ns, 40 * kMs);
+  EXPECT_EQ(t.offset_ns, 30 * kMs);
+  EXPECT_EQ(t.late_slack_ns, 0);
+}
+
+TEST(Score, LexicographicWithTolerance) {
+  const PlannerOptions o;
+  EXPECT_TRUE(better({1.0, 5.0, 0.0}, {0.9, 0.0, 100.0}, o));  // stage 1 decides
+  EXPECT_TRUE(better({1.0, 1.0, 0.0}, {1.0, 2.0, 100.0}, o));  // then stage 2
+  EXPECT_TRUE(better({1.0, 1.0, 10.0}, {1.0, 1.0, 5.0}, o));   // then stage 3
+  EXPECT_FALSE(better({1.0, 1.0, 5.0}, {1.0, 1.0, 5.0}, o));   // equal is not better
+}
+
+}  // namespace
+}  // namespace metronome::planner

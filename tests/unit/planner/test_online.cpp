@@ -1,0 +1,125 @@
+// Re-planning with the current plan as input, and the stateful online planner.
+#include <gtest/gtest.h>
+
+#include "metronome/planner/planner.h"
+#include "test_util.h"
+
+namespace metronome::planner {
+namespace {
+
+using testing::entry;
+using testing::job;
+using testing::kMs;
+
+TEST(Replan, AfterAJobLeavesTheOthersStayStillWhenNothingIsGained) {
+  Problem p{testing::links(1),
+            {job(1, 0, 100, 20, {0}), job(2, 0, 100, 20, {0}), job(3, 0, 100, 20, {0})}};
+  const Plan before = plan(p);
+  EXPECT_FEASIBLE(p, before);
+  p.jobs.erase(p.jobs.begin() + 1);
+  const Plan after = plan(p, {}, &before);
+  EXPECT_FEASIBLE(p, after);
+  for (const JobId id : {1u, 3u}) {
+    EXPECT_EQ(entry(after, id).offset_ns, entry(before, id).offset_ns) << "job " << id;
+    EXPECT_EQ(entry(after, id).period_ns, entry(before, id).period_ns) << "job " << id;
+  }
+  // The freed gap is now cushion, without moving anybody.
+  EXPECT_GT(entry(after, 1).late_slack_ns + entry(after, 3).late_slack_ns,
+            entry(before, 1).late_slack_ns + entry(before, 3).late_slack_ns);
+}
+
+TEST(Replan, WithNoChangeTheSamePlanComesBack) {
+  const Problem p{testing::links(2),
+                  {job(1, 1, 100, 30, {0, 1}), job(2, 0, 200, 50, {0}), job(3, 0, 50, 10, {1})}};
+  const Plan first = plan(p);
+  const Plan second = plan(p, {}, &first);
+  EXPECT_FEASIBLE(p, second);
+  for (const JobPlan& e : first.jobs) {
+    EXPECT_EQ(entry(second, e.id).offset_ns, e.offset_ns);
+    EXPECT_EQ(entry(second, e.id).period_ns, e.period_ns);
+  }
+}
+
+TEST(Replan, AHigherPriorityNewcomerDisplacesARunningJob) {
+  Problem p{testing::links(1), {job(1, 0, 100, 60, {0})}};
+  const Plan before = plan(p);
+  p.jobs.push_back(job(2, 5, 100, 60, {0}));
+  const Plan after = plan(p, {}, &before);
+  EXPECT_FEASIBLE(p, after);
+  EXPECT_FALSE(entry(after, 2).best_effort);
+  EXPECT_TRUE(entry(after, 1).best_effort);
+}
+
+TEST(OnlinePlanner, AddJobTakesAFreePlaceWithoutMovingOthers) {
+  OnlinePlanner planner(testing::links(1));
+  planner.add_job(job(1, 0, 100, 30, {0}));
+  planner.add_job(job(2, 0, 100, 30, {0}));
+  const Plan before = planner.snapshot();  // 30 + 30 with the 40 ms of slack spread: 20 + 20
+  const AddResult r = planner.add_job(job(3, 0, 100, 20, {0}));
+  EXPECT_TRUE(r.changed.empty());
+  EXPECT_FALSE(r.job.best_effort);
+  const Plan after = planner.snapshot();
+  const Problem p{planner.topology(), planner.jobs()};
+  EXPECT_FEASIBLE(p, after);
+  EXPECT_EQ(entry(after, 1).offset_ns, entry(before, 1).offset_ns);
+  EXPECT_EQ(entry(after, 2).offset_ns, entry(before, 2).offset_ns);
+  EXPECT_EQ(entry(after, 3).late_slack_ns, r.job.late_slack_ns);
+}
+
+TEST(OnlinePlanner, AddJobRepacksItsNeighboursWhenTheSlackIsSpreadTooThin) {
+  OnlinePlanner planner(testing::links(1));
+  planner.add_job(job(1, 0, 100, 30, {0}));
+  planner.add_job(job(2, 0, 100, 30, {0}));  // gaps of 20 and 20: no room for 30 ...
+  const AddResult r = planner.add_job(job(3, 0, 100, 30, {0}));
+  EXPECT_FALSE(r.job.best_effort);  // ... until the neighbours are packed again
+  EXPECT_FALSE(r.changed.empty());
+  const Problem p{planner.topology(), planner.jobs()};
+  const Plan after = planner.snapshot();
+  EXPECT_FEASIBLE(p, after);
+  for (const JobPlan& e : after.jobs) EXPECT_FALSE(e.best_effort);
+}
+
+TEST(OnlinePlanner, AddJobThatOutranksMakesRoomByMovingLowerPriorities) {
+  OnlinePlanner planner(testing::links(1));
+  planner.add_job(job(1, 0, 100, 30, {0}));
+  planner.add_job(job(2, 0, 100, 30, {0}));
+  planner.add_job(job(3, 0, 100, 30, {0}));
+  const AddResult r = planner.add_job(job(4, 9, 100, 40, {0}));
+  EXPECT_FALSE(r.job.best_effort);
+  const Plan after = planner.snapshot();
+  const Problem p{planner.topology(), planner.jobs()};
+  EXPECT_FEASIBLE(p, after);
+  int best_effort = 0;
+  for (const JobPlan& e : after.jobs) best_effort += e.best_effort ? 1 : 0;
+  EXPECT_EQ(best_effort, 1);  // one of the three low-priority jobs gives way
+}
+
+TEST(OnlinePlanner, RemoveJobLetsABestEffortJobIn) {
+  OnlinePlanner planner(testing::links(1));
+  planner.add_job(job(1, 2, 100, 50, {0}));
+  planner.add_job(job(2, 1, 100, 40, {0}));
+  EXPECT_TRUE(planner.add_job(job(3, 0, 100, 30, {0})).job.best_effort);
+  const Plan before = planner.snapshot();
+  planner.remove_job(2);
+  const Plan after = planner.snapshot();
+  const Problem p{planner.topology(), planner.jobs()};
+  EXPECT_FEASIBLE(p, after);
+  EXPECT_FALSE(entry(after, 3).best_effort);
+  EXPECT_EQ(entry(after, 1).offset_ns, entry(before, 1).offset_ns);  // the others stay still
+  EXPECT_EQ(after.jobs.size(), 2u);
+}
+
+TEST(OnlinePlanner, AdoptTakesAPlanAsItIs) {
+  const Problem p{testing::links(1), {job(1, 0, 100, 30, {0}), job(2, 0, 100, 30, {0})}};
+  const Plan original = plan(p);
+  OnlinePlanner planner(p.topology);
+  planner.adopt(p.jobs, original);
+  const Plan again = planner.snapshot();
+  for (const JobPlan& e : original.jobs) {
+    EXPECT_EQ(entry(again, e.id).offset_ns, e.offset_ns);
+    EXPECT_EQ(entry(again, e.id).late_slack_ns, e.late_slack_ns);
+  }
+}
+
+}  // namespace
+}  // namespace metronome::planner

@@ -1,0 +1,163 @@
+// The three stages on the small instances the issue names. Every plan goes through the
+// independent checker (EXPECT_FEASIBLE).
+#include <gtest/gtest.h>
+
+#include "metronome/planner/planner.h"
+#include "test_util.h"
+
+namespace metronome::planner {
+namespace {
+
+using testing::entry;
+using testing::job;
+using testing::kMs;
+
+// True when the windows of a and b overlap somewhere in time (same period assumed).
+bool windows_overlap(const JobPlan& a, const JobPlan& b) {
+  const Nanos t = a.period_ns;
+  const Nanos d = ((b.offset_ns - a.offset_ns) % t + t) % t;
+  return d < a.window_ns || t - d < b.window_ns;
+}
+
+TEST(Stages, TwoEqualPriorityJobsDutyPoint4AndPoint5DoNotOverlapAndGetEqualCushions) {
+  const Problem p{testing::links(1), {job(1, 0, 100, 40, {0}), job(2, 0, 100, 50, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  const JobPlan& a = entry(plan, 1);
+  const JobPlan& b = entry(plan, 2);
+  EXPECT_FALSE(a.best_effort);
+  EXPECT_FALSE(b.best_effort);
+  EXPECT_FALSE(windows_overlap(a, b));
+  EXPECT_EQ(a.period_ns, 100 * kMs);
+  EXPECT_EQ(b.period_ns, 100 * kMs);
+  EXPECT_EQ(a.late_slack_ns, b.late_slack_ns);
+  EXPECT_EQ(a.late_slack_ns, 5 * kMs);  // the 10 ms left, split evenly
+  EXPECT_EQ(plan.links[0].min_cushion_ns, 5 * kMs);
+}
+
+TEST(Stages, HigherPriorityGetsTheLargerCushion) {
+  // π = 4 against π = 1: the 10 ms of slack split 8 : 2.
+  const Problem p{testing::links(1), {job(1, 3, 100, 40, {0}), job(2, 0, 100, 50, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  EXPECT_EQ(entry(plan, 1).late_slack_ns, 8 * kMs);
+  EXPECT_EQ(entry(plan, 2).late_slack_ns, 2 * kMs);
+}
+
+TEST(Stages, OverloadedLinkLowestPriorityIsStretchedToAHarmonicPeriodThatFits) {
+  // Duty cycles 0.4 + 0.4 + 0.3 = 1.1 on one link.
+  const Problem p{testing::links(1),
+                  {job(1, 2, 200, 80, {0}), job(2, 1, 200, 80, {0}), job(3, 0, 100, 30, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  const JobPlan& high = entry(plan, 1);
+  EXPECT_FALSE(high.best_effort);        // uncontended: gated, checked by the checker
+  EXPECT_EQ(high.period_ns, 200 * kMs);  // unstretched
+  EXPECT_EQ(entry(plan, 2).period_ns, 200 * kMs);
+  const JobPlan& low = entry(plan, 3);
+  EXPECT_FALSE(low.best_effort);
+  EXPECT_EQ(low.period_ns, 200 * kMs);  // 100 ms stretched to the harmonic 200 ms
+  EXPECT_DOUBLE_EQ(high.predicted_slowdown, 0.0);
+  EXPECT_DOUBLE_EQ(low.predicted_slowdown, 1.0);
+}
+
+TEST(Stages, OverloadedLinkLowestPriorityIsBestEffortWhenNoPeriodFits) {
+  // 0.4 + 0.3 + 0.4: stretching the last cannot shrink its 40 ms window into a 30 ms gap.
+  const Problem p{testing::links(1),
+                  {job(1, 2, 100, 40, {0}), job(2, 1, 100, 30, {0}), job(3, 0, 100, 40, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  const JobPlan& high = entry(plan, 1);
+  EXPECT_FALSE(high.best_effort);
+  EXPECT_EQ(high.period_ns, 100 * kMs);
+  EXPECT_FALSE(entry(plan, 2).best_effort);
+  const JobPlan& low = entry(plan, 3);
+  EXPECT_TRUE(low.best_effort);
+  EXPECT_EQ(low.period_ns, 100 * kMs);  // not starved: a 40 ms window every 100 ms
+  EXPECT_EQ(low.window_ns, 40 * kMs);
+  // Its 10 ms of overflow lands on the middle job, never on the high-priority one.
+  EXPECT_FALSE(windows_overlap(high, low));
+  EXPECT_DOUBLE_EQ(high.predicted_slowdown, 0.0);
+  EXPECT_GT(low.predicted_slowdown, 0.0);  // and it pays for the contention it meets
+  EXPECT_GT(plan.links[0].contention, 0.0);
+}
+
+TEST(Stages, Periods100And190TheSecondBecomes200) {
+  const Problem p{testing::links(1), {job(1, 1, 100, 30, {0}), job(2, 0, 190, 50, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  EXPECT_EQ(entry(plan, 1).period_ns, 100 * kMs);
+  EXPECT_EQ(entry(plan, 2).period_ns, 200 * kMs);
+  EXPECT_FALSE(entry(plan, 2).best_effort);
+  EXPECT_EQ(plan.links[0].hyperperiod_ns, 200 * kMs);
+}
+
+TEST(Stages, ChainOfLinksGetsOneConsistentOffsetPerJob) {
+  // L0 - L1 - L2 - L3: jobs on neighbouring pairs plus one on each link, every link ≥ 0.8 full.
+  const Problem p{testing::links(4),
+                  {job(1, 0, 100, 30, {0, 1}), job(2, 0, 100, 30, {1, 2}),
+                   job(3, 0, 100, 30, {2, 3}), job(4, 0, 100, 50, {0}), job(5, 0, 100, 30, {1}),
+                   job(6, 0, 100, 50, {3}), job(7, 0, 100, 40, {2})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  for (const JobPlan& e : plan.jobs) {
+    EXPECT_FALSE(e.best_effort) << "job " << e.id;
+    EXPECT_EQ(e.period_ns, 100 * kMs) << "job " << e.id;
+  }
+  EXPECT_EQ(plan.jobs.size(), 7u);  // one entry, hence one offset, per job
+}
+
+TEST(Stages, CycleOfLinksGetsOneConsistentOffsetPerJob) {
+  // A on L0-L1, B on L1-L2, C on L2-L0 meet pairwise; one more job on each link: 90 % each.
+  const Problem p{
+      testing::links(3),
+      {job(1, 0, 100, 30, {0, 1}), job(2, 0, 100, 30, {1, 2}), job(3, 0, 100, 30, {2, 0}),
+       job(4, 0, 100, 30, {0}), job(5, 0, 100, 30, {1}), job(6, 0, 100, 30, {2})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  for (const JobPlan& e : plan.jobs) {
+    EXPECT_FALSE(e.best_effort) << "job " << e.id;
+    EXPECT_EQ(e.period_ns, 100 * kMs) << "job " << e.id;
+  }
+  for (const LinkPlan& l : plan.links) EXPECT_NEAR(l.served_load, 0.9, 1e-9);
+}
+
+TEST(Stages, JobsWithLowBetaStack) {
+  // Two jobs at 40 % of the capacity with duty cycles 0.6: they must overlap, and may.
+  const Problem p{testing::links(1), {job(1, 0, 100, 60, {0}, 0.4), job(2, 0, 100, 60, {0}, 0.4)}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  const JobPlan& a = entry(plan, 1);
+  const JobPlan& b = entry(plan, 2);
+  EXPECT_FALSE(a.best_effort);
+  EXPECT_FALSE(b.best_effort);
+  EXPECT_EQ(a.period_ns, 100 * kMs);
+  EXPECT_EQ(b.period_ns, 100 * kMs);
+  EXPECT_TRUE(windows_overlap(a, b));
+}
+
+TEST(Stages, FullBetaJobDoesNotStackOnLowBetaJobs) {
+  const Problem p{
+      testing::links(1),
+      {job(1, 1, 100, 60, {0}, 0.4), job(2, 1, 100, 60, {0}, 0.4), job(3, 0, 100, 30, {0}, 1.0)}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  const JobPlan& big = entry(plan, 3);
+  EXPECT_FALSE(big.best_effort);
+  EXPECT_FALSE(windows_overlap(entry(plan, 1), big));
+  EXPECT_FALSE(windows_overlap(entry(plan, 2), big));
+}
+
+TEST(Stages, JobOnOneNodeNeedsNoWindow) {
+  Problem p{Topology::two_tier({1, 2, 1e9, 1e9}), {}};
+  Job j = job(1, 0, 100, 40, {});
+  j.nodes = {0, 0};
+  p.jobs.push_back(j);
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  EXPECT_EQ(entry(plan, 1).window_ns, entry(plan, 1).period_ns);
+  EXPECT_FALSE(entry(plan, 1).best_effort);
+}
+
+}  // namespace
+}  // namespace metronome::planner

@@ -1,0 +1,83 @@
+// What-if scoring of candidate placements.
+#include <gtest/gtest.h>
+
+#include "metronome/planner/what_if.h"
+#include "test_util.h"
+
+namespace metronome::planner {
+namespace {
+
+using testing::kMs;
+
+Job pod_job(JobId id, int priority, Nanos period_ms, Nanos comm_ms) {
+  Job j;
+  j.id = id;
+  j.priority = priority;
+  j.profile = {period_ms * kMs, comm_ms * kMs, 1e9};
+  return j;
+}
+
+// One rack of four nodes; job 1 (high priority) between nodes 0 and 1.
+OnlinePlanner busy_rack() {
+  OnlinePlanner planner(Topology::two_tier({1, 4, 1e9, 4e9}));
+  Job a = pod_job(1, 2, 100, 70);
+  a.nodes = {0, 1};
+  planner.add_job(a);
+  return planner;
+}
+
+TEST(WhatIf, FreeNodesCostNothingBusyNodesCostSlowdown) {
+  const OnlinePlanner planner = busy_rack();
+  const std::vector<std::vector<NodeId>> candidates{{2, 3}, {0, 2}};
+  const auto r = what_if(planner, pod_job(9, 0, 100, 40), candidates, {true});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_TRUE(r[0].gated);
+  EXPECT_EQ(r[0].job_slowdown, 0.0);
+  EXPECT_EQ(r[0].neighbour_slowdown, 0.0);
+  EXPECT_TRUE(r[0].affected.empty());
+  // Node 0's uplink has 30 ms free per 100 ms: 40 ms does not fit at any harmonic period.
+  EXPECT_FALSE(r[1].gated);
+  EXPECT_GT(r[1].job_slowdown, 0.0);
+  EXPECT_GT(r[1].neighbour_slowdown, 0.0);
+  EXPECT_TRUE(r[1].hurts_higher_priority);
+  ASSERT_EQ(r[1].affected.size(), 1u);
+  EXPECT_EQ(r[1].affected[0].id, 1u);
+  EXPECT_GT(r[1].affected[0].slowdown_after, r[1].affected[0].slowdown_before);
+}
+
+TEST(WhatIf, AgreesWithAddingTheJob) {
+  const OnlinePlanner planner = busy_rack();
+  const std::vector<std::vector<NodeId>> candidates{{2, 3}, {0, 2}, {1, 3}, {0, 0}};
+  Job probe = pod_job(9, 0, 100, 20);
+  const auto r = what_if(planner, probe, candidates);
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    OnlinePlanner copy(planner.topology());
+    copy.adopt(planner.jobs(), planner.snapshot());
+    probe.nodes = candidates[c];
+    const AddResult added = copy.add_job(probe);
+    EXPECT_EQ(r[c].gated, !added.job.best_effort) << "candidate " << c;
+    if (r[c].gated) {
+      EXPECT_EQ(r[c].period_ns, added.job.period_ns) << "candidate " << c;
+    }
+    const Problem p{copy.topology(), copy.jobs()};
+    EXPECT_FEASIBLE(p, copy.snapshot());
+  }
+}
+
+TEST(WhatIf, PredictsStretchWhenOnlyALongerPeriodFits) {
+  OnlinePlanner planner(Topology::two_tier({1, 4, 1e9, 4e9}));
+  Job a = pod_job(1, 2, 200, 80);
+  a.nodes = {0, 1};
+  planner.add_job(a);
+  Job b = pod_job(2, 1, 200, 60);
+  b.nodes = {0, 1};
+  planner.add_job(b);
+  const std::vector<std::vector<NodeId>> candidates{{0, 2}};
+  const auto r = what_if(planner, pod_job(3, 0, 100, 30), candidates);
+  ASSERT_TRUE(r[0].gated);
+  EXPECT_EQ(r[0].period_ns, 200 * kMs);
+  EXPECT_DOUBLE_EQ(r[0].job_slowdown, 1.0);
+}
+
+}  // namespace
+}  // namespace metronome::planner
