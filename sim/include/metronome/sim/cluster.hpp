@@ -1,0 +1,58 @@
+// The simulated cluster: racks of nodes, every node with an uplink to its rack switch (its NIC
+// capacity) and every rack with an uplink to the spine. Links are numbered rack by rack: the
+// rack's uplink first, then its nodes' uplinks. The planner adapter builds the planner's
+// topology in the same order, so link indices agree.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "metronome/sim/scenario.hpp"
+
+namespace metronome::sim {
+
+inline constexpr double kBytesPerGbit = 1e9 / 8.0;
+
+struct Cluster {
+  struct Node {
+    std::string name;
+    int gpus = 0;
+    std::string gpu;
+    std::uint32_t rack = 0;
+    std::uint32_t uplink = 0;  // link index
+  };
+  struct Rack {
+    std::string name;
+    std::uint32_t uplink = 0;  // link index
+    std::vector<std::uint32_t> nodes;
+  };
+  struct Link {
+    std::string name;
+    double capacity_Bps = 0.0;  // bytes per second
+  };
+
+  std::vector<Node> nodes;
+  std::vector<Rack> racks;
+  std::vector<Link> links;
+  std::unordered_map<std::string, std::uint32_t> node_index;
+  double intra_node_Bps = 0.0;
+
+  static Cluster FromScenario(const Scenario& scenario);
+
+  // The links that an all-reduce among ranks on `nodes` crosses: none inside one node; the nodes'
+  // uplinks inside one rack; also the racks' uplinks across racks. Sorted, unique.
+  [[nodiscard]] std::vector<std::uint32_t> LinksCrossed(std::span<const std::uint32_t> nodes) const;
+  [[nodiscard]] int TotalGpus() const;
+};
+
+// Ranks of one job per node.
+struct Placement {
+  std::vector<std::pair<std::uint32_t, int>> node_gpus;  // (node, ranks on it), node order
+  [[nodiscard]] std::vector<std::uint32_t> Nodes() const;
+  [[nodiscard]] bool empty() const { return node_gpus.empty(); }
+};
+
+}  // namespace metronome::sim

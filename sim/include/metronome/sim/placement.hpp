@@ -1,0 +1,33 @@
+// Where a job's ranks go. Two placement strategies, as the evaluated policies use them:
+//
+// * Spread — the stock kube-scheduler's default: pods (gpus_per_pod GPUs each) are placed one at
+//   a time on the node with the highest NodeResourcesLeastAllocated score, i.e. the largest
+//   fraction of GPUs still free after the pod lands; ties are broken at random (seeded), as
+//   kube-scheduler does among equal scores. It spreads jobs over many nodes and racks.
+// * Pack — network-aware: the placement that crosses the fewest links. One node if any node has
+//   room (best fit: the fullest node that fits); else one rack, on as few nodes as possible
+//   (best fit among racks needing that few nodes); else as few racks as possible.
+//
+// Pinned jobs (scenario `nodes:`) get their ranks spread evenly over the listed nodes.
+#pragma once
+
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "metronome/sim/cluster.hpp"
+#include "metronome/sim/scenario.hpp"
+
+namespace metronome::sim {
+
+enum class PlacementKind { kSpread, kPack };
+
+// free_gpus[n]: GPUs still free on node n. Returns nothing when the job does not fit now.
+std::optional<Placement> PlaceJob(PlacementKind kind, const Cluster& cluster,
+                                  const std::vector<int>& free_gpus, const JobSpec& job,
+                                  std::mt19937_64& rng);
+
+std::optional<Placement> PlacePinned(const Cluster& cluster, const std::vector<int>& free_gpus,
+                                     const JobSpec& job);
+
+}  // namespace metronome::sim

@@ -1,0 +1,82 @@
+// The simulator's view of time scheduling: who decides the timetables the gates obey.
+//
+// The only implementation is the planner adapter (planner_adapter.cpp), which drives the real
+// planner library (scheduler/planner); this interface keeps the fluid engine independent of it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "metronome/common/timetable.hpp"
+#include "metronome/sim/cluster.hpp"
+
+namespace metronome::sim {
+
+// A job that just started running, as the scheduler learns it (from the shim's profile report).
+struct ActiveJob {
+  std::size_t index = 0;  // the job's index in the scenario
+  int priority = 0;
+  std::vector<std::uint32_t> nodes;  // distinct nodes of its ranks
+  std::vector<std::uint32_t> links;  // links its all-reduce crosses (may be empty)
+  std::int64_t compute_ns = 0;       // profiled compute phase (may be off by the profile error)
+  std::int64_t comm_ns = 0;          // communication phase alone, at bandwidth beta
+  double beta_Bps = 0.0;             // the bottleneck capacity along its links
+  double volume_bytes = 0.0;         // V per link per iteration
+};
+
+// What the controller observes after each iteration of a job (the shim's phase tracker).
+struct IterationObservation {
+  std::int64_t compute_ns = 0;   // measured compute phase
+  std::int64_t lateness_ns = 0;  // gate arrival after its window opened (DecideGate)
+  bool waited = false;           // the gate held the phase
+  bool failed_open = false;      // the gate gave up waiting (max_wait)
+};
+
+struct SchedulerStats {
+  std::uint64_t plans = 0;  // full plans computed
+  std::uint64_t adds = 0;   // incremental additions
+  std::uint64_t removes = 0;
+  std::uint64_t drift_replans = 0;
+  double planner_seconds = 0.0;  // wall time spent in the planner
+};
+
+enum class SchedulingKind { kNone, kCassini, kMetronome };
+
+struct PolicyConfig {
+  std::string name;
+  int placement = 0;  // PlacementKind
+  SchedulingKind scheduling = SchedulingKind::kNone;
+  bool cushion = true;     // planner stage 3
+  bool stretch = true;     // harmonic period stretching
+  bool controller = true;  // re-planning on departures and drift
+};
+
+class TimeScheduler {
+ public:
+  virtual ~TimeScheduler() = default;
+  virtual void JobStarted(const ActiveJob& job, std::int64_t now_ns) = 0;
+  virtual void JobFinished(std::size_t index, std::int64_t now_ns) = 0;
+  virtual void IterationDone(std::size_t index, const IterationObservation& obs,
+                             std::int64_t now_ns) = 0;
+  // The timetable the job's gate uses for the phase that starts now; nullptr = ungated (the
+  // phase starts at once). Called once per communication phase.
+  [[nodiscard]] virtual const Timetable* GateTimetable(std::size_t index) = 0;
+  // The job's current timetable, for reports (nullptr: none).
+  [[nodiscard]] virtual const Timetable* CurrentTimetable(std::size_t index) const = 0;
+  // Whether the plan marks the job best-effort (ungated, shares bandwidth).
+  [[nodiscard]] virtual bool BestEffort(std::size_t index) const = 0;
+  [[nodiscard]] virtual SchedulerStats Stats() const = 0;
+};
+
+// Whether this build has the planner library (policies cassini and metronome* need it).
+bool PlannerAvailable();
+
+// The scheduler a policy uses; nullptr for policies without time scheduling. Throws
+// std::runtime_error when the policy needs the planner and the build has none.
+std::unique_ptr<TimeScheduler> MakeTimeScheduler(const PolicyConfig& policy, const Cluster& cluster,
+                                                 std::size_t job_count);
+
+}  // namespace metronome::sim

@@ -1,0 +1,127 @@
+#include "metronome/sim/max_min.hpp"
+
+#include <algorithm>
+
+namespace metronome::sim {
+
+namespace {
+// Min-heap on share; ties by link index for determinism.
+bool HeapLess(double sa, std::uint32_t la, double sb, std::uint32_t lb) {
+  return sa > sb || (sa == sb && la > lb);
+}
+}  // namespace
+
+void MaxMinSolver::solve(std::span<const double> capacity, std::span<const FlowSpec> flows,
+                         std::vector<double>& rates) {
+  const std::size_t n_links = capacity.size();
+  rates.assign(flows.size(), 0.0);
+  if (remaining_.size() < n_links) {
+    remaining_.resize(n_links, 0.0);
+    unfrozen_.resize(n_links, 0);
+    version_.resize(n_links, 0);
+    flows_on_link_.resize(n_links);
+  }
+  frozen_.assign(flows.size(), 0);
+  touched_.clear();
+  heap_.clear();
+
+  // Flows sorted by cap, so that capped flows freeze in order.
+  for (std::uint32_t f = 0; f < flows.size(); ++f) {
+    for (std::uint32_t l : flows[f].links) {
+      if (unfrozen_[l] == 0 && flows_on_link_[l].empty()) {
+        touched_.push_back(l);
+        remaining_[l] = capacity[l];
+      }
+      ++unfrozen_[l];
+      flows_on_link_[l].push_back(f);
+    }
+  }
+  std::vector<std::uint32_t> capped;
+  for (std::uint32_t f = 0; f < flows.size(); ++f) {
+    if (flows[f].cap < kUnlimited) capped.push_back(f);
+  }
+  std::sort(capped.begin(), capped.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return flows[a].cap < flows[b].cap || (flows[a].cap == flows[b].cap && a < b);
+  });
+
+  auto cmp = [](const HeapEntry& a, const HeapEntry& b) {
+    return HeapLess(a.share, a.link, b.share, b.link);
+  };
+  auto push = [&](std::uint32_t l) {
+    ++version_[l];
+    if (unfrozen_[l] == 0) return;
+    heap_.push_back({std::max(0.0, remaining_[l]) / unfrozen_[l], l, version_[l]});
+    std::push_heap(heap_.begin(), heap_.end(), cmp);
+  };
+  for (std::uint32_t l : touched_) push(l);
+
+  auto freeze = [&](std::uint32_t f, double rate) {
+    frozen_[f] = 1;
+    rates[f] = rate;
+    for (std::uint32_t l : flows[f].links) {
+      remaining_[l] -= rate;
+      --unfrozen_[l];
+      push(l);
+    }
+  };
+
+  std::size_t next_capped = 0;
+  std::size_t left = flows.size();
+  while (left > 0) {
+    // Drop stale heap entries.
+    while (!heap_.empty() && heap_.front().version != version_[heap_.front().link]) {
+      std::pop_heap(heap_.begin(), heap_.end(), cmp);
+      heap_.pop_back();
+    }
+    while (next_capped < capped.size() && frozen_[capped[next_capped]]) ++next_capped;
+    const double link_share = heap_.empty() ? kUnlimited : heap_.front().share;
+    const double cap_share =
+        next_capped < capped.size() ? flows[capped[next_capped]].cap : kUnlimited;
+    if (link_share == kUnlimited && cap_share == kUnlimited) {
+      // Flows that cross no link and have no cap.
+      for (std::uint32_t f = 0; f < flows.size(); ++f) {
+        if (!frozen_[f]) {
+          frozen_[f] = 1;
+          rates[f] = kUnlimited;
+          --left;
+        }
+      }
+      break;
+    }
+    if (cap_share <= link_share) {
+      freeze(capped[next_capped], cap_share);
+      --left;
+      continue;
+    }
+    const std::uint32_t l = heap_.front().link;
+    std::pop_heap(heap_.begin(), heap_.end(), cmp);
+    heap_.pop_back();
+    // Freeze every unfrozen flow on the bottleneck link at its fair share.
+    for (std::uint32_t f : flows_on_link_[l]) {
+      if (frozen_[f]) continue;
+      freeze(f, link_share);
+      --left;
+    }
+  }
+
+  for (std::uint32_t l : touched_) {
+    flows_on_link_[l].clear();
+    unfrozen_[l] = 0;
+  }
+}
+
+std::vector<double> MaxMinRates(std::span<const double> capacity,
+                                const std::vector<std::vector<std::uint32_t>>& flow_links,
+                                std::span<const double> caps) {
+  std::vector<FlowSpec> specs(flow_links.size());
+  for (std::size_t i = 0; i < flow_links.size(); ++i) {
+    specs[i].links = flow_links[i];
+    if (i < caps.size()) specs[i].cap = caps[i];
+  }
+  MaxMinSolver solver;
+  std::vector<double> rates;
+  solver.solve(capacity, specs, rates);
+  return rates;
+}
+
+}  // namespace metronome::sim

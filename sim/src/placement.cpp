@@ -1,0 +1,151 @@
+#include "metronome/sim/placement.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace metronome::sim {
+
+namespace {
+
+Placement FromMap(const std::map<std::uint32_t, int>& m) {
+  Placement p;
+  for (const auto& [node, g] : m) p.node_gpus.emplace_back(node, g);
+  return p;
+}
+
+std::optional<Placement> Spread(const Cluster& cluster, std::vector<int> free_gpus,
+                                const JobSpec& job, std::mt19937_64& rng) {
+  std::map<std::uint32_t, int> taken;
+  int left = job.gpus;
+  while (left > 0) {
+    const int pod = std::min(job.gpus_per_pod, left);
+    double best = -1.0;
+    std::uint32_t chosen = 0;
+    int ties = 0;
+    for (std::uint32_t n = 0; n < cluster.nodes.size(); ++n) {
+      if (free_gpus[n] < pod) continue;
+      const double score =
+          static_cast<double>(free_gpus[n] - pod) / static_cast<double>(cluster.nodes[n].gpus);
+      if (score > best + 1e-12) {
+        best = score;
+        chosen = n;
+        ties = 1;
+      } else if (score > best - 1e-12) {
+        // Reservoir sampling over equal scores: each tied node is chosen with equal chance.
+        ++ties;
+        if (std::uniform_int_distribution<int>(1, ties)(rng) == 1) chosen = n;
+      }
+    }
+    if (best < 0) return std::nullopt;
+    free_gpus[chosen] -= pod;
+    taken[chosen] += pod;
+    left -= pod;
+  }
+  return FromMap(taken);
+}
+
+// Takes ranks from the given nodes, fullest-free first, in multiples of the pod size.
+// Returns the nodes used, or nothing when they cannot hold the job.
+std::optional<std::map<std::uint32_t, int>> TakeFrom(std::vector<std::uint32_t> nodes,
+                                                     const std::vector<int>& free_gpus, int gpus,
+                                                     int pod) {
+  std::stable_sort(nodes.begin(), nodes.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return free_gpus[a] > free_gpus[b]; });
+  std::map<std::uint32_t, int> taken;
+  int left = gpus;
+  for (std::uint32_t n : nodes) {
+    if (left == 0) break;
+    int can = (free_gpus[n] / pod) * pod;
+    if (can == 0 && free_gpus[n] >= left) can = left;
+    const int use = std::min(can, left);
+    if (use > 0) {
+      taken[n] = use;
+      left -= use;
+    }
+  }
+  if (left > 0) return std::nullopt;
+  return taken;
+}
+
+std::optional<Placement> Pack(const Cluster& cluster, const std::vector<int>& free_gpus,
+                              const JobSpec& job) {
+  // One node: best fit.
+  std::optional<std::uint32_t> best_node;
+  for (std::uint32_t n = 0; n < cluster.nodes.size(); ++n) {
+    if (free_gpus[n] >= job.gpus && (!best_node || free_gpus[n] < free_gpus[*best_node])) {
+      best_node = n;
+    }
+  }
+  if (best_node) return FromMap({{*best_node, job.gpus}});
+
+  // One rack: fewest nodes, then least free capacity left (best fit).
+  std::optional<std::map<std::uint32_t, int>> best;
+  int best_free = 0;
+  for (const Cluster::Rack& rack : cluster.racks) {
+    auto taken = TakeFrom(rack.nodes, free_gpus, job.gpus, job.gpus_per_pod);
+    if (!taken) continue;
+    int rack_free = 0;
+    for (std::uint32_t n : rack.nodes) rack_free += free_gpus[n];
+    if (!best || taken->size() < best->size() ||
+        (taken->size() == best->size() && rack_free < best_free)) {
+      best = std::move(taken);
+      best_free = rack_free;
+    }
+  }
+  if (best) return FromMap(*best);
+
+  // Several racks: the racks with the most free GPUs first.
+  std::vector<std::uint32_t> racks(cluster.racks.size());
+  std::iota(racks.begin(), racks.end(), 0u);
+  std::vector<int> rack_free(cluster.racks.size(), 0);
+  for (std::uint32_t r = 0; r < cluster.racks.size(); ++r) {
+    for (std::uint32_t n : cluster.racks[r].nodes) rack_free[r] += free_gpus[n];
+  }
+  std::stable_sort(racks.begin(), racks.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return rack_free[a] > rack_free[b]; });
+  std::vector<std::uint32_t> nodes;
+  int have = 0;
+  for (std::uint32_t r : racks) {
+    if (have >= job.gpus) break;
+    nodes.insert(nodes.end(), cluster.racks[r].nodes.begin(), cluster.racks[r].nodes.end());
+    have += rack_free[r];
+  }
+  auto taken = TakeFrom(nodes, free_gpus, job.gpus, job.gpus_per_pod);
+  if (!taken) return std::nullopt;
+  return FromMap(*taken);
+}
+
+}  // namespace
+
+std::optional<Placement> PlaceJob(PlacementKind kind, const Cluster& cluster,
+                                  const std::vector<int>& free_gpus, const JobSpec& job,
+                                  std::mt19937_64& rng) {
+  if (kind == PlacementKind::kSpread) return Spread(cluster, free_gpus, job, rng);
+  return Pack(cluster, free_gpus, job);
+}
+
+std::optional<Placement> PlacePinned(const Cluster& cluster, const std::vector<int>& free_gpus,
+                                     const JobSpec& job) {
+  std::vector<std::uint32_t> nodes;
+  for (const std::string& name : job.nodes) nodes.push_back(cluster.node_index.at(name));
+  // Round-robin ranks over the pinned nodes, skipping full ones.
+  std::map<std::uint32_t, int> taken;
+  std::vector<int> room;
+  for (std::uint32_t n : nodes) room.push_back(free_gpus[n]);
+  int left = job.gpus;
+  while (left > 0) {
+    bool progress = false;
+    for (std::size_t i = 0; i < nodes.size() && left > 0; ++i) {
+      if (room[i] == 0) continue;
+      --room[i];
+      ++taken[nodes[i]];
+      --left;
+      progress = true;
+    }
+    if (!progress) return std::nullopt;
+  }
+  return FromMap(taken);
+}
+
+}  // namespace metronome::sim

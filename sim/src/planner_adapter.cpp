@@ -1,0 +1,219 @@
+// The one place where the simulator meets the planner library (scheduler/planner): it turns the
+// simulated cluster and jobs into the planner's Problem, keeps the plan current as jobs come
+// and go (and, with the controller, as their measured profiles drift), and hands each job's
+// gate the timetable the plan gives it. It implements no planning of its own.
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <optional>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "metronome/planner/baselines.h"
+#include "metronome/planner/planner.h"
+#include "metronome/sim/time_scheduler.hpp"
+
+namespace metronome::sim {
+
+bool PlannerAvailable() {
+  return true;
+}
+
+namespace {
+
+namespace pl = metronome::planner;
+
+// The controller's drift watch (DESIGN.md §6): after kWindow iterations, the mean measured
+// compute phase is compared with the profile the plan was made for; a relative difference of
+// the period beyond kTolerance, or repeated fail-opens, re-plans the job with the measured profile.
+constexpr std::size_t kWindow = 8;
+constexpr double kTolerance = 0.02;
+
+class PlannerScheduler final : public TimeScheduler {
+ public:
+  PlannerScheduler(const PolicyConfig& policy, const Cluster& cluster, std::size_t job_count)
+      : policy_(policy), entries_(job_count) {
+    for (const Cluster::Rack& rack : cluster.racks) {
+      const pl::LinkId up = topology_.add_link(cluster.links[rack.uplink].name,
+                                               cluster.links[rack.uplink].capacity_Bps);
+      if (up != rack.uplink) throw std::logic_error("planner adapter: link numbering differs");
+      const pl::RackId r = topology_.add_rack(rack.name, up);
+      for (std::uint32_t n : rack.nodes) {
+        const Cluster::Node& node = cluster.nodes[n];
+        const pl::LinkId nl = topology_.add_link(cluster.links[node.uplink].name,
+                                                 cluster.links[node.uplink].capacity_Bps);
+        if (nl != node.uplink) throw std::logic_error("planner adapter: link numbering differs");
+        const pl::NodeId id = topology_.add_node(node.name, r, nl);
+        if (id != n) throw std::logic_error("planner adapter: node numbering differs");
+      }
+    }
+    if (!policy_.cushion) options_.cushion_sweeps = 0;
+    if (!policy_.stretch) options_.max_stretch = 1.0;
+    if (policy_.scheduling == SchedulingKind::kMetronome) {
+      online_.emplace(topology_, options_);
+    }
+  }
+
+  void JobStarted(const ActiveJob& a, std::int64_t /*now_ns*/) override {
+    if (a.links.empty()) return;  // inside one node: nothing to schedule
+    Entry& e = entries_[a.index];
+    e.active = true;
+    e.job.id = a.index;
+    e.job.priority = a.priority;
+    e.job.nodes.assign(a.nodes.begin(), a.nodes.end());
+    e.job.profile.comm_ns = a.comm_ns;
+    e.job.profile.period_ns = a.compute_ns + a.comm_ns;
+    e.job.profile.beta_bps = a.beta_Bps;
+    e.comm_ns = a.comm_ns;
+    if (online_) {
+      Timed([&] { (void)online_->add_job(e.job); });
+      ++stats_.adds;
+      Refresh(online_->snapshot());
+    } else {
+      active_.push_back(a.index);
+      ReplanCassini();
+    }
+  }
+
+  void JobFinished(std::size_t index, std::int64_t /*now_ns*/) override {
+    Entry& e = entries_[index];
+    if (!e.active) return;
+    e.active = false;
+    e.has_tt = false;
+    if (online_) {
+      // Without the controller nobody notices that the job left: its windows stay reserved.
+      if (!policy_.controller) return;
+      Timed([&] { online_->remove_job(index); });
+      ++stats_.removes;
+      Refresh(online_->snapshot());
+    } else {
+      std::erase(active_, index);
+      ReplanCassini();
+    }
+  }
+
+  void IterationDone(std::size_t index, const IterationObservation& obs,
+                     std::int64_t /*now_ns*/) override {
+    Entry& e = entries_[index];
+    if (!online_ || !policy_.controller || !e.active) return;
+    e.recent_compute.push_back(obs.compute_ns);
+    if (e.recent_compute.size() > kWindow) e.recent_compute.pop_front();
+    if (obs.failed_open) ++e.fail_opens;
+    if (++e.since_plan < kWindow) return;
+    double mean = 0;
+    for (std::int64_t c : e.recent_compute) mean += static_cast<double>(c);
+    mean /= static_cast<double>(e.recent_compute.size());
+    const double planned = static_cast<double>(e.job.profile.period_ns - e.comm_ns);
+    const double period = static_cast<double>(e.job.profile.period_ns);
+    const bool drifted = std::abs(mean - planned) > kTolerance * period;
+    if (!drifted && e.fail_opens < 2) return;
+    e.job.profile.period_ns = std::llround(mean) + e.comm_ns;
+    e.since_plan = 0;
+    e.fail_opens = 0;
+    Timed([&] {
+      online_->remove_job(index);
+      (void)online_->add_job(e.job);
+    });
+    ++stats_.drift_replans;
+    Refresh(online_->snapshot());
+  }
+
+  [[nodiscard]] const Timetable* GateTimetable(std::size_t index) override {
+    Entry& e = entries_[index];
+    if (!e.has_tt || e.best_effort) return nullptr;
+    if (policy_.scheduling == SchedulingKind::kCassini) {
+      // CASSINI shifts a job in time once, when its placement or shift changes, and otherwise
+      // lets it run freely: no per-iteration gate, no stop-and-wait.
+      if (e.tt.version == e.consumed_version) return nullptr;
+      e.consumed_version = e.tt.version;
+    }
+    return &e.tt;
+  }
+  [[nodiscard]] const Timetable* CurrentTimetable(std::size_t index) const override {
+    const Entry& e = entries_[index];
+    return e.has_tt && !e.best_effort ? &e.tt : nullptr;
+  }
+  [[nodiscard]] bool BestEffort(std::size_t index) const override {
+    return entries_[index].best_effort;
+  }
+  [[nodiscard]] SchedulerStats Stats() const override { return stats_; }
+
+ private:
+  struct Entry {
+    bool active = false;
+    pl::Job job;
+    std::int64_t comm_ns = 0;
+    bool has_tt = false;
+    bool best_effort = false;
+    Timetable tt;
+    std::uint64_t consumed_version = 0;
+    std::deque<std::int64_t> recent_compute;
+    std::size_t since_plan = 0;
+    int fail_opens = 0;
+  };
+
+  template <class F>
+  void Timed(F&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    stats_.planner_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  void ReplanCassini() {
+    pl::Problem problem;
+    problem.topology = topology_;
+    for (std::size_t i : active_) problem.jobs.push_back(entries_[i].job);
+    pl::Plan plan;
+    Timed([&] { plan = pl::plan_cassini(problem); });
+    ++stats_.plans;
+    Refresh(plan);
+  }
+
+  void Refresh(const pl::Plan& plan) {
+    for (const pl::JobPlan& jp : plan.jobs) {
+      Entry& e = entries_.at(jp.id);
+      if (!e.active) continue;
+      Timetable tt;
+      tt.version = e.tt.version;
+      tt.epoch_ns = plan.epoch_ns;
+      tt.period_ns = jp.period_ns;
+      tt.offset_ns = jp.offset_ns;
+      tt.window_ns = jp.window_ns;
+      tt.late_slack_ns = jp.late_slack_ns;
+      tt.max_wait_ns = jp.period_ns;
+      const uint32_t check = ValidateTimetable(tt);
+      e.best_effort = jp.best_effort;
+      if ((check & kTimetableRejectMask) != 0) {
+        e.has_tt = false;  // the shim would keep running ungated
+        continue;
+      }
+      // A new version only when the job's slot changed (the gate of a CASSINI job acts once per
+      // version).
+      if (!e.has_tt || tt.period_ns != e.tt.period_ns || tt.offset_ns != e.tt.offset_ns ||
+          tt.window_ns != e.tt.window_ns || tt.late_slack_ns != e.tt.late_slack_ns) {
+        ++tt.version;
+      }
+      e.tt = tt;
+      e.has_tt = true;
+    }
+  }
+
+  PolicyConfig policy_;
+  pl::Topology topology_;
+  pl::PlannerOptions options_;
+  std::optional<pl::OnlinePlanner> online_;
+  std::vector<Entry> entries_;
+  std::vector<std::size_t> active_;
+  SchedulerStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<TimeScheduler> MakeTimeScheduler(const PolicyConfig& policy, const Cluster& cluster,
+                                                 std::size_t job_count) {
+  if (policy.scheduling == SchedulingKind::kNone) return nullptr;
+  return std::make_unique<PlannerScheduler>(policy, cluster, job_count);
+}
+
+}  // namespace metronome::sim

@@ -1,0 +1,554 @@
+#include "metronome/sim/simulator.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <random>
+#include <stdexcept>
+
+#include "metronome/common/timetable.hpp"
+#include "metronome/sim/max_min.hpp"
+#include "metronome/sim/placement.hpp"
+
+namespace metronome::sim {
+
+const std::vector<std::string>& PolicyNames() {
+  static const std::vector<std::string> names = {"k8s-default",
+                                                 "network-aware",
+                                                 "cassini",
+                                                 "metronome",
+                                                 "metronome-no-cushion",
+                                                 "metronome-no-stretch",
+                                                 "metronome-no-controller"};
+  return names;
+}
+
+PolicyConfig PolicyByName(const std::string& name) {
+  PolicyConfig p;
+  p.name = name;
+  p.placement = static_cast<int>(PlacementKind::kPack);
+  if (name == "k8s-default") {
+    p.placement = static_cast<int>(PlacementKind::kSpread);
+  } else if (name == "network-aware") {
+  } else if (name == "cassini") {
+    p.scheduling = SchedulingKind::kCassini;
+  } else if (name == "metronome") {
+    p.scheduling = SchedulingKind::kMetronome;
+  } else if (name == "metronome-no-cushion") {
+    p.scheduling = SchedulingKind::kMetronome;
+    p.cushion = false;
+  } else if (name == "metronome-no-stretch") {
+    p.scheduling = SchedulingKind::kMetronome;
+    p.stretch = false;
+  } else if (name == "metronome-no-controller") {
+    p.scheduling = SchedulingKind::kMetronome;
+    p.controller = false;
+  } else {
+    std::string all;
+    for (const auto& n : PolicyNames()) all += (all.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("unknown policy '" + name + "' (known: " + all + ")");
+  }
+  return p;
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kEps = 1e-9;  // seconds: events closer than this are simultaneous
+
+std::uint64_t SplitMix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::int64_t ToNs(double s) {
+  return std::llround(s * 1e9);
+}
+
+enum class State { kPending, kQueued, kCompute, kGate, kComm, kLocalComm, kDone };
+
+struct Job {
+  const JobSpec* spec = nullptr;
+  std::size_t index = 0;
+  State state = State::kPending;
+  Placement placement;
+  std::vector<std::uint32_t> nodes;
+  std::vector<std::uint32_t> links;
+  double compute_s = 0.0;  // mean compute per iteration on its placement
+  double volume = 0.0;     // bytes per link per iteration
+  double bottleneck_Bps = 0.0;
+  double natural_s = 0.0;
+  std::mt19937_64 rng;
+  std::normal_distribution<double> jitter{0.0, 1.0};
+  double profile_factor = 1.0;
+
+  // Dynamic state.
+  double phase_end = kInf;  // compute end, gate release, or local comm end
+  double remaining = 0.0;   // bytes left in the current transfer, as of rate_t
+  double rate = 0.0;
+  double rate_t = 0.0;
+  int flow = -1;  // index in the active flow list
+  int iter = 0;
+  double iter_start = 0.0;
+  double compute_this = 0.0;
+  double comm_start = 0.0;
+  double gate_enter = 0.0;
+  IterationObservation obs;
+
+  // Results.
+  double start_s = 0.0;
+  double finish_s = 0.0;
+  double sum_iter = 0.0;
+  double sum_comm = 0.0;
+  double sum_gate = 0.0;
+  std::uint64_t fail_opens = 0;
+  bool best_effort = false;
+  Timetable last_tt;
+
+  [[nodiscard]] double CommEnd() const {
+    if (rate <= 0) return kInf;
+    return rate_t + remaining / rate;
+  }
+};
+
+class Engine {
+ public:
+  Engine(const Scenario& s, const PolicyConfig& p, const RunOptions& o)
+      : scenario_(s), policy_(p), options_(o), cluster_(Cluster::FromScenario(s)) {
+    models_ = DefaultModelLookup();
+    free_gpus_.resize(cluster_.nodes.size());
+    for (std::size_t n = 0; n < cluster_.nodes.size(); ++n) free_gpus_[n] = cluster_.nodes[n].gpus;
+    std::mt19937_64 skew_rng(SplitMix(s.seed ^ 0x5eedc10cull));
+    std::uniform_real_distribution<double> skew(-s.noise.clock_skew_us, s.noise.clock_skew_us);
+    for (std::size_t n = 0; n < cluster_.nodes.size(); ++n) {
+      skew_ns_.push_back(s.noise.clock_skew_us > 0 ? std::llround(skew(skew_rng) * 1e3) : 0);
+    }
+    placement_rng_.seed(SplitMix(s.seed ^ 0x91ace11ull));
+    jobs_.resize(s.jobs.size());
+    for (std::size_t i = 0; i < s.jobs.size(); ++i) {
+      Job& j = jobs_[i];
+      j.spec = &s.jobs[i];
+      j.index = i;
+      j.rng.seed(SplitMix(s.seed * 1000003ull + i + 1));
+      std::mt19937_64 prng(SplitMix(s.seed * 7919ull + i + 17));
+      if (s.noise.profile_error > 0) {
+        j.profile_factor = 1.0 + std::uniform_real_distribution<double>(
+                                     -s.noise.profile_error, s.noise.profile_error)(prng);
+      }
+      total_iterations_ += static_cast<double>(s.jobs[i].iterations);
+    }
+    capacity_.reserve(cluster_.links.size());
+    for (const auto& l : cluster_.links) capacity_.push_back(l.capacity_Bps);
+    link_rate_.assign(cluster_.links.size(), 0.0);
+    link_flows_.assign(cluster_.links.size(), 0);
+    link_transfer_s_.assign(cluster_.links.size(), 0.0);
+    link_overlap_s_.assign(cluster_.links.size(), 0.0);
+    link_bytes_.assign(cluster_.links.size(), 0.0);
+    link_users_.assign(cluster_.links.size(), 0);
+    link_busy_.assign(cluster_.links.size(), 0.0);
+    link_busy_since_.assign(cluster_.links.size(), 0.0);
+    scheduler_ = MakeTimeScheduler(policy_, cluster_, jobs_.size());
+  }
+
+  RunResult Run() {
+    const auto wall0 = std::chrono::steady_clock::now();
+    std::vector<std::size_t> order(jobs_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return jobs_[a].spec->arrival_s < jobs_[b].spec->arrival_s;
+    });
+    std::size_t next_arrival = 0;
+    std::size_t done = 0;
+    double last_progress = -1.0;
+    while (done < jobs_.size()) {
+      double t_next =
+          next_arrival < order.size() ? jobs_[order[next_arrival]].spec->arrival_s : kInf;
+      for (std::size_t i : running_) {
+        const Job& j = jobs_[i];
+        t_next = std::min(t_next, j.state == State::kComm ? j.CommEnd() : j.phase_end);
+      }
+      if (t_next == kInf) {
+        throw std::runtime_error("job '" + jobs_[queue_.front()].spec->name +
+                                 "' can never be placed (not enough free GPUs)");
+      }
+      now_ = std::max(now_, t_next);
+      ++events_;
+      bool placement_needed = false;
+      while (next_arrival < order.size() &&
+             jobs_[order[next_arrival]].spec->arrival_s <= now_ + kEps) {
+        Job& j = jobs_[order[next_arrival++]];
+        j.state = State::kQueued;
+        queue_.push_back(j.index);
+        placement_needed = true;
+      }
+      // Phase transitions due now, in job index order (deterministic).
+      due_.clear();
+      for (std::size_t i : running_) {
+        const Job& j = jobs_[i];
+        const double t = j.state == State::kComm ? j.CommEnd() : j.phase_end;
+        if (t <= now_ + kEps) due_.push_back(i);
+      }
+      std::sort(due_.begin(), due_.end());
+      for (std::size_t i : due_) {
+        if (Advance(jobs_[i])) {
+          ++done;
+          placement_needed = true;
+        }
+      }
+      if (placement_needed) PlaceQueued();
+      if (flows_dirty_) Recompute();
+      if (options_.progress) {
+        const double frac = done_iterations_ / std::max(1.0, total_iterations_);
+        if (frac - last_progress >= 0.002) {
+          options_.progress(frac);
+          last_progress = frac;
+        }
+      }
+    }
+    // Flush link accounting.
+    Recompute();
+    for (std::size_t l = 0; l < link_users_.size(); ++l) {
+      if (link_users_[l] > 0) link_busy_[l] += now_ - link_busy_since_[l];
+    }
+    RunResult r = Collect();
+    r.summary.wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    return r;
+  }
+
+ private:
+  // Moves a job past its current phase end. Returns true when the job finished.
+  bool Advance(Job& j) {
+    switch (j.state) {
+      case State::kCompute:
+        EnterGate(j);
+        return false;
+      case State::kGate:
+        j.sum_gate += now_ - j.gate_enter;
+        StartComm(j);
+        return false;
+      case State::kComm:
+      case State::kLocalComm:
+        return EndIteration(j);
+      default:
+        return false;
+    }
+  }
+
+  void StartCompute(Job& j) {
+    j.state = State::kCompute;
+    j.iter_start = now_;
+    double factor = 1.0;
+    const double jitter = j.spec->compute_jitter.value_or(scenario_.noise.compute_jitter);
+    if (jitter > 0) factor = std::max(0.1, 1.0 + jitter * j.jitter(j.rng));
+    j.compute_this = j.compute_s * factor;
+    j.phase_end = now_ + j.compute_this;
+  }
+
+  void EnterGate(Job& j) {
+    j.gate_enter = now_;
+    j.obs = IterationObservation{};
+    j.obs.compute_ns = ToNs(j.compute_this);
+    const Timetable* tt =
+        scheduler_ && !j.links.empty() ? scheduler_->GateTimetable(j.index) : nullptr;
+    if (tt == nullptr) {
+      StartComm(j);
+      return;
+    }
+    // Every rank runs the shim's gate on its own node's clock; the all-reduce starts when the
+    // last rank is released.
+    const std::int64_t now_ns = ToNs(now_);
+    std::int64_t release_ns = now_ns;
+    bool first = true;
+    for (std::uint32_t n : j.nodes) {
+      const std::int64_t local = now_ns + skew_ns_[n];
+      const GateDecision d = DecideGate(*tt, local);
+      if (first) {
+        j.obs.lateness_ns = d.lateness_ns;
+        first = false;
+      }
+      if (d.action == GateAction::kWaitUntil) {
+        release_ns = std::max(release_ns, d.until_ns - skew_ns_[n]);
+        j.obs.waited = true;
+      } else if (d.action == GateAction::kFailOpen) {
+        j.obs.failed_open = true;
+      }
+    }
+    if (j.obs.failed_open) ++j.fail_opens;
+    const double release = static_cast<double>(release_ns) * 1e-9;
+    if (release <= now_ + kEps) {
+      StartComm(j);
+      return;
+    }
+    j.state = State::kGate;
+    j.phase_end = release;
+  }
+
+  void StartComm(Job& j) {
+    j.comm_start = now_;
+    if (j.links.empty()) {
+      j.state = State::kLocalComm;
+      j.phase_end = now_ + j.volume / cluster_.intra_node_Bps;
+      return;
+    }
+    j.state = State::kComm;
+    j.remaining = j.volume;
+    j.rate = 0.0;
+    j.rate_t = now_;
+    j.phase_end = kInf;
+    j.flow = static_cast<int>(flows_.size());
+    flows_.push_back(j.index);
+    flows_dirty_ = true;
+  }
+
+  void RemoveFlow(Job& j) {
+    const auto pos = static_cast<std::size_t>(j.flow);
+    const std::size_t last = flows_.back();
+    flows_[pos] = last;
+    jobs_[last].flow = static_cast<int>(pos);
+    flows_.pop_back();
+    j.flow = -1;
+    j.rate = 0.0;
+    flows_dirty_ = true;
+  }
+
+  bool EndIteration(Job& j) {
+    if (j.state == State::kComm) RemoveFlow(j);
+    j.sum_comm += now_ - j.comm_start;
+    j.sum_iter += now_ - j.iter_start;
+    ++j.iter;
+    done_iterations_ += 1.0;
+    if (scheduler_) scheduler_->IterationDone(j.index, j.obs, ToNs(now_));
+    if (j.iter >= j.spec->iterations) {
+      Finish(j);
+      return true;
+    }
+    StartCompute(j);
+    return false;
+  }
+
+  void Finish(Job& j) {
+    j.state = State::kDone;
+    j.finish_s = now_;
+    j.phase_end = kInf;
+    if (scheduler_) {
+      j.best_effort = scheduler_->BestEffort(j.index);
+      if (const Timetable* tt = scheduler_->CurrentTimetable(j.index)) j.last_tt = *tt;
+    }
+    for (const auto& [n, g] : j.placement.node_gpus) free_gpus_[n] += g;
+    for (std::uint32_t l : j.links) {
+      if (--link_users_[l] == 0) link_busy_[l] += now_ - link_busy_since_[l];
+    }
+    running_.erase(std::find(running_.begin(), running_.end(), j.index));
+    if (scheduler_) scheduler_->JobFinished(j.index, ToNs(now_));
+  }
+
+  void ResolveFigures(Job& j) {
+    const JobSpec& s = *j.spec;
+    double compute_ms = s.compute_ms;
+    double gradient_mb = s.gradient_mb;
+    if (compute_ms <= 0 || gradient_mb <= 0) {
+      // Heterogeneous placement: the job runs at the pace of its slowest GPU.
+      double slowest = 0.0;
+      for (const auto& [n, g] : j.placement.node_gpus) {
+        const ModelFigures f = models_(s.model, cluster_.nodes[n].gpu);
+        slowest = std::max(slowest, f.compute_ms);
+        if (gradient_mb <= 0) gradient_mb = f.gradient_mb;
+      }
+      if (compute_ms <= 0) compute_ms = slowest;
+    }
+    j.compute_s = compute_ms * 1e-3;
+    const double n = static_cast<double>(s.gpus);
+    const double size = gradient_mb * 1e6;
+    j.volume = n > 1 ? 2.0 * (n - 1.0) / n * size : 0.0;
+    j.bottleneck_Bps = kInf;
+    for (std::uint32_t l : j.links) j.bottleneck_Bps = std::min(j.bottleneck_Bps, capacity_[l]);
+    if (j.links.empty()) j.bottleneck_Bps = cluster_.intra_node_Bps;
+    j.natural_s = j.compute_s + j.volume / j.bottleneck_Bps;
+  }
+
+  void PlaceQueued() {
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      Job& j = jobs_[*it];
+      std::optional<Placement> p = j.spec->nodes.empty()
+                                       ? PlaceJob(static_cast<PlacementKind>(policy_.placement),
+                                                  cluster_, free_gpus_, *j.spec, placement_rng_)
+                                       : PlacePinned(cluster_, free_gpus_, *j.spec);
+      if (!p) {
+        ++it;
+        continue;
+      }
+      it = queue_.erase(it);
+      Start(j, std::move(*p));
+    }
+  }
+
+  void Start(Job& j, Placement p) {
+    j.placement = std::move(p);
+    for (const auto& [n, g] : j.placement.node_gpus) free_gpus_[n] -= g;
+    j.nodes = j.placement.Nodes();
+    j.links = cluster_.LinksCrossed(j.nodes);
+    ResolveFigures(j);
+    for (std::uint32_t l : j.links) {
+      if (link_users_[l]++ == 0) link_busy_since_[l] = now_;
+    }
+    j.start_s = now_;
+    running_.push_back(j.index);
+    if (scheduler_) {
+      ActiveJob a;
+      a.index = j.index;
+      a.priority = j.spec->priority;
+      a.nodes = j.nodes;
+      a.links = j.links;
+      a.compute_ns = ToNs(j.compute_s * j.profile_factor);
+      a.comm_ns = ToNs(j.volume / j.bottleneck_Bps);
+      a.beta_Bps = j.bottleneck_Bps;
+      a.volume_bytes = j.volume;
+      scheduler_->JobStarted(a, ToNs(now_));
+    }
+    StartCompute(j);
+  }
+
+  void Recompute() {
+    // Settle bytes moved under the old rates.
+    for (std::size_t l : active_links_) {
+      const double dt = now_ - rates_t_;
+      link_bytes_[l] += link_rate_[l] * dt;
+      link_transfer_s_[l] += dt;
+      if (link_flows_[l] >= 2) link_overlap_s_[l] += dt;
+      link_rate_[l] = 0.0;
+      link_flows_[l] = 0;
+    }
+    active_links_.clear();
+    rates_t_ = now_;
+    specs_.resize(flows_.size());
+    for (std::size_t f = 0; f < flows_.size(); ++f) {
+      Job& j = jobs_[flows_[f]];
+      j.remaining = std::max(0.0, j.remaining - j.rate * (now_ - j.rate_t));
+      j.rate_t = now_;
+      specs_[f].links = j.links;
+      specs_[f].cap = kUnlimited;
+    }
+    solver_.solve(capacity_, specs_, rates_);
+    for (std::size_t f = 0; f < flows_.size(); ++f) {
+      Job& j = jobs_[flows_[f]];
+      j.rate = rates_[f];
+      for (std::uint32_t l : j.links) {
+        if (link_flows_[l]++ == 0) active_links_.push_back(l);
+        link_rate_[l] += j.rate;
+      }
+    }
+    flows_dirty_ = false;
+  }
+
+  RunResult Collect() {
+    RunResult r;
+    r.policy = policy_.name;
+    double sum_jct = 0, sum_w = 0, sum_wjct = 0, sum_slow = 0;
+    for (const Job& j : jobs_) {
+      JobResult jr;
+      jr.name = j.spec->name;
+      jr.model = j.spec->model;
+      jr.priority = j.spec->priority;
+      jr.gpus = j.spec->gpus;
+      jr.iterations = j.spec->iterations;
+      jr.nodes_used = static_cast<int>(j.nodes.size());
+      jr.links_crossed = static_cast<int>(j.links.size());
+      jr.arrival_s = j.spec->arrival_s;
+      jr.start_s = j.start_s;
+      jr.finish_s = j.finish_s;
+      jr.jct_s = j.finish_s - j.spec->arrival_s;
+      const double iters = std::max(1, j.iter);
+      jr.mean_iteration_ms = j.sum_iter / iters * 1e3;
+      jr.natural_ms = j.natural_s * 1e3;
+      jr.slowdown = jr.natural_ms > 0 ? jr.mean_iteration_ms / jr.natural_ms : 1.0;
+      jr.comm_ms = j.sum_comm / iters * 1e3;
+      jr.gate_wait_ms = j.sum_gate / iters * 1e3;
+      jr.fail_opens = j.fail_opens;
+      jr.best_effort = j.best_effort;
+      jr.period_ms = static_cast<double>(j.last_tt.period_ns) * 1e-6;
+      jr.window_ms = static_cast<double>(j.last_tt.window_ns) * 1e-6;
+      jr.late_slack_ms = static_cast<double>(j.last_tt.late_slack_ns) * 1e-6;
+      const double w = 1.0 + std::max(0, jr.priority);
+      sum_jct += jr.jct_s;
+      sum_w += w;
+      sum_wjct += w * jr.jct_s;
+      sum_slow += jr.slowdown;
+      r.summary.makespan_s = std::max(r.summary.makespan_s, jr.finish_s);
+      r.jobs.push_back(std::move(jr));
+    }
+    const double n = static_cast<double>(std::max<std::size_t>(1, jobs_.size()));
+    r.summary.avg_jct_s = sum_jct / n;
+    r.summary.weighted_jct_s = sum_wjct / sum_w;
+    r.summary.avg_slowdown = sum_slow / n;
+    double sum_util = 0, sum_transfer = 0, sum_overlap = 0;
+    for (std::size_t l = 0; l < cluster_.links.size(); ++l) {
+      if (link_bytes_[l] <= 0 || link_busy_[l] <= 0) continue;
+      LinkResult lr;
+      lr.name = cluster_.links[l].name;
+      lr.capacity_gbps = capacity_[l] / kBytesPerGbit;
+      lr.bytes = link_bytes_[l];
+      lr.busy_s = link_busy_[l];
+      lr.utilization = lr.bytes / (capacity_[l] * lr.busy_s);
+      lr.overlap_s = link_overlap_s_[l];
+      sum_transfer += link_transfer_s_[l];
+      sum_overlap += link_overlap_s_[l];
+      sum_util += lr.utilization;
+      r.links.push_back(std::move(lr));
+    }
+    if (!r.links.empty())
+      r.summary.avg_link_utilization = sum_util / static_cast<double>(r.links.size());
+    if (sum_transfer > 0) r.summary.overlap_fraction = sum_overlap / sum_transfer;
+    r.summary.events = events_;
+    if (scheduler_) r.scheduler = scheduler_->Stats();
+    return r;
+  }
+
+  const Scenario& scenario_;
+  PolicyConfig policy_;
+  RunOptions options_;
+  Cluster cluster_;
+  ModelLookup models_;
+  std::unique_ptr<TimeScheduler> scheduler_;
+  std::vector<Job> jobs_;
+  std::vector<int> free_gpus_;
+  std::vector<std::int64_t> skew_ns_;
+  std::mt19937_64 placement_rng_;
+  std::deque<std::size_t> queue_;
+  std::vector<std::size_t> running_;
+  std::vector<std::size_t> due_;
+  std::vector<std::size_t> flows_;  // job indices with an active transfer
+  bool flows_dirty_ = false;
+  std::vector<double> capacity_;
+  std::vector<FlowSpec> specs_;
+  std::vector<double> rates_;
+  MaxMinSolver solver_;
+  std::vector<double> link_rate_;
+  std::vector<int> link_flows_;
+  std::vector<double> link_transfer_s_;
+  std::vector<double> link_overlap_s_;
+  std::vector<double> link_bytes_;
+  std::vector<int> link_users_;
+  std::vector<double> link_busy_;
+  std::vector<double> link_busy_since_;
+  std::vector<std::size_t> active_links_;
+  double rates_t_ = 0.0;
+  double now_ = 0.0;
+  std::uint64_t events_ = 0;
+  double done_iterations_ = 0.0;
+  double total_iterations_ = 0.0;
+};
+
+}  // namespace
+
+RunResult Simulate(const Scenario& scenario, const PolicyConfig& policy,
+                   const RunOptions& options) {
+  Engine engine(scenario, policy, options);
+  return engine.Run();
+}
+
+}  // namespace metronome::sim

@@ -1,0 +1,172 @@
+// The fluid engine against figures computed by hand, the gate driven by the planner, placement
+// and determinism.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "metronome/sim/cluster.hpp"
+#include "metronome/sim/placement.hpp"
+#include "metronome/sim/report.hpp"
+#include "metronome/sim/simulator.hpp"
+
+namespace metronome::sim {
+namespace {
+
+// Two racks with one 8-GPU node each; rack uplinks 10 Gbit/s (1.25 GB/s), NICs 100 Gbit/s.
+// A 2-rank job with one rank per rack moves V = 2·(2−1)/2 · S = S bytes over each rack uplink:
+// S = 125 MB → 100 ms alone. Compute 150 ms → natural period 250 ms.
+std::string TwoRacks(int jobs, const std::string& noise = "{}", std::uint64_t seed = 1) {
+  std::string s = "seed: " + std::to_string(seed) + "\nnoise: " + noise + R"(
+topology:
+  racks:
+    - {name: r1, uplink_gbps: 10, nodes: [{name: a, gpus: 8, gpu: A100, nic_gbps: 100}]}
+    - {name: r2, uplink_gbps: 10, nodes: [{name: b, gpus: 8, gpu: A100, nic_gbps: 100}]}
+jobs:
+)";
+  for (int i = 0; i < jobs; ++i) {
+    s += "  - {name: j" + std::to_string(i) +
+         ", compute_ms: 150, gradient_mb: 125, gpus: 2, iterations: 200, nodes: [a, b]}\n";
+  }
+  return s;
+}
+
+RunResult RunYaml(const std::string& yaml, const std::string& policy) {
+  const Scenario s = ParseScenario(yaml);
+  ValidateScenario(s, {});
+  return Simulate(s, PolicyByName(policy));
+}
+
+TEST(Simulator, SingleJobRunsAtItsNaturalPeriod) {
+  for (const char* policy : {"k8s-default", "network-aware", "metronome", "cassini"}) {
+    if (!PlannerAvailable() && std::string(policy) != "k8s-default" &&
+        std::string(policy) != "network-aware") {
+      continue;
+    }
+    const RunResult r = RunYaml(TwoRacks(1), policy);
+    ASSERT_EQ(r.jobs.size(), 1u);
+    EXPECT_NEAR(r.jobs[0].natural_ms, 250.0, 1e-9) << policy;
+    // A gated policy may shift the job once into its slot (at most one period).
+    const double shift_ms = std::string(policy) == "cassini" ? 250.0 / 200 : 1e-6;
+    EXPECT_NEAR(r.jobs[0].mean_iteration_ms, 250.0, shift_ms) << policy;
+    EXPECT_NEAR(r.jobs[0].jct_s, 200 * 0.25, shift_ms * 200 / 1e3 + 1e-9) << policy;
+    EXPECT_EQ(r.jobs[0].links_crossed, 4) << policy;  // two NICs, two rack uplinks
+  }
+}
+
+// Without time scheduling, two identical jobs start together and their transfers overlap
+// completely: each gets half of 1.25 GB/s, so communication takes 200 ms and every iteration
+// 150 + 200 = 350 ms; the rack uplinks carry 2·125 MB per 350 ms = 0.714 GB/s while busy.
+TEST(Simulator, TwoJobsWithoutTimeSchedulingSlowDownAsTheFluidModelPredicts) {
+  const RunResult r = RunYaml(TwoRacks(2), "k8s-default");
+  for (const JobResult& j : r.jobs) {
+    EXPECT_NEAR(j.mean_iteration_ms, 350.0, 1e-6);
+    EXPECT_NEAR(j.comm_ms, 200.0, 1e-6);
+    EXPECT_NEAR(j.slowdown, 1.4, 1e-6);
+  }
+  EXPECT_NEAR(r.summary.overlap_fraction, 1.0, 1e-9);
+  for (const LinkResult& l : r.links) {
+    if (l.name == "r1/up" || l.name == "r2/up") {
+      EXPECT_NEAR(l.utilization, 250e6 / 0.35 / 1.25e9, 1e-6);
+    }
+  }
+}
+
+TEST(Simulator, TwoJobsWithMetronomeInterleave) {
+  if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
+  const RunResult r = RunYaml(TwoRacks(2), "metronome");
+  EXPECT_LT(r.summary.overlap_fraction, 0.005);
+  for (const JobResult& j : r.jobs) {
+    EXPECT_FALSE(j.best_effort) << j.name;
+    EXPECT_NEAR(j.comm_ms, 100.0, 1.0) << j.name;
+    // One-time shift into the slot at the start, then the natural period.
+    EXPECT_LT(j.mean_iteration_ms, 250.0 * 1.01) << j.name;
+  }
+  // And with noise (2 % compute jitter, 50 µs clock skew), the cushion keeps them apart.
+  const RunResult n =
+      RunYaml(TwoRacks(2, "{compute_jitter: 0.02, clock_skew_us: 50}"), "metronome");
+  EXPECT_LT(n.summary.overlap_fraction, 0.05);
+  for (const JobResult& j : n.jobs) EXPECT_LT(j.slowdown, 1.05) << j.name;
+}
+
+TEST(Simulator, JobInsideOneNodeCrossesNoLink) {
+  std::string yaml = TwoRacks(0);
+  yaml +=
+      "  - {name: local, compute_ms: 100, gradient_mb: 300, gpus: 8, iterations: 10, nodes: [a]}\n";
+  const RunResult r = RunYaml(yaml, "k8s-default");
+  EXPECT_EQ(r.jobs[0].links_crossed, 0);
+  EXPECT_TRUE(r.links.empty());
+  // 2·7/8 · 300 MB over the default 2400 Gbit/s intra-node bandwidth = 1.75 ms.
+  EXPECT_NEAR(r.jobs[0].mean_iteration_ms, 100.0 + 525e6 / 300e9 * 1e3, 1e-6);
+}
+
+TEST(Simulator, SameSeedSameOutputOtherSeedOtherOutput) {
+  const std::string noise = "{compute_jitter: 0.05, clock_skew_us: 100}";
+  for (const char* policy : {"k8s-default", "metronome"}) {
+    if (!PlannerAvailable() && std::string(policy) == "metronome") continue;
+    auto strip = [](nlohmann::json j) {
+      j["summary"].erase("wall_s");
+      j.erase("scheduler");
+      return j.dump();
+    };
+    const std::string a = strip(ToJson(RunYaml(TwoRacks(3, noise, 11), policy), true));
+    const std::string b = strip(ToJson(RunYaml(TwoRacks(3, noise, 11), policy), true));
+    const std::string c = strip(ToJson(RunYaml(TwoRacks(3, noise, 12), policy), true));
+    EXPECT_EQ(a, b) << policy;
+    EXPECT_NE(a, c) << policy;
+  }
+}
+
+TEST(Placement, SpreadUsesManyNodesPackUsesOne) {
+  Scenario s;
+  for (int r = 0; r < 2; ++r) {
+    RackSpec rack;
+    rack.name = std::string("r").append(std::to_string(r));
+    rack.uplink_gbps = 10;
+    for (int n = 0; n < 4; ++n) {
+      NodeSpec node;
+      node.name = rack.name;
+      node.name.append("n").append(std::to_string(n));
+      node.gpus = 4;
+      node.gpu = "A100";
+      node.nic_gbps = 100;
+      rack.nodes.push_back(node);
+    }
+    s.racks.push_back(rack);
+  }
+  const Cluster c = Cluster::FromScenario(s);
+  std::vector<int> free_gpus(c.nodes.size(), 4);
+  JobSpec job;
+  job.gpus = 4;
+  std::mt19937_64 rng(1);
+  const auto spread = PlaceJob(PlacementKind::kSpread, c, free_gpus, job, rng);
+  ASSERT_TRUE(spread);
+  EXPECT_EQ(spread->node_gpus.size(), 4u);
+  const auto pack = PlaceJob(PlacementKind::kPack, c, free_gpus, job, rng);
+  ASSERT_TRUE(pack);
+  EXPECT_EQ(pack->node_gpus.size(), 1u);
+  EXPECT_TRUE(c.LinksCrossed(pack->Nodes()).empty());
+  // 6 GPUs: one rack, two nodes — two NIC links, no rack uplink.
+  job.gpus = 6;
+  const auto pack6 = PlaceJob(PlacementKind::kPack, c, free_gpus, job, rng);
+  ASSERT_TRUE(pack6);
+  EXPECT_EQ(pack6->node_gpus.size(), 2u);
+  EXPECT_EQ(c.LinksCrossed(pack6->Nodes()).size(), 2u);
+  // Nothing fits a 40-GPU job.
+  job.gpus = 40;
+  EXPECT_FALSE(PlaceJob(PlacementKind::kPack, c, free_gpus, job, rng));
+  EXPECT_FALSE(PlaceJob(PlacementKind::kSpread, c, free_gpus, job, rng));
+}
+
+TEST(Simulator, QueuedJobStartsWhenGpusFree) {
+  std::string yaml = TwoRacks(0);
+  yaml += "  - {name: big, compute_ms: 100, gradient_mb: 1, gpus: 16, iterations: 10}\n";
+  yaml +=
+      "  - {name: next, compute_ms: 100, gradient_mb: 1, gpus: 1, iterations: 10, arrival_s: "
+      "0.1}\n";
+  const RunResult r = RunYaml(yaml, "network-aware");
+  EXPECT_NEAR(r.jobs[1].start_s, r.jobs[0].finish_s, 1e-9);
+  EXPECT_GT(r.jobs[1].jct_s, r.jobs[0].jct_s - 0.1);
+}
+
+}  // namespace
+}  // namespace metronome::sim
