@@ -315,6 +315,10 @@ ncclResult_t destroy(const char* function, ncclComm_t handle) noexcept {
 
 // --- Library information -------------------------------------------------------------------
 
+// Marks this libnccl.so.2 as the stand-in: dlsym(handle, "metronome_nccl_standin") finds it here
+// and not in the real NCCL (metronome-trainer picks host buffers by it).
+extern "C" __attribute__((visibility("default"))) const char metronome_nccl_standin[] = "gloo";
+
 STANDIN_API(ncclResult_t, ncclGetVersion, int* version) {
   if (version == nullptr) return invalid("ncclGetVersion", "version is null");
   *version = NCCL_VERSION_CODE;

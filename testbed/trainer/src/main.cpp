@@ -73,9 +73,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   job->add_option("--local-ranks", o.local_ranks, "start all N ranks of the job on this host")
       ->check(CLI::PositiveNumber);
-  job->add_option("--device", o.device, "buffers: host (stand-in) or cuda (real NCCL on GPUs)")
+  job->add_option("--device", o.device,
+                  "buffers: host (stand-in), cuda (real NCCL on GPUs), auto (host when the loaded "
+                  "libnccl.so.2 is the stand-in)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"host", "cuda"}));
+      ->check(CLI::IsMember({"auto", "host", "cuda"}));
 
   auto* output = app.add_option_group("output");
   output->add_option("--phases-out", o.phases_out, "per-iteration phase timestamps (JSON lines)");

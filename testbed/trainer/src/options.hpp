@@ -28,7 +28,7 @@ struct Options {
   std::string id_file;     // explicit unique-id file
   int local_ranks = 0;     // > 0: start all ranks of the job on this host
   std::string job = "job";
-  std::string device = "host";  // host buffers, or "cuda" (real NCCL on GPUs)
+  std::string device = "auto";  // host, cuda, or auto: host on the stand-in, else cuda
   double rendezvous_timeout_s = 120;
   unsigned seed = 1;
 

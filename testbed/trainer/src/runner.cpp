@@ -57,6 +57,16 @@ std::string ncclLibraryPath() {
   return path;
 }
 
+// --device auto: host buffers on the stand-in (it exports a marker symbol), device memory else.
+std::string resolveDevice(const std::string& device) {
+  if (device != "auto") return device;
+  void* handle = ::dlopen("libnccl.so.2", RTLD_NOLOAD | RTLD_LAZY);
+  if (handle == nullptr) return "host";
+  const bool standin = ::dlsym(handle, "metronome_nccl_standin") != nullptr;
+  ::dlclose(handle);
+  return standin ? "host" : "cuda";
+}
+
 class NcclError : public std::runtime_error {
  public:
   NcclError(const std::string& call, ncclResult_t rc, ncclComm_t comm)
@@ -124,7 +134,8 @@ int runRank(const Options& options, const Workload& workload) {
   try {
     std::uint64_t largest = 0;
     for (auto b : workload.buckets) largest = std::max(largest, b);
-    auto buffers = Buffers::create(options.device, options.rank, static_cast<std::size_t>(largest));
+    auto buffers = Buffers::create(resolveDevice(options.device), options.rank,
+                                   static_cast<std::size_t>(largest));
     int version = 0;
     check(ncclGetVersion(&version), "ncclGetVersion");
     const std::string library = ncclLibraryPath();

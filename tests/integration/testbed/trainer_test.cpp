@@ -81,6 +81,7 @@ TEST_F(Trainer, LocalRanksWriteSummaryAndPhases) {
   EXPECT_EQ(summary["world_size"], 2);
   EXPECT_EQ(summary["iterations"], 5);
   EXPECT_EQ(summary["model"], "custom");
+  EXPECT_EQ(summary["device"], "host");  // --device auto on the stand-in
   EXPECT_EQ(summary["gradient_bytes"], 3u << 20);
   EXPECT_EQ(summary["buckets"], json::array({1u << 20, 1u << 20, 1u << 20}));
   // It ran on the stand-in, not on the real NCCL.
