@@ -1,0 +1,128 @@
+// The scheduler's configuration: every setting, its embedded default, and the YAML loader.
+//
+// Precedence: embedded defaults < the YAML file (--config) < command-line flags. Every key is
+// documented in docs/scheduler.md ("Configuration reference") and in `metronome-scheduler --help`.
+// A bad value fails loading with ConfigError naming the key ("controller.late_reports") and why.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace metronome::service {
+
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string key, std::string reason)
+      : std::runtime_error(key + ": " + reason), key_(std::move(key)), reason_(std::move(reason)) {}
+  const std::string& key() const { return key_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string key_;
+  std::string reason_;
+};
+
+// The network as written in a topology file, in the simulator's and the testbed's scenario format
+// (`topology: {racks: [{name, uplink_gbps, nodes: [{name, nic_gbps}]}]}`, rates also as *_mbps),
+// plus explicit links and a generated two-tier tree. Rates are bits/s in files, bytes/s here.
+struct TopologyConfig {
+  struct LinkSpec {
+    std::string name;
+    double capacity_bytes_per_s = 0.0;
+  };
+  struct NodeSpec {
+    std::string name;
+    double nic_bytes_per_s = 0.0;  // its uplink "<node>/up"; 0 = no uplink
+  };
+  struct RackSpec {
+    std::string name;
+    double uplink_bytes_per_s = 0.0;  // its uplink "<rack>/up"; 0 = none
+    std::vector<NodeSpec> nodes;
+  };
+  struct TwoTier {
+    uint32_t racks = 0;
+    uint32_t nodes_per_rack = 0;
+    double nic_bytes_per_s = 0.0;
+    double uplink_bytes_per_s = 0.0;
+  };
+  std::optional<TwoTier> two_tier;  // racks r<r>, nodes r<r>n<k> (the planner's naming)
+  std::vector<LinkSpec> links;      // explicit links (a spine, a shared bottleneck)
+  std::vector<RackSpec> racks;
+  // Nodes the topology does not name (a shim reports its node in the hello): a job with ranks
+  // on two or more distinct nodes, some unknown, also crosses this link. Empty: no link.
+  std::string unknown_nodes_link = "default";
+
+  // The embedded default: one link "default" of 100 Gbit/s that every multi-node job crosses.
+  static TopologyConfig Default();
+};
+
+struct CurveConfig {
+  std::string secret_key_file;  // Z85 text (40 characters), as zmq_curve_keypair writes it
+  std::string public_key_file;  // the matching public key; checked against the secret one
+  bool enabled() const { return !secret_key_file.empty(); }
+};
+
+struct RegistryConfig {
+  int64_t rank_timeout_ms = 10'000;  // a rank silent this long is dropped; its job when none left
+  uint32_t report_interval_ms = 1'000;  // told to shims in Welcome
+  uint32_t max_clients = 100'000;       // hellos beyond this are rejected
+};
+
+struct PlanningConfig {
+  double min_confidence = 0.5;     // profiles below this confidence are not planned yet
+  double saturate_fraction = 0.8;  // β ≥ this × capacity is treated as saturating the link
+  int64_t epoch_ns = 0;            // the reference instant of all timetables (scheduler clock)
+  double max_stretch = 4.0;        // planner: a gated period is at most max_stretch × P
+};
+
+struct TimetableConfig {
+  int64_t max_wait_ms = 10'000;   // cap on max_wait; a job's max_wait is min(period, cap)
+  double late_slack_scale = 1.0;  // late_slack = scale × the planned cushion, in [0, 1]
+};
+
+struct ControllerConfig {
+  int64_t tick_ms = 100;                  // how often timeouts and the controller run
+  uint32_t late_reports = 5;              // consecutive late reports that trigger a re-plan
+  double late_fraction = 0.5;             // a report is late when this share of its phases is
+  double profile_change_threshold = 0.1;  // relative change of period or comm that counts
+  uint32_t profile_change_reports = 3;    // consecutive changed reports before re-planning
+  int64_t replan_cooldown_ms = 5'000;     // at most one controller re-plan per job this often
+  int64_t offline_interval_ms = 10'000;   // background recalculation period (0: off)
+  int64_t offline_budget_ms = 200;        // time budget of one background search
+  uint32_t offline_max_moves = 8;         // a better plan moving more jobs than this is skipped
+  uint32_t phase_history = 256;           // measured phase starts kept per job
+};
+
+struct ServiceConfig {
+  std::string listen = "tcp://127.0.0.1:7411";  // ZeroMQ ROUTER endpoint
+  std::string http = "127.0.0.1:7412";          // HOST:PORT of the HTTP server
+  std::string log_level = "info";
+  std::string topology_file;  // empty: inline `topology:` or the embedded default
+  TopologyConfig topology = TopologyConfig::Default();
+  CurveConfig curve;
+  RegistryConfig registry;
+  PlanningConfig planning;
+  TimetableConfig timetable;
+  ControllerConfig controller;
+
+  // Checks cross-field rules (addresses parse, levels exist, ranges); throws ConfigError.
+  void Validate() const;
+};
+
+// Merges a YAML document into `cfg`. Unknown keys, wrong types and out-of-range values throw
+// ConfigError with the full key path. `source` names the file in messages.
+void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg);
+void LoadConfigFile(const std::string& path, ServiceConfig& cfg);
+TopologyConfig LoadTopologyFile(const std::string& path);
+TopologyConfig ParseTopologyYaml(const std::string& yaml_text, const std::string& key_prefix);
+
+// Splits "HOST:PORT"; throws ConfigError(key, ...) when it does not parse.
+std::pair<std::string, int> ParseHostPort(const std::string& key, const std::string& value);
+
+// Reads a CURVE key file: 40 Z85 characters (surrounding whitespace ignored).
+std::string ReadCurveKeyFile(const std::string& key, const std::string& path);
+
+}  // namespace metronome::service

@@ -1,0 +1,54 @@
+// The controller's rules (DESIGN.md §6), as pure functions over a job's state so that each rule
+// can be tested alone. The service calls them on every profile report and logs and counts every
+// decision they return.
+//
+//   1. Lateness. Each reported phase start (scheduler clock) is compared with the job's windows:
+//      lateness = start − the nearest window opening. A phase later than the late slack has
+//      drifted past its cushion: the shim's gate holds it to the next window (stop-and-wait);
+//      the controller counts it. A report is "late" when at least `late_fraction` of its new
+//      phases were; `late_reports` late reports in a row trigger a re-plan of the job (its
+//      measured profile replaces the planned one), at most once per `replan_cooldown_ms`.
+//   2. Profile change. A period or communication time that differs from the planned one by more
+//      than `profile_change_threshold` (relative) in `profile_change_reports` reports in a row
+//      triggers a re-plan with the new profile.
+//   3. Stale timetable. A rank that reports an older timetable version than the current one is
+//      sent the timetable again.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "metronome/common/protocol.hpp"
+#include "metronome/service/config.hpp"
+#include "metronome/service/state.hpp"
+
+namespace metronome::service {
+
+enum class Decision : uint8_t {
+  kNone,
+  kReplanLateness,  // persistent lateness
+  kReplanProfile,   // changed profile
+};
+
+struct ReportVerdict {
+  Decision decision = Decision::kNone;
+  uint32_t new_phases = 0;
+  uint32_t late_phases = 0;    // new phases past the late slack (held by the shim)
+  bool repush = false;         // the rank runs an older timetable version
+  bool first_profile = false;  // the job can be planned now
+  std::string reason;          // one line for the log
+};
+
+// Signed lateness of a phase start relative to the nearest window opening, in (−P/2, P/2].
+int64_t SignedLateness(const Timetable& tt, int64_t start_ns);
+
+// Applies one profile report from `rank` to `job` (measured phases, profile, controller counters)
+// and returns what the service should do. `now_ns` is the scheduler clock at receipt.
+ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileReport& report,
+                          const ControllerConfig& controller, const PlanningConfig& planning,
+                          int64_t now_ns);
+
+const char* DecisionName(Decision d);
+
+}  // namespace metronome::service

@@ -1,0 +1,87 @@
+// The scheduler's HTTP server (cpp-httplib) and the way route groups plug into it.
+//
+// A route group (the status API, the timeline page, later the kube-scheduler extender at
+// /extender/...) implements RouteGroup::Register and adds its routes with Get/Post. Every route
+// gets the same treatment: its latency and status are counted under its name; a handler that
+// throws HttpError answers a JSON error {"error": reason, "message": ...} with that status and
+// counts it as rejected; any other exception becomes a 500; unknown paths and methods get a JSON
+// 404/405. Handlers run on httplib's worker threads and must do their own locking.
+#pragma once
+
+#include <httplib.h>
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "metronome/service/metrics.hpp"
+
+namespace metronome::service {
+
+// Thrown by handlers to answer a JSON error.
+class HttpError : public std::runtime_error {
+ public:
+  HttpError(int status, std::string reason, const std::string& message)
+      : std::runtime_error(message), status_(status), reason_(std::move(reason)) {}
+  int status() const { return status_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  int status_;
+  std::string reason_;
+};
+
+class HttpServer;
+
+class RouteGroup {
+ public:
+  virtual ~RouteGroup() = default;
+  virtual void Register(HttpServer& server) = 0;
+};
+
+class HttpServer {
+ public:
+  using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+
+  explicit HttpServer(Metrics& metrics);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // `name` labels the route in metrics; `pattern` is httplib's regex (captures in req.matches).
+  // GET routes reject a request body (400 "body_not_allowed").
+  void Get(const std::string& name, const std::string& pattern, Handler handler);
+  void Post(const std::string& name, const std::string& pattern, Handler handler);
+  void AddRouteGroup(std::shared_ptr<RouteGroup> group);
+
+  // Binds and serves on a background thread. Throws std::runtime_error when it cannot bind.
+  void Start(const std::string& host, int port);
+  void Stop();
+  int port() const { return port_; }
+
+  // Helpers for handlers.
+  static void ReplyJson(httplib::Response& res, const std::string& body, int status = 200);
+  static std::string ErrorBody(const std::string& reason, const std::string& message);
+
+ private:
+  struct Route {
+    std::string name;
+    std::string pattern;
+    std::string method;
+  };
+  Handler Wrap(const std::string& name, const std::string& method, Handler handler);
+  void Reject(const std::string& route, httplib::Response& res, int status,
+              const std::string& reason, const std::string& message);
+
+  Metrics& metrics_;
+  httplib::Server server_;
+  std::vector<Route> routes_;
+  std::vector<std::shared_ptr<RouteGroup>> groups_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace metronome::service

@@ -1,0 +1,99 @@
+// Every metric the scheduler exports (Prometheus text format at /metrics), in one registry.
+// Counters and histograms are updated where events happen; gauges that describe the state
+// (jobs, links, utilization) are refreshed from the registry just before each scrape.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+namespace metronome::service {
+
+class Metrics {
+ public:
+  Metrics();
+
+  std::string Serialize() const;
+
+  // Messages at the ZeroMQ endpoint.
+  prometheus::Counter& Received(const std::string& type);
+  prometheus::Counter& Sent(const std::string& type);
+  prometheus::Counter& Rejected(const std::string& reason);  // answered with an Error
+  prometheus::Counter& SendFailed(const std::string& reason);
+
+  // Registry and planning.
+  prometheus::Counter& Registrations(const std::string& kind);  // new, re-registration
+  prometheus::Counter& JobsRemoved(const std::string& reason);  // bye, timeout
+  prometheus::Counter& Replans(const std::string& reason);
+  prometheus::Counter& ControllerDecisions(const std::string& decision);
+  prometheus::Counter& OfflineRuns(const std::string& result);
+  prometheus::Counter& TimetablePushes(const std::string& reason);
+  prometheus::Counter& PhasesMeasured() { return *phases_measured_; }
+  prometheus::Counter& PhasesLate() { return *phases_late_; }
+  prometheus::Counter& RankTimeouts() { return *rank_timeouts_; }
+  prometheus::Histogram& PlanDuration() { return *plan_duration_; }
+  prometheus::Histogram& PushLatency() { return *push_latency_; }
+  prometheus::Histogram& PhaseLateness() { return *phase_lateness_; }
+
+  // State gauges.
+  prometheus::Gauge& Jobs() { return *jobs_; }
+  prometheus::Gauge& JobsPlanned() { return *jobs_planned_; }
+  prometheus::Gauge& JobsBestEffort() { return *jobs_best_effort_; }
+  prometheus::Gauge& Ranks() { return *ranks_; }
+  prometheus::Gauge& Clients() { return *clients_; }
+  prometheus::Gauge& Links() { return *links_; }
+  prometheus::Gauge& LinkPlannedUtilization(const std::string& link);
+  prometheus::Gauge& LinkMeasuredUtilization(const std::string& link);
+  prometheus::Gauge& LinkMinCushion(const std::string& link);
+  prometheus::Gauge& LinkJobs(const std::string& link);
+  prometheus::Gauge& JobLateness(const std::string& job);
+  void RemoveJob(const std::string& job);
+
+  // HTTP.
+  prometheus::Counter& HttpRequests(const std::string& route, int status);
+  prometheus::Counter& HttpRejected(const std::string& route, const std::string& reason);
+  prometheus::Histogram& HttpLatency(const std::string& route);
+
+  // The value of a counter family summed over its labels (for tests and the status API).
+  double CounterTotal(const std::string& family) const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* received_;
+  prometheus::Family<prometheus::Counter>* sent_;
+  prometheus::Family<prometheus::Counter>* rejected_;
+  prometheus::Family<prometheus::Counter>* send_failed_;
+  prometheus::Family<prometheus::Counter>* registrations_;
+  prometheus::Family<prometheus::Counter>* jobs_removed_;
+  prometheus::Family<prometheus::Counter>* replans_;
+  prometheus::Family<prometheus::Counter>* decisions_;
+  prometheus::Family<prometheus::Counter>* offline_runs_;
+  prometheus::Family<prometheus::Counter>* pushes_;
+  prometheus::Family<prometheus::Counter>* http_requests_;
+  prometheus::Family<prometheus::Counter>* http_rejected_;
+  prometheus::Family<prometheus::Histogram>* http_latency_;
+  prometheus::Family<prometheus::Gauge>* link_planned_;
+  prometheus::Family<prometheus::Gauge>* link_measured_;
+  prometheus::Family<prometheus::Gauge>* link_cushion_;
+  prometheus::Family<prometheus::Gauge>* link_jobs_;
+  prometheus::Family<prometheus::Gauge>* job_lateness_;
+  prometheus::Counter* phases_measured_;
+  prometheus::Counter* phases_late_;
+  prometheus::Counter* rank_timeouts_;
+  prometheus::Histogram* plan_duration_;
+  prometheus::Histogram* push_latency_;
+  prometheus::Histogram* phase_lateness_;
+  prometheus::Gauge* jobs_;
+  prometheus::Gauge* jobs_planned_;
+  prometheus::Gauge* jobs_best_effort_;
+  prometheus::Gauge* ranks_;
+  prometheus::Gauge* clients_;
+  prometheus::Gauge* links_;
+};
+
+}  // namespace metronome::service

@@ -1,0 +1,128 @@
+// The one place where the service meets the planner library (metronome::planner).
+//
+// The service's registry speaks in job names, node names and measured profiles; the planner in
+// numeric ids, topology indices and JobProfile. This adapter converts the registry's jobs into
+// planner::Job, keeps the planner's stateful OnlinePlanner, and converts its Plan back into the
+// values a Timetable carries. Nothing else in the service includes a planner header.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "metronome/service/config.hpp"
+
+namespace metronome::service {
+
+// A job as the registry knows it, ready to plan.
+struct PlanJob {
+  uint64_t id = 0;  // the service's numeric id for the job (stable while the job lives)
+  std::string name;
+  int priority = 0;
+  std::vector<std::string> nodes;  // one entry per rank (duplicates allowed)
+  int64_t period_ns = 0;           // measured natural period P
+  int64_t comm_ns = 0;             // measured communication phase c
+  uint64_t bytes_per_phase = 0;    // 0: unknown (the job is taken to saturate its links)
+};
+
+// The planner's verdict for one job, in timetable terms.
+struct JobSchedule {
+  uint64_t id = 0;
+  bool best_effort = false;
+  int64_t period_ns = 0;
+  int64_t offset_ns = 0;
+  int64_t window_ns = 0;
+  int64_t late_slack_ns = 0;
+  double predicted_slowdown = 0.0;
+};
+
+struct LinkSchedule {
+  std::string name;
+  double capacity_bytes_per_s = 0.0;
+  int64_t hyperperiod_ns = 0;
+  double served_load = 0.0;
+  int64_t min_cushion_ns = -1;
+  double contention = 0.0;
+  uint32_t gated_jobs = 0;
+  uint32_t best_effort_jobs = 0;
+};
+
+struct PlanSummary {
+  int64_t epoch_ns = 0;
+  std::vector<JobSchedule> jobs;
+  std::vector<LinkSchedule> links;  // every link of the topology, by index
+  double utilization = 0.0;         // the planner's score, stage by stage
+  double latency = 0.0;
+  double cushion_ns = 0.0;
+};
+
+struct WhatIfEntry {
+  std::string job;  // name; the candidate is listed too
+  bool candidate = false;
+  double slowdown_now = 0.0;
+  double slowdown_after = 0.0;
+  bool best_effort_after = false;
+  bool moved = false;  // its period or offset would change
+};
+
+// A background recalculation's input and output (OfflineSearch() runs without any lock).
+struct OfflineTask;
+struct OfflineResult {
+  bool improved = false;
+  uint64_t generation = 0;           // the adapter generation the search started from
+  std::vector<uint64_t> moved;       // jobs whose period or offset would change
+  std::shared_ptr<const void> plan;  // opaque: handed back to AdoptOffline()
+  std::string summary;
+};
+
+class PlanningAdapter {
+ public:
+  PlanningAdapter(const TopologyConfig& topology, const PlanningConfig& config);
+  ~PlanningAdapter();
+  PlanningAdapter(const PlanningAdapter&) = delete;
+  PlanningAdapter& operator=(const PlanningAdapter&) = delete;
+
+  // Incremental changes (the online planner's add/remove) and a full re-plan that keeps running
+  // jobs still unless moving pays. Each bumps generation().
+  void AddJob(const PlanJob& job);
+  void RemoveJob(uint64_t id);
+  void ReplanAll(const std::vector<PlanJob>& jobs);
+  bool Contains(uint64_t id) const;
+
+  PlanSummary Summary() const;
+  uint64_t generation() const { return generation_; }
+  size_t link_count() const;
+  std::vector<std::string> LinkNames() const;
+  double LinkCapacity(size_t link) const;
+  // The links a job crosses (indices into LinkNames()).
+  std::vector<uint32_t> JobLinks(const PlanJob& job) const;
+
+  // "If this job joined on these nodes": each affected job's slowdown now and after.
+  // `names` maps the service's job ids to names for the answer.
+  std::vector<WhatIfEntry> WhatIf(const PlanJob& candidate,
+                                  const std::map<uint64_t, std::string>& names) const;
+
+  // Offline recalculation: Prepare under the service lock, Run without it (may take the whole
+  // budget; `cancel` stops it early), Adopt under the lock when the generation still matches.
+  std::shared_ptr<OfflineTask> PrepareOffline() const;
+  static OfflineResult RunOffline(const OfflineTask& task, int64_t budget_ms, std::stop_token stop);
+  bool AdoptOffline(const OfflineResult& result);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  uint64_t generation_ = 0;
+};
+
+// Raised by PlanningAdapter when the planner refuses a job (validate() found defects).
+class PlanningError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace metronome::service

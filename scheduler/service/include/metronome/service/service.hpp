@@ -1,0 +1,133 @@
+// metronome-scheduler as a library: the ZeroMQ endpoint for shims, the registry, planning
+// through the planner adapter, the controller, the background recalculation, and the HTTP
+// server with the status API, metrics and the timeline page.
+//
+// Threads:
+//   - the endpoint thread owns the ROUTER socket: it decodes messages, updates the registry,
+//     runs the planner on changes, sends pongs, welcomes, errors and timetable pushes, and every
+//     tick drops silent ranks and applies the background search's better plans;
+//   - httplib's worker threads serve HTTP, reading the registry under the same lock;
+//   - the offline thread runs the planner's recalculation on a copy of the problem, unlocked.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "metronome/common/protocol.hpp"
+#include "metronome/service/config.hpp"
+#include "metronome/service/http_server.hpp"
+#include "metronome/service/metrics.hpp"
+#include "metronome/service/planning.hpp"
+#include "metronome/service/state.hpp"
+
+namespace zmq {
+class context_t;
+class socket_t;
+}  // namespace zmq
+
+namespace metronome::service {
+
+class Service {
+ public:
+  // Loads the topology file named in the config (throws ConfigError on a bad one).
+  explicit Service(ServiceConfig config);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Binds both endpoints and starts the threads. Throws ConfigError (bad keys) or
+  // std::runtime_error (cannot bind).
+  void Start();
+  void Stop();
+
+  std::string zmq_endpoint() const { return bound_endpoint_; }  // resolved (wildcard ports)
+  int http_port() const { return http_->port(); }
+  HttpServer& http() { return *http_; }
+  Metrics& metrics() { return metrics_; }
+  const ServiceConfig& config() const { return config_; }
+
+  // Snapshots for the status API (thread-safe).
+  nlohmann::json StatusJson();
+  nlohmann::json JobsJson();
+  std::optional<nlohmann::json> JobJson(const std::string& name);
+  std::optional<nlohmann::json> TimetableJson(const std::string& name);
+  std::optional<nlohmann::json> PhasesJson(const std::string& name, size_t limit);
+  nlohmann::json LinksJson();
+  nlohmann::json TimelineJson(int64_t span_ns);
+  // Throws HttpError on a bad request.
+  nlohmann::json WhatIfJson(const nlohmann::json& request);
+  void RefreshGauges();
+
+ private:
+  struct Outgoing {
+    std::string identity;
+    std::string payload;
+    const char* type;
+  };
+  struct Pending {
+    enum Kind { kJoin, kLeave, kReplan } kind;
+    uint64_t id;
+    std::string reason;
+    int64_t trigger_ns;
+  };
+
+  void EndpointLoop();
+  void OfflineLoop(std::stop_token stop);
+  void HandleFrames(std::vector<std::string>& frames, int64_t t_recv);
+  void HandleHello(ClientState& client, const proto::Hello& m, int64_t now);
+  void HandleReport(ClientState& client, const proto::ProfileReport& m, int64_t now);
+  void HandleBye(ClientState& client, const proto::Bye& m, int64_t now);
+  void Reject(ClientState* client, const std::string& identity, proto::ErrorCode code,
+              const std::string& reason, const std::string& message);
+  void Queue(const std::string& identity, const proto::Message& m);
+  void PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now);
+  void RemoveJob(const std::string& name, const char* reason);
+  void ApplyPending();
+  void ApplyPlan(int64_t trigger_ns, const char* reason);
+  void Tick(int64_t now);
+  void FlushOutbox();
+  PlanJob ToPlanJob(const JobState& job) const;
+  void Decide(JobState& job, const char* decision, const std::string& detail);
+  double MeasuredUtilization(const std::string& link) const;
+
+  ServiceConfig config_;
+  Metrics metrics_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<zmq::context_t> context_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  std::string bound_endpoint_;
+  std::atomic<bool> stopping_{false};
+  std::thread endpoint_thread_;
+  std::jthread offline_thread_;
+  std::condition_variable_any offline_cv_;
+  int64_t started_ns_ = 0;
+
+  // Everything below is guarded by mu_.
+  mutable std::mutex mu_;
+  PlanningAdapter planner_;
+  std::unordered_map<std::string, ClientState> clients_;
+  std::map<std::string, JobState> jobs_;
+  std::unordered_map<uint64_t, std::string> job_names_;  // planner id -> name
+  std::vector<LinkSchedule> links_;                      // from the latest plan
+  PlanSummary summary_;
+  std::vector<Pending> pending_;
+  std::vector<Outgoing> outbox_;
+  std::optional<OfflineResult> offline_result_;
+  uint64_t next_job_id_ = 0;
+  uint64_t next_session_ = 0;
+  uint64_t plan_version_ = 0;
+  int64_t last_plan_ns_ = 0;
+};
+
+}  // namespace metronome::service

@@ -1,0 +1,144 @@
+#include "metronome/service/controller.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace metronome::service {
+
+namespace {
+
+double RelativeChange(int64_t now, int64_t planned) {
+  if (planned <= 0) return 0.0;
+  return std::fabs(static_cast<double>(now - planned)) / static_cast<double>(planned);
+}
+
+}  // namespace
+
+const char* DecisionName(Decision d) {
+  switch (d) {
+    case Decision::kNone:
+      return "none";
+    case Decision::kReplanLateness:
+      return "replan_lateness";
+    case Decision::kReplanProfile:
+      return "replan_profile";
+  }
+  return "?";
+}
+
+int64_t SignedLateness(const Timetable& tt, int64_t start_ns) {
+  const int64_t phase = PhaseInPeriod(tt, start_ns);
+  return phase > tt.period_ns / 2 ? phase - tt.period_ns : phase;
+}
+
+ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileReport& report,
+                          const ControllerConfig& controller, const PlanningConfig& planning,
+                          int64_t now_ns) {
+  ReportVerdict v;
+  ++rank.reports;
+  rank.last_seen_ns = now_ns;
+  rank.clock_offset_ns = report.clock_offset_ns;
+  rank.clock_error_ns = report.clock_error_ns;
+  const uint64_t held = report.late > rank.late ? report.late - rank.late : 0;
+  rank.timetable_version = report.timetable_version;
+  rank.gated = report.gated;
+  rank.late = report.late;
+  rank.failed_open = report.failed_open;
+
+  // Profile.
+  const bool usable = report.period_ns > 0 && report.comm_ns > 0 &&
+                      report.comm_ns <= report.period_ns &&
+                      report.confidence >= planning.min_confidence;
+  if (usable) {
+    if (!job.has_profile) v.first_profile = true;
+    job.has_profile = true;
+    job.period_ns = report.period_ns;
+    job.comm_ns = report.comm_ns;
+    job.bytes_per_phase = report.bytes_per_phase;
+    job.confidence = report.confidence;
+  }
+
+  // Measured phases: ranks of one job report the same phases, so only starts clearly after the
+  // last one recorded are new.
+  std::vector<int64_t> starts = report.phase_starts_ns;
+  std::sort(starts.begin(), starts.end());
+  const int64_t min_gap = job.period_ns > 0 ? job.period_ns / 2 : 1'000'000;
+  const bool judged = job.planned && !job.best_effort && job.timetable.version > 0;
+  uint32_t off_window = 0;
+  for (int64_t s : starts) {
+    if (job.last_phase_start_ns != 0 && s < job.last_phase_start_ns + min_gap) continue;
+    MeasuredPhase ph;
+    ph.start_ns = s;
+    ph.duration_ns = job.comm_ns;
+    if (judged) {
+      ph.lateness_ns = SignedLateness(job.timetable, s);
+      const int64_t tolerance = std::max<int64_t>(job.timetable.late_slack_ns, 0);
+      ph.late = ph.lateness_ns > tolerance || ph.lateness_ns < -tolerance;
+      if (ph.late) ++off_window;
+      constexpr double kAlpha = 0.2;
+      job.lateness_ewma_ns =
+          (1 - kAlpha) * job.lateness_ewma_ns + kAlpha * static_cast<double>(ph.lateness_ns);
+    }
+    job.phases.push_back(ph);
+    job.last_phase_start_ns = s;
+    ++v.new_phases;
+    ++job.phases_seen;
+  }
+  while (job.phases.size() > controller.phase_history) job.phases.pop_front();
+  v.late_phases = off_window + static_cast<uint32_t>(std::min<uint64_t>(held, 1'000'000));
+  job.phases_late += v.late_phases;
+
+  if (!job.planned || job.timetable.version == 0) return v;
+
+  // Stale timetable at the rank (allow a report interval for a push in flight).
+  if (rank.timetable_version < job.timetable.version &&
+      now_ns - rank.last_push_ns > 2'000'000'000) {
+    v.repush = true;
+  }
+
+  const bool cooled = now_ns - job.last_replan_ns >= controller.replan_cooldown_ms * 1'000'000;
+
+  // Rule 2: changed profile.
+  if (usable) {
+    const double change = std::max(RelativeChange(job.period_ns, job.planned_period_ns),
+                                   RelativeChange(job.comm_ns, job.planned_comm_ns));
+    if (change > controller.profile_change_threshold) {
+      ++job.consecutive_changed_reports;
+    } else {
+      job.consecutive_changed_reports = 0;
+    }
+    if (job.consecutive_changed_reports >= controller.profile_change_reports && cooled) {
+      v.decision = Decision::kReplanProfile;
+      v.reason = "profile changed: period " + std::to_string(job.planned_period_ns) + " -> " +
+                 std::to_string(job.period_ns) + " ns, comm " +
+                 std::to_string(job.planned_comm_ns) + " -> " + std::to_string(job.comm_ns) + " ns";
+      job.consecutive_changed_reports = 0;
+      job.consecutive_late_reports = 0;
+      return v;
+    }
+  }
+
+  // Rule 1: persistent lateness (best-effort jobs are never late: their window is always open).
+  if (job.best_effort) return v;
+  const uint32_t judged_phases = std::max<uint32_t>(v.new_phases, v.late_phases);
+  if (judged_phases > 0) {
+    const double share = static_cast<double>(v.late_phases) /
+                         static_cast<double>(std::max<uint32_t>(judged_phases, 1));
+    if (v.late_phases > 0 && share >= controller.late_fraction) {
+      ++job.consecutive_late_reports;
+    } else {
+      job.consecutive_late_reports = 0;
+    }
+  }
+  if (job.consecutive_late_reports >= controller.late_reports && cooled) {
+    v.decision = Decision::kReplanLateness;
+    v.reason = std::to_string(job.consecutive_late_reports) +
+               " late reports in a row (lateness ewma " +
+               std::to_string(static_cast<int64_t>(job.lateness_ewma_ns)) + " ns, slack " +
+               std::to_string(job.timetable.late_slack_ns) + " ns)";
+    job.consecutive_late_reports = 0;
+  }
+  return v;
+}
+
+}  // namespace metronome::service

@@ -1,0 +1,144 @@
+// metronome-scheduler: the daemon. Embedded defaults < --config FILE < flags.
+// Exit codes: 0 stopped by SIGINT/SIGTERM (or --check passed), 1 runtime failure (cannot bind),
+// 2 bad configuration or command line.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "metronome/service/config.hpp"
+#include "metronome/service/service.hpp"
+
+namespace {
+
+// Every YAML key, for --help (docs/scheduler.md has the same table with more words).
+constexpr const char* kConfigKeys = R"(
+Configuration file keys (YAML, --config; flags override them):
+  listen: tcp://127.0.0.1:7411         ZeroMQ ROUTER endpoint for shims (--listen)
+  http: 127.0.0.1:7412                 HTTP address: API, /metrics, timeline (--http)
+  log_level: info                      trace|debug|info|warn|error|critical|off (--log-level)
+  topology: FILE | {inline}            topology file or inline mapping (--topology); default:
+                                       one 100 Gbit/s link "default" all multi-node jobs cross
+  curve.secret_key_file / curve.public_key_file
+                                       ZeroMQ CURVE server keys, Z85 (--curve-*-key-file)
+  registry.rank_timeout_ms: 10000      a rank silent this long is dropped; its job when empty
+  registry.report_interval_ms: 1000    report interval told to shims in Welcome
+  registry.max_clients: 100000         peers beyond this are rejected
+  planning.min_confidence: 0.5         profiles below this confidence are not planned
+  planning.saturate_fraction: 0.8      beta >= this x capacity counts as saturating the link
+  planning.epoch_ns: 0                 reference instant of every timetable (scheduler clock)
+  planning.max_stretch: 4.0            a gated job's period is at most this x its own
+  timetable.max_wait_ms: 10000         cap on max_wait (max_wait = min(period, cap))
+  timetable.late_slack_scale: 1.0      late_slack = scale x the planned cushion
+  controller.tick_ms: 100              timeouts / offline results checked this often
+  controller.late_reports: 5           late reports in a row that trigger a re-plan
+  controller.late_fraction: 0.5        share of a report's phases that makes it late
+  controller.profile_change_threshold: 0.1   relative change of period or comm that counts
+  controller.profile_change_reports: 3 changed reports in a row that trigger a re-plan
+  controller.replan_cooldown_ms: 5000  at most one controller re-plan per job this often
+  controller.offline_interval_ms: 10000  background recalculation period (0 = off)
+  controller.offline_budget_ms: 200    time budget of one background search
+  controller.offline_max_moves: 8      better plans moving more jobs than this are skipped
+  controller.phase_history: 256        measured phases kept per job
+Topology file: {links: [{name, capacity_gbps}], racks: [{name, uplink_gbps, nodes: [{name,
+  nic_gbps}]}], two_tier: {racks, nodes_per_rack, nic_gbps, uplink_gbps}, unknown_nodes_link}
+  (rates also as *_mbps; a scenario file with a `topology:` section works as is).
+Exit codes: 0 normal stop, 1 runtime failure (cannot bind), 2 bad configuration.)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using metronome::service::ConfigError;
+  using metronome::service::ServiceConfig;
+
+  CLI::App app{
+      "metronome-scheduler: plans when training jobs may communicate and tells their "
+      "shims (ZeroMQ), serves the status API, metrics and timeline page (HTTP)."};
+  app.footer(kConfigKeys);
+  std::string config_file, listen, http, topology, log_level, curve_secret, curve_public;
+  int64_t rank_timeout_ms = -1, offline_interval_ms = -1;
+  bool check = false;
+  app.add_option("-c,--config", config_file, "YAML configuration file (keys below)");
+  app.add_option("--listen", listen, "ZeroMQ endpoint for shims [tcp://127.0.0.1:7411]");
+  app.add_option("--http", http, "HTTP address HOST:PORT [127.0.0.1:7412]");
+  app.add_option("--topology", topology, "topology YAML file [one-link default]");
+  app.add_option("--log-level", log_level,
+                 "trace, debug, info, warn, error, critical or off [info]");
+  app.add_option("--curve-secret-key-file", curve_secret,
+                 "enable CURVE: file with the server's Z85 secret key");
+  app.add_option("--curve-public-key-file", curve_public,
+                 "file with the matching Z85 public key (give it to the shims)");
+  app.add_option("--rank-timeout-ms", rank_timeout_ms,
+                 "drop a rank silent this long (registry.rank_timeout_ms) [10000]");
+  app.add_option("--offline-interval-ms", offline_interval_ms,
+                 "background recalculation period, 0 = off (controller.offline_interval_ms)");
+  app.add_flag("--check", check, "validate the configuration and topology, then exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  ServiceConfig cfg;
+  try {
+    if (!config_file.empty()) metronome::service::LoadConfigFile(config_file, cfg);
+    if (!listen.empty()) cfg.listen = listen;
+    if (!http.empty()) cfg.http = http;
+    if (!topology.empty()) cfg.topology_file = topology;
+    if (!log_level.empty()) cfg.log_level = log_level;
+    if (!curve_secret.empty()) cfg.curve.secret_key_file = curve_secret;
+    if (!curve_public.empty()) cfg.curve.public_key_file = curve_public;
+    if (rank_timeout_ms >= 0) {
+      if (rank_timeout_ms < 100) throw ConfigError("--rank-timeout-ms", "must be >= 100");
+      cfg.registry.rank_timeout_ms = rank_timeout_ms;
+    }
+    if (offline_interval_ms >= 0) cfg.controller.offline_interval_ms = offline_interval_ms;
+    cfg.Validate();
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "metronome-scheduler: configuration error: %s: %s\n", e.key().c_str(),
+                 e.reason().c_str());
+    return 2;
+  }
+
+  auto logger = spdlog::stderr_color_mt("metronome");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+
+  // Block the stop signals in every thread; the main thread waits for them below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  try {
+    metronome::service::Service service(cfg);
+    if (check) {
+      std::printf("configuration ok: listen=%s http=%s links=%zu\n", cfg.listen.c_str(),
+                  cfg.http.c_str(), service.LinksJson()["links"].size());
+      return 0;
+    }
+    service.Start();
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    spdlog::info("scheduler: signal {}: stopping", sig);
+    service.Stop();
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "metronome-scheduler: configuration error: %s: %s\n", e.key().c_str(),
+                 e.reason().c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "metronome-scheduler: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,205 @@
+#include "metronome/service/metrics.hpp"
+
+#include <prometheus/text_serializer.h>
+
+namespace metronome::service {
+
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
+}
+
+}  // namespace
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  received_ = &BuildCounter()
+                   .Name("metronome_messages_received_total")
+                   .Help("Messages received at the ZeroMQ endpoint, by type")
+                   .Register(r);
+  sent_ = &BuildCounter()
+               .Name("metronome_messages_sent_total")
+               .Help("Messages sent to shims, by type")
+               .Register(r);
+  rejected_ = &BuildCounter()
+                   .Name("metronome_rejected_messages_total")
+                   .Help("Messages rejected (answered with an Error), by reason")
+                   .Register(r);
+  send_failed_ = &BuildCounter()
+                      .Name("metronome_send_failures_total")
+                      .Help("Messages that could not be sent (peer gone, queue full), by reason")
+                      .Register(r);
+  registrations_ = &BuildCounter()
+                        .Name("metronome_registrations_total")
+                        .Help("Hellos accepted: new ranks and re-registrations")
+                        .Register(r);
+  jobs_removed_ = &BuildCounter()
+                       .Name("metronome_jobs_removed_total")
+                       .Help("Jobs removed from the registry, by reason (bye, timeout)")
+                       .Register(r);
+  replans_ = &BuildCounter()
+                  .Name("metronome_replans_total")
+                  .Help("Planner runs, by trigger (join, leave, lateness, profile, offline)")
+                  .Register(r);
+  decisions_ = &BuildCounter()
+                    .Name("metronome_controller_decisions_total")
+                    .Help("Controller decisions, by kind")
+                    .Register(r);
+  offline_runs_ = &BuildCounter()
+                       .Name("metronome_offline_runs_total")
+                       .Help("Background recalculations, by outcome")
+                       .Register(r);
+  pushes_ = &BuildCounter()
+                 .Name("metronome_timetable_pushes_total")
+                 .Help("Timetables sent to ranks, by reason (plan, register, stale)")
+                 .Register(r);
+  http_requests_ = &BuildCounter()
+                        .Name("metronome_http_requests_total")
+                        .Help("HTTP requests, by route and status code")
+                        .Register(r);
+  http_rejected_ = &BuildCounter()
+                        .Name("metronome_http_rejected_total")
+                        .Help("HTTP requests rejected with a 4xx/5xx JSON error, by route, reason")
+                        .Register(r);
+  http_latency_ = &BuildHistogram()
+                       .Name("metronome_http_request_duration_seconds")
+                       .Help("HTTP request handling time, by route")
+                       .Register(r);
+  link_planned_ = &BuildGauge()
+                       .Name("metronome_link_planned_utilization")
+                       .Help("Contention-free share of the link the plan serves (0..1)")
+                       .Register(r);
+  link_measured_ = &BuildGauge()
+                        .Name("metronome_link_measured_utilization")
+                        .Help("Share of the link the jobs' measured profiles use (0..1)")
+                        .Register(r);
+  link_cushion_ = &BuildGauge()
+                       .Name("metronome_link_min_cushion_seconds")
+                       .Help("Smallest gap after a gated window on the link (-1: none)")
+                       .Register(r);
+  link_jobs_ = &BuildGauge().Name("metronome_link_jobs").Help("Jobs crossing the link").Register(r);
+  job_lateness_ = &BuildGauge()
+                       .Name("metronome_job_lateness_seconds")
+                       .Help("Moving average of a job's phase start minus its window opening")
+                       .Register(r);
+  phases_measured_ = &BuildCounter()
+                          .Name("metronome_phases_measured_total")
+                          .Help("Communication phases reported by shims")
+                          .Register(r)
+                          .Add({});
+  phases_late_ = &BuildCounter()
+                      .Name("metronome_phases_late_total")
+                      .Help("Phases that drifted past their cushion (held to the next window)")
+                      .Register(r)
+                      .Add({});
+  rank_timeouts_ = &BuildCounter()
+                        .Name("metronome_rank_timeouts_total")
+                        .Help("Ranks dropped because they stopped reporting")
+                        .Register(r)
+                        .Add({});
+  plan_duration_ = &BuildHistogram()
+                        .Name("metronome_plan_duration_seconds")
+                        .Help("Time spent in the planner per re-plan")
+                        .Register(r)
+                        .Add({}, LatencyBuckets());
+  push_latency_ = &BuildHistogram()
+                       .Name("metronome_timetable_push_latency_seconds")
+                       .Help("From the message that caused a re-plan to the timetable's send")
+                       .Register(r)
+                       .Add({}, LatencyBuckets());
+  phase_lateness_ = &BuildHistogram()
+                         .Name("metronome_phase_lateness_seconds")
+                         .Help("|phase start - nearest window opening| of measured phases")
+                         .Register(r)
+                         .Add({}, LatencyBuckets());
+  auto gauge = [&](const char* name, const char* help) {
+    return &BuildGauge().Name(name).Help(help).Register(r).Add({});
+  };
+  jobs_ = gauge("metronome_jobs", "Jobs in the registry");
+  jobs_planned_ = gauge("metronome_jobs_planned", "Jobs with a timetable");
+  jobs_best_effort_ = gauge("metronome_jobs_best_effort", "Jobs planned best-effort (ungated)");
+  ranks_ = gauge("metronome_ranks", "Registered ranks");
+  clients_ = gauge("metronome_clients", "Connected clients (ZeroMQ peers seen)");
+  links_ = gauge("metronome_links", "Links in the topology");
+}
+
+std::string Metrics::Serialize() const {
+  prometheus::TextSerializer s;
+  return s.Serialize(registry_->Collect());
+}
+
+prometheus::Counter& Metrics::Received(const std::string& type) {
+  return received_->Add({{"type", type}});
+}
+prometheus::Counter& Metrics::Sent(const std::string& type) {
+  return sent_->Add({{"type", type}});
+}
+prometheus::Counter& Metrics::Rejected(const std::string& reason) {
+  return rejected_->Add({{"reason", reason}});
+}
+prometheus::Counter& Metrics::SendFailed(const std::string& reason) {
+  return send_failed_->Add({{"reason", reason}});
+}
+prometheus::Counter& Metrics::Registrations(const std::string& kind) {
+  return registrations_->Add({{"kind", kind}});
+}
+prometheus::Counter& Metrics::JobsRemoved(const std::string& reason) {
+  return jobs_removed_->Add({{"reason", reason}});
+}
+prometheus::Counter& Metrics::Replans(const std::string& reason) {
+  return replans_->Add({{"reason", reason}});
+}
+prometheus::Counter& Metrics::ControllerDecisions(const std::string& decision) {
+  return decisions_->Add({{"decision", decision}});
+}
+prometheus::Counter& Metrics::OfflineRuns(const std::string& result) {
+  return offline_runs_->Add({{"result", result}});
+}
+prometheus::Counter& Metrics::TimetablePushes(const std::string& reason) {
+  return pushes_->Add({{"reason", reason}});
+}
+prometheus::Gauge& Metrics::LinkPlannedUtilization(const std::string& link) {
+  return link_planned_->Add({{"link", link}});
+}
+prometheus::Gauge& Metrics::LinkMeasuredUtilization(const std::string& link) {
+  return link_measured_->Add({{"link", link}});
+}
+prometheus::Gauge& Metrics::LinkMinCushion(const std::string& link) {
+  return link_cushion_->Add({{"link", link}});
+}
+prometheus::Gauge& Metrics::LinkJobs(const std::string& link) {
+  return link_jobs_->Add({{"link", link}});
+}
+prometheus::Gauge& Metrics::JobLateness(const std::string& job) {
+  return job_lateness_->Add({{"job", job}});
+}
+void Metrics::RemoveJob(const std::string& job) {
+  auto& g = job_lateness_->Add({{"job", job}});
+  job_lateness_->Remove(&g);
+}
+prometheus::Counter& Metrics::HttpRequests(const std::string& route, int status) {
+  return http_requests_->Add({{"route", route}, {"code", std::to_string(status)}});
+}
+prometheus::Counter& Metrics::HttpRejected(const std::string& route, const std::string& reason) {
+  return http_rejected_->Add({{"route", route}, {"reason", reason}});
+}
+prometheus::Histogram& Metrics::HttpLatency(const std::string& route) {
+  return http_latency_->Add({{"route", route}}, LatencyBuckets());
+}
+
+double Metrics::CounterTotal(const std::string& family) const {
+  double total = 0;
+  for (const auto& mf : registry_->Collect()) {
+    if (mf.name != family) continue;
+    for (const auto& m : mf.metric) total += m.counter.value;
+  }
+  return total;
+}
+
+}  // namespace metronome::service

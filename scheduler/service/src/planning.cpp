@@ -1,0 +1,295 @@
+// The adapter between the service's registry and metronome::planner (see planning.hpp).
+#include "metronome/service/planning.hpp"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "metronome/planner/model.h"
+#include "metronome/planner/offline.h"
+#include "metronome/planner/plan.h"
+#include "metronome/planner/planner.h"
+#include "metronome/planner/topology.h"
+#include "metronome/planner/what_if.h"
+
+namespace metronome::service {
+
+namespace pl = metronome::planner;
+
+struct OfflineTask {
+  uint64_t generation = 0;
+  pl::Problem problem;
+  pl::Plan current;
+  pl::PlannerOptions options;
+};
+
+namespace {
+
+struct OfflinePlan {
+  std::vector<pl::Job> jobs;
+  pl::Plan plan;
+};
+
+constexpr double kFallbackCapacity = 100e9 / 8.0;  // for jobs that cross no link
+
+pl::Topology BuildTopology(const TopologyConfig& cfg) {
+  pl::Topology t;
+  if (cfg.two_tier) {
+    t = pl::Topology::two_tier({cfg.two_tier->racks, cfg.two_tier->nodes_per_rack,
+                                cfg.two_tier->nic_bytes_per_s, cfg.two_tier->uplink_bytes_per_s});
+  }
+  for (const auto& l : cfg.links) t.add_link(l.name, l.capacity_bytes_per_s);
+  for (const auto& r : cfg.racks) {
+    std::optional<pl::LinkId> up;
+    if (r.uplink_bytes_per_s > 0) up = t.add_link(r.name + "/up", r.uplink_bytes_per_s);
+    const pl::RackId rack = t.add_rack(r.name, up);
+    for (const auto& n : r.nodes) {
+      std::optional<pl::LinkId> nic;
+      if (n.nic_bytes_per_s > 0) nic = t.add_link(n.name + "/up", n.nic_bytes_per_s);
+      t.add_node(n.name, rack, nic);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+struct PlanningAdapter::Impl {
+  PlanningConfig config;
+  pl::PlannerOptions options;
+  pl::OnlinePlanner online;
+  std::unordered_map<std::string, pl::NodeId> node_ids;
+  std::optional<pl::LinkId> unknown_link;
+
+  Impl(const TopologyConfig& topo, const PlanningConfig& cfg)
+      : config(cfg), options(MakeOptions(cfg)), online(BuildTopology(topo), options) {
+    const pl::Topology& t = online.topology();
+    for (pl::NodeId n = 0; n < t.node_count(); ++n) node_ids.emplace(t.node_name(n), n);
+    for (pl::LinkId l = 0; l < t.link_count(); ++l) {
+      if (t.link(l).name == topo.unknown_nodes_link) unknown_link = l;
+    }
+  }
+
+  static pl::PlannerOptions MakeOptions(const PlanningConfig& cfg) {
+    pl::PlannerOptions o;
+    o.max_stretch = cfg.max_stretch;
+    return o;
+  }
+
+  // Registry job → planner job: node names to ids, unknown nodes to the catch-all link, the
+  // measured profile to (P, c, β).
+  pl::Job ToPlanner(const PlanJob& j) const {
+    pl::Job job;
+    job.id = j.id;
+    job.priority = j.priority;
+    std::set<std::string> distinct(j.nodes.begin(), j.nodes.end());
+    bool unknown = false;
+    for (const auto& name : j.nodes) {
+      const auto it = node_ids.find(name);
+      if (it == node_ids.end()) {
+        unknown = true;
+      } else {
+        job.nodes.push_back(it->second);
+      }
+    }
+    if (unknown && distinct.size() >= 2 && unknown_link) job.extra_links.push_back(*unknown_link);
+    const auto links = pl::job_links(online.topology(), job);
+    double min_cap = 0.0;
+    for (const pl::LinkId l : links) {
+      const double c = online.topology().link(l).capacity_bps;
+      min_cap = min_cap == 0.0 ? c : std::min(min_cap, c);
+    }
+    if (min_cap <= 0.0) min_cap = kFallbackCapacity;
+    const int64_t period = std::max<int64_t>(j.period_ns, 1);
+    const int64_t comm = std::clamp<int64_t>(j.comm_ns, 1, period);
+    double beta = min_cap;
+    if (j.bytes_per_phase > 0) {
+      beta = static_cast<double>(j.bytes_per_phase) * 1e9 / static_cast<double>(comm);
+      if (beta >= config.saturate_fraction * min_cap) beta = min_cap;
+    }
+    job.profile.period_ns = period;
+    job.profile.comm_ns = comm;
+    job.profile.beta_bps = std::max(beta, 1.0);
+    return job;
+  }
+
+  pl::Job Checked(const PlanJob& j) const {
+    pl::Job job = ToPlanner(j);
+    pl::Problem probe;
+    probe.topology = online.topology();
+    probe.jobs.push_back(job);
+    const auto defects = pl::validate(probe);
+    if (!defects.empty()) throw PlanningError("job " + j.name + ": " + defects.front());
+    return job;
+  }
+};
+
+PlanningAdapter::PlanningAdapter(const TopologyConfig& topology, const PlanningConfig& config)
+    : impl_(std::make_unique<Impl>(topology, config)) {}
+
+PlanningAdapter::~PlanningAdapter() = default;
+
+void PlanningAdapter::AddJob(const PlanJob& job) {
+  const pl::Job pj = impl_->Checked(job);
+  (void)impl_->online.add_job(pj);
+  ++generation_;
+}
+
+void PlanningAdapter::RemoveJob(uint64_t id) {
+  impl_->online.remove_job(id);
+  ++generation_;
+}
+
+void PlanningAdapter::ReplanAll(const std::vector<PlanJob>& jobs) {
+  std::vector<pl::Job> pjs;
+  pjs.reserve(jobs.size());
+  for (const auto& j : jobs) pjs.push_back(impl_->Checked(j));
+  const pl::Plan current = impl_->online.snapshot();
+  impl_->online.plan_all(pjs, &current);
+  ++generation_;
+}
+
+bool PlanningAdapter::Contains(uint64_t id) const {
+  for (const auto& j : impl_->online.jobs()) {
+    if (j.id == id) return true;
+  }
+  return false;
+}
+
+size_t PlanningAdapter::link_count() const {
+  return impl_->online.topology().link_count();
+}
+
+std::vector<std::string> PlanningAdapter::LinkNames() const {
+  std::vector<std::string> names;
+  const auto& t = impl_->online.topology();
+  for (pl::LinkId l = 0; l < t.link_count(); ++l) names.push_back(t.link(l).name);
+  return names;
+}
+
+double PlanningAdapter::LinkCapacity(size_t link) const {
+  return impl_->online.topology().link(static_cast<pl::LinkId>(link)).capacity_bps;
+}
+
+std::vector<uint32_t> PlanningAdapter::JobLinks(const PlanJob& job) const {
+  const auto links = pl::job_links(impl_->online.topology(), impl_->ToPlanner(job));
+  return {links.begin(), links.end()};
+}
+
+PlanSummary PlanningAdapter::Summary() const {
+  const pl::Plan plan = impl_->online.snapshot();
+  PlanSummary s;
+  s.epoch_ns = impl_->config.epoch_ns + plan.epoch_ns;
+  s.utilization = plan.score.utilization;
+  s.latency = plan.score.latency;
+  s.cushion_ns = plan.score.cushion_ns;
+  for (const auto& j : plan.jobs) {
+    const pl::TimetableValues tv = pl::to_timetable(j);
+    JobSchedule js;
+    js.id = j.id;
+    js.best_effort = j.best_effort;
+    js.period_ns = tv.period_ns;
+    js.offset_ns = tv.offset_ns;
+    js.window_ns = tv.window_ns;
+    js.late_slack_ns = tv.late_slack_ns;
+    js.predicted_slowdown = j.predicted_slowdown;
+    s.jobs.push_back(js);
+  }
+  const auto& t = impl_->online.topology();
+  for (const auto& l : plan.links) {
+    LinkSchedule ls;
+    ls.name = t.link(l.link).name;
+    ls.capacity_bytes_per_s = t.link(l.link).capacity_bps;
+    ls.hyperperiod_ns = l.hyperperiod_ns;
+    ls.served_load = l.served_load;
+    ls.min_cushion_ns = l.min_cushion_ns;
+    ls.contention = l.contention;
+    ls.gated_jobs = l.gated_jobs;
+    ls.best_effort_jobs = l.best_effort_jobs;
+    s.links.push_back(ls);
+  }
+  return s;
+}
+
+std::vector<WhatIfEntry> PlanningAdapter::WhatIf(
+    const PlanJob& candidate, const std::map<uint64_t, std::string>& names) const {
+  const pl::Job job = impl_->Checked(candidate);
+  std::vector<std::vector<pl::NodeId>> candidates{job.nodes};
+  pl::WhatIfOptions opt;
+  opt.list_affected = true;
+  const auto results = pl::what_if(impl_->online, job, candidates, opt);
+  std::vector<WhatIfEntry> out;
+  if (results.empty()) return out;
+  const auto& r = results.front();
+  WhatIfEntry self;
+  self.job = candidate.name;
+  self.candidate = true;
+  self.slowdown_after = r.job_slowdown;
+  self.best_effort_after = !r.gated;
+  out.push_back(self);
+  for (const auto& a : r.affected) {
+    WhatIfEntry e;
+    const auto it = names.find(a.id);
+    e.job = it == names.end() ? std::to_string(a.id) : it->second;
+    e.slowdown_now = a.slowdown_before;
+    e.slowdown_after = a.slowdown_after;
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::shared_ptr<OfflineTask> PlanningAdapter::PrepareOffline() const {
+  auto task = std::make_shared<OfflineTask>();
+  task->generation = generation_;
+  task->problem.topology = impl_->online.topology();
+  task->problem.jobs = impl_->online.jobs();
+  task->current = impl_->online.snapshot();
+  task->options = impl_->options;
+  return task;
+}
+
+OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budget_ms,
+                                          std::stop_token stop) {
+  OfflineResult result;
+  result.generation = task.generation;
+  if (task.problem.jobs.empty()) {
+    result.summary = "no jobs";
+    return result;
+  }
+  pl::OfflineOptions opt;
+  opt.planner = task.options;
+  opt.budget = std::chrono::milliseconds(budget_ms);
+  opt.seed = task.generation + 1;
+  pl::OfflineStats stats;
+  auto better = pl::recalculate(task.problem, task.current, opt, stop, &stats);
+  result.summary =
+      std::to_string(stats.iterations) + " iterations, score (" +
+      std::to_string(stats.current.utilization) + ", " + std::to_string(stats.current.latency) +
+      ", " + std::to_string(stats.current.cushion_ns) + ") -> (" +
+      std::to_string(stats.best.utilization) + ", " + std::to_string(stats.best.latency) + ", " +
+      std::to_string(stats.best.cushion_ns) + ")";
+  if (!better) return result;
+  result.improved = true;
+  for (const auto& j : better->jobs) {
+    const pl::JobPlan* before = task.current.find(j.id);
+    if (before == nullptr || before->period_ns != j.period_ns || before->offset_ns != j.offset_ns ||
+        before->best_effort != j.best_effort) {
+      result.moved.push_back(j.id);
+    }
+  }
+  auto op = std::make_shared<OfflinePlan>();
+  op->jobs = task.problem.jobs;
+  op->plan = std::move(*better);
+  result.plan = op;
+  return result;
+}
+
+bool PlanningAdapter::AdoptOffline(const OfflineResult& result) {
+  if (!result.improved || !result.plan || result.generation != generation_) return false;
+  const auto* op = static_cast<const OfflinePlan*>(result.plan.get());
+  impl_->online.adopt(op->jobs, op->plan);
+  ++generation_;
+  return true;
+}
+
+}  // namespace metronome::service

@@ -1,0 +1,663 @@
+#include "metronome/service/service.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "metronome/common/clock.hpp"
+#include "metronome/service/controller.hpp"
+#include "metronome/service/routes.hpp"
+
+namespace metronome::service {
+
+namespace {
+
+ServiceConfig Resolve(ServiceConfig cfg) {
+  cfg.Validate();
+  if (!cfg.topology_file.empty()) cfg.topology = LoadTopologyFile(cfg.topology_file);
+  return cfg;
+}
+
+proto::ErrorCode CodeFor(proto::DecodeError e) {
+  switch (e) {
+    case proto::DecodeError::kVersion:
+      return proto::ErrorCode::kVersion;
+    case proto::DecodeError::kBadField:
+      return proto::ErrorCode::kInvalid;
+    default:
+      return proto::ErrorCode::kMalformed;
+  }
+}
+
+std::string Printable(const std::string& identity) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : identity) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+constexpr size_t kMaxBatch = 4096;  // messages handled before planning and flushing
+constexpr size_t kMaxDecisions = 16;
+
+}  // namespace
+
+Service::Service(ServiceConfig config)
+    : config_(Resolve(std::move(config))),
+      http_(std::make_unique<HttpServer>(metrics_)),
+      planner_(config_.topology, config_.planning) {
+  summary_ = planner_.Summary();
+  links_ = summary_.links;
+  http_->AddRouteGroup(std::make_shared<StatusRoutes>(*this));
+  http_->AddRouteGroup(std::make_shared<TimelineRoutes>());
+}
+
+Service::~Service() {
+  Stop();
+}
+
+void Service::Start() {
+  started_ns_ = RealtimeNs();
+  context_ = std::make_unique<zmq::context_t>(1);
+  socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::router);
+  socket_->set(zmq::sockopt::router_mandatory, 1);
+  socket_->set(zmq::sockopt::linger, 0);
+  socket_->set(zmq::sockopt::sndhwm, 10'000);
+  socket_->set(zmq::sockopt::rcvhwm, 100'000);
+  // Frames above this drop the connection inside libzmq; up to it, oversized frames reach the
+  // decoder, which rejects (and counts) anything above proto::kMaxMessageBytes.
+  socket_->set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
+  if (config_.curve.enabled()) {
+    const std::string secret =
+        ReadCurveKeyFile("curve.secret_key_file", config_.curve.secret_key_file);
+    const std::string pub =
+        ReadCurveKeyFile("curve.public_key_file", config_.curve.public_key_file);
+    char derived[41] = {};
+    if (zmq_curve_public(derived, secret.c_str()) != 0) {
+      throw ConfigError("curve.secret_key_file", "is not a valid Z85 CURVE secret key");
+    }
+    if (pub != derived) {
+      throw ConfigError("curve.public_key_file", "does not match the secret key");
+    }
+    socket_->set(zmq::sockopt::curve_server, 1);
+    socket_->set(zmq::sockopt::curve_secretkey, secret);
+    spdlog::info("zmq: CURVE enabled, server public key {}", pub);
+  }
+  try {
+    socket_->bind(config_.listen);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("zmq: cannot bind " + config_.listen + ": " + e.what());
+  }
+  bound_endpoint_ = socket_->get(zmq::sockopt::last_endpoint);
+
+  const auto [host, port] = ParseHostPort("http", config_.http);
+  http_->Start(host, port);
+  metrics_.Links().Set(static_cast<double>(planner_.link_count()));
+  spdlog::info("scheduler: listening zmq={} http={}:{} links={} rank_timeout={}ms", bound_endpoint_,
+               host, http_->port(), planner_.link_count(), config_.registry.rank_timeout_ms);
+
+  endpoint_thread_ = std::thread([this] { EndpointLoop(); });
+  if (config_.controller.offline_interval_ms > 0) {
+    offline_thread_ = std::jthread([this](std::stop_token st) { OfflineLoop(st); });
+  }
+}
+
+void Service::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (offline_thread_.joinable()) {
+    offline_thread_.request_stop();
+    offline_cv_.notify_all();
+    offline_thread_.join();
+  }
+  if (endpoint_thread_.joinable()) endpoint_thread_.join();
+  if (http_) http_->Stop();
+  socket_.reset();
+  context_.reset();
+  spdlog::info("scheduler: stopped");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The endpoint thread.
+
+void Service::EndpointLoop() {
+  const int64_t tick_ns = config_.controller.tick_ms * 1'000'000;
+  int64_t next_tick = RealtimeNs() + tick_ns;
+  std::vector<zmq::pollitem_t> items = {{socket_->handle(), 0, ZMQ_POLLIN, 0}};
+  std::vector<zmq::message_t> parts;
+  std::vector<std::string> frames;
+  while (!stopping_) {
+    const int64_t now0 = RealtimeNs();
+    const auto wait_ms = std::clamp<int64_t>((next_tick - now0) / 1'000'000, 0, 50);
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
+    for (size_t i = 0; i < kMaxBatch; ++i) {
+      parts.clear();
+      zmq::recv_result_t got;
+      try {
+        got = zmq::recv_multipart(*socket_, std::back_inserter(parts), zmq::recv_flags::dontwait);
+      } catch (const zmq::error_t& e) {
+        spdlog::warn("zmq: receive failed: {}", e.what());
+        break;
+      }
+      if (!got) break;
+      const int64_t t_recv = RealtimeNs();
+      frames.clear();
+      for (auto& p : parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
+      std::lock_guard lock(mu_);
+      HandleFrames(frames, t_recv);
+      FlushOutbox();
+    }
+    {
+      std::lock_guard lock(mu_);
+      ApplyPending();
+      const int64_t now = RealtimeNs();
+      if (now >= next_tick) {
+        Tick(now);
+        next_tick = now + tick_ns;
+      }
+      FlushOutbox();
+    }
+  }
+}
+
+void Service::FlushOutbox() {
+  for (auto& o : outbox_) {
+    try {
+      const auto a = socket_->send(zmq::buffer(o.identity),
+                                   zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      const auto b = a ? socket_->send(zmq::buffer(o.payload), zmq::send_flags::dontwait)
+                       : zmq::send_result_t{};
+      if (!a || !b) {
+        metrics_.SendFailed("queue_full").Increment();
+        continue;
+      }
+      metrics_.Sent(o.type).Increment();
+    } catch (const zmq::error_t& e) {
+      metrics_.SendFailed(e.num() == EHOSTUNREACH ? "peer_gone" : "error").Increment();
+    }
+  }
+  outbox_.clear();
+}
+
+void Service::Queue(const std::string& identity, const proto::Message& m) {
+  outbox_.push_back({identity, proto::Encode(m), proto::TypeName(proto::TypeOf(m)).data()});
+}
+
+void Service::Reject(ClientState* client, const std::string& identity, proto::ErrorCode code,
+                     const std::string& reason, const std::string& message) {
+  metrics_.Rejected(reason).Increment();
+  if (client != nullptr) ++client->rejected;
+  spdlog::debug("zmq: rejected from {}: {} ({})", Printable(identity), reason, message);
+  proto::Error err;
+  err.code = code;
+  err.message = reason + ": " + message;
+  Queue(identity, err);
+}
+
+void Service::HandleFrames(std::vector<std::string>& frames, int64_t t_recv) {
+  if (frames.empty()) return;
+  const std::string& identity = frames[0];
+  auto it = clients_.find(identity);
+  if (it == clients_.end()) {
+    if (clients_.size() >= config_.registry.max_clients) {
+      Reject(nullptr, identity, proto::ErrorCode::kUnexpected, "capacity",
+             "too many clients (" + std::to_string(clients_.size()) + ")");
+      return;
+    }
+    it = clients_.emplace(identity, ClientState{}).first;
+    it->second.identity = identity;
+    it->second.first_seen_ns = t_recv;
+  }
+  ClientState& client = it->second;
+  client.last_seen_ns = t_recv;
+  ++client.messages;
+  if (frames.size() != 2) {
+    metrics_.Received("invalid").Increment();
+    Reject(&client, identity, proto::ErrorCode::kMalformed, "multipart",
+           "expected one frame per message, got " + std::to_string(frames.size() - 1));
+    return;
+  }
+  const proto::Decoded d = proto::Decode(frames[1]);
+  if (!d.ok()) {
+    metrics_.Received("invalid").Increment();
+    Reject(&client, identity, CodeFor(d.error), std::string(proto::DecodeErrorName(d.error)),
+           d.detail);
+    return;
+  }
+  const auto type = proto::TypeOf(d.message);
+  metrics_.Received(std::string(proto::TypeName(type))).Increment();
+  switch (type) {
+    case proto::MessageType::kHello:
+      HandleHello(client, std::get<proto::Hello>(d.message), t_recv);
+      break;
+    case proto::MessageType::kClockPing: {
+      const auto& ping = std::get<proto::ClockPing>(d.message);
+      proto::ClockPong pong;
+      pong.seq = ping.seq;
+      pong.t1_ns = ping.t1_ns;
+      pong.t2_ns = t_recv;
+      pong.t3_ns = RealtimeNs();
+      Queue(identity, pong);
+      FlushOutbox();  // t3 is "now": send at once
+      break;
+    }
+    case proto::MessageType::kProfileReport:
+      HandleReport(client, std::get<proto::ProfileReport>(d.message), t_recv);
+      break;
+    case proto::MessageType::kBye:
+      HandleBye(client, std::get<proto::Bye>(d.message), t_recv);
+      break;
+    case proto::MessageType::kError: {
+      const auto& e = std::get<proto::Error>(d.message);
+      spdlog::warn("zmq: client {} reports an error: code={} {}", Printable(identity),
+                   static_cast<uint32_t>(e.code), e.message);
+      break;
+    }
+    default:
+      Reject(&client, identity, proto::ErrorCode::kUnexpected, "unexpected",
+             std::string(proto::TypeName(type)) + " is sent by the scheduler, not to it");
+      break;
+  }
+}
+
+void Service::HandleHello(ClientState& client, const proto::Hello& m, int64_t now) {
+  if (m.job_id.empty()) {
+    Reject(&client, client.identity, proto::ErrorCode::kInvalid, "invalid", "empty job_id");
+    return;
+  }
+  auto it = jobs_.find(m.job_id);
+  if (it == jobs_.end()) {
+    JobState job;
+    job.name = m.job_id;
+    job.id = ++next_job_id_;
+    job.priority = m.priority;
+    job.world_size = m.world_size;
+    job.created_ns = now;
+    job_names_[job.id] = job.name;
+    it = jobs_.emplace(m.job_id, std::move(job)).first;
+    spdlog::info("registry: job {} created (id {}, world size {}, priority {})", m.job_id,
+                 it->second.id, m.world_size, m.priority);
+  }
+  JobState& job = it->second;
+  if (job.world_size != m.world_size) {
+    Reject(&client, client.identity, proto::ErrorCode::kInvalid, "invalid",
+           "world_size " + std::to_string(m.world_size) + " differs from job " + m.job_id + "'s " +
+               std::to_string(job.world_size));
+    return;
+  }
+  auto rit = job.ranks.find(m.rank);
+  const bool again = rit != job.ranks.end();
+  if (again && rit->second.identity != client.identity) {
+    auto old = clients_.find(rit->second.identity);
+    if (old != clients_.end()) old->second.members.erase({m.job_id, m.rank});
+  }
+  RankState& rank = job.ranks[m.rank];
+  rank.rank = m.rank;
+  rank.node = m.node;
+  rank.identity = client.identity;
+  rank.session = ++next_session_;
+  rank.pid = m.pid;
+  rank.shim_version = m.shim_version;
+  rank.registered_ns = now;
+  rank.last_seen_ns = now;
+  client.members.insert({m.job_id, m.rank});
+  metrics_.Registrations(again ? "reregistration" : "new").Increment();
+  spdlog::info("registry: {} job={} rank={}/{} node={} pid={} session={} client={}",
+               again ? "re-registered" : "registered", m.job_id, m.rank, m.world_size, m.node,
+               m.pid, rank.session, Printable(client.identity));
+
+  proto::Welcome w;
+  w.session = rank.session;
+  w.report_interval_ms = config_.registry.report_interval_ms;
+  w.server_time_ns = RealtimeNs();
+  Queue(client.identity, w);
+
+  if (m.priority > job.priority) {
+    job.priority = m.priority;
+    if (job.planned) pending_.push_back({Pending::kReplan, job.id, "priority", now});
+  }
+  if (job.planned && job.has_profile) {
+    // Node set may have changed (a rank moved): the links follow from the nodes.
+    const auto links = planner_.JobLinks(ToPlanJob(job));
+    const auto names = planner_.LinkNames();
+    std::vector<std::string> now_links;
+    for (uint32_t l : links) now_links.push_back(names[l]);
+    if (now_links != job.links) {
+      pending_.push_back({Pending::kReplan, job.id, "nodes", now});
+    }
+  }
+  if (job.planned) PushTimetable(job, rank, "register", now);
+}
+
+void Service::PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now) {
+  proto::TimetablePush p;
+  p.job_id = job.name;
+  p.timetable = job.timetable;
+  Queue(rank.identity, p);
+  rank.last_push_ns = now;
+  metrics_.TimetablePushes(reason).Increment();
+}
+
+void Service::Decide(JobState& job, const char* decision, const std::string& detail) {
+  metrics_.ControllerDecisions(decision).Increment();
+  spdlog::info("controller: job={} decision={} {}", job.name, decision, detail);
+  job.decisions.push_back(std::string(decision) + ": " + detail);
+  if (job.decisions.size() > kMaxDecisions) job.decisions.erase(job.decisions.begin());
+}
+
+void Service::HandleReport(ClientState& client, const proto::ProfileReport& m, int64_t now) {
+  auto it = jobs_.find(m.job_id);
+  if (it == jobs_.end() || !it->second.ranks.contains(m.rank) ||
+      it->second.ranks[m.rank].identity != client.identity) {
+    Reject(&client, client.identity, proto::ErrorCode::kUnexpected, "unexpected",
+           "report for job " + m.job_id + " rank " + std::to_string(m.rank) +
+               " before its hello (register first)");
+    return;
+  }
+  JobState& job = it->second;
+  RankState& rank = job.ranks[m.rank];
+  const ReportVerdict v = ApplyReport(job, rank, m, config_.controller, config_.planning, now);
+  if (v.new_phases > 0) {
+    metrics_.PhasesMeasured().Increment(v.new_phases);
+    const size_t n = std::min<size_t>(v.new_phases, job.phases.size());
+    for (size_t i = job.phases.size() - n; i < job.phases.size(); ++i) {
+      if (job.planned && !job.best_effort) {
+        metrics_.PhaseLateness().Observe(std::abs(static_cast<double>(job.phases[i].lateness_ns)) *
+                                         1e-9);
+      }
+    }
+    metrics_.JobLateness(job.name).Set(job.lateness_ewma_ns * 1e-9);
+  }
+  if (v.late_phases > 0) {
+    metrics_.PhasesLate().Increment(v.late_phases);
+    Decide(job, "hold",
+           std::to_string(v.late_phases) + " phase(s) past the cushion (" +
+               std::to_string(job.timetable.late_slack_ns) +
+               " ns): held to the next window by the gate (stop-and-wait)");
+  }
+  if (v.first_profile) {
+    spdlog::info("registry: job={} profile period={}ns comm={}ns bytes={} confidence={:.2f}",
+                 job.name, job.period_ns, job.comm_ns, job.bytes_per_phase, job.confidence);
+    pending_.push_back({Pending::kJoin, job.id, "join", now});
+  }
+  if (v.decision != Decision::kNone) {
+    Decide(job, DecisionName(v.decision), v.reason);
+    job.last_replan_ns = now;
+    pending_.push_back({Pending::kReplan, job.id,
+                        v.decision == Decision::kReplanLateness ? "lateness" : "profile", now});
+  }
+  if (v.repush) {
+    Decide(job, "repush",
+           "rank " + std::to_string(m.rank) + " runs timetable v" +
+               std::to_string(m.timetable_version) + ", current v" +
+               std::to_string(job.timetable.version));
+    PushTimetable(job, rank, "stale", now);
+  }
+}
+
+void Service::HandleBye(ClientState& client, const proto::Bye& m, int64_t now) {
+  (void)now;
+  auto it = jobs_.find(m.job_id);
+  if (it == jobs_.end() || !it->second.ranks.contains(m.rank) ||
+      it->second.ranks[m.rank].identity != client.identity) {
+    Reject(&client, client.identity, proto::ErrorCode::kUnexpected, "unexpected",
+           "bye for job " + m.job_id + " rank " + std::to_string(m.rank) + ", not registered");
+    return;
+  }
+  it->second.ranks.erase(m.rank);
+  client.members.erase({m.job_id, m.rank});
+  spdlog::info("registry: bye job={} rank={} reason='{}'", m.job_id, m.rank, m.reason);
+  if (it->second.ranks.empty()) RemoveJob(m.job_id, "bye");
+}
+
+void Service::RemoveJob(const std::string& name, const char* reason) {
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return;
+  if (it->second.planned || it->second.has_profile) {
+    pending_.push_back({Pending::kLeave, it->second.id, "leave", RealtimeNs()});
+  }
+  for (const auto& [r, rank] : it->second.ranks) {
+    auto c = clients_.find(rank.identity);
+    if (c != clients_.end()) c->second.members.erase({name, r});
+  }
+  metrics_.JobsRemoved(reason).Increment();
+  metrics_.RemoveJob(name);
+  job_names_.erase(it->second.id);
+  spdlog::info("registry: job {} removed ({})", name, reason);
+  jobs_.erase(it);
+}
+
+PlanJob Service::ToPlanJob(const JobState& job) const {
+  PlanJob p;
+  p.id = job.id;
+  p.name = job.name;
+  p.priority = job.priority;
+  for (const auto& [r, rank] : job.ranks) p.nodes.push_back(rank.node);
+  p.period_ns = job.period_ns;
+  p.comm_ns = job.comm_ns;
+  p.bytes_per_phase = job.bytes_per_phase;
+  return p;
+}
+
+// Runs the planner for everything that changed since the last batch, then pushes.
+void Service::ApplyPending() {
+  if (pending_.empty()) return;
+  std::vector<Pending> work;
+  work.swap(pending_);
+  int64_t trigger = work.front().trigger_ns;
+  std::map<std::string, int> reasons;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& p : work) {
+    trigger = std::min(trigger, p.trigger_ns);
+    const auto name = job_names_.find(p.id);
+    if (p.kind == Pending::kLeave) {
+      planner_.RemoveJob(p.id);
+      ++reasons[p.reason];
+      continue;
+    }
+    if (name == job_names_.end()) continue;  // left meanwhile
+    JobState& job = jobs_.at(name->second);
+    if (!job.has_profile) continue;
+    try {
+      planner_.AddJob(ToPlanJob(job));  // add, or re-place with the new profile
+      job.planned_period_ns = job.period_ns;
+      job.planned_comm_ns = job.comm_ns;
+      if (p.kind == Pending::kReplan) ++job.replans;
+      ++reasons[p.reason];
+    } catch (const PlanningError& e) {
+      metrics_.Rejected("planning").Increment();
+      spdlog::error("planner: cannot plan job {}: {}", job.name, e.what());
+    }
+  }
+  metrics_.PlanDuration().Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  for (const auto& [reason, n] : reasons) {
+    metrics_.Replans(reason).Increment(n);
+    spdlog::debug("planner: re-planned {} change(s) for {}", n, reason);
+  }
+  ApplyPlan(trigger, "plan");
+}
+
+// Copies the planner's current plan into the jobs' timetables and pushes every change.
+void Service::ApplyPlan(int64_t trigger_ns, const char* reason) {
+  summary_ = planner_.Summary();
+  links_ = summary_.links;
+  const auto names = planner_.LinkNames();
+  ++plan_version_;
+  last_plan_ns_ = RealtimeNs();
+  size_t pushed = 0;
+  for (const auto& s : summary_.jobs) {
+    const auto name = job_names_.find(s.id);
+    if (name == job_names_.end()) continue;
+    JobState& job = jobs_.at(name->second);
+    Timetable tt;
+    tt.epoch_ns = summary_.epoch_ns;
+    tt.period_ns = s.period_ns;
+    tt.offset_ns = s.offset_ns;
+    tt.window_ns = s.window_ns;
+    tt.late_slack_ns = static_cast<int64_t>(static_cast<double>(s.late_slack_ns) *
+                                            config_.timetable.late_slack_scale);
+    tt.max_wait_ns = std::min(s.period_ns, config_.timetable.max_wait_ms * 1'000'000);
+    const uint32_t check = ValidateTimetable(tt);
+    if ((check & kTimetableRejectMask) != 0) {
+      spdlog::error("planner: job {} got an unusable timetable (check {:#x}); not pushed", job.name,
+                    check);
+      continue;
+    }
+    const Timetable& old = job.timetable;
+    const bool same = job.planned && old.epoch_ns == tt.epoch_ns && old.period_ns == tt.period_ns &&
+                      old.offset_ns == tt.offset_ns && old.window_ns == tt.window_ns &&
+                      old.late_slack_ns == tt.late_slack_ns && old.max_wait_ns == tt.max_wait_ns &&
+                      job.best_effort == s.best_effort;
+    job.predicted_slowdown = s.predicted_slowdown;
+    if (same) continue;
+    tt.version = old.version + 1;
+    const bool was_planned = job.planned;
+    job.timetable = tt;
+    job.planned = true;
+    job.best_effort = s.best_effort;
+    job.consecutive_late_reports = 0;
+    job.links.clear();
+    for (uint32_t l : planner_.JobLinks(ToPlanJob(job))) job.links.push_back(names[l]);
+    spdlog::info(
+        "planner: job={} v{} {} period={}ns offset={}ns window={}ns slack={}ns max_wait={}ns "
+        "links={} slowdown={:.3f}",
+        job.name, tt.version, s.best_effort ? "best-effort" : (was_planned ? "moved" : "gated"),
+        tt.period_ns, tt.offset_ns, tt.window_ns, tt.late_slack_ns, tt.max_wait_ns,
+        job.links.size(), s.predicted_slowdown);
+    const int64_t now = RealtimeNs();
+    for (auto& [r, rank] : job.ranks) {
+      PushTimetable(job, rank, reason, now);
+      metrics_.PushLatency().Observe(static_cast<double>(now - trigger_ns) * 1e-9);
+      ++pushed;
+    }
+  }
+  spdlog::debug("planner: plan v{} applied, {} push(es)", plan_version_, pushed);
+}
+
+void Service::Tick(int64_t now) {
+  // Silent ranks, then jobs left without ranks.
+  const int64_t timeout = config_.registry.rank_timeout_ms * 1'000'000;
+  std::vector<std::string> empty;
+  for (auto& [name, job] : jobs_) {
+    for (auto r = job.ranks.begin(); r != job.ranks.end();) {
+      if (now - r->second.last_seen_ns > timeout) {
+        spdlog::info("registry: job={} rank={} silent for {} ms: dropped", name, r->first,
+                     (now - r->second.last_seen_ns) / 1'000'000);
+        metrics_.RankTimeouts().Increment();
+        auto c = clients_.find(r->second.identity);
+        if (c != clients_.end()) c->second.members.erase({name, r->first});
+        r = job.ranks.erase(r);
+      } else {
+        ++r;
+      }
+    }
+    if (job.ranks.empty()) empty.push_back(name);
+  }
+  for (const auto& name : empty) RemoveJob(name, "timeout");
+  for (auto c = clients_.begin(); c != clients_.end();) {
+    if (c->second.members.empty() && now - c->second.last_seen_ns > timeout) {
+      c = clients_.erase(c);
+    } else {
+      ++c;
+    }
+  }
+  ApplyPending();
+
+  // A better plan from the background search.
+  if (offline_result_) {
+    OfflineResult r = std::move(*offline_result_);
+    offline_result_.reset();
+    if (!r.improved) {
+      metrics_.OfflineRuns("no_gain").Increment();
+      spdlog::debug("offline: no better plan ({})", r.summary);
+    } else if (r.generation != planner_.generation()) {
+      metrics_.OfflineRuns("stale").Increment();
+      spdlog::info("offline: better plan discarded, the jobs changed meanwhile ({})", r.summary);
+    } else if (r.moved.size() > config_.controller.offline_max_moves) {
+      metrics_.OfflineRuns("too_disruptive").Increment();
+      spdlog::info("offline: better plan skipped: it moves {} jobs (max {}) ({})", r.moved.size(),
+                   config_.controller.offline_max_moves, r.summary);
+    } else if (planner_.AdoptOffline(r)) {
+      metrics_.OfflineRuns("applied").Increment();
+      metrics_.Replans("offline").Increment();
+      metrics_.ControllerDecisions("offline_apply").Increment();
+      spdlog::info("controller: decision=offline_apply moves {} job(s) ({})", r.moved.size(),
+                   r.summary);
+      ApplyPlan(now, "offline");
+    }
+  }
+}
+
+void Service::OfflineLoop(std::stop_token stop) {
+  std::mutex m;
+  while (!stop.stop_requested()) {
+    {
+      std::unique_lock lk(m);
+      offline_cv_.wait_for(lk, stop,
+                           std::chrono::milliseconds(config_.controller.offline_interval_ms),
+                           [] { return false; });
+    }
+    if (stop.stop_requested()) break;
+    std::shared_ptr<OfflineTask> task;
+    {
+      std::lock_guard lock(mu_);
+      if (offline_result_ || summary_.jobs.size() < 2) continue;
+      task = planner_.PrepareOffline();
+    }
+    OfflineResult r =
+        PlanningAdapter::RunOffline(*task, config_.controller.offline_budget_ms, stop);
+    std::lock_guard lock(mu_);
+    offline_result_ = std::move(r);
+  }
+}
+
+double Service::MeasuredUtilization(const std::string& link) const {
+  double cap = 0.0;
+  for (const auto& l : links_) {
+    if (l.name == link) cap = l.capacity_bytes_per_s;
+  }
+  double u = 0.0;
+  for (const auto& [name, job] : jobs_) {
+    if (!job.has_profile || job.period_ns <= 0) continue;
+    if (std::find(job.links.begin(), job.links.end(), link) == job.links.end()) continue;
+    if (job.bytes_per_phase > 0 && cap > 0) {
+      u +=
+          static_cast<double>(job.bytes_per_phase) * 1e9 / static_cast<double>(job.period_ns) / cap;
+    } else {
+      u += static_cast<double>(job.comm_ns) / static_cast<double>(job.period_ns);
+    }
+  }
+  return u;
+}
+
+void Service::RefreshGauges() {
+  std::lock_guard lock(mu_);
+  size_t ranks = 0, planned = 0, best_effort = 0;
+  std::map<std::string, int> per_link;
+  for (const auto& [name, job] : jobs_) {
+    ranks += job.ranks.size();
+    if (job.planned) ++planned;
+    if (job.planned && job.best_effort) ++best_effort;
+    for (const auto& l : job.links) ++per_link[l];
+  }
+  metrics_.Jobs().Set(static_cast<double>(jobs_.size()));
+  metrics_.JobsPlanned().Set(static_cast<double>(planned));
+  metrics_.JobsBestEffort().Set(static_cast<double>(best_effort));
+  metrics_.Ranks().Set(static_cast<double>(ranks));
+  metrics_.Clients().Set(static_cast<double>(clients_.size()));
+  metrics_.Links().Set(static_cast<double>(links_.size()));
+  for (const auto& l : links_) {
+    metrics_.LinkPlannedUtilization(l.name).Set(l.served_load);
+    metrics_.LinkMeasuredUtilization(l.name).Set(MeasuredUtilization(l.name));
+    metrics_.LinkMinCushion(l.name).Set(
+        l.min_cushion_ns < 0 ? -1.0 : static_cast<double>(l.min_cushion_ns) * 1e-9);
+    metrics_.LinkJobs(l.name).Set(per_link[l.name]);
+  }
+}
+
+}  // namespace metronome::service
