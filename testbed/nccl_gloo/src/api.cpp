@@ -51,10 +51,14 @@ bool unregisterComm(ncclComm* comm) {
   return registry().erase(comm) != 0;
 }
 
-ncclComm* lookup(const ncclComm_t comm) {
+ncclComm* lookup(const ncclComm_t comm) noexcept {
   if (comm == nullptr) return nullptr;
-  std::lock_guard<std::mutex> lock(registryMutex());
-  return registry().count(comm) != 0 ? comm : nullptr;
+  try {
+    std::lock_guard<std::mutex> lock(registryMutex());
+    return registry().count(comm) != 0 ? comm : nullptr;
+  } catch (...) {
+    return nullptr;  // the mutex failed: treat the handle as unusable
+  }
 }
 
 // The result of the exception being handled (call inside catch).

@@ -1,6 +1,7 @@
 // The Gloo stand-in of libnccl.so.2: every collective and data type against a reference computed
 // here, on random data, for 2, 3 and 4 ranks (threads of this process, one communicator each);
 // send/receive in groups; bad arguments rejected.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
 
@@ -501,9 +502,19 @@ TEST(NcclGlooApi, VersionAndErrorStrings) {
   for (int rc = 0; rc < ncclNumResults; ++rc) {
     EXPECT_NE(std::string(ncclGetErrorString(static_cast<ncclResult_t>(rc))), "");
   }
-  // The profiling-interface names are the same functions.
+  // The profiling-interface names are the same functions (ncclX is an alias of pncclX).
   EXPECT_EQ(pncclGetVersion(&version), ncclSuccess);
   EXPECT_EQ(version, NCCL_VERSION_CODE);
+  EXPECT_EQ(reinterpret_cast<void*>(&ncclAllReduce), reinterpret_cast<void*>(&pncclAllReduce));
+  EXPECT_EQ(reinterpret_cast<void*>(&ncclGroupEnd), reinterpret_cast<void*>(&pncclGroupEnd));
+  EXPECT_EQ(reinterpret_cast<void*>(&ncclCommInitRankConfig),
+            reinterpret_cast<void*>(&pncclCommInitRankConfig));
+  // An interposer finds pncclX in the loaded library, as it would in the real one.
+  void* lib = ::dlopen("libnccl.so.2", RTLD_NOLOAD | RTLD_LAZY);
+  ASSERT_NE(lib, nullptr);
+  EXPECT_EQ(::dlsym(lib, "pncclAllReduce"), reinterpret_cast<void*>(&pncclAllReduce));
+  EXPECT_NE(::dlsym(lib, "metronome_nccl_standin"), nullptr);
+  ::dlclose(lib);
 }
 
 TEST_F(NcclGloo, BadArgumentsAreRejected) {
