@@ -157,17 +157,20 @@ int runRank(const Options& options, const Workload& workload) {
     std::normal_distribution<double> jitter(0.0, options.compute_jitter);
 
     std::vector<Phase> phases;
-    const std::int64_t job_start_ns = nowNs(CLOCK_REALTIME);
+    // Timestamps are CLOCK_REALTIME, taken once here and advanced by CLOCK_MONOTONIC, so that
+    // within a job they are exactly consistent with the measured durations.
     const std::int64_t job_start_mono = nowNs(CLOCK_MONOTONIC);
+    const std::int64_t job_start_ns = nowNs(CLOCK_REALTIME);
+    auto realtime = [&](std::int64_t mono) { return job_start_ns + (mono - job_start_mono); };
     for (int it = 0; it < options.iterations; ++it) {
       Phase p;
       p.iteration = it;
       const double factor = options.compute_jitter > 0 ? std::max(0.0, 1.0 + jitter(rng)) : 1.0;
       const std::int64_t start_mono = nowNs(CLOCK_MONOTONIC);
-      p.compute_start_ns = nowNs(CLOCK_REALTIME);
+      p.compute_start_ns = realtime(start_mono);
       sleepUntil(start_mono + static_cast<std::int64_t>(workload.compute_ms * factor * 1e6));
       const std::int64_t comm_mono = nowNs(CLOCK_MONOTONIC);
-      p.comm_start_ns = nowNs(CLOCK_REALTIME);
+      p.comm_start_ns = realtime(comm_mono);
       auto* data = buffers->data();
       for (const auto bytes : workload.buckets) {
         check(ncclAllReduce(data, data, static_cast<std::size_t>(bytes / 4), ncclFloat32, ncclSum,
@@ -176,7 +179,7 @@ int runRank(const Options& options, const Workload& workload) {
       }
       buffers->synchronize();
       const std::int64_t end_mono = nowNs(CLOCK_MONOTONIC);
-      p.comm_end_ns = p.comm_start_ns + (end_mono - comm_mono);
+      p.comm_end_ns = realtime(end_mono);
       p.compute_ms = static_cast<double>(comm_mono - start_mono) / 1e6;
       p.comm_ms = static_cast<double>(end_mono - comm_mono) / 1e6;
       p.iteration_ms = static_cast<double>(end_mono - start_mono) / 1e6;
@@ -205,7 +208,7 @@ int runRank(const Options& options, const Workload& workload) {
       }
     }
     const double completion_s = static_cast<double>(nowNs(CLOCK_MONOTONIC) - job_start_mono) / 1e9;
-    const std::int64_t job_end_ns = nowNs(CLOCK_REALTIME);
+    const std::int64_t job_end_ns = realtime(nowNs(CLOCK_MONOTONIC));
     check(ncclCommFinalize(comm), "ncclCommFinalize", comm);
     check(ncclCommDestroy(comm), "ncclCommDestroy");
     comm = nullptr;
