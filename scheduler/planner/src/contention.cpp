@@ -80,19 +80,37 @@ LinkContention::LinkContention(double capacity, std::span<const GatedArc> gated,
   }
   seg_start_.push_back(hyper_);
   dist_all_ = distribution(random_.size());
-  seg_factor_.resize(seg_load_.size());
-  for (std::size_t s = 0; s < seg_load_.size(); ++s) {
-    double f = 0.0;
-    for (std::size_t x = 0; x < dist_all_.size(); ++x) {
-      if (dist_all_[x] == 0.0) continue;
-      f +=
-          dist_all_[x] * std::max(1.0, (seg_load_[s] + static_cast<double>(x) * unit_) / capacity_);
-    }
-    seg_factor_[s] = f;
+  // The gated profile as a histogram of load levels (few distinct levels: 0, B, a stack...).
+  std::vector<Nanos> time_at(kLevels, 0);
+  for (std::size_t k = 0; k < seg_load_.size(); ++k) {
+    const auto level = static_cast<std::size_t>(
+        std::min<long>(kLevels - 1, std::lround(seg_load_[k] / unit_)));
+    seg_level_.push_back(level);
+    time_at[level] += seg_start_[k + 1] - seg_start_[k];
   }
+  for (std::size_t g = 0; g < time_at.size(); ++g) {
+    if (time_at[g] > 0) level_time_.emplace_back(g, time_at[g]);
+  }
+  level_factor_.assign(kLevels, -1.0);
 }
 
 std::vector<double> LinkContention::distribution(std::size_t skip) const {
+  if (skip < random_.size() && !dist_all_.empty() && random_[skip].duty <= 0.5) {
+    // Leave one source out of the full distribution: divide by (1 − d + d·z^a). The forward
+    // recursion is exact below the lumped top level and stable for d ≤ 1/2.
+    const double d = std::clamp(random_[skip].duty, 0.0, 1.0);
+    const int a = std::max(1, static_cast<int>(std::lround(random_[skip].height / unit_)));
+    std::vector<double> q(kLevels, 0.0);
+    double below = 0.0;
+    for (int x = 0; x + 1 < kLevels; ++x) {
+      const double from = x >= a ? d * q[static_cast<std::size_t>(x - a)] : 0.0;
+      q[static_cast<std::size_t>(x)] =
+          std::max(0.0, (dist_all_[static_cast<std::size_t>(x)] - from) / (1.0 - d));
+      below += q[static_cast<std::size_t>(x)];
+    }
+    q[kLevels - 1] = std::max(0.0, 1.0 - below);
+    return q;
+  }
   std::vector<double> dist(kLevels, 0.0);
   std::vector<double> next(kLevels);
   dist[0] = 1.0;
@@ -112,47 +130,55 @@ std::vector<double> LinkContention::distribution(std::size_t skip) const {
   return dist;
 }
 
-double LinkContention::mean_factor(const std::vector<double>& dist, double extra, Nanos from,
-                                   Nanos to) const {
-  // Mean over t ∈ [from, to) (within one hyperperiod) of E[max(1, (extra + G(t) + X) / B)].
+double LinkContention::mean_factor(const std::vector<double>& dist, double extra) const {
   double acc = 0.0;
-  Nanos total = 0;
-  for (std::size_t s = 0; s + 1 < seg_start_.size(); ++s) {
-    const Nanos lo = std::max(from, seg_start_[s]);
-    const Nanos hi = std::min(to, seg_start_[s + 1]);
-    if (hi <= lo) continue;
+  for (const auto& [level, time] : level_time_) {
+    const double g = static_cast<double>(level) * unit_ + extra;
     double f = 0.0;
     for (std::size_t x = 0; x < dist.size(); ++x) {
       if (dist[x] == 0.0) continue;
-      const double load = extra + seg_load_[s] + static_cast<double>(x) * unit_;
-      f += dist[x] * std::max(1.0, load / capacity_);
+      f += dist[x] * std::max(1.0, (g + static_cast<double>(x) * unit_) / capacity_);
     }
-    acc += f * static_cast<double>(hi - lo);
-    total += hi - lo;
+    acc += f * static_cast<double>(time);
   }
-  return total > 0 ? acc / static_cast<double>(total) : 1.0;
+  return acc / static_cast<double>(hyper_);
+}
+
+double LinkContention::level_factor(std::size_t level) const {
+  double& memo = level_factor_[level];
+  if (memo < 0) {
+    double f = 0.0;
+    const double g = static_cast<double>(level) * unit_;
+    for (std::size_t x = 0; x < dist_all_.size(); ++x) {
+      if (dist_all_[x] == 0.0) continue;
+      f += dist_all_[x] * std::max(1.0, (g + static_cast<double>(x) * unit_) / capacity_);
+    }
+    memo = f;
+  }
+  return memo;
 }
 
 double LinkContention::overload() const {
   double acc = 0.0;
-  for (std::size_t s = 0; s + 1 < seg_start_.size(); ++s) {
+  for (const auto& [level, time] : level_time_) {
     double e = 0.0;
     for (std::size_t x = 0; x < dist_all_.size(); ++x) {
-      const double load = seg_load_[s] + static_cast<double>(x) * unit_;
+      if (dist_all_[x] == 0.0) continue;
+      const double load = static_cast<double>(level + x) * unit_;
       e += dist_all_[x] * std::max(0.0, load - capacity_);
     }
-    acc += e * static_cast<double>(seg_start_[s + 1] - seg_start_[s]);
+    acc += e * static_cast<double>(time);
   }
   return acc / static_cast<double>(hyper_) / capacity_;
 }
 
 double LinkContention::random_stretch(std::size_t k) const {
   if (k >= random_.size()) return 1.0;
-  return mean_factor(distribution(k), random_[k].height, 0, hyper_);
+  return mean_factor(distribution(k), random_[k].height);
 }
 
 double LinkContention::extra_stretch(double height) const {
-  return mean_factor(dist_all_, height, 0, hyper_);
+  return mean_factor(dist_all_, height);
 }
 
 double LinkContention::gated_stretch(std::size_t i) const {
@@ -172,7 +198,7 @@ double LinkContention::gated_stretch(std::size_t i) const {
            k + 1 < seg_start_.size() && seg_start_[k] < hi; ++k) {
         const Nanos a = std::max(lo, seg_start_[k]);
         const Nanos b = std::min(hi, seg_start_[k + 1]);
-        if (b > a) acc += seg_factor_[k] * static_cast<double>(b - a);
+        if (b > a) acc += level_factor(seg_level_[k]) * static_cast<double>(b - a);
       }
       total += hi - lo;
     };

@@ -41,7 +41,9 @@ class LinkContention {
 
  private:
   std::vector<double> distribution(std::size_t skip) const;  // of the random load, skip one
-  double mean_factor(const std::vector<double>& dist, double extra, Nanos from, Nanos to) const;
+  // Mean over time of E[max(1, (extra + G(t) + X)/B)] for X distributed as dist.
+  double mean_factor(const std::vector<double>& dist, double extra) const;
+  double level_factor(std::size_t level) const;  // E[max(1, (G + X)/B)] at gated level
 
   double capacity_;
   double unit_;
@@ -51,7 +53,9 @@ class LinkContention {
   Nanos hyper_ = 0;
   std::vector<Nanos> seg_start_;  // gated load profile: [seg_start_[i], seg_start_[i+1])
   std::vector<double> seg_load_;
-  std::vector<double> seg_factor_;  // E[max(1, (G + X)/B)] per segment
+  std::vector<std::size_t> seg_level_;            // gated load per segment, in grid units
+  std::vector<std::pair<std::size_t, Nanos>> level_time_;  // gated level → time spent there
+  mutable std::vector<double> level_factor_;      // memo of level_factor, −1 = unknown
   std::vector<double> dist_all_;
 };
 

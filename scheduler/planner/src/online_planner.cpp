@@ -194,7 +194,7 @@ AddResult OnlinePlanner::add_job(const Job& job) {
   }
   detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
   // Best-effort windows on the touched links are re-aimed at the final gated windows.
-  std::vector<std::uint32_t> touched;
+  std::vector<std::uint32_t> touched{j};
   for (const std::uint32_t m : moved) {
     for (const LinkId l : ws.jobs[m].shape.links) {
       touched.insert(touched.end(), ws.link_best_effort[l].begin(), ws.link_best_effort[l].end());

@@ -143,21 +143,49 @@ BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape) {
   static thread_local std::vector<Folded> arcs;
   arcs.clear();
   for (std::size_t k = 0; k < shape.links.size(); ++k) fold_link(ws, shape, k, t, arcs);
-  auto cost = [&](Nanos x) {
-    double c = 0.0;
-    for (const Folded& a : arcs) {
-      c += a.coef * static_cast<double>(circular_overlap(x, shape.w, a.start, a.len, t));
-    }
-    return c;
-  };
-  double best = cost(0);
+  if (arcs.empty()) return slot;
+  // The cost is piecewise linear in the offset x; its slope changes where the window's edges
+  // meet an arc's edges. Sweep those breakpoints once around the circle: O(A log A).
+  const Nanos w = shape.w;
+  static thread_local std::vector<std::pair<Nanos, double>> bends;
+  bends.clear();
   for (const Folded& a : arcs) {
-    for (const Nanos x : {mod(a.start + a.len, t), mod(a.start - shape.w, t)}) {
-      const double c = cost(x);
-      if (c < best - 1e-15) {
-        best = c;
-        slot.offset = x;
-      }
+    if (a.len >= t || w >= t) continue;  // covers the circle: (nearly) the same for every x
+    bends.emplace_back(mod(a.start - w, t), a.coef);
+    bends.emplace_back(a.start, -a.coef);
+    bends.emplace_back(mod(a.start + a.len - w, t), -a.coef);
+    bends.emplace_back(mod(a.start + a.len, t), a.coef);
+  }
+  if (bends.empty()) return slot;
+  std::sort(bends.begin(), bends.end());
+  const Nanos x0 = bends.front().first;
+  double c = 0.0;      // cost at x0
+  double slope = 0.0;  // d cost / dx just after x0, before x0's own bends
+  for (const Folded& a : arcs) {
+    if (a.len >= t || w >= t) continue;
+    c += a.coef * static_cast<double>(circular_overlap(x0, w, a.start, a.len, t));
+    // Slope of this arc's overlap just right of x0 (excluding bends exactly at x0).
+    const auto inside = [&](Nanos lo, Nanos hi) {  // x0 ∈ [lo, hi) on the circle
+      const Nanos d = mod(x0 - lo, t);
+      return d < mod(hi - lo, t);
+    };
+    if (inside(mod(a.start - w, t), a.start)) slope += a.coef;
+    if (inside(mod(a.start + a.len - w, t), mod(a.start + a.len, t))) slope -= a.coef;
+  }
+  // Bends at x0 itself are already reflected in the slope computed just right of x0.
+  std::size_t i = 0;
+  while (i < bends.size() && bends[i].first == x0) ++i;
+  double best = c;
+  slot.offset = x0;
+  Nanos at = x0;
+  while (i < bends.size()) {
+    const Nanos next = bends[i].first;
+    c += slope * static_cast<double>(next - at);
+    at = next;
+    while (i < bends.size() && bends[i].first == at) slope += bends[i++].second;
+    if (c < best - 1e-15) {
+      best = c;
+      slot.offset = at;
     }
   }
   return slot;

@@ -526,7 +526,7 @@ void Service::ApplyPlan(int64_t trigger_ns, const char* reason) {
     spdlog::info(
         "planner: job={} v{} {} period={}ns offset={}ns window={}ns slack={}ns max_wait={}ns "
         "links={} slowdown={:.3f}",
-        job.name, tt.version, s.best_effort ? "best-effort" : (was_planned ? "moved" : "gated"),
+        job.name, tt.version, s.best_effort ? "best-effort" : (was_planned ? "updated" : "gated"),
         tt.period_ns, tt.offset_ns, tt.window_ns, tt.late_slack_ns, tt.max_wait_ns,
         job.links.size(), s.predicted_slowdown);
     const int64_t now = RealtimeNs();

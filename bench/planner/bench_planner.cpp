@@ -1,0 +1,147 @@
+// Planner benchmarks on a generated two-tier cluster: 512 nodes in 64 racks (100 Gb/s node
+// uplinks, 400 Gb/s rack uplinks) and N jobs of mixed sizes and priorities (generator.h,
+// seed 42). The argument of every benchmark is the job count N.
+//
+//   BM_FullPlan/N         plan all N jobs from scratch (stages 1–3 and the Plan's evaluation)
+//   BM_AddJob/N           add one job to a planned cluster (OnlinePlanner::add_job)
+//   BM_WhatIf1000Nodes/N  what-if for one job over 1,000 candidate node sets
+//   BM_Snapshot/N         evaluate a plan (cushions, link entries, contention, score)
+//   BM_Cassini/N, BM_NoTimeScheduling/N   the baselines, for comparison
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <random>
+
+#include "metronome/planner/baselines.h"
+#include "metronome/planner/generator.h"
+#include "metronome/planner/planner.h"
+#include "metronome/planner/what_if.h"
+
+namespace mp = metronome::planner;
+
+namespace {
+
+mp::GeneratorSpec spec(std::int64_t jobs) {
+  mp::GeneratorSpec s;  // 64 racks × 8 nodes, seed 42
+  s.jobs = static_cast<std::uint32_t>(jobs);
+  return s;
+}
+
+const mp::Problem& problem(std::int64_t jobs) {
+  static std::map<std::int64_t, mp::Problem> cache;
+  auto it = cache.find(jobs);
+  if (it == cache.end()) it = cache.emplace(jobs, mp::generate(spec(jobs))).first;
+  return it->second;
+}
+
+void report(benchmark::State& state, const mp::Plan& plan) {
+  std::size_t best_effort = 0;
+  std::size_t stretched = 0;
+  for (const mp::JobPlan& e : plan.jobs) {
+    best_effort += e.best_effort ? 1 : 0;
+    stretched += (!e.best_effort && e.predicted_slowdown > 0) ? 1 : 0;
+  }
+  state.counters["best_effort"] = static_cast<double>(best_effort);
+  state.counters["stretched"] = static_cast<double>(stretched);
+  state.counters["utilization"] = plan.score.utilization;
+}
+
+void BM_FullPlan(benchmark::State& state) {
+  const mp::Problem& p = problem(state.range(0));
+  mp::Plan plan;
+  for (auto _ : state) {
+    plan = mp::plan(p);
+    benchmark::DoNotOptimize(plan.jobs.data());
+  }
+  report(state, plan);
+}
+
+void BM_Snapshot(benchmark::State& state) {
+  const mp::Problem& p = problem(state.range(0));
+  mp::OnlinePlanner planner(p.topology);
+  planner.plan_all(p.jobs);
+  for (auto _ : state) {
+    mp::Plan plan = planner.snapshot();
+    benchmark::DoNotOptimize(plan.jobs.data());
+  }
+}
+
+void BM_AddJob(benchmark::State& state) {
+  const mp::Problem& p = problem(state.range(0));
+  mp::OnlinePlanner planner(p.topology);
+  planner.plan_all(p.jobs);
+  std::vector<mp::Job> arrivals;
+  for (std::uint64_t k = 0; k < 64; ++k) {
+    arrivals.push_back(mp::generate_job(spec(state.range(0)), p.topology, 1'000'000 + k, 1000 + k));
+  }
+  std::size_t next = 0;
+  std::size_t gated = 0;
+  std::size_t total = 0;
+  for (auto _ : state) {
+    const mp::Job& job = arrivals[next++ % arrivals.size()];
+    const mp::AddResult r = planner.add_job(job);
+    benchmark::DoNotOptimize(r.job.offset_ns);
+    state.PauseTiming();
+    gated += r.job.best_effort ? 0 : 1;
+    ++total;
+    planner.remove_job(job.id);
+    state.ResumeTiming();
+  }
+  state.counters["gated_share"] =
+      total ? static_cast<double>(gated) / static_cast<double>(total) : 0.0;
+}
+
+void BM_WhatIf1000Nodes(benchmark::State& state) {
+  const mp::Problem& p = problem(state.range(0));
+  mp::OnlinePlanner planner(p.topology);
+  planner.plan_all(p.jobs);
+  // One two-pod job; 1,000 candidate placements (node pairs drawn with a fixed seed).
+  mp::Job job = mp::generate_job(spec(state.range(0)), p.topology, 2'000'000, 7);
+  std::mt19937_64 rng(11);
+  std::vector<std::vector<mp::NodeId>> candidates;
+  const auto nodes = static_cast<std::uint32_t>(p.topology.node_count());
+  for (int c = 0; c < 1000; ++c) {
+    candidates.push_back(
+        {static_cast<mp::NodeId>(rng() % nodes), static_cast<mp::NodeId>(rng() % nodes)});
+  }
+  std::size_t gated = 0;
+  for (auto _ : state) {
+    const auto results = mp::what_if(planner, job, candidates);
+    benchmark::DoNotOptimize(results.data());
+    gated = 0;
+    for (const auto& r : results) gated += r.gated ? 1 : 0;
+  }
+  state.counters["gated_candidates"] = static_cast<double>(gated);
+}
+
+void BM_Cassini(benchmark::State& state) {
+  const mp::Problem& p = problem(state.range(0));
+  for (auto _ : state) {
+    mp::Plan plan = mp::plan_cassini(p);
+    benchmark::DoNotOptimize(plan.jobs.data());
+  }
+}
+
+void BM_NoTimeScheduling(benchmark::State& state) {
+  const mp::Problem& p = problem(state.range(0));
+  for (auto _ : state) {
+    mp::Plan plan = mp::plan_without_time_scheduling(p);
+    benchmark::DoNotOptimize(plan.jobs.data());
+  }
+}
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t n : {250, 500, 1000, 2000, 4000}) b->Arg(n);
+  b->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace
+
+BENCHMARK(BM_FullPlan)->Apply(sizes);
+BENCHMARK(BM_AddJob)->Apply(sizes);
+BENCHMARK(BM_WhatIf1000Nodes)->Apply(sizes);
+BENCHMARK(BM_Snapshot)->Apply(sizes);
+BENCHMARK(BM_Cassini)->Apply(sizes);
+BENCHMARK(BM_NoTimeScheduling)->Apply(sizes);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,387 @@
+// metronome-scheduler and several protocol clients on loopback: registration, clock sync
+// against skewed clients, timetable pushes that are respected, re-planning on join and leave,
+// the controller's lateness rule, rank timeouts, restart with re-registration, CURVE, and bad
+// input at the ZeroMQ endpoint.
+#include <gtest/gtest.h>
+
+#include <msgpack.hpp>
+#include <random>
+
+#include "harness.hpp"
+#include "metronome/common/clock_sync.hpp"
+#include "metronome/common/timetable.hpp"
+
+namespace metronome::testing {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+// Two gated timetables never have windows open at the same instant (sampled every 50 µs over
+// several hyperperiods).
+bool Disjoint(const Timetable& a, const Timetable& b) {
+  const int64_t span = 4 * std::max(a.period_ns, b.period_ns);
+  const int64_t t0 = RealtimeNs();
+  for (int64_t t = t0; t < t0 + span; t += 50'000) {
+    if (InWindow(a, t) && InWindow(b, t)) return false;
+  }
+  return true;
+}
+
+struct Job2 {
+  std::string name;
+  std::unique_ptr<ProtoClient> r0, r1;
+};
+
+Job2 RegisterJob(zmq::context_t& ctx, const Scheduler& s, const std::string& name,
+                 const std::string& n0, const std::string& n1, int32_t priority = 1) {
+  Job2 j{name, std::make_unique<ProtoClient>(ctx, s.endpoint()),
+         std::make_unique<ProtoClient>(ctx, s.endpoint())};
+  EXPECT_TRUE(j.r0->Register(name, 0, 2, n0, priority)) << name;
+  EXPECT_TRUE(j.r1->Register(name, 1, 2, n1, priority)) << name;
+  return j;
+}
+
+// Rank 0 reports a profile; both ranks must receive a timetable.
+void ReportProfile(Job2& j, int64_t period, int64_t comm) {
+  j.r0->Send(j.r0->MakeReport(j.name, 0, period, comm));
+  ASSERT_TRUE(j.r0->Expect<proto::TimetablePush>()) << j.name << " rank 0 got no timetable";
+  ASSERT_TRUE(j.r1->Expect<proto::TimetablePush>()) << j.name << " rank 1 got no timetable";
+}
+
+TEST(SchedulerEndpoint, RegistersClientsAndListsThem) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
+  auto b = RegisterJob(ctx, s, "job-b", "n2", "n3", 2);
+  auto jobs = s.Get("/api/v1/jobs");
+  ASSERT_TRUE(jobs);
+  ASSERT_EQ((*jobs)["jobs"].size(), 2u);
+  EXPECT_EQ((*jobs)["jobs"][0]["job"], "job-a");
+  EXPECT_EQ((*jobs)["jobs"][0]["ranks"], 2);
+  EXPECT_EQ((*jobs)["jobs"][1]["priority"], 2);
+  auto detail = s.Get("/api/v1/jobs/job-b");
+  ASSERT_TRUE(detail);
+  EXPECT_EQ((*detail)["rank_list"][1]["node"], "n3");
+  EXPECT_EQ(MetricValue(s.Metrics(), "metronome_registrations_total{kind=\"new\"}"), 4);
+  EXPECT_EQ(MetricValue(s.Metrics(), "metronome_ranks"), 4);
+}
+
+TEST(SchedulerEndpoint, ClockOffsetFoundWithinInjectedSkew) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  for (const int64_t skew : {int64_t{250} * kMs, int64_t{-80} * kMs, int64_t{3'600'000} * kMs}) {
+    ProtoClient c(ctx, s.endpoint(), skew);
+    ClockSync sync;
+    for (uint64_t seq = 1; seq <= 12; ++seq) {
+      proto::ClockPing ping{seq, c.Now()};
+      c.Send(ping);
+      auto pong = c.Expect<proto::ClockPong>();
+      ASSERT_TRUE(pong);
+      const int64_t t4 = c.Now();
+      EXPECT_EQ(pong->seq, seq);
+      EXPECT_EQ(pong->t1_ns, ping.t1_ns);
+      EXPECT_LE(pong->t2_ns, pong->t3_ns);
+      EXPECT_TRUE(sync.AddSample({ping.t1_ns, pong->t2_ns, pong->t3_ns, t4}));
+    }
+    ASSERT_TRUE(sync.HasEstimate());
+    // The true offset (server − client) is −skew; the estimate is within its error bound.
+    EXPECT_LE(std::llabs(sync.OffsetNs() + skew), sync.ErrorBoundNs())
+        << "skew " << skew << " estimate " << sync.OffsetNs();
+    EXPECT_LT(sync.ErrorBoundNs(), 20 * kMs);
+  }
+}
+
+TEST(SchedulerEndpoint, TimetablesArePushedRespectedAndJudged) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "job-a", "n0", "n1", 2);
+  auto b = RegisterJob(ctx, s, "job-b", "n2", "n3", 1);
+  ReportProfile(a, 100 * kMs, 30 * kMs);
+  ReportProfile(b, 100 * kMs, 30 * kMs);
+  a.r0->Poll(100);
+  b.r0->Poll(100);
+  ASSERT_TRUE(a.r0->timetable && b.r0->timetable);
+  const Timetable ta = *a.r0->timetable, tb = *b.r0->timetable;
+  EXPECT_EQ(ta.window_ns, 30 * kMs);
+  EXPECT_GT(ta.late_slack_ns, 0);
+  EXPECT_GT(ta.max_wait_ns, 0);
+  EXPECT_TRUE(Disjoint(ta, tb)) << "windows of two gated jobs on one link overlap";
+  auto tt = s.Get("/api/v1/jobs/job-a/timetable");
+  ASSERT_TRUE(tt);
+  EXPECT_EQ((*tt)["offset_ns"], ta.offset_ns);
+  EXPECT_EQ((*tt)["version"], ta.version);
+
+  // Job A runs on its windows (as a gated shim would); job B runs half a period off them.
+  for (int i = 0; i < 8; ++i) {
+    const int64_t now = RealtimeNs();
+    std::vector<int64_t> on, off;
+    for (int k = 3; k >= 0; --k) {
+      on.push_back(WindowOpenAtOrBefore(ta, now) - k * ta.period_ns + 200'000);
+      off.push_back(WindowOpenAtOrBefore(tb, now) - k * tb.period_ns + tb.period_ns / 2);
+    }
+    a.r0->Send(a.r0->MakeReport("job-a", 0, 100 * kMs, 30 * kMs, on));
+    b.r0->Send(b.r0->MakeReport("job-b", 0, 100 * kMs, 30 * kMs, off));
+    std::this_thread::sleep_for(std::chrono::milliseconds(110));
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = s.Get("/api/v1/jobs/job-b");
+    return j && (*j)["replans"].get<int>() >= 1;
+  }));
+  auto ja = s.Get("/api/v1/jobs/job-a");
+  auto jb = s.Get("/api/v1/jobs/job-b");
+  ASSERT_TRUE(ja && jb);
+  EXPECT_GE((*ja)["phases_seen"].get<int>(), 8);
+  EXPECT_EQ((*ja)["phases_late"], 0) << "on-window phases judged late";
+  EXPECT_LT(std::llabs((*ja)["lateness_ewma_ns"].get<int64_t>()), 1 * kMs);
+  EXPECT_GE((*jb)["phases_late"].get<int>(), 5);
+  const std::string m = s.Metrics();
+  EXPECT_GE(MetricValue(m, "metronome_controller_decisions_total{decision=\"replan_lateness\"}"),
+            1);
+  EXPECT_GE(MetricValue(m, "metronome_controller_decisions_total{decision=\"hold\"}"), 1);
+  EXPECT_GE(MetricValue(m, "metronome_replans_total{reason=\"lateness\"}"), 1);
+  auto phases = s.Get("/api/v1/jobs/job-a/phases?limit=5");
+  ASSERT_TRUE(phases);
+  EXPECT_EQ((*phases)["phases"].size(), 5u);
+  EXPECT_NE(s.Log().find("decision=replan_lateness"), std::string::npos);
+}
+
+TEST(SchedulerEndpoint, ChangedProfileTriggersReplan) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
+  ReportProfile(a, 100 * kMs, 30 * kMs);
+  const uint64_t v1 = a.r0->timetable->version;
+  for (int i = 0; i < 3; ++i) a.r0->Send(a.r0->MakeReport("job-a", 0, 200 * kMs, 50 * kMs));
+  auto push = a.r0->Expect<proto::TimetablePush>();
+  ASSERT_TRUE(push);
+  EXPECT_GT(push->timetable.version, v1);
+  EXPECT_GE(push->timetable.period_ns, 200 * kMs);
+  EXPECT_EQ(push->timetable.window_ns, 50 * kMs);
+  EXPECT_EQ(MetricValue(s.Metrics(), "metronome_replans_total{reason=\"profile\"}"), 1);
+}
+
+TEST(SchedulerEndpoint, ReplansWhenJobsJoinAndLeave) {
+  Scheduler s({"--rank-timeout-ms", "400"});
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
+  ReportProfile(a, 100 * kMs, 40 * kMs);
+  auto b = RegisterJob(ctx, s, "job-b", "n2", "n3");
+  ReportProfile(b, 100 * kMs, 40 * kMs);
+  auto c = RegisterJob(ctx, s, "job-c", "n4", "n5");
+  ReportProfile(c, 100 * kMs, 10 * kMs);
+  a.r0->Poll(50);
+  b.r0->Poll(50);
+  EXPECT_TRUE(Disjoint(*a.r0->timetable, *b.r0->timetable));
+  EXPECT_TRUE(Disjoint(*a.r0->timetable, *c.r0->timetable));
+  EXPECT_TRUE(Disjoint(*b.r0->timetable, *c.r0->timetable));
+  auto links = s.Get("/api/v1/links");
+  ASSERT_TRUE(links);
+  EXPECT_EQ((*links)["links"][0]["jobs"].size(), 3u);
+  EXPECT_NEAR((*links)["links"][0]["planned_utilization"].get<double>(), 0.9, 1e-6);
+  EXPECT_EQ(MetricValue(s.Metrics(), "metronome_replans_total{reason=\"join\"}"), 3);
+
+  // B leaves with a bye from both ranks.
+  b.r0->Send(proto::Bye{"job-b", 0, "done"});
+  b.r1->Send(proto::Bye{"job-b", 1, "done"});
+  ASSERT_TRUE(WaitFor([&] { return (*s.Get("/api/v1/jobs"))["jobs"].size() == 2; }));
+  std::string m = s.Metrics();
+  EXPECT_EQ(MetricValue(m, "metronome_jobs_removed_total{reason=\"bye\"}"), 1);
+  EXPECT_GE(MetricValue(m, "metronome_replans_total{reason=\"leave\"}"), 1);
+
+  // C stops reporting: removed after the rank timeout, while A keeps reporting.
+  const bool gone = WaitFor(
+      [&] {
+        a.r0->Send(a.r0->MakeReport("job-a", 0, 100 * kMs, 40 * kMs));
+        a.r1->Send(a.r1->MakeReport("job-a", 1, 100 * kMs, 40 * kMs));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        return (*s.Get("/api/v1/jobs"))["jobs"].size() == 1;
+      },
+      5000);
+  ASSERT_TRUE(gone);
+  m = s.Metrics();
+  EXPECT_EQ(MetricValue(m, "metronome_jobs_removed_total{reason=\"timeout\"}"), 1);
+  EXPECT_GE(MetricValue(m, "metronome_rank_timeouts_total"), 2);
+  EXPECT_GE(MetricValue(m, "metronome_replans_total{reason=\"leave\"}"), 2);
+  auto after = s.Get("/api/v1/links");
+  EXPECT_EQ((*after)["links"][0]["jobs"], json::array({"job-a"}));
+}
+
+TEST(SchedulerEndpoint, ClientsReRegisterAfterRestart) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
+  ReportProfile(a, 100 * kMs, 30 * kMs);
+  EXPECT_EQ(s.Stop(), 0) << "scheduler did not stop cleanly on SIGTERM";
+  s.Start();
+  ASSERT_TRUE(s.ready()) << s.Log();
+  EXPECT_EQ((*s.Get("/api/v1/jobs"))["jobs"].size(), 0u);
+  // The shims keep reporting; the new scheduler does not know them and says so; they register
+  // again (as the shim does on an Error of kind "unexpected") and get their timetable back.
+  for (auto* c : {a.r0.get(), a.r1.get()}) {
+    const uint32_t rank = c == a.r0.get() ? 0 : 1;
+    const bool answered = WaitFor(
+        [&] {
+          c->Send(c->MakeReport("job-a", rank, 100 * kMs, 30 * kMs));
+          return c->Expect<proto::Error>(300).has_value();
+        },
+        8000);
+    ASSERT_TRUE(answered) << "no error for an unregistered report after restart";
+    EXPECT_EQ(c->errors.back().code, proto::ErrorCode::kUnexpected);
+    ASSERT_TRUE(c->Register("job-a", rank, 2, rank == 0 ? "n0" : "n1"));
+  }
+  a.r0->Send(a.r0->MakeReport("job-a", 0, 100 * kMs, 30 * kMs));
+  ASSERT_TRUE(a.r0->Expect<proto::TimetablePush>());
+  ASSERT_TRUE(a.r1->Expect<proto::TimetablePush>());
+  auto jobs = s.Get("/api/v1/jobs");
+  ASSERT_EQ((*jobs)["jobs"].size(), 1u);
+  EXPECT_TRUE((*jobs)["jobs"][0]["planned"].get<bool>());
+  EXPECT_EQ((*jobs)["jobs"][0]["ranks"], 2);
+}
+
+TEST(SchedulerEndpoint, ReRegistrationRepushesTheTimetable) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
+  ReportProfile(a, 100 * kMs, 30 * kMs);
+  // Rank 1's process restarts: a new DEALER registers the same (job, rank).
+  ProtoClient again(ctx, s.endpoint());
+  ASSERT_TRUE(again.Register("job-a", 1, 2, "n1"));
+  auto push = again.Expect<proto::TimetablePush>();
+  ASSERT_TRUE(push);
+  EXPECT_EQ(push->timetable.version, a.r0->timetable->version);
+  EXPECT_EQ(MetricValue(s.Metrics(), "metronome_registrations_total{kind=\"reregistration\"}"), 1);
+  // The old connection no longer speaks for rank 1.
+  a.r1->Send(a.r1->MakeReport("job-a", 1, 100 * kMs, 30 * kMs));
+  auto err = a.r1->Expect<proto::Error>();
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->code, proto::ErrorCode::kUnexpected);
+}
+
+std::string PackWrongTypeHello() {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(proto::kProtocolVersion);
+  pk.pack(static_cast<uint32_t>(proto::MessageType::kHello));
+  pk.pack_array(8);
+  pk.pack(std::string("job"));
+  pk.pack(std::string("node"));
+  pk.pack(std::string("rank-should-be-an-integer"));
+  pk.pack(2);
+  pk.pack(1);
+  pk.pack(1);
+  pk.pack(1);
+  pk.pack(std::string("v"));
+  return {buf.data(), buf.size()};
+}
+
+std::string PackEnvelope(uint32_t version, uint32_t type) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(version);
+  pk.pack(type);
+  pk.pack_array(0);
+  return {buf.data(), buf.size()};
+}
+
+TEST(SchedulerEndpoint, BadInputIsAnsweredCountedAndNeverFatal) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  ProtoClient c(ctx, s.endpoint());
+  int sent = 0, answered = 0;
+  auto bad = [&](const std::string& bytes) {
+    c.SendRaw(bytes);
+    ++sent;
+    if (c.Expect<proto::Error>(1000)) ++answered;
+  };
+  const std::string hello = proto::Encode(c.MakeHello("job", 0, 2, "n0"));
+  bad("");                                         // empty
+  bad(hello.substr(0, hello.size() / 2));          // truncated
+  bad(hello.substr(0, 1));                         // truncated to the array header
+  bad(std::string(100'000, '\x01'));               // oversized (above 64 KiB, below 1 MiB)
+  bad(PackWrongTypeHello());                       // wrong type in a field
+  bad(PackEnvelope(99, 1));                        // protocol version
+  bad(PackEnvelope(proto::kProtocolVersion, 77));  // unknown type
+  bad(hello + "garbage");                          // trailing bytes
+  bad(proto::Encode(proto::Welcome{}));            // a scheduler-to-shim message
+  bad(proto::Encode(c.MakeReport("job", 0, 100 * kMs, 30 * kMs)));  // report before hello
+  bad(proto::Encode(proto::Bye{"job", 0, "x"}));                    // bye before hello
+  c.SendFrames({"two", "frames"});                                  // multipart
+  ++sent;
+  if (c.Expect<proto::Error>(1000)) ++answered;
+  std::mt19937 rng(42);
+  for (int i = 0; i < 300; ++i) {
+    std::string r(1 + rng() % 400, '\0');
+    for (auto& ch : r) ch = static_cast<char>(rng());
+    bad(r);
+  }
+  EXPECT_EQ(answered, sent) << "every rejected message gets an Error reply";
+
+  // Still serving: a ping is answered, registration works, HTTP is up.
+  c.Send(proto::ClockPing{7, RealtimeNs()});
+  ASSERT_TRUE(c.Expect<proto::ClockPong>());
+  ASSERT_TRUE(c.Register("job", 0, 2, "n0"));
+  ASSERT_TRUE(s.Get("/healthz"));
+
+  const std::string m = s.Metrics();
+  EXPECT_EQ(MetricSum(m, "metronome_rejected_messages_total"), sent);
+  EXPECT_EQ(MetricValue(m, "metronome_rejected_messages_total{reason=\"empty\"}"), 1);
+  EXPECT_EQ(MetricValue(m, "metronome_rejected_messages_total{reason=\"too_large\"}"), 1);
+  EXPECT_EQ(MetricValue(m, "metronome_rejected_messages_total{reason=\"bad_field\"}"), 1);
+  EXPECT_EQ(MetricValue(m, "metronome_rejected_messages_total{reason=\"version\"}"), 1);
+  EXPECT_EQ(MetricValue(m, "metronome_rejected_messages_total{reason=\"multipart\"}"), 1);
+  EXPECT_EQ(MetricValue(m, "metronome_rejected_messages_total{reason=\"unexpected\"}"), 3);
+
+  // A frame above libzmq's 1 MiB limit drops that peer's connection; the others carry on.
+  ProtoClient huge(ctx, s.endpoint());
+  huge.SendRaw(std::string(2 << 20, 'x'));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  c.Send(proto::ClockPing{8, RealtimeNs()});
+  ASSERT_TRUE(c.Expect<proto::ClockPong>());
+}
+
+TEST(SchedulerEndpoint, CurveAuthenticatesAndEncrypts) {
+  char pub[41] = {}, sec[41] = {};
+  ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
+  const std::string pub_file = TempPath("curve.pub"), sec_file = TempPath("curve.key");
+  WriteFile(pub_file, std::string(pub) + "\n");
+  WriteFile(sec_file, std::string(sec) + "\n");
+  Scheduler s({"--curve-secret-key-file", sec_file, "--curve-public-key-file", pub_file});
+  ASSERT_TRUE(s.ready()) << s.Log();
+  EXPECT_TRUE((*s.Get("/api/v1/status"))["curve"].get<bool>());
+  zmq::context_t ctx;
+  ProtoClient secure(ctx, s.endpoint(), 0, pub);
+  ASSERT_TRUE(secure.Register("job-a", 0, 2, "n0")) << "a CURVE client with the server key";
+  ProtoClient plain(ctx, s.endpoint());
+  plain.Send(plain.MakeHello("job-a", 1, 2, "n1"));
+  EXPECT_FALSE(plain.Expect<proto::Welcome>(500)) << "a plain client must not get through";
+  char other_pub[41] = {}, other_sec[41] = {};
+  zmq_curve_keypair(other_pub, other_sec);
+  ProtoClient wrong_key(ctx, s.endpoint(), 0, other_pub);
+  wrong_key.Send(wrong_key.MakeHello("job-a", 1, 2, "n1"));
+  EXPECT_FALSE(wrong_key.Expect<proto::Welcome>(500)) << "a client with another server key";
+  secure.Send(proto::ClockPing{1, RealtimeNs()});
+  EXPECT_TRUE(secure.Expect<proto::ClockPong>());
+  EXPECT_EQ((*s.Get("/api/v1/status"))["ranks"], 1);
+
+  // A public key that does not belong to the secret key: a clear configuration error.
+  WriteFile(pub_file, std::string(other_pub));
+  auto [rc, out] =
+      RunToEnd({METRONOME_SCHEDULER_BIN, "--listen", "tcp://127.0.0.1:*", "--http", "127.0.0.1:0",
+                "--curve-secret-key-file", sec_file, "--curve-public-key-file", pub_file},
+               "curve-mismatch");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("curve.public_key_file"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace metronome::testing
