@@ -1,0 +1,468 @@
+#include "client.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "device_gate.hpp"
+#include "log.hpp"
+#include "metronome/common/clock.hpp"
+#include "real_nccl.hpp"
+#include "runtime.hpp"
+
+namespace metronome::shim {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kHelloRetryNs = 1000 * kMs;
+constexpr int64_t kMaxPollNs = 50 * kMs;
+constexpr int64_t kRetireGraceNs = 2000 * kMs;
+constexpr size_t kReportStarts = 16;
+
+const char* kShimVersion = "0.1.0";
+
+}  // namespace
+
+Client::Client(Runtime& rt) : rt_(rt) {
+  rx_.resize(proto::kMaxMessageBytes + 1);
+}
+
+bool Client::Start() {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  DeviceGate::SetWakeFd(wake_fd_);
+  // The thread takes no signals: they stay with the application's threads.
+  sigset_t all;
+  sigset_t old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  bool ok = true;
+  try {
+    thread_ = new std::thread([this] { Run(); });
+  } catch (...) {
+    ok = false;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return ok;
+}
+
+void Client::Stop(int64_t timeout_ns) noexcept {
+  if (thread_ == nullptr || stop_.exchange(true)) return;
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    const ssize_t w = write(wake_fd_, &one, sizeof(one));
+    (void)w;
+  }
+  const int64_t deadline = RealtimeNs() + timeout_ns;
+  while (!done_.load() && RealtimeNs() < deadline) usleep(1000);
+  if (done_.load()) {
+    try {
+      thread_->join();
+    } catch (...) {
+    }
+  }
+}
+
+void Client::Run() noexcept {
+  pthread_setname_np(pthread_self(), "metronome");
+  try {
+    if (Connect()) {
+      Loop();
+      SendByes("exit");
+      int linger = 100;
+      zmq_->setsockopt(sock_, ZMQ_LINGER, &linger, sizeof(linger));
+      zmq_->close(sock_);
+      zmq_->ctx_term(ctx_);
+      sock_ = nullptr;
+      ctx_ = nullptr;
+    } else {
+      // No ZeroMQ: keep tracking (observe-only) so that logs still show the rhythm.
+      while (!stop_.load()) {
+        DrainEvents();
+        usleep(50'000);
+      }
+    }
+  } catch (...) {
+    MLOG_ERROR("background thread stopped on an unexpected error: running ungated");
+    for (JobState* j : rt_.Jobs()) j->store.Clear();
+  }
+  DeviceGate::ReleaseAll();
+  done_.store(true);
+}
+
+bool Client::Connect() {
+  zmq_ = LoadZmq();
+  if (zmq_ == nullptr) return false;
+  ctx_ = zmq_->ctx_new();
+  if (ctx_ == nullptr) return false;
+  zmq_->ctx_set(ctx_, ZMQ_IO_THREADS, 1);
+  sock_ = zmq_->socket(ctx_, ZMQ_DEALER);
+  if (sock_ == nullptr) {
+    MLOG_ERROR("cannot create a ZeroMQ socket: %s", zmq_->strerror(zmq_->errno_()));
+    return false;
+  }
+  const int zero = 0;
+  const int one = 1;
+  const int sndhwm = 100;
+  const int rcvhwm = 1000;
+  const int reconnect = 100;
+  const int reconnect_max = 1000;
+  const int64_t max_msg = static_cast<int64_t>(proto::kMaxMessageBytes);
+  zmq_->setsockopt(sock_, ZMQ_LINGER, &zero, sizeof(zero));
+  zmq_->setsockopt(sock_, ZMQ_IMMEDIATE, &one, sizeof(one));
+  zmq_->setsockopt(sock_, ZMQ_SNDHWM, &sndhwm, sizeof(sndhwm));
+  zmq_->setsockopt(sock_, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
+  zmq_->setsockopt(sock_, ZMQ_RECONNECT_IVL, &reconnect, sizeof(reconnect));
+  zmq_->setsockopt(sock_, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
+  zmq_->setsockopt(sock_, ZMQ_MAXMSGSIZE, &max_msg, sizeof(max_msg));
+  if (zmq_->connect(sock_, rt_.config().scheduler.c_str()) != 0) {
+    MLOG_ERROR("cannot connect to METRONOME_SCHEDULER=%s: %s: running ungated",
+               rt_.config().scheduler.c_str(), zmq_->strerror(zmq_->errno_()));
+    return false;
+  }
+  MLOG_INFO("scheduler client started: %s (libzmq from %s)", rt_.config().scheduler.c_str(),
+            zmq_->path);
+  return true;
+}
+
+void Client::Loop() {
+  last_rx_ns_ = RealtimeNs();  // the silence bound counts from the start
+  while (!stop_.load()) {
+    try {
+      int64_t now = RealtimeNs();
+      int64_t next = std::min({next_ping_ns_, next_report_ns_, now + kMaxPollNs});
+      const int64_t release = DeviceGate::ServiceWaits(now);
+      next = std::min(next, release);
+      long timeout_ms = static_cast<long>(std::max<int64_t>(0, (next - now + kMs - 1) / kMs));
+      zmq_pollitem_t items[2] = {};
+      items[0].socket = sock_;
+      items[0].events = ZMQ_POLLIN;
+      items[1].fd = wake_fd_;
+      items[1].events = ZMQ_POLLIN;
+      zmq_->poll(items, wake_fd_ >= 0 ? 2 : 1, timeout_ms);
+      if (wake_fd_ >= 0 && (items[1].revents & ZMQ_POLLIN)) {
+        uint64_t v = 0;
+        const ssize_t r = read(wake_fd_, &v, sizeof(v));
+        (void)r;
+      }
+      Receive();
+      now = RealtimeNs();
+      DeviceGate::ServiceWaits(now);
+      DrainEvents();
+      SendHellos(now);
+      if (now >= next_ping_ns_) SendPing(now);
+      if (now >= next_report_ns_) {
+        SendReports(now);
+        next_report_ns_ = now + report_interval_ns_;
+      }
+      CheckSilence(now);
+      RetireComms(now);
+    } catch (...) {
+      // bad_alloc or similar: skip this round, never take the process down.
+      usleep(10'000);
+    }
+  }
+}
+
+void Client::Send(const proto::Message& m) {
+  proto::Encode(m, buf_);
+  zmq_->send(sock_, buf_.data(), buf_.size(), ZMQ_DONTWAIT);
+}
+
+void Client::Receive() {
+  for (int i = 0; i < 256; ++i) {
+    const int n = zmq_->recv(sock_, rx_.data(), rx_.size(), ZMQ_DONTWAIT);
+    if (n < 0) return;
+    int more = 0;
+    size_t more_size = sizeof(more);
+    zmq_->getsockopt(sock_, ZMQ_RCVMORE, &more, &more_size);
+    const bool multipart = more != 0;
+    while (more != 0) {  // discard the rest of a multi-frame message
+      char scratch[64];
+      if (zmq_->recv(sock_, scratch, sizeof(scratch), ZMQ_DONTWAIT) < 0) break;
+      more_size = sizeof(more);
+      zmq_->getsockopt(sock_, ZMQ_RCVMORE, &more, &more_size);
+    }
+    const int64_t now = RealtimeNs();
+    last_rx_ns_ = now;
+    if (failed_open_) {
+      failed_open_ = false;
+      MLOG_INFO("scheduler answers again: re-registering");
+    }
+    rt_.counters.rx_messages.fetch_add(1);
+    if (multipart || static_cast<size_t>(n) > proto::kMaxMessageBytes) {
+      rt_.counters.rx_rejected.fetch_add(1);
+      if (reject_logs_++ < 5)
+        MLOG_WARN("rejected a message from the scheduler: %s",
+                  multipart ? "several frames" : "too large");
+      continue;
+    }
+    const proto::Decoded d = proto::Decode(rx_.data(), static_cast<size_t>(n));
+    if (!d.ok()) {
+      rt_.counters.rx_rejected.fetch_add(1);
+      if (reject_logs_++ < 5) {
+        MLOG_WARN("rejected a message from the scheduler: %s (%s)",
+                  std::string(proto::DecodeErrorName(d.error)).c_str(), d.detail.c_str());
+      }
+      continue;
+    }
+    Handle(d.message, now);
+  }
+}
+
+void Client::Handle(const proto::Message& m, int64_t now) {
+  if (const auto* w = std::get_if<proto::Welcome>(&m)) {
+    rt_.counters.welcomes.fetch_add(1);
+    if (awaiting_welcome_.empty()) {
+      rt_.counters.rx_rejected.fetch_add(1);
+      return;
+    }
+    JobState* job = awaiting_welcome_.front();
+    awaiting_welcome_.erase(awaiting_welcome_.begin());
+    job->registered = true;
+    const int64_t interval = static_cast<int64_t>(w->report_interval_ms) * kMs;
+    report_interval_ns_ = std::clamp<int64_t>(interval, 100 * kMs, 10'000 * kMs);
+    next_report_ns_ = std::min(next_report_ns_, now + report_interval_ns_);
+    MLOG_INFO("registered with the scheduler: job=%s rank=%u session=%llu", job->job_id.c_str(),
+              job->rank, static_cast<unsigned long long>(w->session));
+  } else if (const auto* p = std::get_if<proto::ClockPong>(&m)) {
+    const size_t idx = p->seq % 16;
+    if (p->seq == 0 || p->seq > ping_seq_ || p->seq + 16 <= ping_seq_ ||
+        ping_t1_[idx] != p->t1_ns) {
+      rt_.counters.rx_rejected.fetch_add(1);
+      return;
+    }
+    ping_t1_[idx] = 0;
+    ClockSample s{p->t1_ns, p->t2_ns, p->t3_ns, now};
+    if (!sync_.AddSample(s)) {
+      rt_.counters.rx_rejected.fetch_add(1);
+      return;
+    }
+    rt_.counters.pongs.fetch_add(1);
+    ++pings_answered_;
+    const int64_t offset = sync_.OffsetNs();
+    rt_.server_minus_local_ns.store(offset);
+    DeviceGate::SetServerMinusLocal(offset);
+    if (!rt_.clock_valid.exchange(true)) {
+      MLOG_INFO("clock offset to the scheduler: %lld ns (+/- %lld ns)",
+                static_cast<long long>(offset), static_cast<long long>(sync_.ErrorBoundNs()));
+    }
+  } else if (const auto* t = std::get_if<proto::TimetablePush>(&m)) {
+    HandleTimetable(*t);
+  } else if (const auto* e = std::get_if<proto::Error>(&m)) {
+    if (reject_logs_++ < 20) {
+      MLOG_WARN("scheduler error %u: %s", static_cast<unsigned>(e->code), e->message.c_str());
+    }
+    // The scheduler does not know us (it restarted): register again.
+    if (e->code == proto::ErrorCode::kUnexpected) MarkUnregistered();
+  } else {
+    rt_.counters.rx_rejected.fetch_add(1);  // a message only a shim sends
+  }
+}
+
+void Client::HandleTimetable(const proto::TimetablePush& p) {
+  Timetable t = p.timetable;
+  const uint32_t check = ValidateTimetable(t);
+  if (check & kTimetableRejectMask) {
+    rt_.counters.timetables_rejected.fetch_add(1);
+    if (reject_logs_++ < 20) {
+      MLOG_WARN("rejected timetable v%llu for job %s (check 0x%x: period=%lld window=%lld)",
+                static_cast<unsigned long long>(p.timetable.version), p.job_id.c_str(), check,
+                static_cast<long long>(p.timetable.period_ns),
+                static_cast<long long>(p.timetable.window_ns));
+    }
+    return;
+  }
+  bool matched = false;
+  const auto comms = rt_.LiveComms();
+  for (JobState* job : rt_.Jobs()) {
+    if (job->job_id != p.job_id || job->comms.load() == 0) continue;
+    matched = true;
+    if (t.version <= job->accepted_version) {
+      rt_.counters.timetables_stale.fetch_add(1);
+      continue;
+    }
+    job->accepted_version = t.version;
+    job->store.Publish(t);
+    for (CommState* c : comms) {
+      if (c->job == job && c->device_slot >= 0) {
+        DeviceGate::Publish(c->device_slot, &t, rt_.config().max_wait_ns);
+      }
+    }
+    rt_.counters.timetables_accepted.fetch_add(1);
+    const int64_t now = RealtimeNs();
+    if (now - last_tt_log_ns_ >= 1000 * kMs) {
+      MLOG_INFO(
+          "timetable v%llu for job %s rank %u: period=%.3f ms offset=%.3f ms window=%.3f ms "
+          "slack=%.3f ms max_wait=%.3f ms%s (%llu updates not logged)",
+          static_cast<unsigned long long>(t.version), job->job_id.c_str(), job->rank,
+          static_cast<double>(t.period_ns) / 1e6, static_cast<double>(t.offset_ns) / 1e6,
+          static_cast<double>(t.window_ns) / 1e6, static_cast<double>(t.late_slack_ns) / 1e6,
+          static_cast<double>(t.max_wait_ns) / 1e6, check != 0 ? " (clamped)" : "",
+          static_cast<unsigned long long>(tt_log_suppressed_));
+      last_tt_log_ns_ = now;
+      tt_log_suppressed_ = 0;
+    } else {
+      ++tt_log_suppressed_;
+    }
+  }
+  if (!matched) rt_.counters.rx_rejected.fetch_add(1);
+}
+
+void Client::DrainEvents() {
+  for (CommState* c : rt_.LiveComms()) {
+    CollEvent e;
+    bool any = false;
+    while (c->ring.Pop(e)) {
+      c->tracker.Add(e);
+      any = true;
+    }
+    if (any) {
+      c->estimate = c->tracker.Estimate();
+      c->gap_threshold_ns.store(c->estimate.gap_threshold_ns, std::memory_order_relaxed);
+      c->first_key.store(c->estimate.first_key, std::memory_order_relaxed);
+      c->merge_below_ns.store(c->estimate.merge_below_ns, std::memory_order_relaxed);
+    }
+    if (!c->identity_known.load()) {
+      int n = -1;
+      int r = -1;
+      auto count = Real<Fn::kCommCount>();
+      auto rank = Real<Fn::kCommUserRank>();
+      if (count && rank && count(c->comm, &n) == ncclSuccess && rank(c->comm, &r) == ncclSuccess &&
+          n > 0 && r >= 0) {
+        c->nranks.store(static_cast<uint32_t>(n));
+        c->rank.store(static_cast<uint32_t>(r));
+        c->identity_known.store(true);
+        if (c->job->world == 0) c->job->world = static_cast<uint32_t>(n);
+      }
+    }
+  }
+}
+
+void Client::SendHellos(int64_t now) {
+  static uint32_t nccl_version = 0;
+  if (nccl_version == 0) {
+    int v = 0;
+    auto get = Real<Fn::kGetVersion>();
+    if (get != nullptr && get(&v) == ncclSuccess && v > 0) nccl_version = static_cast<uint32_t>(v);
+  }
+  for (JobState* job : rt_.Jobs()) {
+    if (job->registered || job->comms.load() == 0) continue;
+    if (job->last_hello_ns != 0 && now - job->last_hello_ns < kHelloRetryNs) continue;
+    job->last_hello_ns = now;
+    job->bye_sent = false;
+    proto::Hello h;
+    h.job_id = job->job_id;
+    h.node = rt_.config().node;
+    h.rank = job->rank;
+    h.world_size = job->world;
+    h.priority = job->priority;
+    h.pid = static_cast<uint32_t>(getpid());
+    h.nccl_version = nccl_version;
+    h.shim_version = kShimVersion;
+    proto::Encode(h, buf_);
+    if (zmq_->send(sock_, buf_.data(), buf_.size(), ZMQ_DONTWAIT) < 0) continue;  // not connected
+    rt_.counters.hellos_sent.fetch_add(1);
+    if (std::find(awaiting_welcome_.begin(), awaiting_welcome_.end(), job) ==
+        awaiting_welcome_.end()) {
+      awaiting_welcome_.push_back(job);
+    }
+    MLOG_DEBUG("hello sent: job=%s rank=%u world=%u", job->job_id.c_str(), job->rank, job->world);
+  }
+}
+
+void Client::SendPing(int64_t now) {
+  ++ping_seq_;
+  ping_t1_[ping_seq_ % 16] = now;
+  Send(proto::ClockPing{ping_seq_, now});
+  next_ping_ns_ = now + (pings_answered_ >= 8 ? 1000 * kMs : 200 * kMs);
+}
+
+void Client::SendReports(int64_t now) {
+  (void)now;
+  const auto comms = rt_.LiveComms();
+  const int64_t offset = rt_.server_minus_local_ns.load();
+  for (JobState* job : rt_.Jobs()) {
+    if (!job->registered || job->comms.load() == 0) continue;
+    proto::ProfileReport r;
+    r.job_id = job->job_id;
+    r.rank = job->rank;
+    const CommState* main = nullptr;
+    for (const CommState* c : comms) {
+      if (c->job != job) continue;
+      r.gated += c->gated.load();
+      r.late += c->late.load();
+      r.failed_open += c->failed_open.load();
+      if (main == nullptr || c->estimate.bytes > main->estimate.bytes) main = c;
+    }
+    if (main != nullptr) {
+      const PhaseEstimate& e = main->estimate;
+      r.iterations = e.phases;
+      r.period_ns = e.period_ns;
+      r.comm_ns = e.comm_ns;
+      r.bytes_per_phase = e.bytes;
+      r.collectives_per_phase = e.ops;
+      r.confidence = e.confidence;
+      int64_t starts[kReportStarts];
+      const size_t n = main->tracker.RecentStarts(starts, kReportStarts);
+      for (size_t i = 0; i < n; ++i) r.phase_starts_ns.push_back(starts[i] + offset);
+    }
+    r.clock_offset_ns = offset;
+    r.clock_error_ns = sync_.ErrorBoundNs();
+    r.timetable_version = job->store.Version();
+    Send(r);
+    rt_.counters.reports_sent.fetch_add(1);
+  }
+}
+
+void Client::MarkUnregistered() {
+  for (JobState* job : rt_.Jobs()) {
+    job->registered = false;
+    job->last_hello_ns = 0;
+    job->accepted_version = 0;  // a restarted scheduler numbers its versions afresh
+  }
+  awaiting_welcome_.clear();
+}
+
+void Client::CheckSilence(int64_t now) {
+  if (failed_open_ || now - last_rx_ns_ <= rt_.config().silence_ns) return;
+  failed_open_ = true;
+  rt_.counters.fail_open_events.fetch_add(1);
+  bool had_timetable = false;
+  for (JobState* job : rt_.Jobs()) {
+    had_timetable = had_timetable || job->store.Version() != 0;
+    job->store.Clear();
+  }
+  for (CommState* c : rt_.LiveComms()) {
+    if (c->device_slot >= 0) DeviceGate::Publish(c->device_slot, nullptr, 0);
+  }
+  DeviceGate::ReleaseAll();
+  MarkUnregistered();
+  MLOG_WARN("scheduler %s silent for %lld ms: %s; will re-register when it answers",
+            rt_.config().scheduler.c_str(), static_cast<long long>((now - last_rx_ns_) / kMs),
+            had_timetable ? "failing open (ungated)" : "running ungated");
+}
+
+void Client::RetireComms(int64_t now) {
+  for (CommState* c : rt_.TakeRetired(now - kRetireGraceNs)) delete c;
+  for (JobState* job : rt_.Jobs()) {
+    if (job->comms.load() != 0 || job->bye_sent || job->last_hello_ns == 0) continue;
+    job->bye_sent = true;
+    job->registered = false;
+    job->store.Clear();
+    Send(proto::Bye{job->job_id, job->rank, "communicator destroyed"});
+  }
+}
+
+void Client::SendByes(const char* reason) {
+  for (JobState* job : rt_.Jobs()) {
+    if (job->bye_sent || job->last_hello_ns == 0) continue;
+    job->bye_sent = true;
+    Send(proto::Bye{job->job_id, job->rank, reason});
+  }
+}
+
+}  // namespace metronome::shim

@@ -1,0 +1,81 @@
+// The scheduler client: the shim's one background thread (started with the first communicator).
+//
+// It owns a ZeroMQ DEALER connected to METRONOME_SCHEDULER and, in a loop woken at least every
+// 50 ms (or earlier by a socket message or a stream-wait release):
+//   - drains each communicator's event ring into its PhaseTracker and publishes the learned
+//     phase-start threshold back to the caller's path;
+//   - sends a hello per job (job id, rank) until the scheduler welcomes it, clock pings
+//     (5 per second until the clock estimate settles, then one per second) into a ClockSync,
+//     and a profile report per registered job about once a second;
+//   - receives timetable pushes: ValidateTimetable, then a newer version replaces the one in
+//     force (TimetableStore, read by the gate without a lock); rejected ones are counted;
+//   - fails open (drops every timetable) when the scheduler has been silent for
+//     METRONOME_FAILOPEN_MS, and re-registers when it answers again.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "metronome/common/clock_sync.hpp"
+#include "metronome/common/protocol.hpp"
+#include "zmq_api.hpp"
+
+namespace metronome::shim {
+
+class Runtime;
+struct JobState;
+
+class Client {
+ public:
+  explicit Client(Runtime& rt);
+  bool Start();
+  // Asks the thread to send its byes and stop; waits up to `timeout_ns` for it.
+  void Stop(int64_t timeout_ns) noexcept;
+
+ private:
+  void Run() noexcept;
+  void Loop();
+  bool Connect();
+  void Send(const proto::Message& m);
+  void Receive();
+  void Handle(const proto::Message& m, int64_t now);
+  void HandleTimetable(const proto::TimetablePush& p);
+  void DrainEvents();
+  void SendHellos(int64_t now);
+  void SendReports(int64_t now);
+  void SendPing(int64_t now);
+  void CheckSilence(int64_t now);
+  void RetireComms(int64_t now);
+  void SendByes(const char* reason);
+  void MarkUnregistered();
+
+  Runtime& rt_;
+  const ZmqApi* zmq_ = nullptr;
+  void* ctx_ = nullptr;
+  void* sock_ = nullptr;
+  int wake_fd_ = -1;
+  std::thread* thread_ = nullptr;  // leaked at exit on purpose
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> done_{false};
+
+  ClockSync sync_{16};
+  uint64_t ping_seq_ = 0;
+  int64_t ping_t1_[16] = {};
+  uint64_t pings_answered_ = 0;
+  int64_t next_ping_ns_ = 0;
+  int64_t next_report_ns_ = 0;
+  int64_t report_interval_ns_ = 1'000'000'000;
+  int64_t last_rx_ns_ = 0;    // last message from the scheduler (0 = never)
+  bool failed_open_ = false;  // inside an outage
+  std::vector<JobState*> awaiting_welcome_;
+  std::string buf_;
+  std::vector<char> rx_;
+  int64_t last_tt_log_ns_ = 0;
+  uint64_t tt_log_suppressed_ = 0;
+  uint64_t reject_logs_ = 0;
+};
+
+}  // namespace metronome::shim

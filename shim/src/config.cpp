@@ -1,0 +1,142 @@
+#include "config.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace metronome::shim {
+namespace {
+
+bool ParseInt(const char* s, long long& out) {
+  if (s == nullptr || *s == '\0') return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0') return false;
+  out = v;
+  return true;
+}
+
+void Warn(Config& c, const char* name, const char* value) {
+  if (!c.warnings.empty()) c.warnings += "; ";
+  c.warnings += std::string(name) + "='" + std::string(value).substr(0, 64) + "' ignored";
+}
+
+}  // namespace
+
+Config ParseConfig(const std::function<const char*(const char*)>& get) {
+  Config c;
+  if (const char* v = get("METRONOME_LOG"); v != nullptr && *v != '\0') {
+    if (!std::strcmp(v, "off"))
+      c.log_level = LogLevel::kOff;
+    else if (!std::strcmp(v, "error"))
+      c.log_level = LogLevel::kError;
+    else if (!std::strcmp(v, "warn"))
+      c.log_level = LogLevel::kWarn;
+    else if (!std::strcmp(v, "info"))
+      c.log_level = LogLevel::kInfo;
+    else if (!std::strcmp(v, "debug"))
+      c.log_level = LogLevel::kDebug;
+    else
+      Warn(c, "METRONOME_LOG", v);
+  }
+  if (const char* v = get("METRONOME_MODE"); v != nullptr && *v != '\0') {
+    if (!std::strcmp(v, "off"))
+      c.mode = Mode::kOff;
+    else if (!std::strcmp(v, "observe"))
+      c.mode = Mode::kObserve;
+    else if (!std::strcmp(v, "enforce"))
+      c.mode = Mode::kEnforce;
+    else
+      Warn(c, "METRONOME_MODE", v);
+  }
+  if (const char* v = get("METRONOME_GATE"); v != nullptr && *v != '\0') {
+    if (!std::strcmp(v, "auto"))
+      c.gate = GateKind::kAuto;
+    else if (!std::strcmp(v, "device"))
+      c.gate = GateKind::kDevice;
+    else if (!std::strcmp(v, "host"))
+      c.gate = GateKind::kHost;
+    else
+      Warn(c, "METRONOME_GATE", v);
+  }
+  if (const char* v = get("METRONOME_MAX_WAIT_MS"); v != nullptr && *v != '\0') {
+    long long ms = 0;
+    if (ParseInt(v, ms) && ms >= 0 && ms <= 10'000)
+      c.max_wait_ns = ms * 1'000'000;
+    else
+      Warn(c, "METRONOME_MAX_WAIT_MS", v);
+  }
+  if (const char* v = get("METRONOME_FAILOPEN_MS"); v != nullptr && *v != '\0') {
+    long long ms = 0;
+    if (ParseInt(v, ms) && ms >= 100 && ms <= 600'000)
+      c.silence_ns = ms * 1'000'000;
+    else
+      Warn(c, "METRONOME_FAILOPEN_MS", v);
+  }
+  if (const char* v = get("METRONOME_SCHEDULER"); v != nullptr && *v != '\0') {
+    if (std::strlen(v) < 256)
+      c.scheduler = v;
+    else
+      Warn(c, "METRONOME_SCHEDULER", v);
+  }
+  if (const char* v = get("METRONOME_JOB"); v != nullptr && *v != '\0') {
+    c.job = std::string(v).substr(0, 200);
+  }
+  if (const char* v = get("METRONOME_PRIORITY"); v != nullptr && *v != '\0') {
+    long long p = 0;
+    if (!std::strcmp(v, "high"))
+      c.priority = 2;
+    else if (!std::strcmp(v, "normal"))
+      c.priority = 1;
+    else if (!std::strcmp(v, "low"))
+      c.priority = 0;
+    else if (ParseInt(v, p) && p >= -1'000'000 && p <= 1'000'000)
+      c.priority = static_cast<int32_t>(p);
+    else
+      Warn(c, "METRONOME_PRIORITY", v);
+  }
+  if (const char* v = get("METRONOME_NCCL_LIBRARY"); v != nullptr && *v != '\0') {
+    c.nccl_library = v;
+  }
+  if (const char* v = get("NODE_NAME"); v != nullptr && *v != '\0') {
+    c.node = std::string(v).substr(0, 200);
+  } else {
+    char host[256] = {};
+    if (gethostname(host, sizeof(host) - 1) == 0) c.node = host;
+    if (c.node.empty()) c.node = "unknown";
+  }
+  return c;
+}
+
+Config ConfigFromEnv() {
+  return ParseConfig([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+const char* ModeName(Mode m) {
+  switch (m) {
+    case Mode::kOff:
+      return "off";
+    case Mode::kObserve:
+      return "observe";
+    case Mode::kEnforce:
+      return "enforce";
+  }
+  return "?";
+}
+
+const char* GateKindName(GateKind g) {
+  switch (g) {
+    case GateKind::kAuto:
+      return "auto";
+    case GateKind::kDevice:
+      return "device";
+    case GateKind::kHost:
+      return "host";
+  }
+  return "?";
+}
+
+}  // namespace metronome::shim

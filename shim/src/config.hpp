@@ -1,0 +1,37 @@
+// The shim's settings, read once from the environment (METRONOME_*).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "log.hpp"
+
+namespace metronome::shim {
+
+enum class Mode : int { kOff = 0, kObserve = 1, kEnforce = 2 };
+enum class GateKind : int { kAuto = 0, kDevice = 1, kHost = 2 };
+
+struct Config {
+  Mode mode = Mode::kEnforce;                      // METRONOME_MODE off|observe|enforce
+  GateKind gate = GateKind::kAuto;                 // METRONOME_GATE auto|device|host
+  int64_t max_wait_ns = 1'000'000'000;             // METRONOME_MAX_WAIT_MS (caps the timetable's)
+  std::string scheduler = "tcp://127.0.0.1:7411";  // METRONOME_SCHEDULER
+  std::string job;                                 // METRONOME_JOB ("" = hash of the unique id)
+  std::string node;                                // NODE_NAME, else gethostname()
+  int32_t priority = 1;                            // METRONOME_PRIORITY high|normal|low|<int>
+  LogLevel log_level = LogLevel::kInfo;            // METRONOME_LOG off|error|warn|info|debug
+  int64_t silence_ns = 5'000'000'000;              // METRONOME_FAILOPEN_MS: scheduler silence bound
+  std::string nccl_library;                        // METRONOME_NCCL_LIBRARY
+  std::string warnings;  // what could not be parsed ("" = all fine), logged once at start
+};
+
+// Parses the settings from `get` (getenv in production; a map in tests). Never throws for bad
+// values: they keep their default and are named in Config::warnings.
+Config ParseConfig(const std::function<const char*(const char*)>& get);
+Config ConfigFromEnv();
+
+const char* ModeName(Mode m);
+const char* GateKindName(GateKind g);
+
+}  // namespace metronome::shim

@@ -1,0 +1,452 @@
+#include "device_gate.hpp"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <mutex>
+
+#include "host_gate.hpp"
+#include "log.hpp"
+#include "metronome/common/clock.hpp"
+
+#if METRONOME_HAVE_GATE_KERNEL
+#include "gate_fatbin.inc"  // kGateFatbin: the kernels, for sm_75/80/90 + compute_90 PTX
+#endif
+
+namespace metronome::shim {
+
+int64_t CalibrateHostMinusGpu(const int64_t* host_ns, const int64_t* gpu_ns, int n) noexcept {
+  int64_t best = INT64_MAX;
+  for (int i = 0; i < n; ++i) {
+    if (gpu_ns[i] == 0) continue;
+    best = std::min(best, host_ns[i] - gpu_ns[i]);
+  }
+  return best == INT64_MAX ? 0 : best;
+}
+
+namespace {
+
+// The driver API, opened at run time.
+struct Driver {
+  CUresult (*Init)(unsigned int) = nullptr;
+  CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
+  CUresult (*CtxGetDevice)(CUdevice*) = nullptr;
+  CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*ModuleLoadData)(CUmodule*, const void*) = nullptr;
+  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*MemHostAlloc)(void**, size_t, unsigned int) = nullptr;
+  CUresult (*MemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned int) = nullptr;
+  CUresult (*StreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+  CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*StreamCreate)(CUstream*, unsigned int) = nullptr;
+  CUresult (*StreamSynchronize)(CUstream) = nullptr;
+  CUresult (*StreamDestroy)(CUstream) = nullptr;
+};
+
+struct ContextEntry {
+  CUcontext ctx = nullptr;
+  DeviceGateStatus status = DeviceGateStatus::kUnavailable;
+  CUfunction gate = nullptr;
+  int64_t host_minus_gpu_ns = 0;
+};
+
+constexpr int kMaxContexts = 16;
+
+struct State {
+  std::mutex mu;
+  bool driver_tried = false;
+  bool driver_ok = false;
+  bool logged_unavailable = false;
+  Driver drv;
+  DeviceGateSlot* slots = nullptr;  // host view, kMaxSlots of them
+  CUdeviceptr slots_dev = 0;        // device view
+  bool used[DeviceGate::kMaxSlots] = {};
+  ContextEntry* slot_ctx[DeviceGate::kMaxSlots] = {};
+  ContextEntry contexts[kMaxContexts];
+  int n_contexts = 0;
+  // Stream-wait gate: tickets issued (caller) and pending releases (background thread).
+  std::atomic<uint32_t> issued[DeviceGate::kMaxSlots] = {};
+  std::atomic<uint32_t> pending_ticket[DeviceGate::kMaxSlots] = {};
+  std::atomic<int64_t> pending_until[DeviceGate::kMaxSlots] = {};
+  std::atomic<int64_t> server_minus_local{0};
+  std::atomic<int> wake_fd{-1};
+  std::atomic<bool> any{false};
+  std::atomic<bool> disabled{false};  // in a forked child
+};
+
+State& S() {
+  static State* s = new State();  // never destroyed
+  return *s;
+}
+
+template <class T>
+bool Bind(void* h, const char* name, T& out) {
+  out = reinterpret_cast<T>(dlsym(h, name));
+  return out != nullptr;
+}
+
+// Auto mode uses the driver only when the process already uses CUDA (libcuda.so.1 loaded):
+// a CPU-only process is never made to load the driver.
+bool LoadDriver(State& s, bool force) {
+  if (s.driver_tried) return s.driver_ok;
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr && force) h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    if (!force) return false;  // the process may load CUDA later: ask again then
+    s.driver_tried = true;
+    return false;
+  }
+  s.driver_tried = true;
+  Driver& d = s.drv;
+  const bool ok = Bind(h, "cuInit", d.Init) && Bind(h, "cuCtxGetCurrent", d.CtxGetCurrent) &&
+                  Bind(h, "cuCtxGetDevice", d.CtxGetDevice) &&
+                  Bind(h, "cuDeviceGetAttribute", d.DeviceGetAttribute) &&
+                  Bind(h, "cuModuleLoadData", d.ModuleLoadData) &&
+                  Bind(h, "cuModuleGetFunction", d.ModuleGetFunction) &&
+                  Bind(h, "cuLaunchKernel", d.LaunchKernel) &&
+                  Bind(h, "cuMemHostAlloc", d.MemHostAlloc) &&
+                  Bind(h, "cuMemHostGetDevicePointer_v2", d.MemHostGetDevicePointer) &&
+                  Bind(h, "cuStreamIsCapturing", d.StreamIsCapturing) &&
+                  Bind(h, "cuStreamCreate", d.StreamCreate) &&
+                  Bind(h, "cuStreamSynchronize", d.StreamSynchronize) &&
+                  Bind(h, "cuStreamDestroy_v2", d.StreamDestroy);
+  if (!Bind(h, "cuStreamWaitValue32_v2", d.StreamWaitValue32)) {
+    Bind(h, "cuStreamWaitValue32", d.StreamWaitValue32);
+  }
+  s.driver_ok = ok && d.Init(0) == CUDA_SUCCESS;
+  return s.driver_ok;
+}
+
+void LogUnavailableOnce(State& s, const char* why) {
+  if (s.logged_unavailable) return;
+  s.logged_unavailable = true;
+  MLOG_INFO("device gate unavailable (%s): using the host gate", why);
+}
+
+#if METRONOME_HAVE_GATE_KERNEL
+int64_t Calibrate(State& s, CUmodule mod) {
+  Driver& d = s.drv;
+  CUfunction timer = nullptr;
+  if (d.ModuleGetFunction(&timer, mod, "metronome_timer_kernel") != CUDA_SUCCESS) return 0;
+  void* host = nullptr;
+  if (d.MemHostAlloc(&host, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) !=
+      CUDA_SUCCESS) {
+    return 0;
+  }
+  auto* out = static_cast<volatile int64_t*>(host);
+  auto* stop = reinterpret_cast<volatile uint32_t*>(static_cast<char*>(host) + 32);
+  *out = 0;
+  *stop = 0;
+  CUdeviceptr dev = 0;
+  d.MemHostGetDevicePointer(&dev, host, 0);
+  CUdeviceptr out_dev = dev;
+  CUdeviceptr stop_dev = dev + 32;
+  int64_t bound = 5'000'000;
+  void* params[] = {&out_dev, &stop_dev, &bound};
+  CUstream stream = nullptr;
+  d.StreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+  int64_t result = 0;
+  if (d.LaunchKernel(timer, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr) == CUDA_SUCCESS) {
+    constexpr int kSamples = 2000;
+    static int64_t hs[kSamples];
+    static int64_t gs[kSamples];
+    int n = 0;
+    const int64_t deadline = RealtimeNs() + 3'000'000;
+    while (n < kSamples && RealtimeNs() < deadline) {
+      const int64_t h1 = RealtimeNs();
+      const int64_t g = *out;
+      const int64_t h2 = RealtimeNs();
+      if (g != 0 && h2 - h1 < 2'000) {
+        hs[n] = h2;
+        gs[n] = g;
+        ++n;
+      }
+    }
+    *stop = 1;
+    d.StreamSynchronize(stream);
+    result = CalibrateHostMinusGpu(hs, gs, n);
+    MLOG_INFO(
+        "device gate: GPU timer calibrated against the host clock from %d samples "
+        "(host - gpu = %lld ns)",
+        n, static_cast<long long>(result));
+  }
+  d.StreamDestroy(stream);
+  return result;
+}
+#endif
+
+ContextEntry* EntryFor(State& s, CUcontext ctx) {
+  for (int i = 0; i < s.n_contexts; ++i) {
+    if (s.contexts[i].ctx == ctx) return &s.contexts[i];
+  }
+  if (s.n_contexts >= kMaxContexts) return nullptr;
+  ContextEntry* e = &s.contexts[s.n_contexts++];
+  e->ctx = ctx;
+  Driver& d = s.drv;
+  CUdevice dev = 0;
+  int major = 0;
+  int minor = 0;
+  if (d.CtxGetDevice(&dev) == CUDA_SUCCESS) {
+    d.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    d.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  }
+#if METRONOME_HAVE_GATE_KERNEL
+  if (major * 10 + minor >= 75) {
+    CUmodule mod = nullptr;
+    if (d.ModuleLoadData(&mod, kGateFatbin) == CUDA_SUCCESS &&
+        d.ModuleGetFunction(&e->gate, mod, "metronome_gate_kernel") == CUDA_SUCCESS) {
+      e->status = DeviceGateStatus::kKernel;
+      e->host_minus_gpu_ns = Calibrate(s, mod);
+      MLOG_INFO("device gate: spin kernel loaded for sm_%d%d", major, minor);
+      return e;
+    }
+    MLOG_WARN("device gate: the kernel does not load on sm_%d%d", major, minor);
+  }
+#endif
+  if (d.StreamWaitValue32 != nullptr) {
+    e->status = DeviceGateStatus::kWaitValue;
+    MLOG_INFO(
+        "device gate: sm_%d%d has no gate kernel: using stream waits "
+        "(cuStreamWaitValue32) released by the background thread",
+        major, minor);
+  }
+  return e;
+}
+
+void WriteServerOffset(State& s, int slot) {
+  const ContextEntry* e = s.slot_ctx[slot];
+  if (e == nullptr) return;
+  DeviceGateSlot& g = s.slots[slot];
+  const int64_t v = s.server_minus_local.load() + e->host_minus_gpu_ns;
+  g.seq = g.seq + 1;
+  __sync_synchronize();
+  g.server_minus_gpu_ns = v;
+  __sync_synchronize();
+  g.seq = g.seq + 1;
+}
+
+}  // namespace
+
+int DeviceGate::Prepare(ncclComm_t comm) noexcept {
+  (void)comm;
+  State& s = S();
+  if (s.disabled.load()) return -1;
+  std::lock_guard<std::mutex> lock(s.mu);
+  const char* gate_env = std::getenv("METRONOME_GATE");
+  const bool force = gate_env != nullptr && std::strcmp(gate_env, "device") == 0;
+  if (!LoadDriver(s, force)) {
+    LogUnavailableOnce(s, force ? "no GPU driver: libcuda.so.1 not found"
+                                : "this process does not use CUDA (libcuda.so.1 not loaded)");
+    return -1;
+  }
+  CUcontext ctx = nullptr;
+  if (s.drv.CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
+    LogUnavailableOnce(s, "no GPU or no current CUDA context");
+    return -1;
+  }
+  if (s.slots == nullptr) {
+    void* host = nullptr;
+    if (s.drv.MemHostAlloc(&host, sizeof(DeviceGateSlot) * kMaxSlots,
+                           CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS ||
+        s.drv.MemHostGetDevicePointer(&s.slots_dev, host, 0) != CUDA_SUCCESS) {
+      LogUnavailableOnce(s, "mapped host memory unavailable");
+      return -1;
+    }
+    std::memset(host, 0, sizeof(DeviceGateSlot) * kMaxSlots);
+    s.slots = static_cast<DeviceGateSlot*>(host);
+  }
+  ContextEntry* e = EntryFor(s, ctx);
+  if (e == nullptr || e->status == DeviceGateStatus::kUnavailable) {
+    LogUnavailableOnce(s, "neither the gate kernel nor stream waits work on this GPU");
+    return -1;
+  }
+  for (int i = 0; i < kMaxSlots; ++i) {
+    if (s.used[i]) continue;
+    s.used[i] = true;
+    s.slot_ctx[i] = e;
+    DeviceGateSlot& g = s.slots[i];
+    g.seq = g.seq + 2;  // keep it even
+    g.valid = 0;
+    g.release = s.issued[i].load();
+    WriteServerOffset(s, i);
+    s.any.store(true);
+    return i;
+  }
+  return -1;
+}
+
+void DeviceGate::ReleaseSlot(int slot) noexcept {
+  State& s = S();
+  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr || s.disabled.load()) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.slots[slot].valid = 0;
+  s.slots[slot].release = s.issued[slot].load();
+  s.pending_ticket[slot].store(0);
+  s.used[slot] = false;
+}
+
+DeviceGateStatus DeviceGate::Status() noexcept {
+  State& s = S();
+  if (s.disabled.load()) return DeviceGateStatus::kUnavailable;
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.n_contexts > 0 ? s.contexts[0].status : DeviceGateStatus::kUnavailable;
+}
+
+bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
+                         int64_t server_minus_local_ns, int64_t max_wait_ns) noexcept {
+  State& s = S();
+  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return false;
+  const ContextEntry* e = s.slot_ctx[slot];
+  if (e == nullptr) return false;
+  auto* cu_stream = reinterpret_cast<CUstream>(stream);
+  if (e->status == DeviceGateStatus::kKernel) {
+    CUdeviceptr arg = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot);
+    void* params[] = {&arg};
+    return s.drv.LaunchKernel(e->gate, 1, 1, 1, 32, 1, 1, 0, cu_stream, params, nullptr) ==
+           CUDA_SUCCESS;
+  }
+  if (e->status != DeviceGateStatus::kWaitValue || StreamIsCapturing(stream)) return false;
+  const GateDecision d = DecideHostGate(tt, RealtimeNs(), server_minus_local_ns, max_wait_ns);
+  if (d.action != GateAction::kWaitUntil) return true;
+  const uint32_t ticket = s.issued[slot].fetch_add(1) + 1;
+  CUdeviceptr flag = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot) +
+                     offsetof(DeviceGateSlot, release);
+  if (s.drv.StreamWaitValue32(cu_stream, flag, ticket, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
+    s.slots[slot].release = ticket;
+    return false;
+  }
+  s.pending_until[slot].store(d.until_ns, std::memory_order_relaxed);
+  s.pending_ticket[slot].store(ticket, std::memory_order_release);
+  const int fd = s.wake_fd.load(std::memory_order_relaxed);
+  if (fd >= 0) {
+    const uint64_t one = 1;
+    const ssize_t w = write(fd, &one, sizeof(one));
+    (void)w;
+  }
+  return true;
+}
+
+bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
+  if (stream == nullptr) return false;  // the legacy default stream cannot be captured
+  using RuntimeFn = int (*)(cudaStream_t, int*);
+  static std::atomic<int> state{0};  // 0 unresolved, 1 runtime, 2 driver, 3 none
+  static RuntimeFn runtime_fn = nullptr;
+  int st = state.load(std::memory_order_acquire);
+  if (st == 0) {
+    runtime_fn = reinterpret_cast<RuntimeFn>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
+    if (runtime_fn != nullptr) {
+      st = 1;
+    } else if (S().disabled.load()) {
+      st = 3;
+    } else {
+      State& s = S();
+      std::lock_guard<std::mutex> lock(s.mu);
+      st = LoadDriver(s, false) && s.drv.StreamIsCapturing != nullptr ? 2 : 3;
+    }
+    state.store(st, std::memory_order_release);
+  }
+  if (st == 1) {
+    int status = 0;
+    return runtime_fn(stream, &status) == 0 && status != 0;
+  }
+  if (st == 2) {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return S().drv.StreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
+           status != CU_STREAM_CAPTURE_STATUS_NONE;
+  }
+  return false;
+}
+
+void DeviceGate::Publish(int slot, const Timetable* tt, int64_t max_wait_cap_ns) noexcept {
+  State& s = S();
+  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return;
+  DeviceGateSlot& g = s.slots[slot];
+  g.seq = g.seq + 1;
+  __sync_synchronize();
+  if (tt == nullptr) {
+    g.valid = 0;
+  } else {
+    g.version = static_cast<int64_t>(tt->version);
+    g.epoch_ns = tt->epoch_ns;
+    g.period_ns = tt->period_ns;
+    g.offset_ns = tt->offset_ns;
+    g.window_ns = tt->window_ns;
+    g.late_slack_ns = tt->late_slack_ns;
+    g.max_wait_ns = std::min(tt->max_wait_ns, max_wait_cap_ns);
+    g.valid = 1;
+  }
+  __sync_synchronize();
+  g.seq = g.seq + 1;
+}
+
+void DeviceGate::SetServerMinusLocal(int64_t v) noexcept {
+  State& s = S();
+  s.server_minus_local.store(v);
+  if (s.slots == nullptr || s.disabled.load()) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (int i = 0; i < kMaxSlots; ++i) {
+    if (s.used[i]) WriteServerOffset(s, i);
+  }
+}
+
+int64_t DeviceGate::ServiceWaits(int64_t now) noexcept {
+  State& s = S();
+  if (!s.any.load(std::memory_order_relaxed) || s.slots == nullptr) return INT64_MAX;
+  int64_t next = INT64_MAX;
+  for (int i = 0; i < kMaxSlots; ++i) {
+    const uint32_t ticket = s.pending_ticket[i].load(std::memory_order_acquire);
+    if (ticket == 0) continue;
+    const int64_t until = s.pending_until[i].load(std::memory_order_relaxed);
+    if (until - kSpinLeadNs > now) {
+      next = std::min(next, until - kSpinLeadNs);
+      continue;
+    }
+    SleepUntilRealtime(until);
+    s.slots[i].release = ticket;
+    __sync_synchronize();
+    uint32_t expected = ticket;
+    s.pending_ticket[i].compare_exchange_strong(expected, 0);
+  }
+  return next;
+}
+
+void DeviceGate::ReleaseAll() noexcept {
+  State& s = S();
+  if (s.slots == nullptr) return;
+  for (int i = 0; i < kMaxSlots; ++i) {
+    s.slots[i].release = s.issued[i].load();
+    s.pending_ticket[i].store(0);
+  }
+  __sync_synchronize();
+}
+
+void DeviceGate::ForgetAfterFork() noexcept {
+  // CUDA cannot be used in a forked child: the device gate is off there.
+  State& s = S();
+  s.disabled.store(true);
+  s.slots = nullptr;
+  s.any.store(false);
+  s.n_contexts = 0;
+  s.driver_tried = true;
+  s.driver_ok = false;
+  for (auto& u : s.used) u = false;
+  s.wake_fd.store(-1);
+}
+
+int64_t DeviceGate::HostMinusGpuNs() noexcept {
+  State& s = S();
+  return s.n_contexts > 0 ? s.contexts[0].host_minus_gpu_ns : 0;
+}
+
+void DeviceGate::SetWakeFd(int fd) noexcept {
+  S().wake_fd.store(fd);
+}
+
+}  // namespace metronome::shim

@@ -1,0 +1,71 @@
+// The device gate: holds a collective on its CUDA stream, not the calling thread.
+//
+// At a phase start the shim enqueues, on the collective's stream, a one-thread kernel that reads
+// the GPU's %globaltimer and the job's timetable from mapped host memory (so that a new timetable
+// takes effect at once), decides with common's DecideGate at the moment the stream reaches it,
+// and spins until the window opens, bounded by max wait. The kernel ships in the shim as a fatbin
+// (sm_75, sm_80, sm_90 + compute_90 PTX) and is loaded with the driver API from libcuda.so.1,
+// opened at run time: the shim has no link-time CUDA dependency. The GPU timer is calibrated
+// against the host clock when the gate is prepared.
+//
+// GPUs the kernel has no code for (V100 and older: CUDA 13 cannot build sm_70) get a gate made of
+// a stream memory operation: cuStreamWaitValue32 on a host-pinned word that the background thread
+// writes when the window opens (always within max wait).
+//
+// Without libcuda.so.1 or a GPU the shim says so once and uses the host gate.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+
+#include "device_gate_slot.hpp"
+#include "metronome/common/timetable.hpp"
+
+namespace metronome::shim {
+
+enum class DeviceGateStatus : int {
+  kUnavailable = 0,  // no driver, no GPU, no context, or built without nvcc
+  kKernel = 1,       // the spin kernel
+  kWaitValue = 2,    // cuStreamWaitValue32 released by the background thread
+};
+
+class DeviceGate {
+ public:
+  static constexpr int kMaxSlots = 256;
+
+  // At communicator creation, on the creating thread (its CUDA context is current). Returns the
+  // slot for the communicator, or -1 when the device gate cannot be used (logged once).
+  static int Prepare(ncclComm_t comm) noexcept;
+  static void ReleaseSlot(int slot) noexcept;
+  static DeviceGateStatus Status() noexcept;
+
+  // The caller's path, at a phase start. Returns true when the gate is on the stream.
+  static bool Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
+                      int64_t server_minus_local_ns, int64_t max_wait_ns) noexcept;
+
+  // Whether `stream` is being captured into a CUDA graph (false when no CUDA is loaded).
+  static bool StreamIsCapturing(cudaStream_t stream) noexcept;
+
+  // Background thread.
+  static void Publish(int slot, const Timetable* tt, int64_t max_wait_cap_ns) noexcept;
+  static void SetServerMinusLocal(int64_t server_minus_local_ns) noexcept;
+  // Releases due stream waits; returns the local time of the next release (INT64_MAX if none).
+  static int64_t ServiceWaits(int64_t now_local_ns) noexcept;
+  static void ReleaseAll() noexcept;
+  static void ForgetAfterFork() noexcept;
+
+  // The calibration (host CLOCK_REALTIME minus GPU %globaltimer), 0 when not calibrated.
+  static int64_t HostMinusGpuNs() noexcept;
+
+  // Set by the background thread so Enqueue can wake it for a stream-wait release.
+  static void SetWakeFd(int fd) noexcept;
+};
+
+// Calibration math (host-testable): the GPU keeps writing its timer into mapped memory and the
+// host reads it. A value was written before it was read, so each pair (host time at the read,
+// GPU value read) bounds host - gpu from above; the smallest bound (the freshest read) is the
+// estimate.
+int64_t CalibrateHostMinusGpu(const int64_t* host_ns, const int64_t* gpu_ns, int n) noexcept;
+
+}  // namespace metronome::shim

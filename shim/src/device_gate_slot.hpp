@@ -1,0 +1,31 @@
+// The memory the device gate kernel shares with the host: one slot per communicator, in mapped
+// (host-pinned, device-visible) memory. Plain C++ so that both the shim and nvcc compile it.
+#pragma once
+
+#include <cstdint>
+
+namespace metronome::shim {
+
+struct alignas(128) DeviceGateSlot {
+  volatile uint32_t seq;    // sequence lock, odd while the host writes
+  volatile uint32_t valid;  // 0: no timetable (the kernel returns at once)
+  volatile int64_t version;
+  volatile int64_t epoch_ns;
+  volatile int64_t period_ns;
+  volatile int64_t offset_ns;
+  volatile int64_t window_ns;
+  volatile int64_t late_slack_ns;
+  volatile int64_t max_wait_ns;  // already capped by METRONOME_MAX_WAIT_MS
+  volatile int64_t server_minus_gpu_ns;
+  // Written by the kernel.
+  volatile uint64_t launches;
+  volatile uint64_t waits;
+  volatile uint64_t failed_open;
+  volatile int64_t last_release_gpu_ns;
+  volatile int64_t last_target_gpu_ns;
+  // The stream-memory-operation gate: the stream waits until `release >= ticket`.
+  volatile uint32_t release;
+  uint32_t pad;
+};
+
+}  // namespace metronome::shim

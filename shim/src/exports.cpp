@@ -1,0 +1,290 @@
+// The NCCL functions libmetronome.so exports. Each definition below redeclares a function of
+// nccl.h with C linkage: a signature that differs from the header is a compile error, and the
+// static_asserts check that the pnccl twin the shim calls has the same type.
+//
+// Wrapped: collectives, point-to-point, groups, communicator creation and destruction. Every
+// other NCCL function is not defined here and reaches libnccl directly.
+//
+// No exception leaves these functions (they call only noexcept code; nccl.h's declarations carry
+// no exception specification, so the definitions cannot say noexcept themselves), and none
+// aborts the process: a missing real function yields ncclInternalError.
+#include <nccl.h>
+
+#include <type_traits>
+
+#include "real_nccl.hpp"
+#include "runtime.hpp"
+
+#define METRONOME_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace metronome::shim {
+namespace {
+
+template <Fn F, class... A>
+inline ncclResult_t Forward(A... a) {
+  auto fn = Real<F>();
+  if (__builtin_expect(fn == nullptr, 0)) return ncclInternalError;
+  return fn(a...);
+}
+
+// A collective or point-to-point call: tracked and gated unless the shim is off or NCCL is
+// calling itself (re-entrancy).
+template <Fn F, class... A>
+inline ncclResult_t Collective(Op op, uint64_t bytes, ncclComm_t comm, cudaStream_t stream,
+                               A... a) noexcept {
+  ThreadState& ts = Tls();
+  if (ts.depth != 0 || !g_shim_active.load(std::memory_order_relaxed)) return Forward<F>(a...);
+  ++ts.depth;
+  Runtime& rt = Runtime::Get();
+  const Runtime::CallToken tok = rt.BeforeCollective(comm, op, bytes, stream);
+  const ncclResult_t r = Forward<F>(a...);
+  rt.AfterCollective(tok);
+  --ts.depth;
+  return r;
+}
+
+// A communicator constructor: the new communicator is registered when the call succeeded (or is
+// in progress, for non-blocking communicators).
+template <Fn F, class... A>
+inline ncclResult_t Create(ncclComm_t* out, const CommOrigin& origin, A... a) noexcept {
+  ThreadState& ts = Tls();
+  if (ts.depth != 0 || !g_shim_active.load(std::memory_order_relaxed)) return Forward<F>(a...);
+  ++ts.depth;
+  const ncclResult_t r = Forward<F>(a...);
+  if ((r == ncclSuccess || r == ncclInProgress) && out != nullptr && *out != nullptr) {
+    Runtime::Get().OnCommCreated(*out, origin);
+  }
+  --ts.depth;
+  return r;
+}
+
+template <Fn F>
+inline ncclResult_t Destroy(ncclComm_t comm, const char* how) noexcept {
+  ThreadState& ts = Tls();
+  if (ts.depth != 0 || !g_shim_active.load(std::memory_order_relaxed)) return Forward<F>(comm);
+  ++ts.depth;
+  // Forget it first: NCCL may hand the same address to the next communicator.
+  Runtime::Get().OnCommDestroyed(comm, how);
+  const ncclResult_t r = Forward<F>(comm);
+  --ts.depth;
+  return r;
+}
+
+uint64_t Bytes(size_t count, ncclDataType_t t) {
+  return static_cast<uint64_t>(count) * DataTypeSize(t);
+}
+
+}  // namespace
+}  // namespace metronome::shim
+
+using metronome::shim::CommOrigin;
+using metronome::shim::Fn;
+using metronome::shim::Op;
+namespace ms = metronome::shim;
+
+// The pnccl twin of every wrapped function has the wrapped function's type.
+#define METRONOME_SAME_TYPE(name)                                                  \
+  static_assert(std::is_same_v<decltype(&::nccl##name), decltype(&::pnccl##name)>, \
+                "nccl" #name " and pnccl" #name " differ");
+METRONOME_NCCL_FUNCTIONS(METRONOME_SAME_TYPE)
+#undef METRONOME_SAME_TYPE
+
+// ---- Collectives ----------------------------------------------------------------------------
+
+METRONOME_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                            ncclDataType_t datatype, ncclRedOp_t op,
+                                            ncclComm_t comm, cudaStream_t stream) {
+  return ms::Collective<Fn::kAllReduce>(Op::kAllReduce, ms::Bytes(count, datatype), comm, stream,
+                                        sendbuff, recvbuff, count, datatype, op, comm, stream);
+}
+
+METRONOME_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                            ncclDataType_t datatype, int root, ncclComm_t comm,
+                                            cudaStream_t stream) {
+  return ms::Collective<Fn::kBroadcast>(Op::kBroadcast, ms::Bytes(count, datatype), comm, stream,
+                                        sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+METRONOME_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
+                                        ncclComm_t comm, cudaStream_t stream) {
+  return ms::Collective<Fn::kBcast>(Op::kBroadcast, ms::Bytes(count, datatype), comm, stream, buff,
+                                    count, datatype, root, comm, stream);
+}
+
+METRONOME_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                         ncclComm_t comm, cudaStream_t stream) {
+  return ms::Collective<Fn::kReduce>(Op::kReduce, ms::Bytes(count, datatype), comm, stream,
+                                     sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+METRONOME_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                            ncclDataType_t datatype, ncclComm_t comm,
+                                            cudaStream_t stream) {
+  return ms::Collective<Fn::kAllGather>(Op::kAllGather, ms::Bytes(sendcount, datatype), comm,
+                                        stream, sendbuff, recvbuff, sendcount, datatype, comm,
+                                        stream);
+}
+
+METRONOME_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
+                                                size_t recvcount, ncclDataType_t datatype,
+                                                ncclRedOp_t op, ncclComm_t comm,
+                                                cudaStream_t stream) {
+  return ms::Collective<Fn::kReduceScatter>(Op::kReduceScatter, ms::Bytes(recvcount, datatype),
+                                            comm, stream, sendbuff, recvbuff, recvcount, datatype,
+                                            op, comm, stream);
+}
+
+METRONOME_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                           ncclDataType_t datatype, ncclComm_t comm,
+                                           cudaStream_t stream) {
+  return ms::Collective<Fn::kAlltoAll>(Op::kAlltoAll, ms::Bytes(count, datatype), comm, stream,
+                                       sendbuff, recvbuff, count, datatype, comm, stream);
+}
+
+METRONOME_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
+                                         ncclDataType_t datatype, int root, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  return ms::Collective<Fn::kGather>(Op::kGather, ms::Bytes(count, datatype), comm, stream,
+                                     sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+METRONOME_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                          ncclDataType_t datatype, int root, ncclComm_t comm,
+                                          cudaStream_t stream) {
+  return ms::Collective<Fn::kScatter>(Op::kScatter, ms::Bytes(count, datatype), comm, stream,
+                                      sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
+// ---- Point to point -------------------------------------------------------------------------
+
+METRONOME_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype,
+                                       int peer, ncclComm_t comm, cudaStream_t stream) {
+  return ms::Collective<Fn::kSend>(Op::kSend, ms::Bytes(count, datatype), comm, stream, sendbuff,
+                                   count, datatype, peer, comm, stream);
+}
+
+METRONOME_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       int peer, ncclComm_t comm, cudaStream_t stream) {
+  return ms::Collective<Fn::kRecv>(Op::kRecv, ms::Bytes(count, datatype), comm, stream, recvbuff,
+                                   count, datatype, peer, comm, stream);
+}
+
+// ---- Groups ---------------------------------------------------------------------------------
+
+METRONOME_EXPORT ncclResult_t ncclGroupStart() {
+  ms::ThreadState& ts = ms::Tls();
+  if (ts.depth != 0 || !ms::g_shim_active.load(std::memory_order_relaxed)) {
+    return ms::Forward<Fn::kGroupStart>();
+  }
+  ++ts.depth;
+  const ncclResult_t r = ms::Forward<Fn::kGroupStart>();
+  if (r == ncclSuccess) {
+    if (ts.group_depth == 0) ts.group_gated = false;
+    ++ts.group_depth;
+  }
+  --ts.depth;
+  return r;
+}
+
+METRONOME_EXPORT ncclResult_t ncclGroupEnd() {
+  ms::ThreadState& ts = ms::Tls();
+  if (ts.depth != 0 || !ms::g_shim_active.load(std::memory_order_relaxed)) {
+    return ms::Forward<Fn::kGroupEnd>();
+  }
+  ++ts.depth;
+  const ncclResult_t r = ms::Forward<Fn::kGroupEnd>();
+  // NCCL closes the group even when it reports an error.
+  if (ts.group_depth > 0) --ts.group_depth;
+  if (ts.group_depth == 0) ts.group_gated = false;
+  --ts.depth;
+  return r;
+}
+
+// ---- Communicator creation ------------------------------------------------------------------
+
+METRONOME_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+                                               int rank) {
+  CommOrigin o;
+  o.how = "InitRank";
+  o.id = &commId;
+  o.nranks = nranks;
+  o.rank = rank;
+  return ms::Create<Fn::kCommInitRank>(comm, o, comm, nranks, commId, rank);
+}
+
+METRONOME_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks,
+                                                     ncclUniqueId commId, int rank,
+                                                     ncclConfig_t* config) {
+  CommOrigin o;
+  o.how = "InitRankConfig";
+  o.id = &commId;
+  o.nranks = nranks;
+  o.rank = rank;
+  return ms::Create<Fn::kCommInitRankConfig>(comm, o, comm, nranks, commId, rank, config);
+}
+
+METRONOME_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
+  ms::ThreadState& ts = ms::Tls();
+  if (ts.depth != 0 || !ms::g_shim_active.load(std::memory_order_relaxed)) {
+    return ms::Forward<Fn::kCommInitAll>(comm, ndev, devlist);
+  }
+  ++ts.depth;
+  const ncclResult_t r = ms::Forward<Fn::kCommInitAll>(comm, ndev, devlist);
+  if (r == ncclSuccess && comm != nullptr) {
+    for (int i = 0; i < ndev; ++i) {
+      CommOrigin o;
+      o.how = "InitAll";
+      o.nranks = ndev;
+      o.rank = i;
+      ms::Runtime::Get().OnCommCreated(comm[i], o);
+    }
+  }
+  --ts.depth;
+  return r;
+}
+
+METRONOME_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
+                                            ncclComm_t* newcomm, ncclConfig_t* config) {
+  CommOrigin o;
+  o.how = "Split";
+  o.parent = comm;
+  return ms::Create<Fn::kCommSplit>(newcomm, o, comm, color, key, newcomm, config);
+}
+
+METRONOME_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank,
+                                                       int nId, ncclUniqueId* commIds,
+                                                       ncclConfig_t* config) {
+  CommOrigin o;
+  o.how = "InitRankScalable";
+  o.id = nId > 0 ? commIds : nullptr;
+  o.nranks = nranks;
+  o.rank = myrank;
+  return ms::Create<Fn::kCommInitRankScalable>(newcomm, o, newcomm, nranks, myrank, nId, commIds,
+                                               config);
+}
+
+METRONOME_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
+                                             int excludeRanksCount, ncclComm_t* newcomm,
+                                             ncclConfig_t* config, int shrinkFlags) {
+  CommOrigin o;
+  o.how = "Shrink";
+  o.parent = comm;
+  return ms::Create<Fn::kCommShrink>(newcomm, o, comm, excludeRanksList, excludeRanksCount, newcomm,
+                                     config, shrinkFlags);
+}
+
+// ---- Communicator destruction ---------------------------------------------------------------
+
+METRONOME_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  // Finalize flushes outstanding work; the communicator stays valid until Destroy.
+  return ms::Forward<Fn::kCommFinalize>(comm);
+}
+
+METRONOME_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return ms::Destroy<Fn::kCommDestroy>(comm, "destroyed");
+}
+
+METRONOME_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return ms::Destroy<Fn::kCommAbort>(comm, "aborted");
+}

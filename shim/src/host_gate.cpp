@@ -1,0 +1,58 @@
+#include "host_gate.hpp"
+
+#include <ctime>
+
+#include "metronome/common/clock.hpp"
+
+namespace metronome::shim {
+
+int64_t SleepUntilRealtime(int64_t target_ns, int64_t spin_lead_ns) noexcept {
+  int64_t now = RealtimeNs();
+  const int64_t sleep_until = target_ns - spin_lead_ns;
+  if (sleep_until > now) {
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(sleep_until / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(sleep_until % 1'000'000'000);
+    // EINTR: fall through to the spin, which re-checks the clock.
+    clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr);
+    now = RealtimeNs();
+  }
+  while (now < target_ns) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    now = RealtimeNs();
+  }
+  return now;
+}
+
+GateDecision DecideHostGate(const Timetable& tt, int64_t now_local_ns,
+                            int64_t server_minus_local_ns, int64_t max_wait_cap_ns) noexcept {
+  Timetable t = tt;
+  if (t.max_wait_ns > max_wait_cap_ns) t.max_wait_ns = max_wait_cap_ns;
+  if (t.max_wait_ns < 0) t.max_wait_ns = 0;
+  const int64_t now_server = SaturatingAdd(now_local_ns, server_minus_local_ns);
+  GateDecision d = DecideGate(t, now_server);
+  d.until_ns = d.action == GateAction::kWaitUntil ? SaturatingSub(d.until_ns, server_minus_local_ns)
+                                                  : now_local_ns;
+  return d;
+}
+
+HostGateOutcome HostGate(const Timetable& tt, int64_t now_local_ns, int64_t server_minus_local_ns,
+                         int64_t max_wait_cap_ns, bool may_block) noexcept {
+  HostGateOutcome out;
+  const GateDecision d = DecideHostGate(tt, now_local_ns, server_minus_local_ns, max_wait_cap_ns);
+  out.action = d.action;
+  out.lateness_ns = d.lateness_ns;
+  if (d.action == GateAction::kWaitUntil && may_block) {
+    // The decision bounded the wait by max_wait; bound it again against clock steps.
+    int64_t target = d.until_ns;
+    const int64_t limit = SaturatingAdd(now_local_ns, max_wait_cap_ns);
+    if (target > limit) target = limit;
+    const int64_t released = SleepUntilRealtime(target);
+    out.waited_ns = released - now_local_ns;
+  }
+  return out;
+}
+
+}  // namespace metronome::shim

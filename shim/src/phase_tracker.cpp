@@ -1,0 +1,209 @@
+#include "phase_tracker.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace metronome::shim {
+namespace {
+
+template <size_t N>
+void Push(std::array<int64_t, N>& ring, size_t& count, size_t& next, int64_t v) {
+  ring[next] = v;
+  next = (next + 1) % N;
+  if (count < N) ++count;
+}
+
+// The last `k` values of a ring (newest last) into `out`; returns how many.
+template <size_t N>
+size_t Last(const std::array<int64_t, N>& ring, size_t count, size_t next, size_t k, int64_t* out) {
+  const size_t n = std::min(k, count);
+  for (size_t i = 0; i < n; ++i) out[i] = ring[(next + N - n + i) % N];
+  return n;
+}
+
+int64_t MedianOf(int64_t* v, size_t n) {
+  if (n == 0) return 0;
+  std::nth_element(v, v + n / 2, v + n);
+  int64_t m = v[n / 2];
+  if (n % 2 == 0) {
+    const int64_t lo = *std::max_element(v, v + n / 2);
+    m = lo + (m - lo) / 2;
+  }
+  return m;
+}
+
+}  // namespace
+
+PhaseTracker::PhaseTracker(int64_t default_gap_threshold_ns)
+    : default_threshold_(default_gap_threshold_ns),
+      threshold_(default_gap_threshold_ns),
+      segmented_with_(default_gap_threshold_ns) {}
+
+void PhaseTracker::Reset() {
+  *this = PhaseTracker(default_threshold_);
+}
+
+bool PhaseTracker::Add(const CollEvent& e) {
+  const Past p{e.start_ns, std::max(e.end_ns, e.start_ns), Key(e.op, e.bytes)};
+  int64_t gap = -1;
+  if (events_ > 0) {
+    gap = std::max<int64_t>(0, e.start_ns - last_end_);
+    Push(gaps_, gap_count_, gap_next_, gap);
+  }
+  const bool start = Segment(p, gap);
+  last_end_ = std::max(last_end_, p.end);
+  past_[past_next_] = p;
+  past_next_ = (past_next_ + 1) % kEventHistory;
+  if (past_count_ < kEventHistory) ++past_count_;
+  UpdateThreshold();
+  const double ratio = static_cast<double>(std::max<int64_t>(threshold_, 1)) /
+                       static_cast<double>(std::max<int64_t>(segmented_with_, 1));
+  if (ratio > 1.5 || ratio < 1.0 / 1.5) Resegment();
+  return start;
+}
+
+bool PhaseTracker::Segment(const Past& e, int64_t gap) {
+  bool start = gap < 0 || gap > threshold_;
+  if (start && gap >= 0 && first_key_ != 0 && e.key != first_key_ && gap < MergeBelow()) {
+    // The sequence says this is not a phase's first collective: unless the gap is as long as
+    // the usual gap between phases, it is a bucket waiting for compute inside the phase.
+    start = false;
+  }
+  ++events_;
+  if (start) {
+    if (gap >= 0) Push(boundary_gaps_, boundary_count_, boundary_next_, gap);
+    if (phases_ > 0) ClosePhase();
+    ++phases_;
+    Push(starts_, start_count_, start_next_, e.start);
+    cur_start_ = e.start;
+    cur_end_ = e.end;
+    cur_bytes_ = 0;
+    cur_ops_ = 0;
+    cur_first_key_ = e.key;
+  }
+  cur_end_ = std::max(cur_end_, e.end);
+  cur_bytes_ += KeyBytes(e.key);
+  ++cur_ops_;
+  return start;
+}
+
+void PhaseTracker::Resegment() {
+  segmented_with_ = threshold_;
+  const uint64_t events = events_;
+  const uint64_t phases = phases_;
+  start_count_ = start_next_ = 0;
+  duration_count_ = duration_next_ = 0;
+  boundary_count_ = boundary_next_ = 0;
+  first_key_count_ = 0;
+  first_key_ = 0;
+  events_ = 0;
+  phases_ = 0;
+  int64_t prev_end = 0;
+  for (size_t i = 0; i < past_count_; ++i) {
+    const Past& e = past_[(past_next_ + kEventHistory - past_count_ + i) % kEventHistory];
+    Segment(e, i == 0 ? -1 : std::max<int64_t>(0, e.start - prev_end));
+    prev_end = std::max(prev_end, e.end);
+  }
+  // Counters keep counting everything seen, not only what is remembered.
+  events_ = events;
+  if (events > past_count_) phases_ = std::max(phases_, phases);
+}
+
+void PhaseTracker::ClosePhase() {
+  Push(durations_, duration_count_, duration_next_, cur_end_ - cur_start_);
+  last_bytes_ = cur_bytes_;
+  last_ops_ = cur_ops_;
+  // Signature: settled when the last three phases began with the same collective.
+  first_keys_[first_key_count_ % first_keys_.size()] = cur_first_key_;
+  ++first_key_count_;
+  if (first_key_count_ >= first_keys_.size()) {
+    const bool same = std::all_of(first_keys_.begin(), first_keys_.end(),
+                                  [&](uint64_t k) { return k == first_keys_[0]; });
+    first_key_ = same ? first_keys_[0] : 0;
+  }
+}
+
+void PhaseTracker::UpdateThreshold() {
+  if (gap_count_ < 3) return;
+  int64_t g[kGapHistory];
+  const size_t n = gap_count_;
+  for (size_t i = 0; i < n; ++i) g[i] = std::max(gaps_[i], kMinGapNs);
+  std::sort(g, g + n);
+  if (g[n - 1] < 3 * kMinGapNs) {
+    threshold_ = default_threshold_;  // back-to-back calls: no structure seen
+    return;
+  }
+  // Split at the largest ratio between consecutive sorted gaps.
+  double best = 0.0;
+  size_t best_i = n;
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const double r = static_cast<double>(g[i + 1]) / static_cast<double>(g[i]);
+    if (r > best) {
+      best = r;
+      best_i = i;
+    }
+  }
+  if (best >= 3.0 && best_i < n) {
+    threshold_ = static_cast<int64_t>(
+        std::sqrt(static_cast<double>(g[best_i]) * static_cast<double>(g[best_i + 1])));
+  } else {
+    // All gaps alike: every collective is a phase of its own (one collective per iteration).
+    threshold_ = g[0] / 2;
+  }
+}
+
+int64_t PhaseTracker::MergeBelow() const {
+  if (first_key_ == 0 || boundary_count_ < 3) return 0;
+  int64_t tmp[kDurationWindow];
+  const size_t n = Last(boundary_gaps_, boundary_count_, boundary_next_, kDurationWindow, tmp);
+  return MedianOf(tmp, n) / 2;
+}
+
+int64_t PhaseTracker::MedianInterval(double* spread) const {
+  int64_t s[kPeriodWindow + 1];
+  const size_t n = Last(starts_, start_count_, start_next_, kPeriodWindow + 1, s);
+  if (n < 2) return 0;
+  int64_t iv[kPeriodWindow];
+  for (size_t i = 0; i + 1 < n; ++i) iv[i] = s[i + 1] - s[i];
+  int64_t copy[kPeriodWindow];
+  std::copy(iv, iv + n - 1, copy);
+  const int64_t med = MedianOf(copy, n - 1);
+  if (spread != nullptr) {
+    int64_t dev[kPeriodWindow];
+    for (size_t i = 0; i + 1 < n; ++i) dev[i] = std::llabs(iv[i] - med);
+    const int64_t mad = MedianOf(dev, n - 1);
+    *spread = med > 0 ? static_cast<double>(mad) / static_cast<double>(med) : 1.0;
+  }
+  return med;
+}
+
+PhaseEstimate PhaseTracker::Estimate() const {
+  PhaseEstimate e;
+  e.phases = phases_;
+  e.events = events_;
+  e.gap_threshold_ns = threshold_;
+  e.first_key = first_key_;
+  e.merge_below_ns = MergeBelow();
+  if (start_count_ > 0)
+    e.last_start_ns = starts_[(start_next_ + kStartHistory - 1) % kStartHistory];
+  double spread = 1.0;
+  e.period_ns = MedianInterval(&spread);
+  if (e.period_ns > 0) {
+    e.next_start_ns = e.last_start_ns + e.period_ns;
+    const size_t intervals = std::min(start_count_ - 1, kPeriodWindow);
+    const double fill = static_cast<double>(intervals) / static_cast<double>(kPeriodWindow);
+    e.confidence = std::clamp(1.0 - 5.0 * spread, 0.0, 1.0) * fill;
+  }
+  int64_t d[kDurationWindow];
+  const size_t nd = Last(durations_, duration_count_, duration_next_, kDurationWindow, d);
+  e.comm_ns = MedianOf(d, nd);
+  e.bytes = last_bytes_;
+  e.ops = last_ops_;
+  return e;
+}
+
+size_t PhaseTracker::RecentStarts(int64_t* out, size_t max) const {
+  return Last(starts_, start_count_, start_next_, max, out);
+}
+
+}  // namespace metronome::shim

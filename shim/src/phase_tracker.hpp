@@ -1,0 +1,137 @@
+// PhaseTracker: learns a communicator's rhythm from the collectives it issues, with no user input.
+//
+// Fed with one CollEvent per collective (host time it was called, host time it returned, the
+// operation and its size), it finds
+//   - the start of each communication phase: the first collective after a gap longer than the
+//     gaps inside a phase. The threshold separating the two kinds of gaps is learned: the recent
+//     gaps are sorted and split at their largest ratio jump (a phase's collectives follow each
+//     other closely, phases are separated by the compute of an iteration);
+//   - the phase's signature: the (op, bytes) of its first collective. Once the last phases agree
+//     on it, a gap that is only moderately long before a collective that does not match the
+//     signature (a DDP bucket waiting for backward compute) does not start a phase: the phase
+//     start is the repeat of the iteration's sequence;
+//   - the iteration period: the median of the last intervals between phase starts (robust to an
+//     occasional slow iteration, and it follows a change of rhythm after a few iterations);
+//   - the phase duration, bytes and collectives per phase.
+// It is a pure class (no clock, no threads, no allocation after construction): the shim's
+// background thread feeds it from the per-communicator event ring.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace metronome::shim {
+
+struct CollEvent {
+  int64_t start_ns = 0;  // when the collective was called (host clock)
+  int64_t end_ns = 0;    // when the call returned
+  uint32_t op = 0;       // operation (Op in runtime.hpp), any small integer
+  uint64_t bytes = 0;    // message size
+};
+
+struct PhaseEstimate {
+  uint64_t phases = 0;           // phase starts seen
+  uint64_t events = 0;           // collectives seen
+  int64_t last_start_ns = 0;     // start of the latest phase
+  int64_t period_ns = 0;         // 0 = not yet known
+  int64_t next_start_ns = 0;     // predicted start of the next phase (0 = unknown)
+  int64_t comm_ns = 0;           // median duration of a phase
+  uint64_t bytes = 0;            // bytes moved in the last complete phase
+  uint32_t ops = 0;              // collectives in the last complete phase
+  double confidence = 0.0;       // 0..1: how regular the recent periods are
+  int64_t gap_threshold_ns = 0;  // a gap above this starts a phase
+  uint64_t first_key = 0;        // signature of a phase's first collective (0 = not settled)
+  int64_t merge_below_ns = 0;    // with first_key: a gap below this before another collective
+                                 // does not start a phase (0 = rule not in force)
+};
+
+class PhaseTracker {
+ public:
+  static constexpr size_t kGapHistory = 128;
+  static constexpr size_t kStartHistory = 64;
+  static constexpr size_t kPeriodWindow = 5;
+  static constexpr size_t kDurationWindow = 8;
+  static constexpr int64_t kMinGapNs = 2'000;  // gaps below are noise
+
+  explicit PhaseTracker(int64_t default_gap_threshold_ns = 1'000'000);
+
+  // Adds one collective (in call order). Returns true when it starts a communication phase.
+  bool Add(const CollEvent& e);
+
+  PhaseEstimate Estimate() const;
+
+  // Copies up to `max` recent phase starts, oldest first; returns how many.
+  size_t RecentStarts(int64_t* out, size_t max) const;
+
+  static uint64_t Key(uint32_t op, uint64_t bytes) {
+    return (static_cast<uint64_t>(op & 0xffu) << 56) ^ (bytes & 0x00ff'ffff'ffff'ffffULL) ^
+           0x5bd1'e995'0000'0000ULL;
+  }
+
+  static uint64_t KeyBytes(uint64_t key) {
+    return (key ^ 0x5bd1'e995'0000'0000ULL) & 0x00ff'ffff'ffff'ffffULL;
+  }
+
+  void Reset();
+
+ private:
+  struct Past {
+    int64_t start;
+    int64_t end;
+    uint64_t key;
+  };
+  static constexpr size_t kEventHistory = 256;
+
+  // Phase bookkeeping for one event; `gap` < 0 for the very first one.
+  bool Segment(const Past& e, int64_t gap);
+  // The threshold moved a lot: segment the remembered events again with the new one.
+  void Resegment();
+  void UpdateThreshold();
+  void ClosePhase();
+  int64_t MedianInterval(double* spread) const;
+  int64_t MergeBelow() const;
+
+  int64_t default_threshold_;
+  int64_t threshold_;
+  int64_t segmented_with_;  // threshold the current phase history was built with
+
+  std::array<Past, kEventHistory> past_{};
+  size_t past_count_ = 0;
+  size_t past_next_ = 0;
+  uint64_t events_ = 0;
+  uint64_t phases_ = 0;
+  int64_t last_end_ = 0;
+
+  std::array<int64_t, kGapHistory> gaps_{};
+  size_t gap_count_ = 0;
+  size_t gap_next_ = 0;
+
+  std::array<int64_t, kStartHistory> starts_{};
+  size_t start_count_ = 0;
+  size_t start_next_ = 0;
+
+  std::array<int64_t, kDurationWindow> durations_{};
+  size_t duration_count_ = 0;
+  size_t duration_next_ = 0;
+
+  std::array<int64_t, kDurationWindow> boundary_gaps_{};
+  size_t boundary_count_ = 0;
+  size_t boundary_next_ = 0;
+
+  std::array<uint64_t, 3> first_keys_{};  // first keys of the last closed phases
+  size_t first_key_count_ = 0;
+  uint64_t first_key_ = 0;
+
+  // The phase in progress.
+  int64_t cur_start_ = 0;
+  int64_t cur_end_ = 0;
+  uint64_t cur_bytes_ = 0;
+  uint32_t cur_ops_ = 0;
+  uint64_t cur_first_key_ = 0;
+  // The last closed phase.
+  uint64_t last_bytes_ = 0;
+  uint32_t last_ops_ = 0;
+};
+
+}  // namespace metronome::shim

@@ -1,0 +1,412 @@
+#include "runtime.hpp"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "client.hpp"
+#include "device_gate.hpp"
+#include "host_gate.hpp"
+#include "log.hpp"
+#include "metronome/common/clock.hpp"
+#include "real_nccl.hpp"
+
+namespace metronome::shim {
+
+std::atomic<bool> g_shim_active{false};
+
+namespace {
+
+std::atomic<Runtime*> g_runtime{nullptr};
+CommState* const kTombstone = reinterpret_cast<CommState*>(uintptr_t{1});
+
+thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
+
+size_t HashPtr(const void* p) {
+  uint64_t x = reinterpret_cast<uintptr_t>(p);
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return static_cast<size_t>(x);
+}
+
+uint64_t Fnv1a(const void* data, size_t n) {
+  const auto* b = static_cast<const unsigned char*>(data);
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) {
+    h ^= b[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+void AtforkPrepare() {
+  Runtime::Get().PrepareFork();
+}
+void AtforkParent() {
+  Runtime::Get().ParentAfterFork();
+}
+void AtforkChild() {
+  Runtime::Get().ChildAfterFork();
+}
+
+void AtExit() {
+  Runtime* rt = g_runtime.load();
+  if (rt != nullptr) rt->StopClient(300'000'000);
+}
+
+// Runs when the shim is loaded: reads the settings. Starts nothing.
+__attribute__((constructor)) void ShimLoad() {
+  Runtime& rt = Runtime::Get();
+  (void)rt;
+  pthread_atfork(&AtforkPrepare, &AtforkParent, &AtforkChild);
+  DetectStaticNccl();
+}
+
+}  // namespace
+
+ThreadState& Tls() noexcept {
+  return t_state;
+}
+
+size_t DataTypeSize(ncclDataType_t t) noexcept {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 1;
+  }
+}
+
+Runtime& Runtime::Get() noexcept {
+  Runtime* rt = g_runtime.load(std::memory_order_acquire);
+  if (__builtin_expect(rt != nullptr, 1)) return *rt;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  rt = g_runtime.load();
+  if (rt == nullptr) {
+    alignas(Runtime) static unsigned char storage[sizeof(Runtime)];
+    Config c;
+    try {
+      c = ConfigFromEnv();
+    } catch (...) {
+    }
+    SetLogLevel(c.log_level);
+    rt = new (storage) Runtime(c);  // never destroyed
+    g_runtime.store(rt, std::memory_order_release);
+    if (!c.warnings.empty()) MLOG_WARN("settings: %s", c.warnings.c_str());
+    MLOG_DEBUG("loaded: mode=%s gate=%s scheduler=%s", ModeName(c.mode), GateKindName(c.gate),
+               c.scheduler.c_str());
+  }
+  return *rt;
+}
+
+void Runtime::InstallForTesting(Runtime* rt) noexcept {
+  g_runtime.store(rt, std::memory_order_release);
+  g_shim_active.store(rt != nullptr && rt->mode() != Mode::kOff);
+}
+
+Runtime::Runtime(const Config& c) : config_(c), mode_(c.mode) {
+  g_shim_active.store(mode_ != Mode::kOff);
+}
+
+std::string Runtime::DeriveJobId(const CommOrigin& o) const {
+  if (!config_.job.empty()) return config_.job;
+  char buf[64];
+  if (o.id != nullptr) {
+    std::snprintf(buf, sizeof(buf), "nccl-%016llx",
+                  static_cast<unsigned long long>(Fnv1a(o.id->internal, sizeof(o.id->internal))));
+    return buf;
+  }
+  const std::string host = config_.node + "/" + std::to_string(getpid());
+  std::snprintf(buf, sizeof(buf), "local-%016llx",
+                static_cast<unsigned long long>(Fnv1a(host.data(), host.size())));
+  return buf;
+}
+
+bool Runtime::Insert(CommState* st) noexcept {
+  const size_t h = HashPtr(st->comm);
+  for (size_t i = 0; i < kTableSize; ++i) {
+    auto& slot = table_[(h + i) % kTableSize];
+    CommState* cur = slot.load(std::memory_order_relaxed);
+    if (cur == nullptr || cur == kTombstone) {
+      slot.store(st, std::memory_order_release);
+      return true;
+    }
+  }
+  return false;
+}
+
+CommState* Runtime::Find(ncclComm_t comm) const noexcept {
+  const size_t h = HashPtr(comm);
+  for (size_t i = 0; i < kTableSize; ++i) {
+    CommState* cur = table_[(h + i) % kTableSize].load(std::memory_order_acquire);
+    if (cur == nullptr) return nullptr;
+    if (cur != kTombstone && cur->comm == comm) return cur;
+  }
+  return nullptr;
+}
+
+CommState* Runtime::OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noexcept {
+  if (comm == nullptr || mode_ == Mode::kOff) return nullptr;
+  CommState* st = nullptr;
+  try {
+    st = new CommState();
+    st->comm = comm;
+    int nranks = origin.nranks;
+    int rank = origin.rank;
+    if (nranks < 0 || rank < 0) {
+      auto count = Real<Fn::kCommCount>();
+      auto user_rank = Real<Fn::kCommUserRank>();
+      if (count == nullptr || count(comm, &nranks) != ncclSuccess) nranks = -1;
+      if (user_rank == nullptr || user_rank(comm, &rank) != ncclSuccess) rank = -1;
+    }
+    if (nranks >= 0 && rank >= 0) {
+      st->nranks.store(static_cast<uint32_t>(nranks));
+      st->rank.store(static_cast<uint32_t>(rank));
+      st->identity_known.store(true);
+    }
+    st->gap_threshold_ns.store(st->tracker.Estimate().gap_threshold_ns);
+
+    // The device gate is prepared here, where the communicator's CUDA context is current.
+    if (mode_ == Mode::kEnforce && config_.gate != GateKind::kHost) {
+      st->device_slot = DeviceGate::Prepare(comm);
+      st->device_gate = st->device_slot >= 0;
+      if (!st->device_gate && config_.gate == GateKind::kDevice && !no_gpu_logged_) {
+        MLOG_WARN("METRONOME_GATE=device but the device gate is unavailable: using the host gate");
+      }
+    }
+
+    std::lock_guard<std::mutex> lock(mu_);
+    // The job: a split communicator belongs to its parent's; otherwise (job id, rank).
+    JobState* job = nullptr;
+    if (origin.parent != nullptr) {
+      if (CommState* parent = Find(origin.parent)) job = parent->job;
+    }
+    if (job == nullptr) {
+      const std::string id = DeriveJobId(origin);
+      const uint32_t r = st->rank.load();
+      for (JobState* j : jobs_) {
+        if (j->job_id == id && j->rank == r && j->comms.load() > 0) job = j;
+      }
+      if (job == nullptr) {
+        job = new JobState();
+        job->job_id = id;
+        job->rank = r;
+        job->world = st->nranks.load();
+        job->priority = config_.priority;
+        jobs_.push_back(job);
+      }
+    }
+    job->comms.fetch_add(1);
+    st->job = job;
+    if (!Insert(st)) {
+      MLOG_WARN("more than %zu communicators: %p is not tracked", kTableSize,
+                static_cast<void*>(comm));
+      job->comms.fetch_sub(1);
+      delete st;
+      return nullptr;
+    }
+    comms_.push_back(st);
+    MLOG_INFO("communicator %p created (%s): job=%s rank=%u/%u gate=%s", static_cast<void*>(comm),
+              origin.how, job->job_id.c_str(), st->rank.load(), st->nranks.load(),
+              mode_ == Mode::kObserve ? "none (observe)" : (st->device_gate ? "device" : "host"));
+  } catch (...) {
+    delete st;
+    return nullptr;
+  }
+  StartClientOnce();
+  return st;
+}
+
+void Runtime::OnCommDestroyed(ncclComm_t comm, const char* how) noexcept {
+  if (comm == nullptr || mode_ == Mode::kOff) return;
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    const size_t h = HashPtr(comm);
+    for (size_t i = 0; i < kTableSize; ++i) {
+      auto& slot = table_[(h + i) % kTableSize];
+      CommState* cur = slot.load();
+      if (cur == nullptr) return;
+      if (cur == kTombstone || cur->comm != comm) continue;
+      slot.store(kTombstone, std::memory_order_release);
+      for (size_t k = 0; k < comms_.size(); ++k) {
+        if (comms_[k] == cur) {
+          comms_.erase(comms_.begin() + static_cast<long>(k));
+          break;
+        }
+      }
+      cur->retired_at_ns = RealtimeNs();
+      cur->job->comms.fetch_sub(1);
+      if (cur->device_slot >= 0) DeviceGate::ReleaseSlot(cur->device_slot);
+      retired_.push_back(cur);
+      MLOG_INFO(
+          "communicator %p %s: job=%s rank=%u collectives=%llu phases=%llu gated=%llu "
+          "failed_open=%llu",
+          static_cast<void*>(comm), how, cur->job->job_id.c_str(), cur->rank.load(),
+          static_cast<unsigned long long>(cur->calls.load()),
+          static_cast<unsigned long long>(cur->phase_starts.load()),
+          static_cast<unsigned long long>(cur->gated.load()),
+          static_cast<unsigned long long>(cur->failed_open.load()));
+      return;
+    }
+  } catch (...) {
+  }
+}
+
+Runtime::CallToken Runtime::BeforeCollective(ncclComm_t comm, Op op, uint64_t bytes,
+                                             cudaStream_t stream) noexcept {
+  CallToken tok;
+  CommState* st = Find(comm);
+  if (st == nullptr) return tok;
+  tok.st = st;
+  tok.op = static_cast<uint32_t>(op);
+  tok.bytes = bytes;
+  tok.start_ns = RealtimeNs();
+  const int64_t gap = tok.start_ns - st->last_end_ns.load(std::memory_order_relaxed);
+  const uint64_t calls = st->calls.load(std::memory_order_relaxed);
+  bool phase_start = calls == 0 || gap > st->gap_threshold_ns.load(std::memory_order_relaxed);
+  if (phase_start && calls != 0) {
+    // Same rule as the tracker: a moderate gap before a collective that is not the phase's
+    // first (by signature) is a bucket waiting for compute, not a new phase.
+    const uint64_t fk = st->first_key.load(std::memory_order_relaxed);
+    const int64_t merge_below = st->merge_below_ns.load(std::memory_order_relaxed);
+    if (fk != 0 && fk != PhaseTracker::Key(tok.op, bytes) && gap < merge_below) {
+      phase_start = false;
+    }
+  }
+  if (phase_start) {
+    st->phase_starts.store(st->phase_starts.load(std::memory_order_relaxed) + 1,
+                           std::memory_order_relaxed);
+    ThreadState& ts = t_state;
+    const bool group_done = ts.group_depth > 0 && ts.group_gated;
+    if (mode_ == Mode::kEnforce && !group_done) {
+      if (ts.group_depth > 0) ts.group_gated = true;
+      Gate(st, stream);
+    }
+  }
+  return tok;
+}
+
+void Runtime::AfterCollective(const CallToken& t) noexcept {
+  CommState* st = t.st;
+  if (st == nullptr) return;
+  const int64_t end = RealtimeNs();
+  st->last_end_ns.store(end, std::memory_order_relaxed);
+  st->calls.store(st->calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  st->ring.Push(CollEvent{t.start_ns, end, t.op, t.bytes});
+}
+
+void Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
+  Timetable tt;
+  if (!st->job->store.Read(tt)) return;                      // no timetable: go
+  if (!clock_valid.load(std::memory_order_relaxed)) return;  // no common clock: go
+  const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
+  if (st->device_gate && stream != nullptr) {
+    if (DeviceGate::Enqueue(st->device_slot, stream, tt, offset, config_.max_wait_ns)) {
+      st->gated.store(st->gated.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  // A host wait must not happen while the stream is captured into a CUDA graph.
+  if (stream != nullptr && DeviceGate::StreamIsCapturing(stream)) {
+    st->capture_passes.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const HostGateOutcome o = HostGate(tt, RealtimeNs(), offset, config_.max_wait_ns, true);
+  switch (o.action) {
+    case GateAction::kGoNow:
+      break;
+    case GateAction::kWaitUntil:
+      st->gated.fetch_add(1, std::memory_order_relaxed);
+      st->waited_ns.fetch_add(o.waited_ns, std::memory_order_relaxed);
+      if (o.lateness_ns < tt.period_ns / 2) st->late.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case GateAction::kFailOpen:
+      st->late.fetch_add(1, std::memory_order_relaxed);
+      st->failed_open.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+}
+
+std::vector<CommState*> Runtime::LiveComms() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return comms_;
+}
+
+std::vector<JobState*> Runtime::Jobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return jobs_;
+}
+
+std::vector<CommState*> Runtime::TakeRetired(int64_t older_than_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<CommState*> out;
+  std::vector<CommState*> keep;
+  for (CommState* c : retired_) (c->retired_at_ns < older_than_ns ? out : keep).push_back(c);
+  retired_.swap(keep);
+  return out;
+}
+
+void Runtime::StartClientOnce() noexcept {
+  if (mode_ == Mode::kOff || client_started_.exchange(true)) return;
+  try {
+    auto* c = new Client(*this);
+    client_ = c;
+    if (!c->Start()) {
+      MLOG_ERROR("background thread could not start: running ungated");
+      return;
+    }
+    static std::atomic<bool> atexit_registered{false};
+    if (!atexit_registered.exchange(true)) std::atexit(&AtExit);
+  } catch (...) {
+    MLOG_ERROR("background thread could not start: running ungated");
+  }
+}
+
+void Runtime::StopClient(int64_t timeout_ns) noexcept {
+  auto* c = static_cast<Client*>(client_);
+  if (c != nullptr) c->Stop(timeout_ns);
+}
+
+void Runtime::PrepareFork() noexcept {
+  mu_.lock();
+}
+void Runtime::ParentAfterFork() noexcept {
+  mu_.unlock();
+}
+
+void Runtime::ChildAfterFork() noexcept {
+  mu_.unlock();
+  // The child has no background thread and must not touch the parent's ZeroMQ context or CUDA
+  // state: forget them (leaked on purpose) and start clean.
+  client_ = nullptr;
+  client_started_.store(false);
+  for (auto& slot : table_) slot.store(nullptr, std::memory_order_relaxed);
+  comms_.clear();
+  jobs_.clear();
+  retired_.clear();
+  clock_valid.store(false);
+  server_minus_local_ns.store(0);
+  t_state = ThreadState{};
+  DeviceGate::ForgetAfterFork();
+}
+
+}  // namespace metronome::shim

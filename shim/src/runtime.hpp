@@ -1,0 +1,186 @@
+// The shim's process-wide state: settings, the registry of communicators and jobs, the per-thread
+// state, and the caller-path logic run around every intercepted collective.
+//
+// The caller's path (BeforeCollective/AfterCollective) takes no lock, allocates nothing and makes
+// no system call: a lock-free lookup of the communicator, two reads of the vDSO clock, a few
+// relaxed atomics, and a push into the communicator's single-producer ring. Everything else
+// (phase tracking, reporting, timetables) happens on the background thread (client.cpp), which
+// starts with the first communicator.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "phase_tracker.hpp"
+#include "spsc_ring.hpp"
+#include "timetable_store.hpp"
+
+namespace metronome::shim {
+
+enum class Op : uint32_t {
+  kAllReduce = 1,
+  kBroadcast = 2,
+  kReduce = 3,
+  kAllGather = 4,
+  kReduceScatter = 5,
+  kAlltoAll = 6,
+  kGather = 7,
+  kScatter = 8,
+  kSend = 9,
+  kRecv = 10,
+};
+
+size_t DataTypeSize(ncclDataType_t t) noexcept;
+
+// Per thread: re-entrancy depth (NCCL calls its own public functions) and group nesting.
+struct ThreadState {
+  int depth = 0;
+  int group_depth = 0;
+  bool group_gated = false;  // the current outermost group already passed its gate
+};
+ThreadState& Tls() noexcept;
+
+// One job as the scheduler sees it: (job id, rank). Communicators split from a parent share it.
+struct JobState {
+  std::string job_id;
+  uint32_t rank = 0;
+  uint32_t world = 0;
+  int32_t priority = 1;
+  TimetableStore store;
+  std::atomic<int> comms{0};
+  // Background thread only.
+  bool registered = false;
+  int64_t last_hello_ns = 0;
+  uint64_t accepted_version = 0;
+  bool bye_sent = false;
+};
+
+struct CommState {
+  ncclComm_t comm = nullptr;
+  JobState* job = nullptr;
+  std::atomic<bool> identity_known{false};
+  std::atomic<uint32_t> rank{0};
+  std::atomic<uint32_t> nranks{0};
+  bool device_gate = false;  // gate with the device gate (else the host gate)
+  int device_slot = -1;
+  // Written by the caller's thread.
+  std::atomic<int64_t> last_end_ns{0};
+  std::atomic<uint64_t> calls{0};
+  std::atomic<uint64_t> phase_starts{0};
+  std::atomic<uint64_t> gated{0};
+  std::atomic<uint64_t> late{0};
+  std::atomic<uint64_t> failed_open{0};
+  std::atomic<uint64_t> capture_passes{0};
+  std::atomic<int64_t> waited_ns{0};
+  // Written by the background thread, read by the caller's.
+  std::atomic<int64_t> gap_threshold_ns{1'000'000};
+  std::atomic<uint64_t> first_key{0};
+  std::atomic<int64_t> merge_below_ns{0};
+  SpscRing<CollEvent, 1024> ring;
+  // Background thread only.
+  PhaseTracker tracker;
+  PhaseEstimate estimate;
+  int64_t retired_at_ns = 0;
+};
+
+// How a communicator came to be (for its identity).
+struct CommOrigin {
+  const char* how = "";
+  const ncclUniqueId* id = nullptr;  // InitRank*, InitRankScalable (first id)
+  ncclComm_t parent = nullptr;       // Split, Shrink
+  int nranks = -1;                   // -1: ask the communicator
+  int rank = -1;
+};
+
+struct RuntimeCounters {
+  std::atomic<uint64_t> rx_messages{0};
+  std::atomic<uint64_t> rx_rejected{0};  // malformed or unexpected messages
+  std::atomic<uint64_t> timetables_accepted{0};
+  std::atomic<uint64_t> timetables_rejected{0};
+  std::atomic<uint64_t> timetables_stale{0};
+  std::atomic<uint64_t> welcomes{0};
+  std::atomic<uint64_t> hellos_sent{0};
+  std::atomic<uint64_t> reports_sent{0};
+  std::atomic<uint64_t> fail_open_events{0};  // scheduler went silent: timetables dropped
+  std::atomic<uint64_t> pongs{0};
+};
+
+class Runtime {
+ public:
+  static constexpr size_t kTableSize = 1024;
+
+  // The process-wide instance, created at load and never destroyed (no exit-time destructor
+  // can race the background thread).
+  static Runtime& Get() noexcept;
+
+  explicit Runtime(const Config& c);
+
+  const Config& config() const { return config_; }
+  Mode mode() const { return mode_; }
+
+  // Registry (communicator creation and destruction: rare, may lock and allocate).
+  CommState* OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noexcept;
+  void OnCommDestroyed(ncclComm_t comm, const char* how) noexcept;
+  CommState* Find(ncclComm_t comm) const noexcept;
+
+  // The caller's path.
+  struct CallToken {
+    CommState* st = nullptr;
+    int64_t start_ns = 0;
+    uint32_t op = 0;
+    uint64_t bytes = 0;
+  };
+  CallToken BeforeCollective(ncclComm_t comm, Op op, uint64_t bytes, cudaStream_t stream) noexcept;
+  void AfterCollective(const CallToken& t) noexcept;
+
+  // Clock: scheduler time = local time + offset. Valid once a ping/pong exchange succeeded.
+  std::atomic<int64_t> server_minus_local_ns{0};
+  std::atomic<bool> clock_valid{false};
+
+  RuntimeCounters counters;
+
+  // For the background thread: snapshots under the registry lock.
+  std::vector<CommState*> LiveComms();
+  std::vector<JobState*> Jobs();
+  std::vector<CommState*> TakeRetired(int64_t older_than_ns);
+  std::mutex& registry_mutex() { return mu_; }
+
+  bool client_started() const { return client_started_.load(); }
+  void StartClientOnce() noexcept;
+  void StopClient(int64_t timeout_ns) noexcept;  // for tests and exit
+
+  // fork(): the child starts clean (no thread, no socket, no communicators).
+  void PrepareFork() noexcept;
+  void ParentAfterFork() noexcept;
+  void ChildAfterFork() noexcept;
+
+  // Tests: a runtime of their own.
+  static void InstallForTesting(Runtime* rt) noexcept;
+
+ private:
+  void Gate(CommState* st, cudaStream_t stream) noexcept;
+  bool Insert(CommState* st) noexcept;
+  std::string DeriveJobId(const CommOrigin& o) const;
+
+  Config config_;
+  Mode mode_;
+  std::mutex mu_;
+  std::atomic<CommState*> table_[kTableSize] = {};
+  std::vector<JobState*> jobs_;
+  std::vector<CommState*> comms_;    // live
+  std::vector<CommState*> retired_;  // destroyed, freed later by the background thread
+  std::atomic<bool> client_started_{false};
+  void* client_ = nullptr;  // Client*, leaked after fork
+  bool no_gpu_logged_ = false;
+};
+
+// True when the shim intercepts (mode != off); read on every call.
+extern std::atomic<bool> g_shim_active;
+
+}  // namespace metronome::shim

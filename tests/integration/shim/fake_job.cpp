@@ -1,0 +1,164 @@
+// A synthetic training job over the fake libnccl.so.2 (calls complete on the host), for the
+// shim's process-level tests and its footprint benchmark. Subcommands:
+//   iterate <iters> <compute_us>   DDP-like loop: compute, then buckets of 1 MiB and 25 MiB;
+//                                  prints "median_iteration_us <v>"
+//   bcast <n>                      n ncclBcast calls (NCCL calls ncclBroadcast inside), destroy
+//   missing                        calls ncclAlltoAll, absent from the fake NCCL (via dlsym)
+//   libs                           creates a communicator, waits, prints the loaded libraries
+//   fork                           creates a communicator, forks; the child does it again
+//   idle                           never touches NCCL; prints its thread count
+//   footprint                      prints VmRSS and thread count before/after a communicator
+#include <dlfcn.h>
+#include <nccl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ncclComm_t MakeComm() {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return nullptr;
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, 1, id, 0) != ncclSuccess) return nullptr;
+  return comm;
+}
+
+std::string Status(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key, 0) == 0) {
+      std::string v = line.substr(std::strlen(key));
+      v.erase(0, v.find_first_not_of(" \t"));
+      return v;
+    }
+  }
+  return "?";
+}
+
+int Iterate(int iters, int compute_us) {
+  ncclComm_t comm = MakeComm();
+  if (comm == nullptr) return 2;
+  std::vector<float> small(256 * 1024);     // 1 MiB
+  std::vector<float> big(25 * 256 * 1024);  // 25 MiB
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::microseconds(compute_us));
+    ncclAllReduce(small.data(), small.data(), small.size(), ncclFloat, ncclSum, comm, nullptr);
+    ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat, ncclSum, comm, nullptr);
+    ncclAllReduce(big.data(), big.data(), big.size(), ncclFloat, ncclSum, comm, nullptr);
+    times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  ncclCommDestroy(comm);
+  std::sort(times.begin(), times.end());
+  std::printf("median_iteration_us %.1f\n", times[times.size() / 2]);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "iterate" && argc > 3) return Iterate(std::atoi(argv[2]), std::atoi(argv[3]));
+  if (cmd == "bcast" && argc > 2) {
+    ncclComm_t comm = MakeComm();
+    if (comm == nullptr) return 2;
+    float x[4] = {};
+    const int n = std::atoi(argv[2]);
+    for (int i = 0; i < n; ++i) {
+      if (ncclBcast(x, 4, ncclFloat, 0, comm, nullptr) != ncclSuccess) return 3;
+    }
+    return ncclCommDestroy(comm) == ncclSuccess ? 0 : 4;
+  }
+  if (cmd == "missing") {
+    using Fn =
+        ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+    auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "ncclAlltoAll"));
+    if (fn == nullptr) {
+      std::printf("ncclAlltoAll absent\n");
+      return 0;
+    }
+    std::printf("ncclAlltoAll -> %d\n",
+                static_cast<int>(fn(nullptr, nullptr, 1, ncclFloat, nullptr, nullptr)));
+    return 0;
+  }
+  if (cmd == "libs") {
+    ncclComm_t comm = MakeComm();
+    if (comm == nullptr) return 2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    std::set<std::string> libs;
+    while (std::getline(maps, line)) {
+      const size_t slash = line.find('/');
+      if (slash != std::string::npos && line.find(".so", slash) != std::string::npos) {
+        libs.insert(line.substr(slash));
+      }
+    }
+    for (const auto& l : libs) std::printf("lib %s\n", l.c_str());
+    std::printf("threads %s\n", Status("Threads:").c_str());
+    ncclCommDestroy(comm);
+    return 0;
+  }
+  if (cmd == "fork") {
+    ncclComm_t comm = MakeComm();
+    if (comm == nullptr) return 2;
+    float x[4] = {};
+    ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const pid_t pid = fork();
+    if (pid == 0) {
+      // The child: no inherited background thread; it may use NCCL afresh.
+      std::printf("child threads %s\n", Status("Threads:").c_str());
+      std::fflush(stdout);
+      ncclComm_t c2 = MakeComm();
+      if (c2 == nullptr) _exit(5);
+      for (int i = 0; i < 10; ++i) ncclAllReduce(x, x, 4, ncclFloat, ncclSum, c2, nullptr);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let its client start
+      ncclCommDestroy(c2);
+      std::fflush(stdout);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, nullptr);
+    ncclCommDestroy(comm);
+    std::printf("child exit %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+    return 0;
+  }
+  if (cmd == "idle") {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::printf("threads %s\n", Status("Threads:").c_str());
+    return 0;
+  }
+  if (cmd == "footprint") {
+    std::printf("start rss %s threads %s\n", Status("VmRSS:").c_str(), Status("Threads:").c_str());
+    ncclComm_t comm = MakeComm();
+    if (comm == nullptr) return 2;
+    float x[4] = {};
+    for (int i = 0; i < 2000; ++i) {
+      ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, nullptr);
+      if (i % 100 == 99) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    std::printf("comm rss %s threads %s\n", Status("VmRSS:").c_str(), Status("Threads:").c_str());
+    ncclCommDestroy(comm);
+    return 0;
+  }
+  std::fprintf(stderr, "usage: fake_job iterate|bcast|missing|libs|fork|idle|footprint\n");
+  return 1;
+}

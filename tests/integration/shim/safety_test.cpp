@@ -1,0 +1,330 @@
+// Safety of the shim against its scheduler, in process: the shim's core (runtime + background
+// thread) talks to a raw ZeroMQ ROUTER played by the test. Collectives are driven through the
+// runtime's caller path exactly as the exported ncclX wrappers do.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "metronome/common/clock.hpp"
+#include "metronome/common/protocol.hpp"
+#include "runtime.hpp"
+
+namespace metronome::shim {
+namespace {
+
+using namespace std::chrono_literals;
+namespace proto = metronome::proto;
+
+constexpr int64_t kMaxWaitNs = 50'000'000;
+
+// A raw scheduler: answers hello and ping, and lets the test push whatever it likes.
+class RawPeer {
+ public:
+  explicit RawPeer(std::string endpoint = "tcp://127.0.0.1:*")
+      : sock_(ctx_, zmq::socket_type::router) {
+    sock_.set(zmq::sockopt::linger, 0);
+    sock_.bind(endpoint);
+    endpoint_ = sock_.get(zmq::sockopt::last_endpoint);
+  }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~RawPeer() { Stop(); }
+
+  void Stop() {
+    if (stop_.exchange(true)) return;
+    if (thread_.joinable()) thread_.join();
+    sock_.close();
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+  int hellos() const { return hellos_.load(); }
+  int pings() const { return pings_.load(); }
+  std::string job_id() {
+    std::lock_guard<std::mutex> l(mu_);
+    return job_id_;
+  }
+
+  // Called from the peer thread every millisecond once a shim said hello.
+  std::function<void(RawPeer&)> tick;
+
+  void SendRaw(const std::string& bytes) {
+    if (identity_.empty()) return;
+    sock_.send(zmq::buffer(identity_), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    sock_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+  }
+  void SendFrames(const std::string& a, const std::string& b) {
+    if (identity_.empty()) return;
+    sock_.send(zmq::buffer(identity_), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    sock_.send(zmq::buffer(a), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    sock_.send(zmq::buffer(b), zmq::send_flags::dontwait);
+  }
+  void Send(const proto::Message& m) { SendRaw(proto::Encode(m)); }
+
+ private:
+  void Run() {
+    while (!stop_.load()) {
+      zmq::pollitem_t item{static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, 1ms);
+      zmq::message_t id;
+      while (sock_.recv(id, zmq::recv_flags::dontwait)) {
+        zmq::message_t body;
+        if (!sock_.recv(body, zmq::recv_flags::dontwait)) break;
+        identity_.assign(static_cast<const char*>(id.data()), id.size());
+        const proto::Decoded d = proto::Decode(body.data(), body.size());
+        if (!d.ok()) continue;
+        if (const auto* h = std::get_if<proto::Hello>(&d.message)) {
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            job_id_ = h->job_id;
+          }
+          hellos_.fetch_add(1);
+          Send(proto::Welcome{42, 200, RealtimeNs()});
+        } else if (const auto* p = std::get_if<proto::ClockPing>(&d.message)) {
+          pings_.fetch_add(1);
+          const int64_t t = RealtimeNs();
+          Send(proto::ClockPong{p->seq, p->t1_ns, t, t});
+        }
+      }
+      if (tick && hellos_.load() > 0) tick(*this);
+    }
+  }
+
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+  std::string endpoint_;
+  std::string identity_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> hellos_{0};
+  std::atomic<int> pings_{0};
+  std::mutex mu_;
+  std::string job_id_;
+};
+
+struct ShimUnderTest {
+  explicit ShimUnderTest(const std::string& endpoint, int64_t silence_ns = 600'000'000) {
+    Config c;
+    c.scheduler = endpoint;
+    c.max_wait_ns = kMaxWaitNs;
+    c.silence_ns = silence_ns;
+    c.gate = GateKind::kHost;
+    c.log_level = LogLevel::kWarn;
+    c.node = "test-node";
+    rt = new Runtime(c);  // leaked on purpose, like the real one
+    Runtime::InstallForTesting(rt);
+    static uintptr_t next = 0x1000;
+    comm = reinterpret_cast<ncclComm_t>(next += 0x100);
+    ncclUniqueId id{};
+    id.internal[0] = static_cast<char>(next);
+    CommOrigin o;
+    o.how = "test";
+    o.id = &id;
+    o.nranks = 2;
+    o.rank = 0;
+    EXPECT_NE(rt->OnCommCreated(comm, o), nullptr);
+  }
+  ~ShimUnderTest() {
+    rt->OnCommDestroyed(comm, "destroyed");
+    rt->StopClient(1'000'000'000);
+  }
+
+  // One collective through the caller path; returns how long the caller was held (ns).
+  int64_t Collective() {
+    const int64_t t0 = RealtimeNs();
+    const auto tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, nullptr);
+    const int64_t held = RealtimeNs() - t0;
+    rt->AfterCollective(tok);
+    return held;
+  }
+  JobState* Job() {
+    auto jobs = rt->Jobs();
+    return jobs.empty() ? nullptr : jobs.back();
+  }
+  uint64_t Version() {
+    JobState* j = Job();
+    return j ? j->store.Version() : 0;
+  }
+
+  Runtime* rt = nullptr;
+  ncclComm_t comm = nullptr;
+};
+
+template <class Pred>
+bool WaitFor(Pred p, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (p()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return p();
+}
+
+TEST(ShimSafety, SchedulerAbsentRunsUngated) {
+  ShimUnderTest shim("tcp://127.0.0.1:1");  // nothing listens there
+  int64_t worst = 0;
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(3ms);
+    worst = std::max(worst, shim.Collective());
+  }
+  EXPECT_EQ(shim.Version(), 0u);
+  EXPECT_LT(worst, 1'000'000) << "a collective was held without any scheduler";
+  EXPECT_EQ(shim.rt->Find(shim.comm)->calls.load(), 40u);
+}
+
+TEST(ShimSafety, AbsurdTimetablesAndMalformedMessages) {
+  RawPeer peer;
+  std::atomic<uint64_t> version{1};
+  std::atomic<int> step{0};
+  std::mt19937_64 rng(7);
+  peer.tick = [&](RawPeer& p) {
+    if (peer.pings() == 0) return;
+    const std::string job = p.job_id();
+    const int64_t now = RealtimeNs();
+    proto::TimetablePush push;
+    push.job_id = job;
+    Timetable& t = push.timetable;
+    t.version = version.fetch_add(1);
+    t.epoch_ns = now;
+    t.period_ns = 20'000'000;
+    t.window_ns = 1'000'000;
+    t.late_slack_ns = 0;
+    t.max_wait_ns = 10'000'000'000;
+    switch (step.fetch_add(1) % 14) {
+      case 0:
+        t.period_ns = 0;
+        break;
+      case 1:
+        t.period_ns = -5'000'000;
+        break;
+      case 2:
+        t.window_ns = 50'000'000;
+        break;  // window > period: clamped
+      case 3:
+        t.epoch_ns = -(int64_t{1} << 61);
+        break;  // far past
+      case 4:
+        t.epoch_ns = int64_t{1} << 61;
+        break;  // far future
+      case 5:
+        t.epoch_ns = INT64_MAX;
+        break;  // beyond any limit: rejected
+      case 6:
+        t.offset_ns = INT64_MIN;
+        break;  // normalized
+      case 7:
+        t.late_slack_ns = -1;
+        t.window_ns = -1;
+        break;  // rejected
+      case 8:
+        t.period_ns = INT64_MAX;
+        break;  // rejected
+      case 9:
+        t.version = 1;
+        break;  // stale version
+      case 10:
+        p.SendRaw("");
+        return;   // empty frame
+      case 11: {  // garbage
+        std::string junk(static_cast<size_t>(rng() % 200 + 1), '\0');
+        for (char& c : junk) c = static_cast<char>(rng());
+        p.SendRaw(junk);
+        return;
+      }
+      case 12:
+        p.SendFrames(proto::Encode(push), "extra");
+        return;  // two frames
+      case 13:
+        p.SendRaw(std::string("\x93\x07\x06\x90", 4));
+        return;  // unknown version
+    }
+    p.Send(push);
+  };
+  peer.Start();
+  ShimUnderTest shim(peer.endpoint());
+  ASSERT_TRUE(WaitFor([&] { return shim.rt->counters.timetables_accepted.load() > 5; }, 5s));
+  int64_t worst = 0;
+  const auto end = std::chrono::steady_clock::now() + 1500ms;
+  int n = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(1ms);
+    worst = std::max(worst, shim.Collective());
+    ++n;
+  }
+  peer.Stop();
+  const auto& c = shim.rt->counters;
+  EXPECT_LE(worst, kMaxWaitNs + 15'000'000) << "held beyond max wait";
+  EXPECT_GT(c.timetables_rejected.load(), 10u);
+  EXPECT_GT(c.timetables_stale.load(), 0u);
+  EXPECT_GT(c.rx_rejected.load(), 10u);
+  EXPECT_GT(c.timetables_accepted.load(), 10u);
+  std::printf(
+      "%d collectives, worst hold %.2f ms; timetables accepted %llu rejected %llu stale "
+      "%llu; messages rejected %llu\n",
+      n, static_cast<double>(worst) / 1e6,
+      static_cast<unsigned long long>(c.timetables_accepted.load()),
+      static_cast<unsigned long long>(c.timetables_rejected.load()),
+      static_cast<unsigned long long>(c.timetables_stale.load()),
+      static_cast<unsigned long long>(c.rx_rejected.load()));
+}
+
+TEST(ShimSafety, SchedulerDiesFailsOpenAndReRegisters) {
+  auto peer = std::make_unique<RawPeer>();
+  const std::string endpoint = peer->endpoint();
+  auto push_valid = [](RawPeer& p) {
+    static thread_local int64_t last = 0;
+    const int64_t now = RealtimeNs();
+    if (p.pings() == 0 || now - last < 100'000'000) return;
+    last = now;
+    proto::TimetablePush push;
+    push.job_id = p.job_id();
+    push.timetable = Timetable{1, now, 20'000'000, 0, 5'000'000, 1'000'000, 30'000'000};
+    p.Send(push);
+  };
+  peer->tick = push_valid;
+  peer->Start();
+  ShimUnderTest shim(endpoint, 500'000'000);
+  ASSERT_TRUE(WaitFor([&] { return shim.Version() == 1; }, 5s)) << "no timetable in force";
+  EXPECT_EQ(shim.rt->counters.welcomes.load(), 1u);
+  // Gated collectives are held, never beyond max wait.
+  int64_t worst = 0;
+  for (int i = 0; i < 20; ++i) worst = std::max(worst, shim.Collective());
+  EXPECT_LE(worst, kMaxWaitNs + 15'000'000);
+
+  // The scheduler dies: within the silence bound (+ one loop) the shim fails open.
+  peer->Stop();
+  peer.reset();
+  const auto died = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return shim.Version() == 0; }, 3s)) << "did not fail open";
+  const auto fail_open_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - died)
+          .count();
+  EXPECT_LE(fail_open_ms, 500 + 400);
+  EXPECT_EQ(shim.rt->counters.fail_open_events.load(), 1u);
+  for (int i = 0; i < 10; ++i) {
+    std::this_thread::sleep_for(2ms);
+    EXPECT_LT(shim.Collective(), 1'000'000) << "held while failed open";
+  }
+
+  // It comes back at the same address: the shim says hello again and takes the new timetable
+  // (whose version numbering restarted at 1).
+  RawPeer again(endpoint);
+  again.tick = push_valid;
+  again.Start();
+  ASSERT_TRUE(WaitFor([&] { return again.hellos() > 0; }, 5s)) << "no re-registration";
+  ASSERT_TRUE(WaitFor([&] { return shim.Version() == 1; }, 5s)) << "new timetable not taken";
+  EXPECT_EQ(shim.rt->counters.welcomes.load(), 2u);
+  std::printf("failed open %lld ms after the scheduler died (bound 500 ms); re-registered\n",
+              static_cast<long long>(fail_open_ms));
+  again.Stop();
+}
+
+}  // namespace
+}  // namespace metronome::shim

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Process-level tests of libmetronome.so under LD_PRELOAD. Usage:
+#   shim_process_tests.sh <check> <libmetronome.so> <program> [build_dir]
+# Checks: equivalence (real NCCL), natural_pace, reentrancy, missing, fork, idle, install.
+# In sanitizer builds METRONOME_TEST_PRELOAD_PREFIX holds the sanitizer runtime, which must come
+# first in LD_PRELOAD.
+set -euo pipefail
+check=$1
+shim=$2
+prog=$3
+build_dir=${4:-}
+preload="${METRONOME_TEST_PRELOAD_PREFIX:+$METRONOME_TEST_PRELOAD_PREFIX:}$shim"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+export METRONOME_SCHEDULER=${METRONOME_SCHEDULER:-tcp://127.0.0.1:1}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+case "$check" in
+equivalence)
+  "$prog" >"$tmp/plain.txt" 2>"$tmp/plain.err" || fail "probe failed without the shim"
+  LD_PRELOAD="$preload" "$prog" >"$tmp/shim.txt" 2>"$tmp/shim.err" || fail "probe failed with the shim"
+  grep -q '^# ncclAllReduce from .*libmetronome.so' "$tmp/shim.txt" ||
+    fail "the shim did not interpose ncclAllReduce: $(head -1 "$tmp/shim.txt")"
+  grep -q '^# ncclAllReduce from .*libnccl.so' "$tmp/plain.txt" || fail "probe not linked to NCCL"
+  grep -v '^#' "$tmp/plain.txt" >"$tmp/a"
+  grep -v '^#' "$tmp/shim.txt" >"$tmp/b"
+  diff -u "$tmp/a" "$tmp/b" || fail "results differ with the shim"
+  grep -q '^version 22809$' "$tmp/b" || fail "unexpected NCCL version"
+  grep -q 'ncclAllReduce(null comm) -> 4' "$tmp/b" || fail "null comm is not ncclInvalidArgument"
+  echo "identical results over $(grep -c . "$tmp/a") lines"
+  ;;
+natural_pace)
+  export FAKE_NCCL_NS_PER_BYTE=0.02
+  best() { sort -n | head -1; }
+  for i in 1 2 3; do
+    "$prog" iterate 25 20000 | awk '/median_iteration_us/ {print $2}' >>"$tmp/plain"
+    LD_PRELOAD="$preload" "$prog" iterate 25 20000 2>>"$tmp/shim.err" |
+      awk '/median_iteration_us/ {print $2}' >>"$tmp/shim"
+  done
+  p=$(best <"$tmp/plain")
+  s=$(best <"$tmp/shim")
+  echo "median iteration without shim ${p} us, with shim (no scheduler) ${s} us"
+  awk -v p="$p" -v s="$s" 'BEGIN { exit !(s <= p * 1.05 && s >= p * 0.95) }' ||
+    fail "iteration time with the shim differs by more than 5 %"
+  ;;
+reentrancy)
+  METRONOME_LOG=info LD_PRELOAD="$preload" "$prog" bcast 10 >/dev/null 2>"$tmp/err" || fail "bcast run failed"
+  grep -q 'collectives=10 ' "$tmp/err" || { cat "$tmp/err"; fail "ncclBcast counted other than once per call"; }
+  echo "10 ncclBcast calls (each calling ncclBroadcast inside NCCL) counted as 10 collectives"
+  ;;
+missing)
+  LD_PRELOAD="$preload" "$prog" missing >"$tmp/out" 2>"$tmp/err" || fail "missing run failed"
+  grep -q 'ncclAlltoAll -> 3' "$tmp/out" || { cat "$tmp/out"; fail "missing symbol must give ncclInternalError"; }
+  grep -q 'no NCCL in this process provides pncclAlltoAll' "$tmp/err" || fail "no log line for the missing symbol"
+  echo "a function absent from the loaded NCCL returns ncclInternalError with one log line"
+  ;;
+fork)
+  LD_PRELOAD="$preload" "$prog" fork >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; fail "fork run failed"; }
+  grep -q 'child exit 0' "$tmp/out" || { cat "$tmp/out" "$tmp/err"; fail "the child failed"; }
+  grep -q 'child threads 1$' "$tmp/out" || { cat "$tmp/out"; fail "the child inherited threads"; }
+  test "$(grep -c 'scheduler client started' "$tmp/err")" -eq 2 || { cat "$tmp/err"; fail "the child did not start its own client"; }
+  echo "fork: the child starts clean (1 thread) and creates its own client"
+  ;;
+idle)
+  METRONOME_LOG=debug LD_PRELOAD="$preload" "$prog" idle >"$tmp/out" 2>"$tmp/err" || fail "idle run failed"
+  grep -q '^threads 1$' "$tmp/out" || { cat "$tmp/out"; fail "the shim started a thread in a process without NCCL"; }
+  if grep -q 'scheduler client started' "$tmp/err"; then fail "the shim connected without NCCL"; fi
+  if grep -q 'libzmq' /proc/$$/maps; then :; fi
+  echo "a process that never calls NCCL keeps 1 thread and no socket"
+  ;;
+install)
+  [ -n "$build_dir" ] || fail "install needs the build folder"
+  cmake --install "$build_dir" --component shim --prefix "$tmp/prefix" >"$tmp/install.log" || fail "install failed"
+  dir="$tmp/prefix/lib/metronome"
+  [ -f "$dir/libmetronome.so" ] || fail "no libmetronome.so in $dir"
+  [ -f "$dir/libzmq.so.5" ] || fail "libzmq.so.5 not bundled"
+  glibc='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libutil|libanl|libnsl|libmvec)[.-]'
+  for lib in "$dir"/*.so*; do
+    while read -r name arrow path _; do
+      [ "$arrow" = "=>" ] || continue
+      if [[ "$name" =~ $glibc ]]; then continue; fi
+      case "$path" in "$dir"/*) ;; *) fail "$(basename "$lib") resolves $name to $path, outside the bundle";; esac
+    done < <(ldd "$lib")
+  done
+  readelf -d "$dir/libmetronome.so" | grep -Eq 'R(UN)?PATH.*\[\$ORIGIN\]' || fail "libmetronome.so has no RPATH \$ORIGIN"
+  readelf -d "$dir/libmetronome.so" | awk '/NEEDED/ {print $5}' | tr -d '[]' | while read -r n; do
+    [[ "$n" =~ $glibc ]] || fail "libmetronome.so needs $n (beyond glibc)"
+  done
+  nm -D --defined-only "$dir/libmetronome.so" | awk '{print $3}' | sort >"$tmp/exported"
+  cat >"$tmp/expected" <<'LIST'
+ncclAllGather
+ncclAllReduce
+ncclAlltoAll
+ncclBcast
+ncclBroadcast
+ncclCommAbort
+ncclCommDestroy
+ncclCommFinalize
+ncclCommInitAll
+ncclCommInitRank
+ncclCommInitRankConfig
+ncclCommInitRankScalable
+ncclCommShrink
+ncclCommSplit
+ncclGather
+ncclGroupEnd
+ncclGroupStart
+ncclRecv
+ncclReduce
+ncclReduceScatter
+ncclScatter
+ncclSend
+LIST
+  diff -u "$tmp/expected" "$tmp/exported" || fail "libmetronome.so exports more or other than the wrapped NCCL names"
+  # At run time, libzmq and its dependencies come from the bundle.
+  LD_PRELOAD="$dir/libmetronome.so" "$prog" libs >"$tmp/libs" 2>"$tmp/err" || { cat "$tmp/err"; fail "libs run failed"; }
+  grep -q "^lib $dir/libzmq.so.5" "$tmp/libs" || { cat "$tmp/libs" "$tmp/err"; fail "libzmq not loaded from the bundle"; }
+  for dep in libsodium libpgm libnorm libgssapi_krb5; do
+    if grep -q "^lib .*/$dep" "$tmp/libs"; then
+      grep -q "^lib $dir/$dep" "$tmp/libs" || fail "$dep loaded from outside the bundle"
+    fi
+  done
+  echo "bundle: $(ls "$dir" | tr '\n' ' ')"
+  echo "exports: $(wc -l <"$tmp/exported") wrapped NCCL names, nothing else; all dependencies inside the bundle or glibc"
+  ;;
+*)
+  fail "unknown check $check"
+  ;;
+esac

@@ -1,0 +1,76 @@
+#include "config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace metronome::shim {
+namespace {
+
+Config Parse(const std::map<std::string, std::string>& env) {
+  return ParseConfig([&](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(ShimConfig, Defaults) {
+  const Config c = Parse({{"NODE_NAME", "n1"}});
+  EXPECT_EQ(c.mode, Mode::kEnforce);
+  EXPECT_EQ(c.gate, GateKind::kAuto);
+  EXPECT_EQ(c.scheduler, "tcp://127.0.0.1:7411");
+  EXPECT_EQ(c.priority, 1);
+  EXPECT_EQ(c.node, "n1");
+  EXPECT_EQ(c.max_wait_ns, 1'000'000'000);
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(ShimConfig, AllSettings) {
+  const Config c = Parse({{"METRONOME_MODE", "observe"},
+                          {"METRONOME_GATE", "host"},
+                          {"METRONOME_MAX_WAIT_MS", "25"},
+                          {"METRONOME_SCHEDULER", "tcp://10.0.0.1:9"},
+                          {"METRONOME_JOB", "bert"},
+                          {"METRONOME_PRIORITY", "high"},
+                          {"METRONOME_LOG", "debug"},
+                          {"METRONOME_FAILOPEN_MS", "800"}});
+  EXPECT_EQ(c.mode, Mode::kObserve);
+  EXPECT_EQ(c.gate, GateKind::kHost);
+  EXPECT_EQ(c.max_wait_ns, 25'000'000);
+  EXPECT_EQ(c.scheduler, "tcp://10.0.0.1:9");
+  EXPECT_EQ(c.job, "bert");
+  EXPECT_EQ(c.priority, 2);
+  EXPECT_EQ(c.log_level, LogLevel::kDebug);
+  EXPECT_EQ(c.silence_ns, 800'000'000);
+  EXPECT_FALSE(c.node.empty());  // from gethostname
+}
+
+TEST(ShimConfig, PriorityAsInteger) {
+  EXPECT_EQ(Parse({{"METRONOME_PRIORITY", "low"}}).priority, 0);
+  EXPECT_EQ(Parse({{"METRONOME_PRIORITY", "7"}}).priority, 7);
+  EXPECT_EQ(Parse({{"METRONOME_PRIORITY", "-3"}}).priority, -3);
+}
+
+TEST(ShimConfig, BadValuesKeepDefaultsAndAreNamed) {
+  const Config c = Parse({{"METRONOME_MODE", "fast"},
+                          {"METRONOME_GATE", "gpu"},
+                          {"METRONOME_MAX_WAIT_MS", "-1"},
+                          {"METRONOME_PRIORITY", "urgent"},
+                          {"METRONOME_FAILOPEN_MS", "12abc"}});
+  EXPECT_EQ(c.mode, Mode::kEnforce);
+  EXPECT_EQ(c.gate, GateKind::kAuto);
+  EXPECT_EQ(c.max_wait_ns, 1'000'000'000);
+  EXPECT_EQ(c.priority, 1);
+  for (const char* name : {"METRONOME_MODE", "METRONOME_GATE", "METRONOME_MAX_WAIT_MS",
+                           "METRONOME_PRIORITY", "METRONOME_FAILOPEN_MS"}) {
+    EXPECT_NE(c.warnings.find(name), std::string::npos) << name;
+  }
+}
+
+TEST(ShimConfig, OffMode) {
+  EXPECT_EQ(Parse({{"METRONOME_MODE", "off"}}).mode, Mode::kOff);
+}
+
+}  // namespace
+}  // namespace metronome::shim

@@ -1,0 +1,167 @@
+// Host gate decisions and waits, the timetable store, the event ring, the GPU timer calibration.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "device_gate.hpp"
+#include "host_gate.hpp"
+#include "metronome/common/clock.hpp"
+#include "spsc_ring.hpp"
+#include "timetable_store.hpp"
+
+namespace metronome::shim {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+Timetable Tt(int64_t epoch, int64_t period, int64_t window, int64_t slack, int64_t max_wait) {
+  Timetable t{1, epoch, period, 0, window, slack, max_wait};
+  EXPECT_EQ(ValidateTimetable(t) & kTimetableRejectMask, 0u);
+  return t;
+}
+
+TEST(HostGate, GoesInsideTheSlack) {
+  const Timetable t = Tt(0, 100 * kMs, 10 * kMs, 5 * kMs, 50 * kMs);
+  const GateDecision d = DecideHostGate(t, 1000 * kMs + 3 * kMs, 0, 1000 * kMs);
+  EXPECT_EQ(d.action, GateAction::kGoNow);
+}
+
+TEST(HostGate, WaitsForTheNextWindowInLocalTime) {
+  const Timetable t = Tt(0, 100 * kMs, 10 * kMs, 5 * kMs, 80 * kMs);
+  // Local clock 7 ms behind the scheduler: local 1030 is scheduler 1037; next window at 1100
+  // scheduler = 1093 local.
+  const GateDecision d = DecideHostGate(t, 1030 * kMs, 7 * kMs, 1000 * kMs);
+  EXPECT_EQ(d.action, GateAction::kWaitUntil);
+  EXPECT_EQ(d.until_ns, 1093 * kMs);
+}
+
+TEST(HostGate, FailsOpenBeyondMaxWaitAndTheLocalCap) {
+  const Timetable t = Tt(0, 100 * kMs, 10 * kMs, 5 * kMs, 80 * kMs);
+  EXPECT_EQ(DecideHostGate(t, 1010 * kMs, 0, 1000 * kMs).action, GateAction::kFailOpen);  // 90 > 80
+  EXPECT_EQ(DecideHostGate(t, 1050 * kMs, 0, 20 * kMs).action, GateAction::kFailOpen);    // 50 > 20
+  EXPECT_EQ(DecideHostGate(t, 1090 * kMs, 0, 20 * kMs).action, GateAction::kWaitUntil);   // 10 < 20
+}
+
+TEST(HostGate, WaitReleasesAtTheWindow) {
+  const int64_t now = RealtimeNs();
+  // A window opens 3 ms from now.
+  const Timetable t = Tt(now + 3 * kMs, 100 * kMs, 10 * kMs, 0, 100 * kMs);
+  const HostGateOutcome o = HostGate(t, RealtimeNs(), 0, 100 * kMs, true);
+  const int64_t released = RealtimeNs();
+  ASSERT_EQ(o.action, GateAction::kWaitUntil);
+  EXPECT_GE(released, now + 3 * kMs);
+  EXPECT_LT(released, now + 3 * kMs + 20 * kMs);  // generous: shared CI cores
+}
+
+TEST(HostGate, NeverBlocksWhenNotAllowed) {
+  const int64_t now = RealtimeNs();
+  const Timetable t = Tt(now + 30 * kMs, 100 * kMs, 10 * kMs, 0, 100 * kMs);
+  const HostGateOutcome o = HostGate(t, RealtimeNs(), 0, 100 * kMs, false);
+  EXPECT_EQ(o.action, GateAction::kWaitUntil);
+  EXPECT_EQ(o.waited_ns, 0);
+  EXPECT_LT(RealtimeNs() - now, 10 * kMs);
+}
+
+TEST(HostGate, SleepUntilPastTargetReturnsAtOnce) {
+  const int64_t now = RealtimeNs();
+  EXPECT_GE(SleepUntilRealtime(now - 5 * kMs), now);
+  EXPECT_LT(RealtimeNs() - now, 5 * kMs);
+}
+
+TEST(TimetableStore, PublishReadClear) {
+  TimetableStore s;
+  Timetable t;
+  EXPECT_FALSE(s.Read(t));
+  EXPECT_EQ(s.Version(), 0u);
+  s.Publish(Tt(5, 100 * kMs, 10 * kMs, 0, 0));
+  ASSERT_TRUE(s.Read(t));
+  EXPECT_EQ(t.period_ns, 100 * kMs);
+  EXPECT_EQ(s.Version(), 1u);
+  s.Clear();
+  EXPECT_FALSE(s.Read(t));
+}
+
+TEST(TimetableStore, ReadersNeverSeeATornTimetable) {
+  TimetableStore s;
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    for (uint64_t v = 1; !stop.load(); ++v) {
+      const auto x = static_cast<int64_t>(v % 1000 + 1) * kMs;
+      s.Publish(Timetable{v, x, x, 0, x, 0, x});  // every field derived from v
+      for (int spin = 0; spin < 200; ++spin) std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
+  });
+  int torn = 0;
+  int reads = 0;
+  const int64_t until = RealtimeNs() + 300 * kMs;
+  while (reads < 20000 && RealtimeNs() < until) {
+    Timetable t;
+    if (!s.Read(t)) continue;
+    ++reads;
+    const auto x = static_cast<int64_t>(t.version % 1000 + 1) * kMs;
+    if (t.epoch_ns != x || t.period_ns != x || t.window_ns != x || t.max_wait_ns != x) ++torn;
+  }
+  stop.store(true);
+  writer.join();
+  EXPECT_EQ(torn, 0);
+  EXPECT_GT(reads, 0);
+}
+
+TEST(SpscRing, FifoAndDropsWhenFull) {
+  SpscRing<int, 4> r;
+  for (int i = 0; i < 6; ++i) r.Push(i);
+  EXPECT_EQ(r.Dropped(), 2u);
+  int v = -1;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(r.Pop(v));
+    EXPECT_EQ(v, i);
+  }
+  EXPECT_FALSE(r.Pop(v));
+}
+
+TEST(SpscRing, ProducerConsumerThreads) {
+  SpscRing<uint64_t, 256> r;
+  constexpr uint64_t kN = 200000;
+  std::thread producer([&] {
+    for (uint64_t i = 1; i <= kN; ++i) {
+      while (!r.Push(i)) {
+      }
+    }
+  });
+  uint64_t expect = 1;
+  uint64_t v = 0;
+  while (expect <= kN) {
+    if (r.Pop(v)) {
+      ASSERT_EQ(v, expect);
+      ++expect;
+    }
+  }
+  producer.join();
+}
+
+TEST(DeviceGate, CalibrationTakesTheFreshestRead) {
+  // GPU timer = host - 1000 ns; reads arrive 50..500 ns after the write.
+  const int64_t host[] = {10'550, 20'050, 30'500, 40'100};
+  const int64_t gpu[] = {9'000, 19'000, 29'000, 39'000};
+  EXPECT_EQ(CalibrateHostMinusGpu(host, gpu, 4), 1'050);
+  EXPECT_EQ(CalibrateHostMinusGpu(host, gpu, 0), 0);
+}
+
+TEST(DeviceGate, UnavailableWithoutAGpuDriver) {
+  // This machine has no libcuda.so.1 loaded: no slot, host gate.
+  EXPECT_EQ(DeviceGate::Prepare(nullptr), -1);
+  EXPECT_EQ(DeviceGate::Status(), DeviceGateStatus::kUnavailable);
+  EXPECT_FALSE(DeviceGate::StreamIsCapturing(nullptr));
+  EXPECT_EQ(DeviceGate::ServiceWaits(RealtimeNs()), INT64_MAX);
+}
+
+TEST(DeviceGate, SlotLayoutIsStable) {
+  // The kernel and the host agree on this layout (both compile device_gate_slot.hpp).
+  EXPECT_EQ(sizeof(DeviceGateSlot), 128u);
+  EXPECT_EQ(alignof(DeviceGateSlot), 128u);
+}
+
+}  // namespace
+}  // namespace metronome::shim

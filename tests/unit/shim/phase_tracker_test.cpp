@@ -1,0 +1,187 @@
+// The phase tracker on synthetic call sequences: DDP-like buckets, jitter, an occasional slow
+// iteration, a change of rhythm. Period and phase start must be found within 2 %.
+#include "phase_tracker.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace metronome::shim {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kUs = 1'000;
+constexpr uint64_t kMiB = 1 << 20;
+
+// Generates iterations: compute (with jitter), then buckets, each bucket preceded by `bucket_gap`
+// (backward compute between buckets) and lasting bytes / bandwidth on the host.
+struct Workload {
+  int64_t compute_ns = 80 * kMs;
+  int64_t jitter_ns = 500'000;  // uniform +-0.5 ms
+  std::vector<uint64_t> buckets = {1 * kMiB, 25 * kMiB, 25 * kMiB, 25 * kMiB};
+  int64_t bucket_gap_ns = 3 * kMs;
+  double ns_per_byte = 0.2;  // 25 MiB -> ~5 ms
+  int64_t slow_every = 0;    // every k-th iteration computes `slow_extra_ns` longer
+  int64_t slow_extra_ns = 0;
+};
+
+class Sim {
+ public:
+  explicit Sim(uint64_t seed) : rng_(seed) {}
+  // Runs one iteration; returns the start time of its first collective.
+  int64_t Iterate(const Workload& w, PhaseTracker& t, int64_t* phase_start_reported = nullptr) {
+    std::uniform_int_distribution<int64_t> j(-w.jitter_ns, w.jitter_ns);
+    now_ += w.compute_ns + j(rng_);
+    ++iter_;
+    if (w.slow_every > 0 && iter_ % w.slow_every == 0) now_ += w.slow_extra_ns;
+    int64_t first = 0;
+    for (size_t b = 0; b < w.buckets.size(); ++b) {
+      if (b > 0) now_ += w.bucket_gap_ns;
+      const int64_t dur = static_cast<int64_t>(static_cast<double>(w.buckets[b]) * w.ns_per_byte);
+      CollEvent e{now_, now_ + dur, 1, w.buckets[b]};
+      const bool start = t.Add(e);
+      if (b == 0) first = now_;
+      if (start && phase_start_reported != nullptr) *phase_start_reported = now_;
+      now_ += dur;
+    }
+    return first;
+  }
+  int64_t now() const { return now_; }
+
+ private:
+  std::mt19937_64 rng_;
+  int64_t now_ = 1'700'000'000 * 1'000'000'000LL;
+  int64_t iter_ = 0;
+};
+
+int64_t TruePeriod(const Workload& w) {
+  int64_t p = w.compute_ns;
+  for (size_t b = 0; b < w.buckets.size(); ++b) {
+    if (b > 0) p += w.bucket_gap_ns;
+    p += static_cast<int64_t>(static_cast<double>(w.buckets[b]) * w.ns_per_byte);
+  }
+  return p;
+}
+
+void ExpectWithin(int64_t got, int64_t want, double frac, const char* what) {
+  EXPECT_LE(std::llabs(got - want), static_cast<int64_t>(frac * static_cast<double>(want)))
+      << what << ": got " << got << " want " << want;
+}
+
+TEST(PhaseTracker, DdpBucketsPeriodAndPhaseStart) {
+  Workload w;
+  PhaseTracker t;
+  Sim sim(1);
+  for (int i = 0; i < 8; ++i) sim.Iterate(w, t);
+  const int64_t period = TruePeriod(w);
+  for (int i = 0; i < 20; ++i) {
+    const PhaseEstimate e = t.Estimate();
+    int64_t reported = 0;
+    const int64_t actual = sim.Iterate(w, t, &reported);
+    ExpectWithin(e.period_ns, period, 0.02, "period");
+    // Predicted phase start vs the actual one, relative to the period.
+    EXPECT_LE(std::llabs(e.next_start_ns - actual), period / 50) << "iteration " << i;
+    EXPECT_EQ(reported, actual) << "the phase start is the first bucket";
+  }
+  const PhaseEstimate e = t.Estimate();
+  EXPECT_EQ(e.ops, 4u);
+  EXPECT_EQ(e.bytes, 76 * kMiB);
+  EXPECT_NE(e.first_key, 0u);
+  EXPECT_GT(e.confidence, 0.5);
+  // Phase duration: first bucket start to last bucket end.
+  const int64_t comm = TruePeriod(w) - w.compute_ns;
+  ExpectWithin(e.comm_ns, comm, 0.05, "phase duration");
+}
+
+TEST(PhaseTracker, FoundAfterAFewIterations) {
+  Workload w;
+  PhaseTracker t;
+  Sim sim(2);
+  for (int i = 0; i < 4; ++i) sim.Iterate(w, t);
+  const PhaseEstimate e = t.Estimate();
+  ExpectWithin(e.period_ns, TruePeriod(w), 0.02, "period after 4 iterations");
+}
+
+TEST(PhaseTracker, OccasionalSlowIterationDoesNotMoveThePeriod) {
+  Workload w;
+  w.slow_every = 7;
+  w.slow_extra_ns = 60 * kMs;
+  PhaseTracker t;
+  Sim sim(3);
+  for (int i = 0; i < 10; ++i) sim.Iterate(w, t);
+  for (int i = 0; i < 30; ++i) {
+    sim.Iterate(w, t);
+    ExpectWithin(t.Estimate().period_ns, TruePeriod(w), 0.02, "period with slow iterations");
+  }
+}
+
+TEST(PhaseTracker, FollowsAChangeOfRhythm) {
+  Workload a;
+  Workload b = a;
+  b.compute_ns = 40 * kMs;
+  b.buckets = {1 * kMiB, 10 * kMiB};
+  b.jitter_ns = 200'000;
+  PhaseTracker t;
+  Sim sim(4);
+  for (int i = 0; i < 20; ++i) sim.Iterate(a, t);
+  ExpectWithin(t.Estimate().period_ns, TruePeriod(a), 0.02, "first rhythm");
+  for (int i = 0; i < 5; ++i) sim.Iterate(b, t);
+  ExpectWithin(t.Estimate().period_ns, TruePeriod(b), 0.02, "second rhythm after 5 iterations");
+  for (int i = 0; i < 5; ++i) {
+    const PhaseEstimate e = t.Estimate();
+    const int64_t actual = sim.Iterate(b, t);
+    EXPECT_LE(std::llabs(e.next_start_ns - actual), TruePeriod(b) / 50);
+  }
+}
+
+TEST(PhaseTracker, LongBucketGapIsNotAPhaseStartOnceTheSequenceIsKnown) {
+  Workload w;
+  w.bucket_gap_ns = 20 * kMs;  // backward compute between buckets, a quarter of the compute
+  PhaseTracker t;
+  Sim sim(5);
+  for (int i = 0; i < 10; ++i) sim.Iterate(w, t);
+  const uint64_t phases = t.Estimate().phases;
+  for (int i = 0; i < 10; ++i) sim.Iterate(w, t);
+  EXPECT_EQ(t.Estimate().phases, phases + 10);
+  ExpectWithin(t.Estimate().period_ns, TruePeriod(w), 0.02, "period");
+}
+
+TEST(PhaseTracker, OneCollectivePerIteration) {
+  Workload w;
+  w.buckets = {4 * kMiB};
+  w.compute_ns = 30 * kMs;
+  PhaseTracker t;
+  Sim sim(6);
+  for (int i = 0; i < 12; ++i) sim.Iterate(w, t);
+  const PhaseEstimate e = t.Estimate();
+  ExpectWithin(e.period_ns, TruePeriod(w), 0.02, "period");
+  EXPECT_EQ(e.ops, 1u);
+}
+
+TEST(PhaseTracker, BackToBackCallsKeepTheDefaultThreshold) {
+  PhaseTracker t(1 * kMs);
+  int64_t now = 0;
+  for (int i = 0; i < 100; ++i) {
+    t.Add(CollEvent{now, now + 500, 1, 64});
+    now += 1 * kUs;
+  }
+  EXPECT_EQ(t.Estimate().phases, 1u);
+  EXPECT_EQ(t.Estimate().gap_threshold_ns, 1 * kMs);
+  EXPECT_EQ(t.Estimate().period_ns, 0);
+}
+
+TEST(PhaseTracker, RecentStartsOldestFirst) {
+  PhaseTracker t;
+  Workload w;
+  Sim sim(7);
+  std::vector<int64_t> firsts;
+  for (int i = 0; i < 10; ++i) firsts.push_back(sim.Iterate(w, t));
+  int64_t out[4];
+  ASSERT_EQ(t.RecentStarts(out, 4), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], firsts[6 + static_cast<size_t>(i)]);
+}
+
+}  // namespace
+}  // namespace metronome::shim

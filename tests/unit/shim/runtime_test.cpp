@@ -1,0 +1,155 @@
+// The caller's path: phase-start detection, gating once per phase and once per group, modes.
+#include "runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "metronome/common/clock.hpp"
+
+namespace metronome::shim {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+struct Fixture {
+  explicit Fixture(Mode mode) {
+    Config c;
+    c.mode = mode;
+    c.gate = GateKind::kHost;
+    c.scheduler = "tcp://127.0.0.1:1";
+    c.log_level = LogLevel::kWarn;
+    c.max_wait_ns = 200 * kMs;
+    rt = new Runtime(c);  // leaked on purpose: the background thread may still look at it
+    Runtime::InstallForTesting(rt);
+    static uintptr_t next = 0x9000;
+    comm = reinterpret_cast<ncclComm_t>(next += 0x40);
+    CommOrigin o;
+    o.how = "test";
+    o.nranks = 4;
+    o.rank = 1;
+    st = rt->OnCommCreated(comm, o);
+  }
+  ~Fixture() { rt->StopClient(500 * kMs); }
+
+  // A window of 1 ms every 50 ms, the next one opening `in_ns` from now.
+  void PublishWindowIn(int64_t in_ns) {
+    const int64_t now = RealtimeNs();
+    Timetable t{1, now + in_ns, 50 * kMs, 0, 1 * kMs, 0, 50 * kMs};
+    ASSERT_EQ(ValidateTimetable(t) & kTimetableRejectMask, 0u);
+    st->job->store.Publish(t);
+    rt->clock_valid.store(true);
+  }
+  int64_t Call(Op op = Op::kAllReduce, uint64_t bytes = 1024) {
+    const int64_t t0 = RealtimeNs();
+    const auto tok = rt->BeforeCollective(comm, op, bytes, nullptr);
+    const int64_t held = RealtimeNs() - t0;
+    rt->AfterCollective(tok);
+    return held;
+  }
+
+  Runtime* rt = nullptr;
+  ncclComm_t comm = nullptr;
+  CommState* st = nullptr;
+};
+
+TEST(ShimRuntime, RegistersCommunicatorAndJob) {
+  Fixture f(Mode::kEnforce);
+  ASSERT_NE(f.st, nullptr);
+  EXPECT_EQ(f.rt->Find(f.comm), f.st);
+  EXPECT_EQ(f.st->rank.load(), 1u);
+  EXPECT_EQ(f.st->job->world, 4u);
+  EXPECT_EQ(f.st->job->job_id.rfind("local-", 0), 0u);  // no unique id, no METRONOME_JOB
+  EXPECT_TRUE(f.rt->client_started());
+  f.rt->OnCommDestroyed(f.comm, "destroyed");
+  EXPECT_EQ(f.rt->Find(f.comm), nullptr);
+}
+
+TEST(ShimRuntime, JobIdIsAHashOfTheUniqueId) {
+  Fixture f(Mode::kObserve);
+  ncclUniqueId id{};
+  id.internal[3] = 9;
+  CommOrigin o;
+  o.id = &id;
+  o.nranks = 2;
+  o.rank = 0;
+  auto* comm = reinterpret_cast<ncclComm_t>(uintptr_t{0x77000});
+  CommState* a = f.rt->OnCommCreated(comm, o);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->job->job_id.rfind("nccl-", 0), 0u);
+  // A split communicator joins its parent's job.
+  CommOrigin s;
+  s.parent = comm;
+  s.nranks = 1;
+  s.rank = 0;
+  CommState* b = f.rt->OnCommCreated(reinterpret_cast<ncclComm_t>(uintptr_t{0x78000}), s);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->job, a->job);
+}
+
+TEST(ShimRuntime, GatesOnlyTheFirstCollectiveOfAPhase) {
+  Fixture f(Mode::kEnforce);
+  f.Call();  // first call ever: a phase start, but no timetable yet
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  f.PublishWindowIn(20 * kMs);
+  const int64_t held = f.Call();  // gap 3 ms > 1 ms default threshold: phase start
+  EXPECT_GE(held, 15 * kMs);
+  EXPECT_LE(held, 60 * kMs);
+  // The rest of the burst follows at once.
+  for (int i = 0; i < 5; ++i) EXPECT_LT(f.Call(), 1 * kMs);
+  EXPECT_EQ(f.st->gated.load(), 1u);
+}
+
+TEST(ShimRuntime, GatesOncePerGroup) {
+  Fixture f(Mode::kEnforce);
+  f.Call();
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  f.PublishWindowIn(10 * kMs);
+  ThreadState& ts = Tls();
+  ts.group_depth = 1;
+  ts.group_gated = false;
+  const int64_t first = f.Call(Op::kSend);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // would be a phase start
+  const int64_t second = f.Call(Op::kRecv);
+  ts.group_depth = 0;
+  ts.group_gated = false;
+  EXPECT_GE(first, 5 * kMs);
+  EXPECT_LT(second, 1 * kMs);
+  EXPECT_EQ(f.st->gated.load(), 1u);
+}
+
+TEST(ShimRuntime, ObserveNeverWaits) {
+  Fixture f(Mode::kObserve);
+  f.Call();
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  f.PublishWindowIn(20 * kMs);
+  EXPECT_LT(f.Call(), 1 * kMs);
+  EXPECT_EQ(f.st->gated.load(), 0u);
+  EXPECT_EQ(f.st->calls.load(), 2u);
+}
+
+TEST(ShimRuntime, OffTracksNothing) {
+  Fixture f(Mode::kOff);
+  EXPECT_EQ(f.st, nullptr);
+  EXPECT_FALSE(g_shim_active.load());
+}
+
+TEST(ShimRuntime, NoClockEstimateMeansNoWait) {
+  Fixture f(Mode::kEnforce);
+  f.Call();
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  f.PublishWindowIn(20 * kMs);
+  f.rt->clock_valid.store(false);
+  EXPECT_LT(f.Call(), 1 * kMs);
+}
+
+TEST(ShimRuntime, ByteSizes) {
+  EXPECT_EQ(DataTypeSize(ncclFloat16), 2u);
+  EXPECT_EQ(DataTypeSize(ncclBfloat16), 2u);
+  EXPECT_EQ(DataTypeSize(ncclFloat), 4u);
+  EXPECT_EQ(DataTypeSize(ncclInt64), 8u);
+  EXPECT_EQ(DataTypeSize(ncclFloat8e4m3), 1u);
+}
+
+}  // namespace
+}  // namespace metronome::shim
