@@ -3,8 +3,10 @@
 // Nothing throws across this boundary: every entry point catches everything.
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -432,10 +434,61 @@ STANDIN_API(ncclResult_t, ncclCommRevoke, ncclComm_t /*comm*/, int /*revokeFlags
   return unsupported("ncclCommRevoke");
 }
 
-STANDIN_API(ncclResult_t, ncclCommSplit, ncclComm_t /*comm*/, int /*color*/, int /*key*/,
-            ncclComm_t* newcomm, ncclConfig_t* /*config*/) {
-  if (newcomm != nullptr) *newcomm = nullptr;
-  return unsupported("ncclCommSplit");
+// Split: the parent's ranks exchange (color, key); the first member of each color (by key, then
+// parent rank) makes a rendezvous and every rank learns its leader's id in a second exchange; then
+// each member joins its new communicator. NCCL_SPLIT_NOCOLOR ranks take part but get no comm.
+STANDIN_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+            ncclConfig_t* config) {
+  const char* function = "ncclCommSplit";
+  try {
+    if (newcomm == nullptr) return invalid(function, "newcomm is null");
+    *newcomm = nullptr;
+    ncclComm* parent = nullptr;
+    if (const ncclResult_t rc = usableComm(function, comm, parent); rc != ncclSuccess) return rc;
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+      return invalid(function, "color " + std::to_string(color) + " is negative");
+    }
+    if (config != nullptr && config->magic != 0xcafebeef) {
+      return invalid(function, "config was not initialized with NCCL_CONFIG_INITIALIZER");
+    }
+    if (standin::inGroup()) {
+      return fail(ncclInvalidUsage,
+                  "ncclCommSplit inside a group is not supported by the stand-in");
+    }
+    auto& impl = parent->impl;
+    const int nranks = impl.size();
+    const int me = impl.rank();
+    const std::int32_t mine[2] = {color, key};
+    std::vector<std::int32_t> all(static_cast<std::size_t>(2 * nranks));
+    {
+      const auto bytes = impl.exchange(mine, sizeof(mine));
+      std::memcpy(all.data(), bytes.data(), bytes.size());
+    }
+    // Members of my color in new-rank order.
+    std::vector<int> members;
+    for (int r = 0; r < nranks; ++r) {
+      if (color != NCCL_SPLIT_NOCOLOR && all[static_cast<std::size_t>(2 * r)] == color) {
+        members.push_back(r);
+      }
+    }
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+      return all[static_cast<std::size_t>(2 * a + 1)] < all[static_cast<std::size_t>(2 * b + 1)];
+    });
+    ncclUniqueId id;
+    std::memset(&id, 0, sizeof(id));
+    const bool leader = !members.empty() && members.front() == me;
+    if (leader) id = standin::encodeId(standin::newRendezvous());
+    const auto ids = impl.exchange(&id, sizeof(id));
+    if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+    std::memcpy(&id, ids.data() + static_cast<std::size_t>(members.front()) * sizeof(id),
+                sizeof(id));
+    const int newRank =
+        static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+    return initRank(function, newcomm, static_cast<int>(members.size()), id, newRank, config,
+                    impl.device());
+  } catch (...) {
+    return caught(function);
+  }
 }
 
 STANDIN_API(ncclResult_t, ncclCommShrink, ncclComm_t /*comm*/, int* /*excludeRanksList*/,

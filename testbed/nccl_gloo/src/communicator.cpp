@@ -220,6 +220,20 @@ void Communicator::runGroup(const std::vector<Operation>& operations) {
   }
 }
 
+std::vector<char> Communicator::exchange(const void* data, std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!context_) throw Error(ncclInvalidUsage, "communicator is not initialized");
+  std::vector<char> input(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+  std::vector<char> output(bytes * static_cast<std::size_t>(nranks_));
+  if (nranks_ == 1) return input;
+  gloo::AllgatherOptions options(context_);
+  options.setInput(reinterpret_cast<std::uint8_t*>(input.data()), bytes);
+  options.setOutput(reinterpret_cast<std::uint8_t*>(output.data()), output.size());
+  options.setTimeout(timeout_);
+  gloo::allgather(options);
+  return output;
+}
+
 void Communicator::runCollective(const Operation& operation) {
   if (operation.count == 0) return;
   switch (operation.kind) {

@@ -64,6 +64,12 @@ class Communicator {
   // point-to-point operations are awaited.
   void runGroup(const std::vector<Operation>& operations);
 
+  // Every rank's `bytes` bytes, in rank order (an all-gather of raw bytes). Throws.
+  std::vector<char> exchange(const void* data, std::size_t bytes);
+
+  // The rendezvous this communicator was made from.
+  const Rendezvous& rendezvous() const { return rendezvous_; }
+
  private:
   void runCollective(const Operation& operation);
   void allReduce(const Operation& operation);

@@ -580,10 +580,8 @@ TEST_F(NcclGloo, BadArgumentsAreRejected) {
 
 TEST_F(NcclGloo, UnsupportedCallsSayWhy) {
   ncclComm_t comm = world(2).comms[0];
-  ncclComm_t newcomm = comm;
-  EXPECT_EQ(ncclCommSplit(comm, 0, 0, &newcomm, nullptr), ncclInvalidUsage);
-  EXPECT_EQ(newcomm, nullptr);
-  EXPECT_NE(std::string(ncclGetLastError(comm)).find("ncclCommSplit is not supported"),
+  EXPECT_EQ(ncclCommRevoke(comm, 0), ncclInvalidUsage);
+  EXPECT_NE(std::string(ncclGetLastError(comm)).find("ncclCommRevoke is not supported"),
             std::string::npos);
   ncclRedOp_t op;
   float scalar = 2.0f;
@@ -649,6 +647,40 @@ TEST_F(NcclGloo, AlltoAllGatherScatterEveryType) {
       }
     }
   }
+}
+
+// ncclCommSplit: colors by parity, keys reversing the order; one rank opts out.
+TEST_F(NcclGloo, SplitByColorAndKey) {
+  World& w = world(4);
+  std::vector<ncclComm_t> children(4, nullptr);
+  std::vector<int> sizes(4, -1), ranks(4, -1), sums(4, -1);
+  w.run([&](int r, ncclComm_t& comm) {
+    const auto i = static_cast<std::size_t>(r);
+    const int color = r == 3 ? NCCL_SPLIT_NOCOLOR : r % 2;
+    ASSERT_EQ(ncclCommSplit(comm, color, -r, &children[i], nullptr), ncclSuccess)
+        << ncclGetLastError(comm);
+    if (children[i] == nullptr) return;
+    EXPECT_EQ(ncclCommCount(children[i], &sizes[i]), ncclSuccess);
+    EXPECT_EQ(ncclCommUserRank(children[i], &ranks[i]), ncclSuccess);
+    int v = r;
+    EXPECT_EQ(ncclAllReduce(&v, &sums[i], 1, ncclInt32, ncclSum, children[i], nullptr),
+              ncclSuccess);
+  });
+  EXPECT_EQ(children[3], nullptr);  // NCCL_SPLIT_NOCOLOR
+  EXPECT_EQ(sizes, (std::vector<int>{2, 1, 2, -1}));
+  EXPECT_EQ(ranks, (std::vector<int>{1, 0, 0, -1}));  // key -r: parent rank 2 comes first
+  EXPECT_EQ(sums, (std::vector<int>{2, 1, 2, -1}));
+  for (auto c : children) {
+    if (c != nullptr) {
+      EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+    }
+  }
+  // The parent still works.
+  w.run([&](int, ncclComm_t& comm) {
+    int one = 1, total = 0;
+    EXPECT_EQ(ncclAllReduce(&one, &total, 1, ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
+    EXPECT_EQ(total, 4);
+  });
 }
 
 // fp8 values are only moved, never reduced: broadcast works.
