@@ -83,8 +83,8 @@ LinkContention::LinkContention(double capacity, std::span<const GatedArc> gated,
   // The gated profile as a histogram of load levels (few distinct levels: 0, B, a stack...).
   std::vector<Nanos> time_at(kLevels, 0);
   for (std::size_t k = 0; k < seg_load_.size(); ++k) {
-    const auto level = static_cast<std::size_t>(
-        std::min<long>(kLevels - 1, std::lround(seg_load_[k] / unit_)));
+    const auto level =
+        static_cast<std::size_t>(std::min<long>(kLevels - 1, std::lround(seg_load_[k] / unit_)));
     seg_level_.push_back(level);
     time_at[level] += seg_start_[k + 1] - seg_start_[k];
   }

@@ -53,9 +53,9 @@ class LinkContention {
   Nanos hyper_ = 0;
   std::vector<Nanos> seg_start_;  // gated load profile: [seg_start_[i], seg_start_[i+1])
   std::vector<double> seg_load_;
-  std::vector<std::size_t> seg_level_;            // gated load per segment, in grid units
+  std::vector<std::size_t> seg_level_;                     // gated load per segment, in grid units
   std::vector<std::pair<std::size_t, Nanos>> level_time_;  // gated level → time spent there
-  mutable std::vector<double> level_factor_;      // memo of level_factor, −1 = unknown
+  mutable std::vector<double> level_factor_;               // memo of level_factor, −1 = unknown
   std::vector<double> dist_all_;
 };
 

@@ -6,7 +6,9 @@
 // contention model on links that carry best-effort traffic.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
 
 #include "contention.h"
 #include "workspace.h"
@@ -177,6 +179,21 @@ Plan evaluate(const Workspace& ws) {
     }
   }
   for (const LinkPlan& lp : plan.links) score.utilization += lp.served_load;
+  std::map<int, double, std::greater<>> by_class;
+  for (std::uint32_t j = 0; j < n; ++j) {
+    if (!ws.jobs[j].alive) continue;
+    const Slot& s = ws.slots[j];
+    const ResolvedJob& r = ws.jobs[j];
+    double served = 0.0;
+    if (s.state == SlotState::kGated) {
+      for (std::size_t k = 0; k < r.shape.links.size(); ++k) {
+        served += static_cast<double>(r.shape.w) * r.shape.height[k] /
+                  (static_cast<double>(s.period) * ws.topology.link(r.shape.links[k]).capacity_bps);
+      }
+    }
+    by_class[r.job.priority] += served;
+  }
+  score.served_by_priority.assign(by_class.begin(), by_class.end());
   score.cushion_ns = std::isinf(cushion) ? 0.0 : cushion;
   return plan;
 }

@@ -74,8 +74,22 @@ TimetableValues to_timetable(const JobPlan& job) {
 }
 
 bool better(const Score& a, const Score& b, const PlannerOptions& o) {
-  if (a.utilization > b.utilization + o.utilization_tolerance) return true;
-  if (a.utilization < b.utilization - o.utilization_tolerance) return false;
+  // Stage 1, class by class from the highest priority (a missing class serves 0).
+  auto ia = a.served_by_priority.begin();
+  auto ib = b.served_by_priority.begin();
+  while (ia != a.served_by_priority.end() || ib != b.served_by_priority.end()) {
+    int p = 0;
+    if (ib == b.served_by_priority.end() ||
+        (ia != a.served_by_priority.end() && ia->first >= ib->first)) {
+      p = ia->first;
+    } else {
+      p = ib->first;
+    }
+    const double sa = (ia != a.served_by_priority.end() && ia->first == p) ? (ia++)->second : 0.0;
+    const double sb = (ib != b.served_by_priority.end() && ib->first == p) ? (ib++)->second : 0.0;
+    if (sa > sb + o.utilization_tolerance) return true;
+    if (sa < sb - o.utilization_tolerance) return false;
+  }
   if (a.latency < b.latency - o.latency_tolerance) return true;
   if (a.latency > b.latency + o.latency_tolerance) return false;
   return a.cushion_ns > b.cushion_ns + o.cushion_tolerance_ns;

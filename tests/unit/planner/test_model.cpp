@@ -81,12 +81,32 @@ TEST(Timetable, BestEffortJobKeepsItsWindowWithoutSlack) {
   EXPECT_EQ(t.late_slack_ns, 0);
 }
 
+Score score(double high, double low, double latency, double cushion) {
+  Score s;
+  s.served_by_priority = {{1, high}, {0, low}};
+  s.utilization = high + low;
+  s.latency = latency;
+  s.cushion_ns = cushion;
+  return s;
+}
+
 TEST(Score, LexicographicWithTolerance) {
   const PlannerOptions o;
-  EXPECT_TRUE(better({1.0, 5.0, 0.0}, {0.9, 0.0, 100.0}, o));  // stage 1 decides
-  EXPECT_TRUE(better({1.0, 1.0, 0.0}, {1.0, 2.0, 100.0}, o));  // then stage 2
-  EXPECT_TRUE(better({1.0, 1.0, 10.0}, {1.0, 1.0, 5.0}, o));   // then stage 3
-  EXPECT_FALSE(better({1.0, 1.0, 5.0}, {1.0, 1.0, 5.0}, o));   // equal is not better
+  EXPECT_TRUE(better(score(1.0, 0.0, 5.0, 0.0), score(0.9, 0.0, 0.0, 100.0), o));  // stage 1
+  EXPECT_TRUE(better(score(1.0, 0.0, 1.0, 0.0), score(1.0, 0.0, 2.0, 100.0), o));  // stage 2
+  EXPECT_TRUE(better(score(1.0, 0.0, 1.0, 10.0), score(1.0, 0.0, 1.0, 5.0), o));   // stage 3
+  EXPECT_FALSE(better(score(1.0, 0.0, 1.0, 5.0), score(1.0, 0.0, 1.0, 5.0), o));   // a tie
+}
+
+TEST(Score, StageOneServesHigherPrioritiesFirst) {
+  const PlannerOptions o;
+  // More load in total, but less of the high-priority class: worse.
+  EXPECT_FALSE(better(score(0.5, 0.9, 0.0, 0.0), score(0.6, 0.1, 0.0, 0.0), o));
+  EXPECT_TRUE(better(score(0.6, 0.1, 0.0, 0.0), score(0.5, 0.9, 0.0, 0.0), o));
+  // A class missing from one side serves nothing there.
+  Score top;
+  top.served_by_priority = {{2, 0.1}};
+  EXPECT_TRUE(better(top, score(0.9, 0.9, 0.0, 0.0), o));
 }
 
 }  // namespace

@@ -37,7 +37,11 @@ struct LinkPlan {
 
 // The three objectives, compared lexicographically (better() below).
 struct Score {
-  double utilization = 0.0;  // stage 1: Σ over links of served_load (higher is better)
+  // Stage 1: the contention-free served load (Σ over links of w·h/(T·B) of gated jobs) of each
+  // priority class, highest priority first; compared class by class, so that serving more of
+  // a lower class never excuses serving less of a higher one ("best-effort lowest first").
+  std::vector<std::pair<int, double>> served_by_priority;
+  double utilization = 0.0;  // stage 1 summary: the same summed over classes (higher is better)
   double latency = 0.0;      // stage 2: Σ π·(T−P)/P + moves + best-effort penalty (lower)
   double cushion_ns = 0.0;   // stage 3: min over gated jobs of late_slack / π (higher)
 };
@@ -74,7 +78,8 @@ struct PlannerOptions {
   double cushion_tolerance_ns = 0.5;
 };
 
-// True when a beats b lexicographically (stage 1, then 2, then 3, each within its tolerance).
+// True when a beats b lexicographically (stage 1 class by class from the highest priority,
+// then 2, then 3, each within its tolerance).
 [[nodiscard]] bool better(const Score& a, const Score& b, const PlannerOptions& options);
 
 }  // namespace metronome::planner
