@@ -193,11 +193,27 @@ AddResult OnlinePlanner::add_job(const Job& job) {
     }
   }
   detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
-  // Best-effort windows on the touched links are re-aimed at the final gated windows.
+  // Best-effort windows that the new or moved windows now hit are re-aimed; the others stay.
+  std::vector<std::uint32_t> moved_sorted = moved;
+  std::sort(moved_sorted.begin(), moved_sorted.end());
   std::vector<std::uint32_t> touched{j};
+  std::vector<detail::Overlap> hits;
   for (const std::uint32_t m : moved) {
     for (const LinkId l : ws.jobs[m].shape.links) {
-      touched.insert(touched.end(), ws.link_best_effort[l].begin(), ws.link_best_effort[l].end());
+      for (const std::uint32_t b : ws.link_best_effort[l]) {
+        const detail::Slot& bs = ws.slots[b];
+        if (bs.drifting) continue;
+        const detail::JobShape& shape = ws.jobs[b].shape;
+        const auto k = static_cast<std::size_t>(
+            std::lower_bound(shape.links.begin(), shape.links.end(), l) - shape.links.begin());
+        detail::overlaps(ws, shape, k, bs.period, bs.offset, hits);
+        for (const detail::Overlap& h : hits) {
+          if (std::binary_search(moved_sorted.begin(), moved_sorted.end(), h.job)) {
+            touched.push_back(b);
+            break;
+          }
+        }
+      }
     }
   }
   std::sort(touched.begin(), touched.end());
@@ -231,15 +247,16 @@ void OnlinePlanner::remove_job(JobId id) {
   std::sort(review.begin(), review.end());
   review.erase(std::unique(review.begin(), review.end()), review.end());
   std::vector<std::uint32_t> moved;
+  std::vector<std::uint32_t> unaimed;  // best-effort jobs that lost their window
   for (const std::uint32_t k : detail::placement_order(ws, review)) {
     detail::mark_running(ws, k);
     if (detail::place_job(ws, k)) moved.push_back(k);
-    if (!ws.slots[k].prev_gated && ws.slots[k].state == detail::SlotState::kGated) {
-      moved.push_back(k);
-    }
+    const detail::Slot& s = ws.slots[k];
+    if (!s.prev_gated && s.state == detail::SlotState::kGated) moved.push_back(k);
+    if (s.state == detail::SlotState::kBestEffort && s.drifting) unaimed.push_back(k);
   }
   detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
-  refresh_best_effort(ws, review);
+  refresh_best_effort(ws, unaimed);
 }
 
 Plan OnlinePlanner::snapshot() const {

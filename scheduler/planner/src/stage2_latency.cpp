@@ -105,9 +105,13 @@ bool place_job(Workspace& ws, std::uint32_t j) {
     slot.movable = false;
     return false;
   }
-  // Best-effort: a placeholder here; refresh_best_effort() aims its window once the gated
-  // windows are final (every caller runs it after placing).
-  ws.place_best_effort(j, shape.P, 0, true);
+  // Best-effort. One that already had a window keeps it (stays still); otherwise a placeholder
+  // here, which refresh_best_effort() aims once the gated windows are final.
+  if (slot.has_prev && !slot.prev_gated && !slot.prev_drifting) {
+    ws.place_best_effort(j, slot.prev_period, slot.prev_offset, false);
+  } else {
+    ws.place_best_effort(j, shape.P, 0, true);
+  }
   slot.movable = false;
   return running;
 }
