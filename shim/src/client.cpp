@@ -118,13 +118,27 @@ bool Client::Connect() {
   zmq_->setsockopt(sock_, ZMQ_RECONNECT_IVL, &reconnect, sizeof(reconnect));
   zmq_->setsockopt(sock_, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
   zmq_->setsockopt(sock_, ZMQ_MAXMSGSIZE, &max_msg, sizeof(max_msg));
+  const std::string& server_key = rt_.config().curve_server_key;
+  if (!server_key.empty()) {
+    // The scheduler runs CURVE: encrypt with an ephemeral key pair of our own.
+    char pub[41] = {};
+    char sec[41] = {};
+    if (zmq_->curve_keypair == nullptr || zmq_->curve_keypair(pub, sec) != 0 ||
+        zmq_->setsockopt(sock_, ZMQ_CURVE_SERVERKEY, server_key.c_str(), 40) != 0 ||
+        zmq_->setsockopt(sock_, ZMQ_CURVE_PUBLICKEY, pub, 40) != 0 ||
+        zmq_->setsockopt(sock_, ZMQ_CURVE_SECRETKEY, sec, 40) != 0) {
+      MLOG_ERROR("METRONOME_CURVE_SERVERKEY is set but CURVE cannot be used: %s: running ungated",
+                 zmq_->strerror(zmq_->errno_()));
+      return false;
+    }
+  }
   if (zmq_->connect(sock_, rt_.config().scheduler.c_str()) != 0) {
     MLOG_ERROR("cannot connect to METRONOME_SCHEDULER=%s: %s: running ungated",
                rt_.config().scheduler.c_str(), zmq_->strerror(zmq_->errno_()));
     return false;
   }
-  MLOG_INFO("scheduler client started: %s (libzmq from %s)", rt_.config().scheduler.c_str(),
-            zmq_->path);
+  MLOG_INFO("scheduler client started: %s%s (libzmq from %s)", rt_.config().scheduler.c_str(),
+            server_key.empty() ? "" : " with CURVE", zmq_->path);
   return true;
 }
 

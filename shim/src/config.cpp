@@ -101,6 +101,12 @@ Config ParseConfig(const std::function<const char*(const char*)>& get) {
   if (const char* v = get("METRONOME_NCCL_LIBRARY"); v != nullptr && *v != '\0') {
     c.nccl_library = v;
   }
+  if (const char* v = get("METRONOME_CURVE_SERVERKEY"); v != nullptr && *v != '\0') {
+    if (std::strlen(v) == 40)
+      c.curve_server_key = v;
+    else
+      Warn(c, "METRONOME_CURVE_SERVERKEY", "(not a 40-character Z85 key)");
+  }
   if (const char* v = get("NODE_NAME"); v != nullptr && *v != '\0') {
     c.node = std::string(v).substr(0, 200);
   } else {

@@ -23,7 +23,8 @@ struct Config {
   LogLevel log_level = LogLevel::kInfo;            // METRONOME_LOG off|error|warn|info|debug
   int64_t silence_ns = 5'000'000'000;              // METRONOME_FAILOPEN_MS: scheduler silence bound
   std::string nccl_library;                        // METRONOME_NCCL_LIBRARY
-  std::string warnings;  // what could not be parsed ("" = all fine), logged once at start
+  std::string curve_server_key;  // METRONOME_CURVE_SERVERKEY: the scheduler's Z85 CURVE public key
+  std::string warnings;          // what could not be parsed ("" = all fine), logged once at start
 };
 
 // Parses the settings from `get` (getenv in production; a map in tests). Never throws for bad

@@ -12,70 +12,11 @@
 
 #include <type_traits>
 
+#include "intercept.hpp"
 #include "real_nccl.hpp"
 #include "runtime.hpp"
 
 #define METRONOME_EXPORT extern "C" __attribute__((visibility("default")))
-
-namespace metronome::shim {
-namespace {
-
-template <Fn F, class... A>
-inline ncclResult_t Forward(A... a) {
-  auto fn = Real<F>();
-  if (__builtin_expect(fn == nullptr, 0)) return ncclInternalError;
-  return fn(a...);
-}
-
-// A collective or point-to-point call: tracked and gated unless the shim is off or NCCL is
-// calling itself (re-entrancy).
-template <Fn F, class... A>
-inline ncclResult_t Collective(Op op, uint64_t bytes, ncclComm_t comm, cudaStream_t stream,
-                               A... a) noexcept {
-  ThreadState& ts = Tls();
-  if (ts.depth != 0 || !g_shim_active.load(std::memory_order_relaxed)) return Forward<F>(a...);
-  ++ts.depth;
-  Runtime& rt = Runtime::Get();
-  const Runtime::CallToken tok = rt.BeforeCollective(comm, op, bytes, stream);
-  const ncclResult_t r = Forward<F>(a...);
-  rt.AfterCollective(tok);
-  --ts.depth;
-  return r;
-}
-
-// A communicator constructor: the new communicator is registered when the call succeeded (or is
-// in progress, for non-blocking communicators).
-template <Fn F, class... A>
-inline ncclResult_t Create(ncclComm_t* out, const CommOrigin& origin, A... a) noexcept {
-  ThreadState& ts = Tls();
-  if (ts.depth != 0 || !g_shim_active.load(std::memory_order_relaxed)) return Forward<F>(a...);
-  ++ts.depth;
-  const ncclResult_t r = Forward<F>(a...);
-  if ((r == ncclSuccess || r == ncclInProgress) && out != nullptr && *out != nullptr) {
-    Runtime::Get().OnCommCreated(*out, origin);
-  }
-  --ts.depth;
-  return r;
-}
-
-template <Fn F>
-inline ncclResult_t Destroy(ncclComm_t comm, const char* how) noexcept {
-  ThreadState& ts = Tls();
-  if (ts.depth != 0 || !g_shim_active.load(std::memory_order_relaxed)) return Forward<F>(comm);
-  ++ts.depth;
-  // Forget it first: NCCL may hand the same address to the next communicator.
-  Runtime::Get().OnCommDestroyed(comm, how);
-  const ncclResult_t r = Forward<F>(comm);
-  --ts.depth;
-  return r;
-}
-
-uint64_t Bytes(size_t count, ncclDataType_t t) {
-  return static_cast<uint64_t>(count) * DataTypeSize(t);
-}
-
-}  // namespace
-}  // namespace metronome::shim
 
 using metronome::shim::CommOrigin;
 using metronome::shim::Fn;

@@ -52,6 +52,7 @@ ZmqApi* Load() {
             Bind(h, "zmq_send", api.send) && Bind(h, "zmq_recv", api.recv) &&
             Bind(h, "zmq_poll", api.poll) && Bind(h, "zmq_errno", api.errno_) &&
             Bind(h, "zmq_strerror", api.strerror);
+  Bind(h, "zmq_curve_keypair", api.curve_keypair);
   if (!ok) {
     MLOG_ERROR("libzmq at %s lacks a needed function: no scheduler connection", path);
     return nullptr;

@@ -22,7 +22,8 @@ struct ZmqApi {
   int (*poll)(zmq_pollitem_t*, int, long) = nullptr;
   int (*errno_)() = nullptr;
   const char* (*strerror)(int) = nullptr;
-  char path[512] = {};  // where libzmq was loaded from
+  int (*curve_keypair)(char*, char*) = nullptr;  // optional (libzmq built without CURVE)
+  char path[512] = {};                           // where libzmq was loaded from
 };
 
 // Loads libzmq once; nullptr (and one log line) when it cannot be found.

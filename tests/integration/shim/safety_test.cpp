@@ -27,9 +27,13 @@ constexpr int64_t kMaxWaitNs = 50'000'000;
 // A raw scheduler: answers hello and ping, and lets the test push whatever it likes.
 class RawPeer {
  public:
-  explicit RawPeer(std::string endpoint = "tcp://127.0.0.1:*")
+  explicit RawPeer(std::string endpoint = "tcp://127.0.0.1:*", const char* curve_secret = nullptr)
       : sock_(ctx_, zmq::socket_type::router) {
     sock_.set(zmq::sockopt::linger, 0);
+    if (curve_secret != nullptr) {
+      sock_.set(zmq::sockopt::curve_server, 1);
+      sock_.set(zmq::sockopt::curve_secretkey, std::string(curve_secret));
+    }
     sock_.bind(endpoint);
     endpoint_ = sock_.get(zmq::sockopt::last_endpoint);
   }
@@ -110,8 +114,10 @@ class RawPeer {
 };
 
 struct ShimUnderTest {
-  explicit ShimUnderTest(const std::string& endpoint, int64_t silence_ns = 600'000'000) {
+  explicit ShimUnderTest(const std::string& endpoint, int64_t silence_ns = 600'000'000,
+                         const std::string& curve_server_key = "") {
     Config c;
+    c.curve_server_key = curve_server_key;
     c.scheduler = endpoint;
     c.max_wait_ns = kMaxWaitNs;
     c.silence_ns = silence_ns;
@@ -324,6 +330,19 @@ TEST(ShimSafety, SchedulerDiesFailsOpenAndReRegisters) {
   std::printf("failed open %lld ms after the scheduler died (bound 500 ms); re-registered\n",
               static_cast<long long>(fail_open_ms));
   again.Stop();
+}
+
+TEST(ShimSafety, CurveEncryptedScheduler) {
+  char pub[41] = {};
+  char sec[41] = {};
+  ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
+  RawPeer peer("tcp://127.0.0.1:*", sec);
+  peer.Start();
+  ShimUnderTest shim(peer.endpoint(), 600'000'000, pub);
+  ASSERT_TRUE(WaitFor([&] { return peer.hellos() > 0 && peer.pings() > 0; }, 5s))
+      << "no hello over CURVE";
+  ASSERT_TRUE(WaitFor([&] { return shim.rt->clock_valid.load(); }, 5s));
+  peer.Stop();
 }
 
 }  // namespace
