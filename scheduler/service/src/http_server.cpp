@@ -82,7 +82,13 @@ HttpServer::Handler HttpServer::Wrap(const std::string& name, const std::string&
                                                                       httplib::Response& res) {
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      if (method == "GET" && !req.body.empty()) {
+      // httplib does not read a GET's body: refuse it by its headers and close the connection
+      // so that the unread bytes are never taken for the next request.
+      const bool has_body =
+          !req.body.empty() || req.has_header("Transfer-Encoding") ||
+          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+      if (method == "GET" && has_body) {
+        res.set_header("Connection", "close");
         throw HttpError(400, "body_not_allowed", "GET " + req.path + " takes no request body");
       }
       handler(req, res);
