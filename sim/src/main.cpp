@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
   bool progress = false;
   bool no_progress = false;
   bool list = false;
+  double max_stretch = 0.0;
+  int offline = 40;
   app.add_option("scenario", scenario_path, "scenario YAML file");
   app.add_option("--policy,-p", policy, "policy to run (see --list-policies)");
   app.add_option("--compare,-c", compare, "comma-separated policies to run side by side");
@@ -79,6 +81,13 @@ int main(int argc, char** argv) {
   app.add_flag("--progress", progress, "draw a progress bar on stderr even when it is not a TTY");
   app.add_flag("--no-progress", no_progress, "never draw a progress bar");
   app.add_flag("--list-policies", list, "print the known policies and exit");
+  app.add_option("--max-stretch", max_stretch,
+                 "planner option max_stretch for the metronome policies (default: the planner's)")
+      ->check(CLI::Range(1.0, 16.0));
+  app.add_option("--offline-iterations", offline,
+                 "offline search iterations after each plan change (metronome with controller; 0: "
+                 "off)")
+      ->check(CLI::Range(0, 10000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -106,6 +115,8 @@ int main(int argc, char** argv) {
     for (const auto& name :
          compare.empty() ? std::vector<std::string>{policy} : SplitCommas(compare)) {
       policies.push_back(metronome::sim::PolicyByName(name));
+      policies.back().max_stretch = max_stretch;
+      policies.back().offline_iterations = offline;
     }
   } catch (const std::invalid_argument& e) {
     std::cerr << "metronome-sim: " << e.what() << "\n";

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "metronome/planner/baselines.h"
+#include "metronome/planner/offline.h"
 #include "metronome/planner/planner.h"
 #include "metronome/sim/time_scheduler.hpp"
 
@@ -48,13 +49,14 @@ class PlannerScheduler final : public TimeScheduler {
       }
     }
     if (!policy_.cushion) options_.cushion_sweeps = 0;
+    if (policy_.max_stretch > 0) options_.max_stretch = policy_.max_stretch;
     if (!policy_.stretch) options_.max_stretch = 1.0;
     if (policy_.scheduling == SchedulingKind::kMetronome) {
       online_.emplace(topology_, options_);
     }
   }
 
-  void JobStarted(const ActiveJob& a, std::int64_t /*now_ns*/) override {
+  void JobStarted(const ActiveJob& a, std::int64_t now_ns) override {
     if (a.links.empty()) return;  // inside one node: nothing to schedule
     Entry& e = entries_[a.index];
     e.active = true;
@@ -68,6 +70,7 @@ class PlannerScheduler final : public TimeScheduler {
     if (online_) {
       Timed([&] { (void)online_->add_job(e.job); });
       ++stats_.adds;
+      Offline(now_ns);
       Refresh(online_->snapshot());
     } else {
       active_.push_back(a.index);
@@ -75,7 +78,7 @@ class PlannerScheduler final : public TimeScheduler {
     }
   }
 
-  void JobFinished(std::size_t index, std::int64_t /*now_ns*/) override {
+  void JobFinished(std::size_t index, std::int64_t now_ns) override {
     Entry& e = entries_[index];
     if (!e.active) return;
     e.active = false;
@@ -85,6 +88,7 @@ class PlannerScheduler final : public TimeScheduler {
       if (!policy_.controller) return;
       Timed([&] { online_->remove_job(index); });
       ++stats_.removes;
+      Offline(now_ns);
       Refresh(online_->snapshot());
     } else {
       std::erase(active_, index);
@@ -93,7 +97,7 @@ class PlannerScheduler final : public TimeScheduler {
   }
 
   void IterationDone(std::size_t index, const IterationObservation& obs,
-                     std::int64_t /*now_ns*/) override {
+                     std::int64_t now_ns) override {
     Entry& e = entries_[index];
     if (!online_ || !policy_.controller || !e.active) return;
     e.recent_compute.push_back(obs.compute_ns);
@@ -115,6 +119,7 @@ class PlannerScheduler final : public TimeScheduler {
       (void)online_->add_job(e.job);
     });
     ++stats_.drift_replans;
+    Offline(now_ns);
     Refresh(online_->snapshot());
   }
 
@@ -158,6 +163,33 @@ class PlannerScheduler final : public TimeScheduler {
     f();
     stats_.planner_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // The controller's offline recalculation (DESIGN.md §4), run after the online planner changed
+  // the plan: a bounded, seeded search (an iteration cap rather than a time budget, so that a
+  // run is reproducible) whose plan is adopted only when it beats the current one.
+  void Offline(std::int64_t now_ns) {
+    if (!policy_.controller || policy_.offline_iterations <= 0) return;
+    if (now_ns - last_offline_ns_ < kOfflineSpacingNs && last_offline_ns_ >= 0) return;
+    last_offline_ns_ = now_ns;
+    pl::Problem problem;
+    problem.topology = topology_;
+    problem.jobs = online_->jobs();
+    if (problem.jobs.size() < 2) return;
+    const pl::Plan current = online_->snapshot();
+    pl::OfflineOptions o;
+    o.planner = options_;
+    o.seed = static_cast<std::uint64_t>(now_ns) ^ 0x6d657472ull;
+    o.max_iterations = static_cast<std::uint64_t>(
+        std::max<long>(2, policy_.offline_iterations * 50 /
+                              static_cast<long>(std::max<std::size_t>(50, problem.jobs.size()))));
+    std::optional<pl::Plan> better;
+    Timed([&] { better = pl::recalculate(problem, current, o); });
+    ++stats_.offline_runs;
+    if (better) {
+      ++stats_.offline_adopted;
+      online_->adopt(problem.jobs, *better);
+    }
   }
 
   void ReplanCassini() {
@@ -206,6 +238,8 @@ class PlannerScheduler final : public TimeScheduler {
   std::vector<Entry> entries_;
   std::vector<std::size_t> active_;
   SchedulerStats stats_;
+  std::int64_t last_offline_ns_ = -1;
+  static constexpr std::int64_t kOfflineSpacingNs = 1'000'000'000;  // at most once a second
 };
 
 }  // namespace

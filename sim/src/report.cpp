@@ -85,6 +85,8 @@ nlohmann::json ToJson(const RunResult& run, bool with_links) {
                     {"adds", run.scheduler.adds},
                     {"removes", run.scheduler.removes},
                     {"drift_replans", run.scheduler.drift_replans},
+                    {"offline_runs", run.scheduler.offline_runs},
+                    {"offline_adopted", run.scheduler.offline_adopted},
                     {"planner_seconds", run.scheduler.planner_seconds}};
   if (with_links) {
     nlohmann::json links = nlohmann::json::array();

@@ -142,13 +142,15 @@ RackSpec ParseRack(const YAML::Node& n, const std::string& path) {
 }
 
 JobSpec ParseJob(const YAML::Node& n, const std::string& path) {
-  CheckKeys(n, path,
-            {"name", "model", "compute_ms", "gradient_mb", "gpus", "gpus_per_pod", "iterations",
-             "priority", "arrival_s", "nodes", "compute_jitter", "bucket_mb", "first_bucket_mb"});
+  CheckKeys(
+      n, path,
+      {"name", "model", "compute_ms", "gradient_mb", "gpus", "gpus_per_pod", "iterations",
+       "priority", "arrival_s", "nodes", "compute_jitter", "bucket_mb", "first_bucket_mb", "gpu"});
   JobSpec job;
   if (!n["name"]) Fail(Join(path, "name"), "required key is missing");
   job.name = GetString(n["name"], Join(path, "name"));
   if (n["model"]) job.model = GetString(n["model"], Join(path, "model"));
+  if (n["gpu"]) job.gpu = GetString(n["gpu"], Join(path, "gpu"));
   if (n["compute_ms"]) job.compute_ms = Positive(n, path, "compute_ms");
   if (n["gradient_mb"]) job.gradient_mb = Positive(n, path, "gradient_mb");
   if (job.model.empty() && (job.compute_ms <= 0 || job.gradient_mb <= 0)) {
@@ -275,6 +277,16 @@ void ValidateScenario(const Scenario& s, const ModelLookup& models) {
     const JobSpec& j = s.jobs[i];
     const std::string jp = "jobs[" + std::to_string(i) + "]";
     if (!job_names.insert(j.name).second) Fail(jp + ".name", "duplicate job name '" + j.name + "'");
+    if (!j.gpu.empty()) {
+      int typed = 0;
+      for (const RackSpec& r : s.racks) {
+        for (const NodeSpec& n : r.nodes) typed += n.gpu == j.gpu ? n.gpus : 0;
+      }
+      if (typed < j.gpus) {
+        Fail(jp + ".gpu", "the cluster has " + std::to_string(typed) + " GPUs of type '" + j.gpu +
+                              "', the job needs " + std::to_string(j.gpus));
+      }
+    }
     if (j.gpus > total_gpus) {
       Fail(jp + ".gpus", std::to_string(j.gpus) + " GPUs requested, the cluster has " +
                              std::to_string(total_gpus));

@@ -516,6 +516,7 @@ class Engine {
   std::unique_ptr<TimeScheduler> scheduler_;
   std::vector<Job> jobs_;
   std::vector<int> free_gpus_;
+  std::vector<int> masked_;
   std::vector<std::int64_t> skew_ns_;
   std::mt19937_64 placement_rng_;
   std::deque<std::size_t> queue_;

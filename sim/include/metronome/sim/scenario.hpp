@@ -57,6 +57,7 @@ struct JobSpec {
   double arrival_s = 0.0;
   std::vector<std::string> nodes;        // pinned placement (empty: the policy places the job)
   std::optional<double> compute_jitter;  // overrides noise.compute_jitter for this job
+  std::string gpu;  // node selector: place only on nodes with this GPU type (empty: any)
 };
 
 struct Scenario {

@@ -40,7 +40,9 @@ struct SchedulerStats {
   std::uint64_t adds = 0;   // incremental additions
   std::uint64_t removes = 0;
   std::uint64_t drift_replans = 0;
-  double planner_seconds = 0.0;  // wall time spent in the planner
+  std::uint64_t offline_runs = 0;     // offline recalculations run
+  std::uint64_t offline_adopted = 0;  // ... whose plan beat the current one
+  double planner_seconds = 0.0;       // wall time spent in the planner
 };
 
 enum class SchedulingKind { kNone, kCassini, kMetronome };
@@ -49,9 +51,11 @@ struct PolicyConfig {
   std::string name;
   int placement = 0;  // PlacementKind
   SchedulingKind scheduling = SchedulingKind::kNone;
-  bool cushion = true;     // planner stage 3
-  bool stretch = true;     // harmonic period stretching
-  bool controller = true;  // re-planning on departures and drift
+  bool cushion = true;          // planner stage 3
+  bool stretch = true;          // harmonic period stretching
+  bool controller = true;       // re-planning on departures and drift
+  double max_stretch = 0.0;     // planner's max_stretch (0: the planner's default)
+  int offline_iterations = 40;  // offline search iterations per run (scaled down above 50 jobs)
 };
 
 class TimeScheduler {

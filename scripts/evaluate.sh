@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Regenerates the evaluation report, docs/evaluation.md, and its plots, docs/img/eval-*.png.
+# Every number in the report comes from this command: it builds metronome-sim, runs every
+# scenario of examples/scenarios under every policy, measures the simulator's run time against
+# cluster size, and writes the report (sim/eval/make_report.py, matplotlib from Debian's
+# python3-matplotlib).
+#
+#   scripts/evaluate.sh                 # build in build/eval, run everything (a few minutes)
+#   METRONOME_SIM=path/to/metronome-sim scripts/evaluate.sh    # use an existing binary
+#   METRONOME_TESTBED_RESULTS=out/demo/results.json ...        # testbed figures to compare
+#                                                              # (default: that path if present)
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+PY=/usr/bin/python3  # Debian's python3 with python3-matplotlib and python3-yaml
+OUT="${METRONOME_EVAL_OUT:-$REPO/out/eval}"
+mkdir -p "$OUT"
+
+if [[ -z "${METRONOME_SIM:-}" ]]; then
+  cmake -S "$REPO" -B "$REPO/build/eval" -DCMAKE_BUILD_TYPE=Release -DMETRONOME_BUILD_TESTS=OFF \
+        -DMETRONOME_BUILD_BENCH=OFF > "$OUT/cmake.log"
+  cmake --build "$REPO/build/eval" --target metronome-sim -j"$(nproc)" >> "$OUT/cmake.log"
+  METRONOME_SIM="$REPO/build/eval/sim/metronome-sim"
+fi
+SIM="$METRONOME_SIM"
+POLICIES="k8s-default,network-aware,cassini,metronome,metronome-no-cushion,metronome-no-stretch,metronome-no-controller"
+
+echo "evaluate: scenarios" >&2
+"$PY" examples/scenarios/generate.py
+for s in two-jobs-one-link testbed-small mixed-priority-rack heterogeneous-13 large-cluster; do
+  echo "  $s" >&2
+  "$SIM" "examples/scenarios/$s.yaml" --compare "$POLICIES" --json --links --no-progress \
+    > "$OUT/$s.json"
+done
+
+echo "evaluate: simulator run time against cluster size" >&2
+"$PY" examples/scenarios/generate.py --scaling "$OUT/scaling"
+: > "$OUT/scaling.jsonl"
+for f in "$OUT"/scaling/scale-*.yaml; do
+  nodes="$(basename "$f" .yaml)"; nodes="${nodes#scale-}"
+  jobs="$(grep -c '^  - {name: job' "$f")"
+  for p in k8s-default metronome; do
+    "$SIM" "$f" --policy "$p" --json --no-progress |
+      "$PY" -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({'nodes': $nodes, 'jobs': $jobs, 'policy': '$p', 'wall_s': d['summary']['wall_s'], 'events': d['summary']['events'], 'planner_s': d['scheduler']['planner_seconds']}))" \
+      >> "$OUT/scaling.jsonl"
+  done
+done
+
+TESTBED="${METRONOME_TESTBED_RESULTS:-$REPO/out/demo/results.json}"
+echo "evaluate: report" >&2
+"$PY" sim/eval/make_report.py --runs "$OUT" --testbed "$TESTBED" \
+  --sim-version "$("$SIM" --version 2>/dev/null || echo metronome-sim)" \
+  --report docs/evaluation.md --img docs/img
+echo "evaluate: wrote docs/evaluation.md and docs/img/eval-*.png" >&2
