@@ -1,0 +1,95 @@
+// What the extender needs to know about the cluster, in the service's terms (names, not planner
+// ids): the network (the topology file and what node labels say), the jobs that run or are
+// placed and their current timetables, and the traffic profiles known from TrafficProfile
+// objects and from earlier runs. metronome-scheduler fills a ClusterState from its registry and
+// plan and hands it to Extender::UpdateState() whenever its plan changes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace metronome::extender {
+
+// The network as in the scheduler's topology file (same naming as the planner and the service:
+// a rack's uplink is "<rack>/up", a node's uplink "<node>/up"). Rates in bytes per second.
+struct NetworkSpec {
+  struct Link {
+    std::string name;
+    double capacity_bytes_per_s = 0.0;
+  };
+  struct Node {
+    std::string name;
+    double nic_bytes_per_s = 0.0;  // 0: no uplink of its own
+  };
+  struct Rack {
+    std::string name;
+    double uplink_bytes_per_s = 0.0;  // 0: no uplink
+    std::vector<Node> nodes;
+  };
+  struct TwoTier {  // racks r<r>, nodes r<r>n<k>
+    uint32_t racks = 0;
+    uint32_t nodes_per_rack = 0;
+    double nic_bytes_per_s = 0.0;
+    double uplink_bytes_per_s = 0.0;
+  };
+  std::optional<TwoTier> two_tier;
+  std::vector<Link> links;  // explicit links
+  std::vector<Rack> racks;
+  // Nodes that neither the file nor a rack label place: traffic between two or more of them (or
+  // with them) crosses this link ("": none). Same rule as the service's topology.
+  std::string unknown_nodes_link = "default";
+};
+
+// A node's labels, as the kube client's Node list/watch or a request's Node objects give them.
+using NodeLabels = std::map<std::string, std::string>;
+
+// A job the scheduler knows (from the shims' registrations, or placed pods).
+struct JobSnapshot {
+  std::string name;  // the job name the shims register (METRONOME_JOB: the job-name label)
+  int priority = 1;  // 0 low, 1 normal, 2 high (or any integer: higher = more important)
+  std::vector<std::string> nodes;  // one entry per rank or placed pod
+  // The measured natural profile (0: unknown; the job is then left out of the what-if).
+  int64_t period_ns = 0;
+  int64_t comm_ns = 0;
+  uint64_t bytes_per_phase = 0;
+  // Its current timetable, if planned.
+  bool planned = false;
+  bool best_effort = false;
+  int64_t planned_period_ns = 0;
+  int64_t offset_ns = 0;
+  int64_t window_ns = 0;
+  int64_t late_slack_ns = 0;
+};
+
+// A profile measured by the shims in this or an earlier run of a job.
+struct MeasuredProfile {
+  int64_t period_ns = 0;
+  int64_t comm_ns = 0;
+  uint64_t bytes_per_phase = 0;
+};
+
+// A declared profile (the spec of a TrafficProfile object, see kube/resources.hpp).
+struct DeclaredProfile {
+  std::string job_name;
+  std::string model;
+  std::string gpu_type;
+  std::optional<double> period_ms;
+  std::optional<double> gradient_mb;
+  std::string priority;  // high | normal | low | ""
+};
+
+struct ClusterState {
+  uint64_t version = 0;  // the service's plan generation, for logs and the status API
+  NetworkSpec network;
+  std::vector<JobSnapshot> jobs;
+  // Pods of jobs already bound to nodes but not registered yet (job name → node per pod).
+  std::map<std::string, std::vector<std::string>> placed_pods;
+  std::map<std::string, MeasuredProfile> measured;  // by job name, from earlier runs
+  std::map<std::string, DeclaredProfile> declared;  // by job name, from TrafficProfiles
+  std::map<std::string, NodeLabels> node_labels;    // by node name (nodeCacheCapable: true)
+};
+
+}  // namespace metronome::extender

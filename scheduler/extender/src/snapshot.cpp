@@ -1,0 +1,239 @@
+// Building the planner snapshot from a ClusterState (see snapshot.hpp).
+#include "snapshot.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "metronome/planner/model.h"
+
+namespace metronome::extender {
+
+namespace {
+
+std::string Normalize(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c)) out.push_back(static_cast<char>(std::toupper(c)));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string LabelOf(const NodeLabels* labels, const std::vector<std::string>& keys) {
+  if (labels == nullptr) return {};
+  for (const std::string& key : keys) {
+    const auto it = labels->find(key);
+    if (it != labels->end() && !it->second.empty()) return it->second;
+  }
+  return {};
+}
+
+double RingVolume(double gradient_bytes, int ranks) {
+  const double n = std::max(2, ranks);
+  return 2.0 * (n - 1.0) / n * gradient_bytes;
+}
+
+std::string MatchGpu(const std::string& label_value, const models::ModelTable* models) {
+  if (models == nullptr || label_value.empty()) return {};
+  const std::string value = Normalize(label_value);
+  std::string best;
+  for (const std::string& key : models->gpuKeys()) {
+    const std::string k = Normalize(key);
+    if (!k.empty() && value.find(k) != std::string::npos && k.size() > Normalize(best).size()) {
+      best = key;
+    }
+  }
+  return best;
+}
+
+std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
+    const ClusterState& state, const std::map<std::string, NodeLabels>& extra_labels,
+    const ExtenderConfig& config, const models::ModelTable* models) {
+  const NetworkSpec& net = state.network;
+  pl::Topology t;
+  std::vector<double> nic;  // by NodeId
+  if (net.two_tier) {
+    t = pl::Topology::two_tier({net.two_tier->racks, net.two_tier->nodes_per_rack,
+                                net.two_tier->nic_bytes_per_s, net.two_tier->uplink_bytes_per_s});
+    nic.assign(t.node_count(), net.two_tier->nic_bytes_per_s);
+  }
+  std::optional<pl::LinkId> unknown_link;
+  for (const auto& l : net.links) {
+    const pl::LinkId id = t.add_link(l.name, l.capacity_bytes_per_s);
+    if (!net.unknown_nodes_link.empty() && l.name == net.unknown_nodes_link) unknown_link = id;
+  }
+  std::unordered_map<std::string, pl::RackId> racks;
+  for (pl::RackId r = 0; r < (net.two_tier ? net.two_tier->racks : 0u); ++r) {
+    std::string name = "r";  // (append: GCC 12 warns falsely on "r" + std::to_string)
+    name.append(std::to_string(r));
+    racks.emplace(std::move(name), r);
+  }
+  std::unordered_map<std::string, pl::NodeId> node_ids;
+  for (pl::NodeId n = 0; n < t.node_count(); ++n) node_ids.emplace(t.node_name(n), n);
+  for (const auto& r : net.racks) {
+    std::optional<pl::LinkId> up;
+    if (r.uplink_bytes_per_s > 0) up = t.add_link(r.name + "/up", r.uplink_bytes_per_s);
+    const pl::RackId rack = t.add_rack(r.name, up);
+    racks.emplace(r.name, rack);
+    for (const auto& n : r.nodes) {
+      if (node_ids.count(n.name) != 0) continue;
+      std::optional<pl::LinkId> link;
+      if (n.nic_bytes_per_s > 0) link = t.add_link(n.name + "/up", n.nic_bytes_per_s);
+      node_ids.emplace(n.name, t.add_node(n.name, rack, link));
+      nic.push_back(n.nic_bytes_per_s);
+    }
+  }
+
+  // Every other node we know of: placed by its rack label, else behind the unknown-nodes link.
+  const auto labels_of = [&](const std::string& name) -> const NodeLabels* {
+    if (const auto it = state.node_labels.find(name); it != state.node_labels.end()) {
+      return &it->second;
+    }
+    if (const auto it = extra_labels.find(name); it != extra_labels.end()) return &it->second;
+    return nullptr;
+  };
+  std::set<std::string> others;
+  std::unordered_set<std::string> unplaced;
+  for (const auto& [name, labels] : state.node_labels) others.insert(name);
+  for (const auto& [name, labels] : extra_labels) others.insert(name);
+  for (const auto& j : state.jobs) others.insert(j.nodes.begin(), j.nodes.end());
+  for (const auto& [job, nodes] : state.placed_pods) others.insert(nodes.begin(), nodes.end());
+  for (const std::string& name : others) {
+    if (name.empty() || node_ids.count(name) != 0) continue;
+    const std::string rack_name = LabelOf(labels_of(name), config.rack_labels);
+    if (rack_name.empty()) {
+      node_ids.emplace(name, t.add_node(name, std::nullopt, unknown_link));
+      nic.push_back(0.0);
+      unplaced.insert(name);
+      continue;
+    }
+    auto rit = racks.find(rack_name);
+    if (rit == racks.end()) {
+      const pl::LinkId up = t.add_link(rack_name + "/up", config.default_rack_uplink_bytes_per_s);
+      rit = racks.emplace(rack_name, t.add_rack(rack_name, up)).first;
+    }
+    const pl::LinkId link = t.add_link(name + "/up", config.default_nic_bytes_per_s);
+    node_ids.emplace(name, t.add_node(name, rit->second, link));
+    nic.push_back(config.default_nic_bytes_per_s);
+  }
+
+  auto snap = std::make_shared<Extender::Snapshot>(t);
+  snap->version = state.version;
+  snap->node_ids = std::move(node_ids);
+  snap->node_nic = std::move(nic);
+  snap->unplaced = std::move(unplaced);
+  snap->node_gpu.assign(t.node_count(), std::string());
+  for (const auto& [name, id] : snap->node_ids) {
+    snap->node_gpu[id] = MatchGpu(LabelOf(labels_of(name), config.gpu_labels), models);
+  }
+  snap->measured = state.measured;
+  snap->declared = state.declared;
+
+  // The jobs, their profiles as the service plans them, and the timetables they hold.
+  const pl::Topology& topo = snap->planner.topology();
+  pl::JobId next_id = 1;
+  const auto add_job = [&](const std::string& name, int priority,
+                           const std::vector<std::string>& node_names, int64_t period_ns,
+                           int64_t comm_ns, uint64_t bytes, const JobSnapshot* planned) {
+    pl::Job job;
+    job.id = next_id++;
+    job.priority = priority;
+    for (const std::string& n : node_names) {
+      if (const auto it = snap->node_ids.find(n); it != snap->node_ids.end()) {
+        job.nodes.push_back(it->second);
+      }
+    }
+    double min_cap = 0.0;
+    for (const pl::LinkId l : pl::job_links(topo, job)) {
+      const double c = topo.link(l).capacity_bps;
+      min_cap = min_cap == 0.0 ? c : std::min(min_cap, c);
+    }
+    if (min_cap <= 0.0) min_cap = config.default_nic_bytes_per_s;
+    const int64_t period = std::max<int64_t>(period_ns, 1);
+    const int64_t comm = std::clamp<int64_t>(comm_ns, 1, period);
+    double beta = min_cap;
+    if (bytes > 0) {
+      beta = std::min(min_cap, static_cast<double>(bytes) * 1e9 / static_cast<double>(comm));
+    }
+    job.profile.period_ns = period;
+    job.profile.comm_ns = comm;
+    job.profile.beta_bps = std::max(beta, 1.0);
+    snap->job_names[job.id] = name;
+    snap->job_priorities[job.id] = priority;
+    snap->job_ids[name] = job.id;
+    if (planned != nullptr && planned->planned && planned->planned_period_ns > 0) {
+      pl::JobPlan p;
+      p.id = job.id;
+      p.period_ns = planned->planned_period_ns;
+      p.offset_ns = planned->offset_ns;
+      p.window_ns = planned->window_ns > 0 ? planned->window_ns : comm;
+      p.late_slack_ns = planned->late_slack_ns;
+      p.best_effort = planned->best_effort;
+      snap->plan.jobs.push_back(p);
+    }
+    snap->jobs.push_back(std::move(job));
+  };
+
+  for (const JobSnapshot& j : state.jobs) {
+    std::vector<std::string> nodes = j.nodes;
+    if (const auto it = state.placed_pods.find(j.name); it != state.placed_pods.end()) {
+      nodes.insert(nodes.end(), it->second.begin(), it->second.end());
+    }
+    snap->job_nodes[j.name] = nodes;
+    if (j.period_ns > 0 && j.comm_ns >= 0) {
+      snap->measured[j.name] = {j.period_ns, j.comm_ns, j.bytes_per_phase};
+      add_job(j.name, j.priority, nodes, j.period_ns, j.comm_ns, j.bytes_per_phase, &j);
+    }
+  }
+  // Jobs whose pods are bound but whose shims have not registered yet: their declared or
+  // earlier measured profile stands in, so that new pods already avoid their links.
+  for (const auto& [name, nodes] : state.placed_pods) {
+    if (snap->job_nodes.count(name) != 0) continue;
+    snap->job_nodes[name] = nodes;
+    int priority = kPriorityNormal;
+    int64_t period = 0;
+    int64_t comm = 0;
+    uint64_t bytes = 0;
+    if (const auto m = state.measured.find(name); m != state.measured.end()) {
+      period = m->second.period_ns;
+      comm = m->second.comm_ns;
+      bytes = m->second.bytes_per_phase;
+    }
+    if (const auto d = state.declared.find(name); d != state.declared.end()) {
+      if (const auto p = ParsePriorityWord(d->second.priority); p) priority = *p;
+      if (period <= 0 && d->second.period_ms && d->second.gradient_mb) {
+        period = static_cast<int64_t>(*d->second.period_ms * 1e6);
+        const double volume =
+            RingVolume(*d->second.gradient_mb * 1024 * 1024, static_cast<int>(nodes.size()));
+        comm = static_cast<int64_t>(volume / config.default_nic_bytes_per_s * 1e9);
+      } else if (period <= 0 && !d->second.model.empty() && models != nullptr) {
+        try {
+          const std::string gpu =
+              d->second.gpu_type.empty() ? config.default_gpu : d->second.gpu_type;
+          const double volume =
+              RingVolume(static_cast<double>(models->gradientBytes(d->second.model)),
+                         static_cast<int>(nodes.size()));
+          comm = static_cast<int64_t>(volume / config.default_nic_bytes_per_s * 1e9);
+          period = static_cast<int64_t>(models->computeMs(d->second.model, gpu) * 1e6) + comm;
+        } catch (const std::exception&) {
+          period = 0;
+        }
+      }
+    }
+    if (period > 0) add_job(name, priority, nodes, period, std::min(comm, period), bytes, nullptr);
+  }
+
+  snap->planner.adopt(snap->jobs, snap->plan);
+  const pl::Plan current = snap->planner.snapshot();
+  // (adopt() replaced the planner's workspace: `topo` no longer refers to it.)
+  snap->link_load.assign(snap->planner.topology().link_count(), 0.0);
+  for (const pl::LinkPlan& l : current.links) {
+    if (l.link < snap->link_load.size()) snap->link_load[l.link] = l.served_load;
+  }
+  return snap;
+}
+
+}  // namespace metronome::extender

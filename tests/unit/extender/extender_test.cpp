@@ -1,0 +1,387 @@
+// The filter and prioritize verbs, with request bodies shaped like kube-scheduler's (full Pod and
+// Node objects in fixtures/), against a small cluster: rack-a (gpu-a1, gpu-a2) and rack-b
+// (gpu-b1, gpu-b2) from the nodes' topology.kubernetes.io/zone labels; a high-priority job
+// "hp-train" on gpu-a1 + gpu-a2 that holds its node uplinks 150 ms of every 200 ms; and the
+// low-priority job "lp-train", one pod already bound to gpu-b2, whose second pod is scheduled.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "metronome/extender/extender.hpp"
+#include "metronome/models/model_table.hpp"
+
+namespace metronome::extender {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Fixture(const std::string& name) {
+  std::ifstream in(std::string(METRONOME_EXTENDER_FIXTURES) + "/" + name);
+  EXPECT_TRUE(in) << name;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+constexpr int64_t kMs = 1'000'000;
+
+ClusterState Cluster() {
+  ClusterState s;
+  s.version = 7;
+  s.network.unknown_nodes_link = "";
+  JobSnapshot hp;
+  hp.name = "hp-train";
+  hp.priority = kPriorityHigh;
+  hp.nodes = {"gpu-a1", "gpu-a2"};
+  hp.period_ns = 200 * kMs;
+  hp.comm_ns = 150 * kMs;
+  hp.planned = true;
+  hp.planned_period_ns = 200 * kMs;
+  hp.offset_ns = 0;
+  hp.window_ns = 150 * kMs;
+  s.jobs.push_back(hp);
+  s.placed_pods["lp-train"] = {"gpu-b2"};
+  return s;
+}
+
+std::map<std::string, NodeLabels> RackLabels() {
+  return {{"gpu-a1", {{"topology.kubernetes.io/zone", "rack-a"}}},
+          {"gpu-a2", {{"topology.kubernetes.io/zone", "rack-a"}}},
+          {"gpu-b1", {{"topology.kubernetes.io/zone", "rack-b"}}},
+          {"gpu-b2",
+           {{"topology.kubernetes.io/zone", "rack-b"},
+            {"nvidia.com/gpu.product", "NVIDIA-A100-SXM4-40GB"}}}};
+}
+
+std::map<std::string, int> Scores(const std::string& body) {
+  std::map<std::string, int> out;
+  for (const Json& e : Json::parse(body)) out[e.at("Host")] = e.at("Score");
+  return out;
+}
+
+TEST(ExtenderFilter, FullNodesRemovesOnlyNodesThatBreakAHigherPriorityTimetable) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  const ExtenderResponse r = ext.HandleFilter(Fixture("filter_full_nodes.json"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  // ExtenderFilterResult, Go field names; nodeCacheCapable false: answered with Nodes.
+  for (const char* key :
+       {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_TRUE(j["NodeNames"].is_null());
+  EXPECT_EQ(j["Error"], "");
+  ASSERT_TRUE(j["Nodes"]["items"].is_array());
+  std::vector<std::string> passed;
+  for (const Json& n : j["Nodes"]["items"]) passed.push_back(n["metadata"]["name"]);
+  EXPECT_EQ(passed, (std::vector<std::string>{"gpu-b1", "gpu-b2"}));
+  // The Node objects go back whole, as received.
+  const Json request = Json::parse(Fixture("filter_full_nodes.json"));
+  EXPECT_EQ(j["Nodes"]["items"][0], request["Nodes"]["items"][2]);
+
+  ASSERT_EQ(j["FailedNodes"].size(), 2u);
+  const std::string why = j["FailedNodes"]["gpu-a1"];
+  EXPECT_NE(why.find("hp-train (priority 2)"), std::string::npos) << why;
+  EXPECT_NE(why.find("gpu-a1/up"), std::string::npos) << why;
+  EXPECT_TRUE(j["FailedNodes"].contains("gpu-a2"));
+  EXPECT_TRUE(j["FailedAndUnresolvableNodes"].empty());
+
+  const ExtenderStats s = ext.stats();
+  EXPECT_EQ(s.filter_requests, 1u);
+  EXPECT_EQ(s.nodes_filtered_out, 2u);
+  EXPECT_EQ(s.bad_requests, 0u);
+  EXPECT_EQ(s.state_version, 7u);
+}
+
+TEST(ExtenderFilter, HigherPriorityPodsAreNeverFilteredForLowerPriorityJobs) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  // Same pod, but a PriorityClass of value 1000000 makes it high: hp-train is not higher.
+  const ExtenderResponse r = ext.HandleFilter(Fixture("filter_priority_class.json"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  EXPECT_TRUE(j["FailedNodes"].empty());
+  EXPECT_EQ(j["Nodes"]["items"].size(), 4u);
+}
+
+TEST(ExtenderFilter, NeverStarvesWhenEveryNodeWouldConflict) {
+  Json req = Json::parse(Fixture("filter_full_nodes.json"));
+  auto& items = req["Nodes"]["items"];
+  items.erase(items.begin() + 2, items.end());  // only gpu-a1 and gpu-a2 remain
+  {
+    Extender ext;
+    ext.UpdateState(Cluster());
+    const Json j = Json::parse(ext.HandleFilter(req.dump()).body);
+    EXPECT_TRUE(j["FailedNodes"].empty());
+    EXPECT_EQ(j["Nodes"]["items"].size(), 2u);
+    EXPECT_EQ(ext.stats().never_starve_passes, 1u);
+  }
+  ExtenderConfig strict;
+  strict.never_starve = false;
+  Extender ext(strict);
+  ext.UpdateState(Cluster());
+  const Json j = Json::parse(ext.HandleFilter(req.dump()).body);
+  EXPECT_EQ(j["FailedNodes"].size(), 2u);
+  EXPECT_TRUE(j["Nodes"]["items"].empty());
+}
+
+TEST(ExtenderPrioritize, ScoresByPredictedSlowdownOnTheLinksCrossed) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  Json req = Json::parse(Fixture("filter_full_nodes.json"));
+  const ExtenderResponse r = ext.HandlePrioritize(req.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json list = Json::parse(r.body);
+  ASSERT_TRUE(list.is_array());
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0]["Host"], "gpu-a1");  // request order
+  for (const Json& e : list) {
+    ASSERT_TRUE(e["Score"].is_number_integer());
+    EXPECT_GE(e["Score"].get<int>(), 0);
+    EXPECT_LE(e["Score"].get<int>(), 10);  // MaxExtenderPriority
+  }
+  const auto s = Scores(r.body);
+  EXPECT_EQ(s.at("gpu-b2"), 10) << "beside its other pod: crosses no link";
+  EXPECT_EQ(s.at("gpu-b1"), 10) << "free links: it gets a window at its natural period";
+  EXPECT_LT(s.at("gpu-a1"), s.at("gpu-b1"));
+  EXPECT_LT(s.at("gpu-a2"), s.at("gpu-b1"));
+  EXPECT_EQ(ext.stats().prioritize_requests, 1u);
+}
+
+TEST(ExtenderPrioritize, NodeNamesUseTheModelTableAndCachedLabels) {
+  Extender ext;
+  ClusterState state = Cluster();
+  state.node_labels = RackLabels();
+  // The resnet-ddp job already has a pod on gpu-a1, inside hp-train's busy uplink.
+  state.placed_pods["resnet-ddp"] = {"gpu-a1"};
+  ext.UpdateState(state);
+  const ExtenderResponse r = ext.HandlePrioritize(Fixture("prioritize_node_names.json"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto s = Scores(r.body);
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s.at("gpu-a1"), 10) << "same node as its other pod";
+  // Anywhere else it must cross gpu-a1/up, where hp-train leaves 50 ms in 200 ms: ResNet-50's
+  // ~100 MB all-reduce (8 ms at 100 Gbit/s) fits there, so others score well but not above.
+  for (const char* n : {"gpu-a2", "gpu-b1", "gpu-b2"}) {
+    EXPECT_LE(s.at(n), s.at("gpu-a1")) << n;
+    EXPECT_GT(s.at(n), 0) << n;
+  }
+  EXPECT_EQ(ext.stats().pods_without_profile, 0u);
+
+  // NodeNames in, NodeNames out for filter too.
+  const ExtenderResponse f = ext.HandleFilter(Fixture("prioritize_node_names.json"));
+  ASSERT_EQ(f.status, 200) << f.body;
+  const Json j = Json::parse(f.body);
+  EXPECT_TRUE(j["Nodes"].is_null());
+  EXPECT_EQ(j["NodeNames"].size() + j["FailedNodes"].size(), 4u);
+}
+
+TEST(ExtenderPrioritize, MeasuredProfilesOfEarlierRunsAreUsedWhenNothingIsDeclared) {
+  Json req = Json::parse(Fixture("prioritize_node_names.json"));
+  auto& ann = req["Pod"]["metadata"]["annotations"];
+  ann.erase("metronome.dev/model");
+  ClusterState state = Cluster();
+  state.node_labels = RackLabels();
+  {
+    Extender ext;
+    ext.UpdateState(state);
+    const auto s = Scores(ext.HandlePrioritize(req.dump()).body);
+    for (const auto& [node, score] : s) EXPECT_EQ(score, 0) << "no profile: no opinion";
+    EXPECT_EQ(ext.stats().pods_without_profile, 1u);
+  }
+  state.measured["resnet-ddp"] = {300 * kMs, 120 * kMs, 0};
+  state.placed_pods["resnet-ddp"] = {"gpu-b1"};
+  Extender ext;
+  ext.UpdateState(state);
+  const auto s = Scores(ext.HandlePrioritize(req.dump()).body);
+  EXPECT_EQ(s.at("gpu-b1"), 10);
+  EXPECT_EQ(s.at("gpu-b2"), 10);
+  EXPECT_LT(s.at("gpu-a1"), 10) << "would contend with hp-train";
+  EXPECT_EQ(ext.stats().pods_without_profile, 0u);
+}
+
+TEST(ExtenderPrioritize, DeclaredTrafficProfilesStandInForAnnotations) {
+  Json req = Json::parse(Fixture("prioritize_node_names.json"));
+  req["Pod"]["metadata"]["annotations"].erase("metronome.dev/model");
+  ClusterState state = Cluster();
+  state.node_labels = RackLabels();
+  state.placed_pods["resnet-ddp"] = {"gpu-b1"};
+  DeclaredProfile d;
+  d.job_name = "resnet-ddp";
+  d.period_ms = 200;
+  d.gradient_mb = 1192.1;  // 100 ms at 100 Gbit/s: cannot fit beside hp-train
+  state.declared["resnet-ddp"] = d;
+  Extender ext;
+  ext.UpdateState(state);
+  const auto s = Scores(ext.HandlePrioritize(req.dump()).body);
+  EXPECT_EQ(s.at("gpu-b2"), 10);
+  EXPECT_LT(s.at("gpu-a1"), 5);
+}
+
+TEST(ExtenderVerbs, PodsOfNoJobGetNeutralAnswers) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  const std::string body = Fixture("filter_pod_without_job.json");
+  const Json f = Json::parse(ext.HandleFilter(body).body);
+  EXPECT_EQ(f["Nodes"]["items"].size(), 2u);
+  EXPECT_TRUE(f["FailedNodes"].empty());
+  const auto s = Scores(ext.HandlePrioritize(body).body);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s.begin()->second, std::next(s.begin())->second);
+  EXPECT_EQ(ext.stats().pods_without_job, 2u);
+}
+
+TEST(ExtenderVerbs, NoStateYetPassesEverything) {
+  Extender ext;  // nothing fed: no jobs, no topology
+  const Json f = Json::parse(ext.HandleFilter(Fixture("filter_full_nodes.json")).body);
+  EXPECT_EQ(f["Nodes"]["items"].size(), 4u);
+  const ExtenderResponse p = ext.HandlePrioritize(Fixture("filter_full_nodes.json"));
+  EXPECT_EQ(p.status, 200);
+  for (const auto& [node, score] : Scores(p.body)) EXPECT_EQ(score, 10) << node;
+}
+
+TEST(ExtenderVerbs, EmptyAndNullCandidateListsAreValid) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  Json req = Json::parse(Fixture("prioritize_node_names.json"));
+  req["NodeNames"] = Json::array();
+  EXPECT_EQ(ext.HandlePrioritize(req.dump()).body, "[]");
+  req["NodeNames"] = nullptr;
+  const ExtenderResponse f = ext.HandleFilter(req.dump());
+  EXPECT_EQ(f.status, 200);
+  EXPECT_TRUE(Json::parse(f.body)["FailedNodes"].empty());
+}
+
+TEST(ExtenderVerbs, MalformedBodiesAre400WithAJsonMessageAndCounted) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  Json good = Json::parse(Fixture("prioritize_node_names.json"));
+  Json no_pod = good;
+  no_pod.erase("Pod");
+  Json unnamed_pod = good;
+  unnamed_pod["Pod"]["metadata"].erase("name");
+  Json bad_names = good;
+  bad_names["NodeNames"] = {"gpu-a1", 3};
+  Json bad_nodes = good;
+  bad_nodes["Nodes"] = {{"items", "gpu-a1"}};
+  Json unnamed_node = Json::parse(Fixture("filter_full_nodes.json"));
+  unnamed_node["Nodes"]["items"][1]["metadata"].erase("name");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "not JSON"},
+      {"{\"Pod\": ", "not JSON"},
+      {"[1, 2]", "must be a JSON object"},
+      {no_pod.dump(), "Pod is missing"},
+      {unnamed_pod.dump(), "metadata.name"},
+      {bad_names.dump(), "NodeNames[1]"},
+      {bad_nodes.dump(), "Nodes.items must be a list"},
+      {unnamed_node.dump(), "items[1] has no metadata.name"},
+  };
+  uint64_t expected = 0;
+  for (const auto& [body, message] : cases) {
+    for (const bool filter : {true, false}) {
+      const ExtenderResponse r = filter ? ext.HandleFilter(body) : ext.HandlePrioritize(body);
+      EXPECT_EQ(r.status, 400) << body.substr(0, 60);
+      const Json j = Json::parse(r.body, nullptr, false);
+      ASSERT_TRUE(j.is_object()) << r.body;
+      EXPECT_EQ(j["error"], "bad_request");
+      EXPECT_NE(j["message"].get<std::string>().find(message), std::string::npos) << j["message"];
+      EXPECT_EQ(ext.stats().bad_requests, ++expected);
+    }
+  }
+}
+
+TEST(ExtenderVerbs, StateUpdatesTakeEffectAndLabelsCanBeReplaced) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  ClusterState moved = Cluster();
+  moved.version = 8;
+  moved.jobs.clear();  // hp-train finished
+  ext.UpdateState(moved);
+  const Json j = Json::parse(ext.HandleFilter(Fixture("filter_full_nodes.json")).body);
+  EXPECT_TRUE(j["FailedNodes"].empty());
+  EXPECT_EQ(ext.stats().state_version, 8u);
+  ext.UpdateNodeLabels(RackLabels());
+  EXPECT_GE(ext.stats().snapshot_rebuilds, 3u);
+}
+
+TEST(ExtenderVerbs, ConcurrentRequestsAndUpdatesAreSafe) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  const std::string full = Fixture("filter_full_nodes.json");
+  const std::string names = Fixture("prioritize_node_names.json");
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        if (t == 0) {
+          ClusterState s = Cluster();
+          s.version = static_cast<uint64_t>(100 + i);
+          ext.UpdateState(s);
+        } else {
+          EXPECT_EQ(ext.HandleFilter(t == 1 ? full : names).status, 200);
+          EXPECT_EQ(ext.HandlePrioritize(t == 2 ? full : names).status, 200);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ext.stats().bad_requests, 0u);
+}
+
+TEST(ExtenderRoutes, MountedOnAnHttplibServerAtThePrefix) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  httplib::Server server;
+  RegisterRoutes(server, ext);
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread t([&] { server.listen_after_bind(); });
+  httplib::Client client("127.0.0.1", port);
+  auto f = client.Post("/extender/filter", Fixture("filter_full_nodes.json"), "application/json");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status, 200);
+  EXPECT_EQ(f->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(Json::parse(f->body)["FailedNodes"].size(), 2u);
+  auto p = client.Post("/extender/prioritize", Fixture("prioritize_node_names.json"),
+                       "application/json");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->status, 200);
+  EXPECT_TRUE(Json::parse(p->body).is_array());
+  auto bad = client.Post("/extender/prioritize", "{", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  server.stop();
+  t.join();
+
+  httplib::Server other;
+  RegisterRoutes(other, ext, "/scheduler/extender");
+  const int port2 = other.bind_to_any_port("127.0.0.1");
+  std::thread t2([&] { other.listen_after_bind(); });
+  httplib::Client c2("127.0.0.1", port2);
+  auto r =
+      c2.Post("/scheduler/extender/filter", Fixture("filter_full_nodes.json"), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  other.stop();
+  t2.join();
+}
+
+TEST(ExtenderModels, GpuLabelsMapToModelTableKeys) {
+  // Through the verbs: a V100 node makes ResNet-50's compute longer than on an A100; both are
+  // answered (the table knows both), so scoring happens on each.
+  Extender ext;
+  ClusterState state = Cluster();
+  state.node_labels = RackLabels();
+  state.node_labels["gpu-b1"]["nvidia.com/gpu.product"] = "Tesla-V100-SXM2-16GB";
+  ext.UpdateState(state);
+  const auto s = Scores(ext.HandlePrioritize(Fixture("prioritize_node_names.json")).body);
+  EXPECT_EQ(s.size(), 4u);
+  EXPECT_EQ(ext.stats().pods_without_profile, 0u);
+}
+
+}  // namespace
+}  // namespace metronome::extender
