@@ -148,7 +148,7 @@ int64_t Calibrate(State& s, CUmodule mod) {
   d.MemHostGetDevicePointer(&dev, host, 0);
   CUdeviceptr out_dev = dev;
   CUdeviceptr stop_dev = dev + 32;
-  int64_t bound = 5'000'000;
+  int64_t bound = 300'000'000;  // the kernel stops itself after 300 ms at most
   void* params[] = {&out_dev, &stop_dev, &bound};
   CUstream stream = nullptr;
   d.StreamCreate(&stream, CU_STREAM_NON_BLOCKING);
@@ -158,7 +158,11 @@ int64_t Calibrate(State& s, CUmodule mod) {
     static int64_t hs[kSamples];
     static int64_t gs[kSamples];
     int n = 0;
-    const int64_t deadline = RealtimeNs() + 3'000'000;
+    // Wait for the kernel to start (first launch on a context can take a while), then sample.
+    const int64_t start_deadline = RealtimeNs() + 200'000'000;
+    while (*out == 0 && RealtimeNs() < start_deadline) {
+    }
+    const int64_t deadline = RealtimeNs() + 2'000'000;
     while (n < kSamples && RealtimeNs() < deadline) {
       const int64_t h1 = RealtimeNs();
       const int64_t g = *out;

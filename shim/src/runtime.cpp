@@ -217,6 +217,11 @@ CommState* Runtime::OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noe
     }
     job->comms.fetch_add(1);
     st->job = job;
+    if (st->device_slot >= 0) {
+      // A communicator joining a job that already has a timetable (a split one) gates at once.
+      Timetable t;
+      if (job->store.Read(t)) DeviceGate::Publish(st->device_slot, &t, config_.max_wait_ns);
+    }
     if (!Insert(st)) {
       MLOG_WARN("more than %zu communicators: %p is not tracked", kTableSize,
                 static_cast<void*>(comm));

@@ -14,6 +14,7 @@
 
 #include "metronome/common/clock.hpp"
 #include "metronome/common/protocol.hpp"
+#include "raw_peer.hpp"
 #include "runtime.hpp"
 
 namespace metronome::shim {
@@ -23,95 +24,6 @@ using namespace std::chrono_literals;
 namespace proto = metronome::proto;
 
 constexpr int64_t kMaxWaitNs = 50'000'000;
-
-// A raw scheduler: answers hello and ping, and lets the test push whatever it likes.
-class RawPeer {
- public:
-  explicit RawPeer(std::string endpoint = "tcp://127.0.0.1:*", const char* curve_secret = nullptr)
-      : sock_(ctx_, zmq::socket_type::router) {
-    sock_.set(zmq::sockopt::linger, 0);
-    if (curve_secret != nullptr) {
-      sock_.set(zmq::sockopt::curve_server, 1);
-      sock_.set(zmq::sockopt::curve_secretkey, std::string(curve_secret));
-    }
-    sock_.bind(endpoint);
-    endpoint_ = sock_.get(zmq::sockopt::last_endpoint);
-  }
-  void Start() {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~RawPeer() { Stop(); }
-
-  void Stop() {
-    if (stop_.exchange(true)) return;
-    if (thread_.joinable()) thread_.join();
-    sock_.close();
-  }
-
-  const std::string& endpoint() const { return endpoint_; }
-  int hellos() const { return hellos_.load(); }
-  int pings() const { return pings_.load(); }
-  std::string job_id() {
-    std::lock_guard<std::mutex> l(mu_);
-    return job_id_;
-  }
-
-  // Called from the peer thread every millisecond once a shim said hello.
-  std::function<void(RawPeer&)> tick;
-
-  void SendRaw(const std::string& bytes) {
-    if (identity_.empty()) return;
-    sock_.send(zmq::buffer(identity_), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    sock_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
-  }
-  void SendFrames(const std::string& a, const std::string& b) {
-    if (identity_.empty()) return;
-    sock_.send(zmq::buffer(identity_), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    sock_.send(zmq::buffer(a), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    sock_.send(zmq::buffer(b), zmq::send_flags::dontwait);
-  }
-  void Send(const proto::Message& m) { SendRaw(proto::Encode(m)); }
-
- private:
-  void Run() {
-    while (!stop_.load()) {
-      zmq::pollitem_t item{static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, 1ms);
-      zmq::message_t id;
-      while (sock_.recv(id, zmq::recv_flags::dontwait)) {
-        zmq::message_t body;
-        if (!sock_.recv(body, zmq::recv_flags::dontwait)) break;
-        identity_.assign(static_cast<const char*>(id.data()), id.size());
-        const proto::Decoded d = proto::Decode(body.data(), body.size());
-        if (!d.ok()) continue;
-        if (const auto* h = std::get_if<proto::Hello>(&d.message)) {
-          {
-            std::lock_guard<std::mutex> l(mu_);
-            job_id_ = h->job_id;
-          }
-          hellos_.fetch_add(1);
-          Send(proto::Welcome{42, 200, RealtimeNs()});
-        } else if (const auto* p = std::get_if<proto::ClockPing>(&d.message)) {
-          pings_.fetch_add(1);
-          const int64_t t = RealtimeNs();
-          Send(proto::ClockPong{p->seq, p->t1_ns, t, t});
-        }
-      }
-      if (tick && hellos_.load() > 0) tick(*this);
-    }
-  }
-
-  zmq::context_t ctx_;
-  zmq::socket_t sock_;
-  std::string endpoint_;
-  std::string identity_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<int> hellos_{0};
-  std::atomic<int> pings_{0};
-  std::mutex mu_;
-  std::string job_id_;
-};
 
 struct ShimUnderTest {
   explicit ShimUnderTest(const std::string& endpoint, int64_t silence_ns = 600'000'000,

@@ -1,0 +1,136 @@
+// A raw scheduler for the shim's integration tests: a ZeroMQ ROUTER that answers hello with
+// welcome and ping with pong, records profile reports, and lets a test push anything (valid or
+// not) to every shim that said hello, from its `tick`, called every millisecond.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "metronome/common/clock.hpp"
+#include "metronome/common/protocol.hpp"
+
+namespace metronome::shim {
+
+namespace proto = metronome::proto;
+using namespace std::chrono_literals;
+
+// A raw scheduler: answers hello and ping, and lets the test push whatever it likes.
+class RawPeer {
+ public:
+  explicit RawPeer(std::string endpoint = "tcp://127.0.0.1:*", const char* curve_secret = nullptr)
+      : sock_(ctx_, zmq::socket_type::router) {
+    sock_.set(zmq::sockopt::linger, 0);
+    if (curve_secret != nullptr) {
+      sock_.set(zmq::sockopt::curve_server, 1);
+      sock_.set(zmq::sockopt::curve_secretkey, std::string(curve_secret));
+    }
+    sock_.bind(endpoint);
+    endpoint_ = sock_.get(zmq::sockopt::last_endpoint);
+  }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~RawPeer() { Stop(); }
+
+  void Stop() {
+    if (stop_.exchange(true)) return;
+    if (thread_.joinable()) thread_.join();
+    sock_.close();
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+  int hellos() const { return hellos_.load(); }
+  int pings() const { return pings_.load(); }
+  std::string job_id() {
+    std::lock_guard<std::mutex> l(mu_);
+    return job_id_;
+  }
+
+  // Called from the peer thread every millisecond once a shim said hello.
+  std::function<void(RawPeer&)> tick;
+
+  // To every shim that said hello (peer thread only).
+  void SendRaw(const std::string& bytes) {
+    for (const std::string& id : identities_) {
+      sock_.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      sock_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    }
+  }
+  void SendFrames(const std::string& a, const std::string& b) {
+    for (const std::string& id : identities_) {
+      sock_.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      sock_.send(zmq::buffer(a), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      sock_.send(zmq::buffer(b), zmq::send_flags::dontwait);
+    }
+  }
+  // The latest profile report of each rank.
+  std::map<uint32_t, proto::ProfileReport> reports() {
+    std::lock_guard<std::mutex> l(mu_);
+    return reports_;
+  }
+  void Send(const proto::Message& m) { SendRaw(proto::Encode(m)); }
+
+ private:
+  void Run() {
+    while (!stop_.load()) {
+      zmq::pollitem_t item{static_cast<void*>(sock_), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, 1ms);
+      zmq::message_t id;
+      while (sock_.recv(id, zmq::recv_flags::dontwait)) {
+        zmq::message_t body;
+        if (!sock_.recv(body, zmq::recv_flags::dontwait)) break;
+        const std::string identity(static_cast<const char*>(id.data()), id.size());
+        const proto::Decoded d = proto::Decode(body.data(), body.size());
+        if (!d.ok()) continue;
+        if (const auto* r = std::get_if<proto::ProfileReport>(&d.message)) {
+          std::lock_guard<std::mutex> l(mu_);
+          reports_[r->rank] = *r;
+        }
+        if (const auto* h = std::get_if<proto::Hello>(&d.message)) {
+          if (std::find(identities_.begin(), identities_.end(), identity) == identities_.end()) {
+            identities_.push_back(identity);
+          }
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            job_id_ = h->job_id;
+          }
+          hellos_.fetch_add(1);
+          Reply(identity, proto::Welcome{42, 200, RealtimeNs()});
+        } else if (const auto* p = std::get_if<proto::ClockPing>(&d.message)) {
+          pings_.fetch_add(1);
+          const int64_t t = RealtimeNs();
+          Reply(identity, proto::ClockPong{p->seq, p->t1_ns, t, t});
+        }
+      }
+      if (tick && hellos_.load() > 0) tick(*this);
+    }
+  }
+
+  void Reply(const std::string& id, const proto::Message& m) {
+    const std::string bytes = proto::Encode(m);
+    sock_.send(zmq::buffer(id), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    sock_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+  }
+
+  zmq::context_t ctx_;
+  zmq::socket_t sock_;
+  std::string endpoint_;
+  std::vector<std::string> identities_;
+  std::map<uint32_t, proto::ProfileReport> reports_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> hellos_{0};
+  std::atomic<int> pings_{0};
+  std::mutex mu_;
+  std::string job_id_;
+};
+
+}  // namespace metronome::shim

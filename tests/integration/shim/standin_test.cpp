@@ -1,0 +1,122 @@
+// The shim in a real multi-process job: metronome-trainer (2 ranks, DDP-like buckets) on the Gloo
+// stand-in (testbed/nccl_gloo), with LD_PRELOAD=libmetronome.so and a raw scheduler played by this
+// test. The shim must learn the job's period (its reports agree with the trainer's own
+// measurement) and, once given a timetable with a longer period, hold the job to it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "raw_peer.hpp"
+
+#ifndef METRONOME_SHIM_PATH
+#error "METRONOME_SHIM_PATH, METRONOME_TRAINER_PATH and METRONOME_STANDIN_DIR are set by CMake"
+#endif
+
+namespace metronome::shim {
+namespace {
+
+struct Iteration {
+  int64_t compute_start_ns = 0;
+  double iteration_ms = 0;
+};
+
+std::vector<Iteration> ReadPhases(const std::string& path, int rank) {
+  std::vector<Iteration> out;
+  std::ifstream f(path);
+  std::string line;
+  auto num = [&](const std::string& key) -> double {
+    const size_t p = line.find("\"" + key + "\":");
+    return p == std::string::npos ? -1 : std::atof(line.c_str() + p + key.size() + 3);
+  };
+  while (std::getline(f, line)) {
+    if (static_cast<int>(num("rank")) != rank ||
+        line.find("\"warmup\":true") != std::string::npos) {
+      continue;
+    }
+    Iteration it;
+    const size_t p = line.find("\"compute_start_ns\":");
+    if (p == std::string::npos) continue;
+    it.compute_start_ns = std::strtoll(line.c_str() + p + 19, nullptr, 10);
+    it.iteration_ms = num("iteration_ms");
+    out.push_back(it);
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
+  RawPeer peer;
+  std::atomic<int64_t> pushed_at{0};
+  std::atomic<int64_t> learned_period{0};
+  std::atomic<int64_t> timetable_period{0};
+  peer.tick = [&](RawPeer& p) {
+    if (pushed_at.load() != 0) return;
+    const auto reports = p.reports();
+    if (reports.size() < 2) return;
+    int64_t period = 0;
+    for (const auto& [rank, r] : reports) {
+      if (r.period_ns <= 0 || r.iterations < 8) return;
+      period = std::max(period, r.period_ns);
+    }
+    learned_period.store(period);
+    const int64_t now = RealtimeNs();
+    proto::TimetablePush push;
+    push.job_id = "shimtest";
+    const int64_t tp = period * 5 / 4;  // 25 % slower than the natural period
+    push.timetable = Timetable{1, now, tp, 0, 10'000'000, 2'000'000, tp};
+    timetable_period.store(tp);
+    p.Send(push);
+    pushed_at.store(now);
+  };
+  peer.Start();
+
+  char dir_template[] = "/tmp/metronome-shim-standin-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string phases = dir + "/phases.jsonl";
+  const std::string cmd =
+      "METRONOME_JOB=shimtest METRONOME_LOG=info METRONOME_SCHEDULER=" + peer.endpoint() +
+      " ASAN_OPTIONS=detect_leaks=0 LD_LIBRARY_PATH=" METRONOME_STANDIN_DIR
+      " LD_PRELOAD=" METRONOME_TEST_PRELOAD " " METRONOME_TRAINER_PATH
+      " --local-ranks 2 --compute-ms 50 --gradient-mb 26 --iterations 70 --quiet --job shimtest"
+      " --rendezvous " +
+      dir + " --phases-out " + phases + " > " + dir + "/out.txt 2> " + dir + "/err.txt";
+  const int rc = std::system(cmd.c_str());
+  peer.Stop();
+  ASSERT_EQ(rc, 0) << "trainer failed; see " << dir;
+
+  const std::vector<Iteration> its = ReadPhases(phases, 0);
+  ASSERT_GE(its.size(), 60u);
+  ASSERT_NE(pushed_at.load(), 0) << "the shims never reported a period";
+  std::vector<double> before;
+  std::vector<double> after;
+  for (const Iteration& it : its) {
+    if (it.compute_start_ns < pushed_at.load()) before.push_back(it.iteration_ms);
+    if (it.compute_start_ns > pushed_at.load() + 1'000'000'000) after.push_back(it.iteration_ms);
+  }
+  ASSERT_GE(before.size(), 8u);
+  ASSERT_GE(after.size(), 10u);
+  const double natural = Median(before);
+  const double learned = static_cast<double>(learned_period.load()) / 1e6;
+  const double target = static_cast<double>(timetable_period.load()) / 1e6;
+  const double gated = Median(after);
+  std::printf(
+      "natural iteration %.2f ms, learned period %.2f ms; timetable period %.2f ms, "
+      "gated iteration %.2f ms\n",
+      natural, learned, target, gated);
+  EXPECT_NEAR(learned, natural, natural * 0.05) << "reported period";
+  EXPECT_NEAR(gated, target, target * 0.03) << "the job does not follow its timetable";
+}
+
+}  // namespace
+}  // namespace metronome::shim
