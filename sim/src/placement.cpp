@@ -68,8 +68,8 @@ std::optional<std::map<std::uint32_t, int>> TakeFrom(std::vector<std::uint32_t> 
   return taken;
 }
 
-std::optional<Placement> Pack(const Cluster& cluster, const std::vector<int>& free_gpus,
-                              const JobSpec& job) {
+std::vector<Placement> Candidates(const Cluster& cluster, const std::vector<int>& free_gpus,
+                                  const JobSpec& job) {
   // One node: best fit.
   std::optional<std::uint32_t> best_node;
   for (std::uint32_t n = 0; n < cluster.nodes.size(); ++n) {
@@ -77,43 +77,51 @@ std::optional<Placement> Pack(const Cluster& cluster, const std::vector<int>& fr
       best_node = n;
     }
   }
-  if (best_node) return FromMap({{*best_node, job.gpus}});
+  if (best_node) return {FromMap({{*best_node, job.gpus}})};
 
   // One rack: fewest nodes, then least free capacity left (best fit).
-  std::optional<std::map<std::uint32_t, int>> best;
-  int best_free = 0;
+  struct RackCandidate {
+    std::map<std::uint32_t, int> taken;
+    int rack_free = 0;
+  };
+  std::vector<RackCandidate> racks;
   for (const Cluster::Rack& rack : cluster.racks) {
     auto taken = TakeFrom(rack.nodes, free_gpus, job.gpus, job.gpus_per_pod);
     if (!taken) continue;
     int rack_free = 0;
     for (std::uint32_t n : rack.nodes) rack_free += free_gpus[n];
-    if (!best || taken->size() < best->size() ||
-        (taken->size() == best->size() && rack_free < best_free)) {
-      best = std::move(taken);
-      best_free = rack_free;
-    }
+    racks.push_back({std::move(*taken), rack_free});
   }
-  if (best) return FromMap(*best);
+  if (!racks.empty()) {
+    std::stable_sort(racks.begin(), racks.end(),
+                     [](const RackCandidate& a, const RackCandidate& b) {
+                       return a.taken.size() < b.taken.size() ||
+                              (a.taken.size() == b.taken.size() && a.rack_free < b.rack_free);
+                     });
+    std::vector<Placement> out;
+    for (const RackCandidate& r : racks) out.push_back(FromMap(r.taken));
+    return out;
+  }
 
   // Several racks: the racks with the most free GPUs first.
-  std::vector<std::uint32_t> racks(cluster.racks.size());
-  std::iota(racks.begin(), racks.end(), 0u);
+  std::vector<std::uint32_t> order(cluster.racks.size());
+  std::iota(order.begin(), order.end(), 0u);
   std::vector<int> rack_free(cluster.racks.size(), 0);
   for (std::uint32_t r = 0; r < cluster.racks.size(); ++r) {
     for (std::uint32_t n : cluster.racks[r].nodes) rack_free[r] += free_gpus[n];
   }
-  std::stable_sort(racks.begin(), racks.end(),
+  std::stable_sort(order.begin(), order.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return rack_free[a] > rack_free[b]; });
   std::vector<std::uint32_t> nodes;
   int have = 0;
-  for (std::uint32_t r : racks) {
+  for (std::uint32_t r : order) {
     if (have >= job.gpus) break;
     nodes.insert(nodes.end(), cluster.racks[r].nodes.begin(), cluster.racks[r].nodes.end());
     have += rack_free[r];
   }
   auto taken = TakeFrom(nodes, free_gpus, job.gpus, job.gpus_per_pod);
-  if (!taken) return std::nullopt;
-  return FromMap(*taken);
+  if (!taken) return {};
+  return {FromMap(*taken)};
 }
 
 }  // namespace
@@ -122,7 +130,14 @@ std::optional<Placement> PlaceJob(PlacementKind kind, const Cluster& cluster,
                                   const std::vector<int>& free_gpus, const JobSpec& job,
                                   std::mt19937_64& rng) {
   if (kind == PlacementKind::kSpread) return Spread(cluster, free_gpus, job, rng);
-  return Pack(cluster, free_gpus, job);
+  std::vector<Placement> c = Candidates(cluster, free_gpus, job);
+  if (c.empty()) return std::nullopt;
+  return std::move(c.front());
+}
+
+std::vector<Placement> PackCandidates(const Cluster& cluster, const std::vector<int>& free_gpus,
+                                      const JobSpec& job) {
+  return Candidates(cluster, free_gpus, job);
 }
 
 std::optional<Placement> PlacePinned(const Cluster& cluster, const std::vector<int>& free_gpus,

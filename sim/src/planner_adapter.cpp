@@ -12,6 +12,7 @@
 #include "metronome/planner/baselines.h"
 #include "metronome/planner/offline.h"
 #include "metronome/planner/planner.h"
+#include "metronome/planner/what_if.h"
 #include "metronome/sim/time_scheduler.hpp"
 
 namespace metronome::sim {
@@ -24,10 +25,12 @@ namespace {
 
 namespace pl = metronome::planner;
 
-// The controller's drift watch (DESIGN.md §6): after kWindow iterations, the mean measured
-// compute phase is compared with the profile the plan was made for; a relative difference of
-// the period beyond kTolerance, or repeated fail-opens, re-plans the job with the measured profile.
-constexpr std::size_t kWindow = 8;
+// The controller's drift watch (DESIGN.md §6): every kWindow iterations, the mean measured
+// compute phase of the last kWindow iterations is compared with the profile the plan was made
+// for; a difference beyond kTolerance of the period (and beyond 4 standard errors of the mean,
+// so that jitter alone does not trigger it), or repeated fail-opens, re-plans the job with the
+// measured profile.
+constexpr std::size_t kWindow = 16;
 constexpr double kTolerance = 0.02;
 
 class PlannerScheduler final : public TimeScheduler {
@@ -104,12 +107,20 @@ class PlannerScheduler final : public TimeScheduler {
     if (e.recent_compute.size() > kWindow) e.recent_compute.pop_front();
     if (obs.failed_open) ++e.fail_opens;
     if (++e.since_plan < kWindow) return;
+    e.since_plan = 0;  // one check per window of fresh iterations
     double mean = 0;
     for (std::int64_t c : e.recent_compute) mean += static_cast<double>(c);
-    mean /= static_cast<double>(e.recent_compute.size());
+    const double n = static_cast<double>(e.recent_compute.size());
+    mean /= n;
+    double var = 0;
+    for (std::int64_t c : e.recent_compute) {
+      var += (static_cast<double>(c) - mean) * (static_cast<double>(c) - mean);
+    }
+    const double std_error = std::sqrt(var / std::max(1.0, n - 1.0) / n);
     const double planned = static_cast<double>(e.job.profile.period_ns - e.comm_ns);
     const double period = static_cast<double>(e.job.profile.period_ns);
-    const bool drifted = std::abs(mean - planned) > kTolerance * period;
+    // Drift: beyond the tolerance and beyond what jitter alone explains (4 standard errors).
+    const bool drifted = std::abs(mean - planned) > std::max(kTolerance * period, 4 * std_error);
     if (!drifted && e.fail_opens < 2) return;
     e.job.profile.period_ns = std::llround(mean) + e.comm_ns;
     e.since_plan = 0;
@@ -142,6 +153,46 @@ class PlannerScheduler final : public TimeScheduler {
     return entries_[index].best_effort;
   }
   [[nodiscard]] SchedulerStats Stats() const override { return stats_; }
+
+  // The planner's what-if for each candidate: cost = π·(the job's iteration time under the
+  // candidate relative to its best natural period − 1) + Σ π·(extra slowdown of its neighbours),
+  // and a prohibitive cost when it would break a higher-priority job's timetable (the
+  // extender's filter).
+  [[nodiscard]] std::vector<double> ScorePlacements(
+      const std::vector<ActiveJob>& candidates) override {
+    std::vector<double> cost(candidates.size(), 0.0);
+    if (!online_) return cost;
+    std::int64_t best_period = 0;
+    for (const ActiveJob& a : candidates) {
+      const std::int64_t p = a.compute_ns + a.comm_ns;
+      if (best_period == 0 || p < best_period) best_period = p;
+    }
+    Timed([&] {
+      for (std::size_t i = 0; i < candidates.size(); ++i) {
+        const ActiveJob& a = candidates[i];
+        const double weight = pl::priority_weight(a.priority);
+        const double period = static_cast<double>(a.compute_ns + a.comm_ns);
+        const double base = period / static_cast<double>(best_period) - 1.0;
+        if (a.links.empty()) {
+          cost[i] = weight * base;
+          continue;
+        }
+        pl::Job job;
+        job.id = kWhatIfId;
+        job.priority = a.priority;
+        job.profile.comm_ns = a.comm_ns;
+        job.profile.period_ns = a.compute_ns + a.comm_ns;
+        job.profile.beta_bps = a.beta_Bps;
+        const std::vector<std::vector<pl::NodeId>> nodes = {
+            std::vector<pl::NodeId>(a.nodes.begin(), a.nodes.end())};
+        const pl::WhatIfResult r = pl::what_if(*online_, job, nodes).front();
+        cost[i] = weight * ((1.0 + base) * (1.0 + r.job_slowdown) - 1.0) + r.neighbour_slowdown +
+                  (r.hurts_higher_priority ? 1e6 : 0.0);
+      }
+    });
+    ++stats_.placements_scored;
+    return cost;
+  }
 
  private:
   struct Entry {
@@ -239,6 +290,7 @@ class PlannerScheduler final : public TimeScheduler {
   std::vector<std::size_t> active_;
   SchedulerStats stats_;
   std::int64_t last_offline_ns_ = -1;
+  static constexpr pl::JobId kWhatIfId = ~pl::JobId{0};
   static constexpr std::int64_t kOfflineSpacingNs = 1'000'000'000;  // at most once a second
 };
 

@@ -287,6 +287,16 @@ void ValidateScenario(const Scenario& s, const ModelLookup& models) {
                               "', the job needs " + std::to_string(j.gpus));
       }
     }
+    if (!j.gpu.empty()) {
+      int typed = 0;
+      for (const RackSpec& r : s.racks) {
+        for (const NodeSpec& n : r.nodes) typed += n.gpu == j.gpu ? n.gpus : 0;
+      }
+      if (typed < j.gpus) {
+        Fail(jp + ".gpu", "the cluster has " + std::to_string(typed) + " GPUs of type '" + j.gpu +
+                              "', the job needs " + std::to_string(j.gpus));
+      }
+    }
     if (j.gpus > total_gpus) {
       Fail(jp + ".gpus", std::to_string(j.gpus) + " GPUs requested, the cluster has " +
                              std::to_string(total_gpus));

@@ -29,12 +29,18 @@ PolicyConfig PolicyByName(const std::string& name) {
   PolicyConfig p;
   p.name = name;
   p.placement = static_cast<int>(PlacementKind::kPack);
+  if (name.rfind("metronome", 0) == 0 && name != "metronome-pack") {
+    p.placement = static_cast<int>(PlacementKind::kScored);
+  }
   if (name == "k8s-default") {
     p.placement = static_cast<int>(PlacementKind::kSpread);
   } else if (name == "network-aware") {
   } else if (name == "cassini") {
     p.scheduling = SchedulingKind::kCassini;
   } else if (name == "metronome") {
+    p.scheduling = SchedulingKind::kMetronome;
+  } else if (name == "metronome-pack") {
+    // Metronome's time scheduling on network-aware placement (no what-if scoring).
     p.scheduling = SchedulingKind::kMetronome;
   } else if (name == "metronome-no-cushion") {
     p.scheduling = SchedulingKind::kMetronome;
@@ -374,10 +380,24 @@ class Engine {
   void PlaceQueued() {
     for (auto it = queue_.begin(); it != queue_.end();) {
       Job& j = jobs_[*it];
-      std::optional<Placement> p = j.spec->nodes.empty()
-                                       ? PlaceJob(static_cast<PlacementKind>(policy_.placement),
-                                                  cluster_, free_gpus_, *j.spec, placement_rng_)
-                                       : PlacePinned(cluster_, free_gpus_, *j.spec);
+      const std::vector<int>* free_gpus = &free_gpus_;
+      if (!j.spec->gpu.empty()) {
+        // Node selector: nodes of other GPU types look full.
+        masked_ = free_gpus_;
+        for (std::size_t n = 0; n < masked_.size(); ++n) {
+          if (cluster_.nodes[n].gpu != j.spec->gpu) masked_[n] = 0;
+        }
+        free_gpus = &masked_;
+      }
+      std::optional<Placement> p;
+      if (!j.spec->nodes.empty()) {
+        p = PlacePinned(cluster_, *free_gpus, *j.spec);
+      } else if (policy_.placement == static_cast<int>(PlacementKind::kScored) && scheduler_) {
+        p = PlaceScored(j, *free_gpus);
+      } else {
+        p = PlaceJob(static_cast<PlacementKind>(policy_.placement), cluster_, *free_gpus, *j.spec,
+                     placement_rng_);
+      }
       if (!p) {
         ++it;
         continue;
@@ -385,6 +405,41 @@ class Engine {
       it = queue_.erase(it);
       Start(j, std::move(*p));
     }
+  }
+
+  std::optional<Placement> PlaceScored(Job& j, const std::vector<int>& free_gpus) {
+    std::vector<Placement> candidates = PackCandidates(cluster_, free_gpus, *j.spec);
+    if (candidates.size() <= 1) {
+      if (candidates.empty()) return std::nullopt;
+      return std::move(candidates.front());
+    }
+    std::vector<ActiveJob> views;
+    for (const Placement& c : candidates) {
+      j.placement = c;
+      j.nodes = c.Nodes();
+      j.links = cluster_.LinksCrossed(j.nodes);
+      ResolveFigures(j);
+      views.push_back(View(j));
+    }
+    const std::vector<double> cost = scheduler_->ScorePlacements(views);
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < cost.size(); ++i) {
+      if (cost[i] < cost[best] - 1e-9) best = i;
+    }
+    return std::move(candidates[best]);
+  }
+
+  ActiveJob View(const Job& j) const {
+    ActiveJob a;
+    a.index = j.index;
+    a.priority = j.spec->priority;
+    a.nodes = j.nodes;
+    a.links = j.links;
+    a.compute_ns = ToNs(j.compute_s * j.profile_factor);
+    a.comm_ns = ToNs(j.volume / j.bottleneck_Bps);
+    a.beta_Bps = j.bottleneck_Bps;
+    a.volume_bytes = j.volume;
+    return a;
   }
 
   void Start(Job& j, Placement p) {
@@ -398,18 +453,7 @@ class Engine {
     }
     j.start_s = now_;
     running_.push_back(j.index);
-    if (scheduler_) {
-      ActiveJob a;
-      a.index = j.index;
-      a.priority = j.spec->priority;
-      a.nodes = j.nodes;
-      a.links = j.links;
-      a.compute_ns = ToNs(j.compute_s * j.profile_factor);
-      a.comm_ns = ToNs(j.volume / j.bottleneck_Bps);
-      a.beta_Bps = j.bottleneck_Bps;
-      a.volume_bytes = j.volume;
-      scheduler_->JobStarted(a, ToNs(now_));
-    }
+    if (scheduler_) scheduler_->JobStarted(View(j), ToNs(now_));
     StartCompute(j);
   }
 

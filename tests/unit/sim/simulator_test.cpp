@@ -170,3 +170,74 @@ TEST(Simulator, QueuedJobStartsWhenGpusFree) {
 
 }  // namespace
 }  // namespace metronome::sim
+
+namespace metronome::sim {
+namespace {
+
+// A node selector confines a job to nodes of its GPU type, even when that costs links.
+TEST(Placement, GpuSelectorConfinesTheJob) {
+  const std::string yaml = R"(
+topology:
+  racks:
+    - {name: r1, uplink_gbps: 10, nodes: [{name: a1, gpus: 8, gpu: A100, nic_gbps: 100}, {name: v1, gpus: 4, gpu: V100, nic_gbps: 50}]}
+    - {name: r2, uplink_gbps: 10, nodes: [{name: a2, gpus: 8, gpu: A100, nic_gbps: 100}, {name: v2, gpus: 4, gpu: V100, nic_gbps: 50}]}
+jobs:
+  - {name: any, compute_ms: 100, gradient_mb: 10, gpus: 8, iterations: 5}
+  - {name: v100, compute_ms: 100, gradient_mb: 10, gpus: 8, iterations: 5, gpu: V100}
+)";
+  const Scenario s = ParseScenario(yaml);
+  ValidateScenario(s, {});
+  const RunResult r = Simulate(s, PolicyByName("network-aware"));
+  EXPECT_EQ(r.jobs[0].links_crossed, 0);  // one A100 node
+  EXPECT_EQ(r.jobs[1].links_crossed, 4);  // v1 and v2: two NICs and two rack uplinks
+  Scenario bad = s;
+  bad.jobs[1].gpus = 9;
+  try {
+    ValidateScenario(bad, {});
+    FAIL();
+  } catch (const ScenarioError& e) {
+    EXPECT_NE(std::string(e.what()).find("jobs[1].gpu"), std::string::npos) << e.what();
+  }
+}
+
+// Every policy runs a queue of arrivals to completion; the metronome policies place jobs
+// through the planner's what-if when there is a choice.
+TEST(Simulator, EveryPolicyCompletesEveryJob) {
+  std::string yaml = R"(
+seed: 4
+noise: {compute_jitter: 0.02, clock_skew_us: 50, profile_error: 0.05}
+topology:
+  racks:
+)";
+  for (int r = 0; r < 3; ++r) {
+    yaml += "    - {name: r" + std::to_string(r) + ", uplink_gbps: 20, nodes: [";
+    for (int n = 0; n < 3; ++n) {
+      yaml += std::string(n ? ", " : "") + "{name: r" + std::to_string(r) + "n" +
+              std::to_string(n) + ", gpus: 4, gpu: A100, nic_gbps: 25}";
+    }
+    yaml += "]}\n";
+  }
+  yaml += "jobs:\n";
+  for (int i = 0; i < 12; ++i) {
+    yaml += "  - {name: j" + std::to_string(i) + ", compute_ms: " + std::to_string(80 + 20 * i) +
+            ", gradient_mb: " + std::to_string(50 + 10 * i) +
+            ", gpus: " + std::to_string(2 + 2 * (i % 4)) +
+            ", iterations: 60, priority: " + std::to_string(i % 4) +
+            ", arrival_s: " + std::to_string(i) + "}\n";
+  }
+  const Scenario s = ParseScenario(yaml);
+  ValidateScenario(s, {});
+  for (const std::string& p : PolicyNames()) {
+    if (!PlannerAvailable() && p != "k8s-default" && p != "network-aware") continue;
+    const RunResult r = Simulate(s, PolicyByName(p));
+    for (const JobResult& j : r.jobs) {
+      EXPECT_GT(j.finish_s, j.arrival_s) << p << " " << j.name;
+      EXPECT_GE(j.slowdown, 0.999) << p << " " << j.name;
+    }
+    EXPECT_GT(r.summary.avg_link_utilization, 0.0) << p;
+    EXPECT_LE(r.summary.avg_link_utilization, 1.0 + 1e-9) << p;
+  }
+}
+
+}  // namespace
+}  // namespace metronome::sim

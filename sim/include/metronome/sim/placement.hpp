@@ -20,12 +20,21 @@
 
 namespace metronome::sim {
 
-enum class PlacementKind { kSpread, kPack };
+// kScored: Metronome's placement (DESIGN.md §7, the extender's prioritize verb). The candidates
+// are Pack's: the best-fit node when the job fits in one (nothing to score: it crosses no
+// link), else one candidate per rack that can hold it, else the multi-rack one; the time
+// scheduler scores them with the planner's what-if (the predicted priority-weighted slowdown of
+// the job and of its neighbours) and the cheapest wins; ties keep Pack's order.
+enum class PlacementKind { kSpread, kPack, kScored };
 
 // free_gpus[n]: GPUs still free on node n. Returns nothing when the job does not fit now.
 std::optional<Placement> PlaceJob(PlacementKind kind, const Cluster& cluster,
                                   const std::vector<int>& free_gpus, const JobSpec& job,
                                   std::mt19937_64& rng);
+
+// Pack's candidates, its own choice first (empty: the job does not fit now).
+std::vector<Placement> PackCandidates(const Cluster& cluster, const std::vector<int>& free_gpus,
+                                      const JobSpec& job);
 
 std::optional<Placement> PlacePinned(const Cluster& cluster, const std::vector<int>& free_gpus,
                                      const JobSpec& job);

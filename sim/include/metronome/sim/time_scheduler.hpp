@@ -40,9 +40,10 @@ struct SchedulerStats {
   std::uint64_t adds = 0;   // incremental additions
   std::uint64_t removes = 0;
   std::uint64_t drift_replans = 0;
-  std::uint64_t offline_runs = 0;     // offline recalculations run
-  std::uint64_t offline_adopted = 0;  // ... whose plan beat the current one
-  double planner_seconds = 0.0;       // wall time spent in the planner
+  std::uint64_t offline_runs = 0;       // offline recalculations run
+  std::uint64_t offline_adopted = 0;    // ... whose plan beat the current one
+  std::uint64_t placements_scored = 0;  // jobs placed by what-if scoring
+  double planner_seconds = 0.0;         // wall time spent in the planner
 };
 
 enum class SchedulingKind { kNone, kCassini, kMetronome };
@@ -73,6 +74,10 @@ class TimeScheduler {
   // Whether the plan marks the job best-effort (ungated, shares bandwidth).
   [[nodiscard]] virtual bool BestEffort(std::size_t index) const = 0;
   [[nodiscard]] virtual SchedulerStats Stats() const = 0;
+  // Placement scoring: the cost (lower is better) of starting the job as each candidate
+  // describes it (nodes, links, profile). Used by the scored placement of the metronome policies.
+  [[nodiscard]] virtual std::vector<double> ScorePlacements(
+      const std::vector<ActiveJob>& candidates) = 0;
 };
 
 // Whether this build has the planner library (policies cassini and metronome* need it).
