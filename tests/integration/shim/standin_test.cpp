@@ -66,14 +66,14 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
     if (reports.size() < 2) return;
     int64_t period = 0;
     for (const auto& [rank, r] : reports) {
-      if (r.period_ns <= 0 || r.iterations < 8) return;
+      if (r.period_ns <= 0 || r.iterations < 12) return;
       period = std::max(period, r.period_ns);
     }
     learned_period.store(period);
     const int64_t now = RealtimeNs();
     proto::TimetablePush push;
     push.job_id = "shimtest";
-    const int64_t tp = period * 5 / 4;  // 25 % slower than the natural period
+    const int64_t tp = period * 3 / 2;  // 50 % slower than the natural period
     push.timetable = Timetable{1, now, tp, 0, 10'000'000, 2'000'000, tp};
     timetable_period.store(tp);
     p.Send(push);
@@ -106,7 +106,10 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
   }
   ASSERT_GE(before.size(), 8u);
   ASSERT_GE(after.size(), 10u);
-  const double natural = Median(before);
+  // The shim's period is the median of its last five phase intervals: compare it with the
+  // trainer's own iterations of that stretch (iteration times drift on a loaded machine).
+  const double natural =
+      Median(std::vector<double>(before.end() - std::min<size_t>(before.size(), 6), before.end()));
   const double learned = static_cast<double>(learned_period.load()) / 1e6;
   const double target = static_cast<double>(timetable_period.load()) / 1e6;
   const double gated = Median(after);
@@ -114,8 +117,8 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
       "natural iteration %.2f ms, learned period %.2f ms; timetable period %.2f ms, "
       "gated iteration %.2f ms\n",
       natural, learned, target, gated);
-  EXPECT_NEAR(learned, natural, natural * 0.05) << "reported period";
-  EXPECT_NEAR(gated, target, target * 0.03) << "the job does not follow its timetable";
+  EXPECT_NEAR(learned, natural, natural * 0.08) << "reported period";
+  EXPECT_NEAR(gated, target, target * 0.05) << "the job does not follow its timetable";
 }
 
 }  // namespace
