@@ -143,6 +143,11 @@ int main(int argc, char** argv) {
   if (cmd == "idle") {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     std::printf("threads %s\n", Status("Threads:").c_str());
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    bool zmq = false;
+    while (std::getline(maps, line)) zmq = zmq || line.find("libzmq") != std::string::npos;
+    std::printf("libzmq %s\n", zmq ? "loaded" : "not loaded");
     return 0;
   }
   if (cmd == "footprint") {
