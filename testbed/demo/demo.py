@@ -1,0 +1,367 @@
+#!/usr/bin/python3
+"""Metronome's CPU demo: real collective traffic over real shaped links, without and with Metronome.
+
+It builds the scenario's cluster in network namespaces (testbed/netns/cluster.py), starts each
+job's ranks as metronome-trainer processes in their nodes' namespaces over the Gloo stand-in
+(`libnccl.so.2` for CPUs) with libmetronome.so preloaded, and runs the jobs twice:
+
+  without  the shim in `observe` mode: it learns and reports, never gates (stock behaviour)
+  with     metronome-scheduler plans the slots, the shims gate (`enforce`)
+
+Each job also runs alone once, for its solo iteration time. It prints a side-by-side table (per
+job: mean iteration time, slowdown against solo, completion time; per bottleneck link: average
+utilization from the kernel's counters; the share of time two jobs' communication overlapped)
+and writes a timeline picture of the bottleneck link for both runs, plus results.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "testbed" / "netns"))
+import cluster as netns  # noqa: E402
+
+PRIORITY_NAMES = {"high": "high", "normal": "normal", "low": "low"}
+
+
+@dataclass
+class Job:
+    name: str
+    nodes: list[str]  # one entry per rank
+    iterations: int
+    priority: str
+    workload: list[str]  # trainer flags describing the workload
+    arrival_s: float = 0.0
+
+
+@dataclass
+class RunResult:
+    label: str
+    summaries: dict[str, dict] = field(default_factory=dict)  # job -> rank 0's JSON summary
+    phases: dict[str, list[dict]] = field(default_factory=dict)  # job -> rank 0's phase records
+    link_util: dict[str, float] = field(default_factory=dict)
+    link_series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    t0: float = 0.0
+    t1: float = 0.0
+    scheduler_status: dict | None = None
+
+
+def load_jobs(doc: dict, topo: netns.Topology, iterations: int | None) -> list[Job]:
+    jobs = []
+    for i, j in enumerate(doc.get("jobs") or []):
+        where = f"jobs[{i}]"
+        if "name" not in j:
+            raise SystemExit(f"demo: {where}: needs a name")
+        nodes = j.get("nodes")
+        if not nodes:
+            raise SystemExit(f"demo: {where}: the testbed needs pinned nodes (nodes: [...])")
+        for n in nodes:
+            topo.node(n)  # raises on an unknown node
+        ranks = int(j.get("gpus", len(nodes)))
+        placed = [nodes[r * len(nodes) // ranks] for r in range(ranks)]
+        if "compute_ms" in j and "gradient_mb" in j:
+            workload = [f"--compute-ms={j['compute_ms']}", f"--gradient-mb={j['gradient_mb']}"]
+        elif "model" in j:
+            gpu = topo.node(nodes[0]).gpu or "A100"
+            workload = [f"--model={j['model']}", f"--gpu={gpu}"]
+        else:
+            raise SystemExit(f"demo: {where}: give model, or compute_ms and gradient_mb")
+        for flag in ("bucket_mb", "first_bucket_mb", "compute_jitter"):
+            if flag in j:
+                workload.append(f"--{flag.replace('_', '-')}={j[flag]}")
+        prio = j.get("priority", "normal")
+        prio = PRIORITY_NAMES.get(str(prio), str(prio))
+        jobs.append(Job(str(j["name"]), placed, int(iterations or j.get("iterations", 40)), prio,
+                        workload, float(j.get("arrival_s", 0))))
+    if not jobs:
+        raise SystemExit("demo: the scenario has no jobs")
+    return jobs
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        doc = yaml.safe_load(open(args.scenario))
+        self.topo = netns.Topology.from_dict(doc)
+        self.jobs = load_jobs(doc, self.topo, args.iterations)
+        self.build = Path(args.build_dir).resolve()
+        self.out = Path(args.out).resolve()
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.trainer = self._find("testbed/trainer/metronome-trainer")
+        self.scheduler_bin = self._find("scheduler/service/metronome-scheduler")
+        self.shim = self._find("shim/libmetronome.so")
+        self.standin_dir = self._find("testbed/nccl_gloo/lib/libnccl.so.2").parent
+        self.cluster = netns.Cluster(self.topo, prefix=args.prefix)
+        self.topology_file = self.out / "topology.yaml"
+        self.topology_file.write_text(yaml.safe_dump({"topology": doc["topology"]}))
+        # Bottleneck links: the uplinks of racks that some job's traffic leaves.
+        racks_used = {}
+        for j in self.jobs:
+            racks = {self.topo.node(n).rack for n in j.nodes}
+            if len(racks) > 1:
+                for r in racks:
+                    racks_used[r] = True
+        self.links = {}
+        for r in self.topo.racks:
+            if r.name in racks_used:
+                self.links[f"{r.name}-up"] = (self.cluster.rack_uplink(r.name), r.uplink_bps)
+                self.links[f"{r.name}-down"] = (self.cluster.rack_downlink(r.name), r.uplink_bps)
+
+    def _find(self, rel: str) -> Path:
+        p = self.build / rel
+        if not p.exists():
+            raise SystemExit(f"demo: {p} is missing: build first (cmake --build --preset release)")
+        return p
+
+    # -- processes -----------------------------------------------------------------------------
+    def _env(self, job: Job, node: str, mode: str) -> dict[str, str]:
+        n = self.topo.node(node)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LD_LIBRARY_PATH": str(self.standin_dir),
+            "METRONOME_STANDIN_IFACE_ADDR": n.data_ip,
+            "METRONOME_JOB": job.name,
+            "METRONOME_PRIORITY": job.priority,
+            "NODE_NAME": node,
+            "METRONOME_LOG": os.environ.get("METRONOME_LOG", "info"),
+        }
+        if mode != "none":
+            env["LD_PRELOAD"] = str(self.shim)
+            env["METRONOME_MODE"] = mode
+            env["METRONOME_SCHEDULER"] = f"tcp://{self.cluster.sched_ip}:7411"
+        return env
+
+    def _start_job(self, job: Job, mode: str, run_dir: Path, rdv: Path) -> list[subprocess.Popen]:
+        procs = []
+        for rank, node in enumerate(job.nodes):
+            argv = [str(self.trainer), f"--job={job.name}", f"--rank={rank}",
+                    f"--world-size={len(job.nodes)}", f"--rendezvous={rdv}",
+                    f"--iterations={job.iterations}", "--warmup=5", "--quiet",
+                    f"--phases-out={run_dir / f'{job.name}.r{rank}.phases.jsonl'}",
+                    f"--summary-out={run_dir / f'{job.name}.r{rank}.summary.json'}", *job.workload]
+            log = open(run_dir / f"{job.name}.r{rank}.log", "w")
+            procs.append(self.cluster.popen(node, argv, env=self._env(job, node, mode),
+                                            stdout=log, stderr=subprocess.STDOUT))
+        return procs
+
+    def _start_scheduler(self, run_dir: Path) -> subprocess.Popen:
+        log = open(run_dir / "scheduler.log", "w")
+        p = self.cluster.popen(self.cluster.sched_ns, [
+            str(self.scheduler_bin), f"--listen=tcp://{self.cluster.sched_ip}:7411",
+            f"--http={self.cluster.sched_ip}:7412", f"--topology={self.topology_file}"],
+            stdout=log, stderr=subprocess.STDOUT)
+        time.sleep(1.0)
+        if p.poll() is not None:
+            raise SystemExit(f"demo: metronome-scheduler exited: see {run_dir / 'scheduler.log'}")
+        return p
+
+    def _scheduler_status(self) -> dict | None:
+        p = subprocess.run(["ip", "netns", "exec", self.cluster.sched_ns, "/usr/bin/python3", "-c",
+                            "import urllib.request,sys;sys.stdout.write(urllib.request.urlopen("
+                            f"'http://{self.cluster.sched_ip}:7412/api/v1/jobs',timeout=3).read().decode())"],
+                           capture_output=True, text=True)
+        try:
+            return json.loads(p.stdout) if p.returncode == 0 else None
+        except json.JSONDecodeError:
+            return None
+
+    def run(self, label: str, jobs: list[Job], mode: str, with_scheduler: bool) -> RunResult:
+        run_dir = self.out / label
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for f in run_dir.glob("*"):
+            f.unlink()
+        rdv = Path(tempfile.mkdtemp(prefix="mtr-rdv-"))
+        res = RunResult(label)
+        sampler = netns.LinkSampler({k: v[0] for k, v in self.links.items()}, 0.05).start()
+        sched = self._start_scheduler(run_dir) if with_scheduler else None
+        res.t0 = time.time()
+        procs: dict[str, list[subprocess.Popen]] = {}
+        pending = sorted(jobs, key=lambda j: j.arrival_s)
+        deadline = res.t0 + self.args.timeout
+        try:
+            while pending or any(p.poll() is None for ps in procs.values() for p in ps):
+                now = time.time()
+                while pending and now - res.t0 >= pending[0].arrival_s:
+                    j = pending.pop(0)
+                    procs[j.name] = self._start_job(j, mode, run_dir, rdv)
+                if now > deadline:
+                    raise SystemExit(f"demo: run '{label}' exceeded {self.args.timeout} s")
+                time.sleep(0.1)
+            if sched is not None:
+                res.scheduler_status = self._scheduler_status()
+        finally:
+            res.t1 = time.time()
+            sampler.stop()
+            for ps in procs.values():
+                for p in ps:
+                    if p.poll() is None:
+                        p.kill()
+            if sched is not None:
+                sched.terminate()
+                try:
+                    sched.wait(5)
+                except subprocess.TimeoutExpired:
+                    sched.kill()
+        for j in jobs:
+            rcs = [p.returncode for p in procs.get(j.name, [])]
+            if any(rc != 0 for rc in rcs):
+                raise SystemExit(f"demo: job {j.name} failed in run '{label}' (exit codes {rcs}); "
+                                 f"logs in {run_dir}")
+            res.summaries[j.name] = json.loads((run_dir / f"{j.name}.r0.summary.json").read_text())
+            res.phases[j.name] = [json.loads(line) for line in
+                                  (run_dir / f"{j.name}.r0.phases.jsonl").read_text().splitlines() if line]
+        for name, ((_ns_dev), cap) in self.links.items():
+            res.link_util[name] = sampler.utilization(name, cap, res.t0, res.t1)
+            res.link_series[name] = sampler.series(name)
+        return res
+
+
+# -- analysis ------------------------------------------------------------------------------------
+def comm_intervals(phases: list[dict]) -> list[tuple[float, float]]:
+    """Communication phases as (start, end) seconds, CLOCK_REALTIME."""
+    return [(p["comm_start_ns"] / 1e9, p["comm_end_ns"] / 1e9) for p in phases]
+
+
+def overlap_fraction(run: RunResult) -> float:
+    """Share of the time some job communicated during which two or more jobs communicated."""
+    events = []
+    for ph in run.phases.values():
+        for s, e in comm_intervals(ph):
+            events += [(s, 1), (e, -1)]
+    events.sort()
+    busy = multi = 0.0
+    depth, last = 0, None
+    for t, d in events:
+        if last is not None:
+            if depth >= 1:
+                busy += t - last
+            if depth >= 2:
+                multi += t - last
+        depth += d
+        last = t
+    return multi / busy if busy > 0 else 0.0
+
+
+def mean_iter_ms(summary: dict) -> float:
+    return float(summary["iteration_ms"]["mean"])
+
+
+def print_table(jobs: list[Job], solo: dict[str, float], runs: list[RunResult]) -> str:
+    lines = []
+    head = f"{'job':14} {'prio':7} {'solo ms':>8}"
+    for r in runs:
+        head += f" | {r.label + ' iter ms':>18} {'slowdown':>8} {'JCT s':>7}"
+    lines.append(head)
+    lines.append("-" * len(head))
+    for j in jobs:
+        row = f"{j.name:14} {j.priority:7} {solo.get(j.name, float('nan')):8.1f}"
+        for r in runs:
+            s = r.summaries[j.name]
+            m = mean_iter_ms(s)
+            row += (f" | {m:18.1f} {m / solo[j.name] if j.name in solo else float('nan'):8.3f}"
+                    f" {s['completion_s']:7.1f}")
+        lines.append(row)
+    lines.append("")
+    for r in runs:
+        jcts = [r.summaries[j.name]["completion_s"] for j in jobs]
+        utils = ", ".join(f"{k} {v * 100:.1f} %" for k, v in r.link_util.items())
+        lines.append(f"{r.label:>8}: mean JCT {statistics.mean(jcts):.1f} s, makespan "
+                     f"{r.t1 - r.t0:.1f} s, comm overlap {overlap_fraction(r) * 100:.1f} %, "
+                     f"link utilization: {utils}")
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def plot_timeline(runs: list[RunResult], jobs: list[Job], link: str, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(runs), 1, figsize=(12, 2.2 + 1.2 * len(runs) * len(jobs) / 2),
+                             sharex=False, squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, r in zip(axes[:, 0], runs):
+        t0 = r.t0
+        for k, j in enumerate(jobs):
+            spans = [(s - t0, e - s) for s, e in comm_intervals(r.phases[j.name])]
+            ax.broken_barh(spans, (k - 0.4, 0.8), color=colors[k % len(colors)], label=j.name)
+        ax.set_yticks(range(len(jobs)), [f"{j.name} ({j.priority})" for j in jobs])
+        ax.set_title(f"{r.label}: communication phases (bars) and {link} throughput (line)")
+        ax.set_xlabel("time since start (s)")
+        if link in r.link_series:
+            tw = ax.twinx()
+            xs = [t - t0 for t, _ in r.link_series[link]]
+            ys = [b / 1e6 for _, b in r.link_series[link]]
+            tw.plot(xs, ys, color="black", linewidth=0.7)
+            tw.set_ylabel("Mbit/s")
+            tw.set_ylim(bottom=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--scenario", default=str(REPO / "examples" / "scenarios" / "testbed-small.yaml"))
+    ap.add_argument("--build-dir", default=str(REPO / "build" / "release"))
+    ap.add_argument("--out", default=str(REPO / "out" / "demo"))
+    ap.add_argument("--iterations", type=int, help="override every job's iteration count")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per run before giving up")
+    ap.add_argument("--skip-solo", action="store_true", help="no solo runs (slowdowns unknown)")
+    ap.add_argument("--prefix", default="mtrdemo", help="namespace name prefix")
+    args = ap.parse_args()
+
+    demo = Demo(args)
+    try:
+        demo.cluster.up()
+    except netns.ClusterError as e:
+        print(f"demo: {e}", file=sys.stderr)
+        return 2
+    try:
+        solo: dict[str, float] = {}
+        if not args.skip_solo:
+            for j in demo.jobs:
+                alone = Job(j.name, j.nodes, max(10, j.iterations // 3), j.priority, j.workload)
+                r = demo.run(f"solo-{j.name}", [alone], "observe", with_scheduler=False)
+                solo[j.name] = mean_iter_ms(r.summaries[j.name])
+                print(f"solo {j.name}: {solo[j.name]:.1f} ms per iteration", flush=True)
+        without = demo.run("without", demo.jobs, "observe", with_scheduler=False)
+        with_m = demo.run("with", demo.jobs, "enforce", with_scheduler=True)
+    finally:
+        demo.cluster.down()
+
+    print()
+    table = print_table(demo.jobs, solo, [without, with_m])
+    link = next(iter(demo.links), None)
+    if link:
+        plot_timeline([without, with_m], demo.jobs, link, demo.out / "timeline.png")
+        print(f"\ntimeline: {demo.out / 'timeline.png'}")
+    results = {
+        "scenario": args.scenario,
+        "solo_ms": solo,
+        "runs": {r.label: {"jobs": r.summaries, "link_utilization": r.link_util,
+                           "overlap": overlap_fraction(r), "duration_s": r.t1 - r.t0,
+                           "scheduler_jobs": r.scheduler_status}
+                 for r in (without, with_m)},
+    }
+    (demo.out / "results.json").write_text(json.dumps(results, indent=2))
+    (demo.out / "table.txt").write_text(table + "\n")
+    print(f"results: {demo.out / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
