@@ -23,13 +23,15 @@ SCENARIOS = [
     ("large-cluster", "large cluster: 512 nodes, 1,200 jobs"),
 ]
 BASE = "k8s-default"
-POLICIES = ["k8s-default", "network-aware", "cassini", "metronome", "metronome-no-cushion",
-            "metronome-no-stretch", "metronome-no-controller"]
+POLICIES = ["k8s-default", "network-aware", "cassini", "metronome", "metronome-pack",
+            "metronome-no-cushion", "metronome-no-stretch", "metronome-no-controller"]
 MAIN = ["network-aware", "cassini", "metronome"]
-ABLATIONS = ["metronome", "metronome-no-cushion", "metronome-no-stretch", "metronome-no-controller"]
+ABLATIONS = ["metronome", "metronome-pack", "metronome-no-cushion", "metronome-no-stretch",
+             "metronome-no-controller"]
 COLORS = {"k8s-default": "#7f7f7f", "network-aware": "#1f77b4", "cassini": "#ff7f0e",
           "metronome": "#2ca02c", "metronome-no-cushion": "#98df8a",
-          "metronome-no-stretch": "#d62728", "metronome-no-controller": "#9467bd"}
+          "metronome-no-stretch": "#d62728", "metronome-no-controller": "#9467bd",
+          "metronome-pack": "#17becf"}
 PAPER_JCT = 19.50
 PAPER_UTIL = 23.20
 
@@ -328,6 +330,42 @@ def main():
              "scheduling), weighted-JCT reduction: " + ", ".join(na) + ".")
     L.append("")
 
+    # Where Metronome wins and loses, with the figures that explain it.
+    L += ["### Where Metronome wins and where it loses", ""]
+    for k in data:
+        m = data[k]["metronome"]
+        n = data[k]["network-aware"]["summary"]
+        ms = m["summary"]
+        gated = [j for j in m["jobs"] if j["mean_period_ms"] > 0 and j["window_ms"] > 0]
+        be = sum(1 for j in m["jobs"] if j["best_effort"])
+        if gated:
+            stretch = sum(j["mean_period_ms"] / j["natural_ms"] for j in gated) / len(gated)
+            inflate = sum(j["comm_ms"] / j["window_ms"] for j in gated) / len(gated)
+            wait = sum(j["gate_wait_ms"] / j["natural_ms"] for j in gated) / len(gated)
+        else:
+            stretch = inflate = wait = 0.0
+        verdict = ("wins" if ms["weighted_jct_s"] < n["weighted_jct_s"] * 0.995 else
+                   "ties" if ms["weighted_jct_s"] <= n["weighted_jct_s"] * 1.005 else "loses")
+        L.append(f"- **{k}**: against the same placement without time scheduling, Metronome "
+                 f"{verdict} (weighted JCT {ms['weighted_jct_s']:.1f} s vs {n['weighted_jct_s']:.1f} s). "
+                 f"Link overlap {100 * n['overlap_fraction']:.1f} % → {100 * ms['overlap_fraction']:.1f} %; "
+                 f"its gated jobs ran at {stretch:.3f}× their natural period on average, waited "
+                 f"{100 * wait:.1f} % of a natural period per iteration at the gate, and their "
+                 f"communication phases took {inflate:.2f}× their windows; {be} of "
+                 f"{len(m['jobs'])} jobs ended best-effort.")
+    L += ["",
+          "How to read this: without time scheduling, the fluid model shares a link max-min fairly, "
+          "which is work-conserving; jobs lose time only while their phases overlap. Jobs with equal "
+          "or nearly equal periods overlap on every iteration (two-jobs-one-link, testbed-small): "
+          "there Metronome's interleaving removes the overlap at almost no cost and wins clearly. "
+          "When periods are unrelated, overlaps are partial and the contention costs a few percent; "
+          "Metronome pays instead (1) the harmonic stretch T ≥ P of gated jobs, (2) stop-and-wait: "
+          "a phase that comes later than its late slack (jitter, or a window slowed by best-effort "
+          "traffic) waits for the next window, up to a whole period, and (3) best-effort jobs, which "
+          "run ungated and slow the gated windows they cross. Where these exceed the contention they "
+          "remove, Metronome loses to network-aware placement alone, and it does so in this report "
+          "wherever the verdict above says so.", ""]
+
     L += ["## Per scenario", ""]
     for key, title in SCENARIOS:
         if key not in data:
@@ -342,6 +380,15 @@ def main():
             L += ["Slowdown by priority class:", "", class_table(runs, POLICIES), ""]
         m = runs["metronome"]
         be = sum(1 for j in m["jobs"] if j["best_effort"])
+        gated = [j for j in m["jobs"] if j["mean_period_ms"] > 0 and j["window_ms"] > 0]
+        if gated:
+            stretch = sum(j["mean_period_ms"] / j["natural_ms"] for j in gated) / len(gated)
+            inflate = sum(j["comm_ms"] / j["window_ms"] for j in gated) / len(gated)
+            wait = sum(j["gate_wait_ms"] / j["natural_ms"] for j in gated) / len(gated)
+            L += [f"Metronome's gated jobs ({len(gated)}): mean timetable period over their gated "
+                  f"phases / natural period {stretch:.3f}; mean communication phase / window "
+                  f"{inflate:.3f} (above 1: slowed by best-effort or ungated traffic on its links); "
+                  f"mean gate wait {100 * wait:.1f} % of the natural period.", ""]
         L += [f"Metronome's planner: {m['scheduler']['adds']} additions, {m['scheduler']['removes']} "
               f"removals, {m['scheduler']['drift_replans']} drift re-plans, "
               f"{m['scheduler']['offline_runs']} offline searches ({m['scheduler']['offline_adopted']} "
@@ -353,7 +400,8 @@ def main():
     L += ["## CDF of completion times", "", f"![JCT CDF]({rel}/eval-jct-cdf.png)", ""]
 
     L += ["## Ablations", "",
-          "`metronome-no-cushion`: the planner's stage 3 off (`cushion_sweeps = 0`: windows packed "
+          "`metronome-pack`: Metronome's time scheduling on network-aware placement (no what-if "
+          "scoring); `metronome-no-cushion`: the planner's stage 3 off (`cushion_sweeps = 0`: windows packed "
           "against each other, late slack only what is left over); `metronome-no-stretch`: no period "
           "stretching (`max_stretch = 1`: a job that does not fit at its natural period runs "
           "best-effort); `metronome-no-controller`: no re-planning after arrivals beyond the one "

@@ -62,6 +62,8 @@ nlohmann::json ToJson(const RunResult& run, bool with_links) {
                     {"gate_wait_ms", r.gate_wait_ms},
                     {"fail_opens", r.fail_opens},
                     {"best_effort", r.best_effort},
+                    {"mean_period_ms", r.mean_period_ms},
+                    {"gated_fraction", r.gated_fraction},
                     {"period_ms", r.period_ms},
                     {"window_ms", r.window_ms},
                     {"late_slack_ms", r.late_slack_ms}});

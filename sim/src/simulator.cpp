@@ -114,6 +114,8 @@ struct Job {
   std::uint64_t fail_opens = 0;
   bool best_effort = false;
   Timetable last_tt;
+  double sum_period = 0.0;
+  std::uint64_t gated_phases = 0;
 
   [[nodiscard]] double CommEnd() const {
     if (rate <= 0) return kInf;
@@ -265,6 +267,8 @@ class Engine {
       StartComm(j);
       return;
     }
+    j.sum_period += static_cast<double>(tt->period_ns) * 1e-9;
+    ++j.gated_phases;
     // Every rank runs the shim's gate on its own node's clock; the all-reduce starts when the
     // last rank is released.
     const std::int64_t now_ns = ToNs(now_);
@@ -514,6 +518,9 @@ class Engine {
       jr.gate_wait_ms = j.sum_gate / iters * 1e3;
       jr.fail_opens = j.fail_opens;
       jr.best_effort = j.best_effort;
+      jr.mean_period_ms =
+          j.gated_phases > 0 ? j.sum_period / static_cast<double>(j.gated_phases) * 1e3 : 0.0;
+      jr.gated_fraction = static_cast<double>(j.gated_phases) / iters;
       jr.period_ms = static_cast<double>(j.last_tt.period_ns) * 1e-6;
       jr.window_ms = static_cast<double>(j.last_tt.window_ns) * 1e-6;
       jr.late_slack_ms = static_cast<double>(j.last_tt.late_slack_ns) * 1e-6;
