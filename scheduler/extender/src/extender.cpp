@@ -6,10 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
+#include "args_scanner.hpp"
 #include "metronome/planner/what_if.h"
 #include "snapshot.hpp"
 
@@ -20,71 +23,39 @@ namespace {
 using Json = nlohmann::json;
 constexpr int kMaxScore = 10;  // kube-scheduler's MaxExtenderPriority
 
-// A request that does not follow ExtenderArgs: answered 400.
-class BadRequest : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 struct Args {
+  size_t pod_hash = 0;  // of the Pod's text: kube-scheduler sends the same Pod to both verbs
   PodInfo pod;
   std::string pod_warnings;
   bool full_nodes = false;                   // "Nodes" was sent (nodeCacheCapable: false)
-  Json node_items;                           // the Node objects as received (full_nodes)
+  std::vector<std::string_view> node_items;  // the Node objects' text as received (full_nodes)
   std::vector<std::string> names;            // candidate names, in request order
   std::map<std::string, NodeLabels> labels;  // from the Node objects
 };
 
 Args ParseArgs(std::string_view body, const ExtenderConfig& config) {
-  Json j = Json::parse(body.begin(), body.end(), nullptr, false);
-  if (j.is_discarded()) throw BadRequest("the body is not JSON");
-  if (!j.is_object()) throw BadRequest("ExtenderArgs must be a JSON object");
+  ScannedArgs scanned = ScanArgs(body);
   Args a;
-  const auto pod = j.find("Pod");
-  if (pod == j.end() || pod->is_null()) throw BadRequest("ExtenderArgs.Pod is missing");
+  if (scanned.pod.empty()) throw BadRequest("ExtenderArgs.Pod is missing");
+  a.pod_hash = std::hash<std::string_view>{}(scanned.pod);
+  const Json pod = Json::parse(scanned.pod, nullptr, false);
+  if (pod.is_discarded()) throw BadRequest("ExtenderArgs.Pod is not JSON");
   try {
-    a.pod = ParsePod(*pod, config.priority, &a.pod_warnings);
+    a.pod = ParsePod(pod, config.priority, &a.pod_warnings);
   } catch (const std::invalid_argument& e) {
     throw BadRequest(std::string("ExtenderArgs.Pod: ") + e.what());
   }
-  const auto nodes = j.find("Nodes");
-  const auto names = j.find("NodeNames");
-  if (nodes != j.end() && !nodes->is_null()) {
-    if (!nodes->is_object()) throw BadRequest("ExtenderArgs.Nodes must be a NodeList object");
-    const auto items = nodes->find("items");
-    if (items != nodes->end() && !items->is_null() && !items->is_array()) {
-      throw BadRequest("ExtenderArgs.Nodes.items must be a list");
-    }
+  if (scanned.has_nodes) {
     a.full_nodes = true;
-    a.node_items = items != nodes->end() && items->is_array() ? std::move(*items) : Json::array();
-    a.names.reserve(a.node_items.size());
-    for (size_t i = 0; i < a.node_items.size(); ++i) {
-      const Json& n = a.node_items[i];
-      const Json* meta = n.is_object() && n.contains("metadata") ? &n["metadata"] : nullptr;
-      if (meta == nullptr || !meta->is_object() || !meta->contains("name") ||
-          !(*meta)["name"].is_string() || (*meta)["name"].get_ref<const std::string&>().empty()) {
-        throw BadRequest("ExtenderArgs.Nodes.items[" + std::to_string(i) +
-                         "] has no metadata.name");
-      }
-      const std::string& name = (*meta)["name"].get_ref<const std::string&>();
-      a.names.push_back(name);
-      if (const auto l = meta->find("labels"); l != meta->end() && l->is_object()) {
-        NodeLabels& labels = a.labels[name];
-        for (const auto& [k, v] : l->items()) {
-          if (v.is_string()) labels.emplace(k, v.get<std::string>());
-        }
-      }
+    a.names.reserve(scanned.nodes.size());
+    a.node_items.reserve(scanned.nodes.size());
+    for (ScannedNode& n : scanned.nodes) {
+      a.names.push_back(n.name);
+      a.node_items.push_back(n.raw);
+      a.labels.emplace(std::move(n.name), std::move(n.labels));
     }
-  } else if (names != j.end() && !names->is_null()) {
-    if (!names->is_array()) throw BadRequest("ExtenderArgs.NodeNames must be a list of names");
-    a.names.reserve(names->size());
-    for (size_t i = 0; i < names->size(); ++i) {
-      const Json& n = (*names)[i];
-      if (!n.is_string() || n.get_ref<const std::string&>().empty()) {
-        throw BadRequest("ExtenderArgs.NodeNames[" + std::to_string(i) + "] is not a name");
-      }
-      a.names.push_back(n.get<std::string>());
-    }
+  } else if (scanned.has_names) {
+    a.names = std::move(scanned.names);
   }
   return a;
 }
@@ -157,7 +128,12 @@ class Evaluation {
       for (const pl::Job& j : snap_.jobs) {
         if (j.id != self->second) jobs.push_back(j);
       }
-      without->adopt(jobs, snap_.plan);
+      try {
+        without->adopt(jobs, snap_.plan);
+      } catch (const std::exception& e) {
+        spdlog::warn("extender: cannot take job {} out of the plan: {}", pod.job, e.what());
+        return false;
+      }
       planner = without.get();
     }
     const int ranks = pod.ranks ? *pod.ranks : static_cast<int>(others.size()) + 1;
@@ -196,8 +172,13 @@ class Evaluation {
         nodes.push_back(ids[i]);
         candidates.push_back(std::move(nodes));
       }
-      const auto results = pl::what_if(*planner, job, candidates);
-      std::vector<size_t> to_explain;
+      std::vector<pl::WhatIfResult> results;
+      try {
+        results = pl::what_if(*planner, job, candidates);
+      } catch (const std::exception& e) {
+        spdlog::warn("extender: what-if for job {} failed: {}", pod.job, e.what());
+        continue;  // no opinion on these candidates
+      }
       for (size_t k = 0; k < members.size(); ++k) {
         const pl::WhatIfResult& r = results[k];
         Verdict& v = out[members[k]];
@@ -209,9 +190,8 @@ class Evaluation {
         if (!links.empty()) load /= static_cast<double>(links.size());
         v.cost = std::max(0.0, r.job_slowdown) + std::max(0.0, r.neighbour_slowdown) / weight +
                  config_.load_weight * load;
-        if (explain && r.hurts_higher_priority) to_explain.push_back(k);
+        if (explain && r.hurts_higher_priority) Explain(*planner, job, candidates[k], v);
       }
-      if (!to_explain.empty()) Explain(*planner, job, candidates, members, to_explain, out);
     }
     if (!any_profile) {
       no_profile = true;
@@ -270,39 +250,37 @@ class Evaluation {
     return std::nullopt;
   }
 
-  // Names the higher-priority jobs (and links) a failed candidate would contend with.
+  // Says why a candidate fails: the higher-priority jobs gated on the links it would cross
+  // (from the snapshot's per-link lists; a second what-if would double the cost of filter).
   void Explain(const pl::OnlinePlanner& planner, const pl::Job& job,
-               const std::vector<std::vector<pl::NodeId>>& candidates,
-               const std::vector<size_t>& members, const std::vector<size_t>& which,
-               std::vector<Verdict>& out) const {
-    std::vector<std::vector<pl::NodeId>> subset;
-    for (const size_t k : which) subset.push_back(candidates[k]);
-    pl::WhatIfOptions o;
-    o.list_affected = true;
-    const auto results = pl::what_if(planner, job, subset, o);
-    const pl::Topology& topo = planner.topology();
-    for (size_t s = 0; s < which.size(); ++s) {
-      std::set<std::string> jobs;
-      for (const pl::AffectedJob& a : results[s].affected) {
-        const auto prio = snap_.job_priorities.find(a.id);
-        if (a.slowdown_after > a.slowdown_before && prio != snap_.job_priorities.end() &&
-            prio->second > job.priority) {
-          jobs.insert(snap_.job_names.at(a.id) + " (priority " + std::to_string(prio->second) +
-                      ")");
+               const std::vector<pl::NodeId>& nodes, Verdict& out) const {
+    constexpr size_t kMaxNamed = 3;
+    std::vector<std::string> named;
+    std::set<pl::JobId> seen;
+    std::string links;
+    size_t more = 0;
+    for (const pl::LinkId l : planner.topology().links_crossed(nodes)) {
+      bool any = false;
+      for (const pl::JobId id : snap_.link_gated[l]) {
+        const int prio = snap_.job_priorities.at(id);
+        if (prio <= job.priority) break;  // sorted by priority
+        any = true;
+        if (!seen.insert(id).second) continue;
+        if (named.size() < kMaxNamed) {
+          named.push_back(snap_.job_names.at(id) + " (priority " + std::to_string(prio) + ")");
+        } else {
+          ++more;
         }
       }
-      std::string links;
-      for (const pl::LinkId l : topo.links_crossed(subset[s])) {
-        links += (links.empty() ? "" : ", ") + topo.link(l).name;
-      }
-      std::string list;
-      for (const std::string& j : jobs) list += (list.empty() ? "" : ", ") + j;
-      out[members[which[s]]].reason =
-          "metronome: no free window for job " + args_.pod.job + " on " +
-          (links.empty() ? std::string("its links") : "link(s) " + links) +
-          "; its traffic would break the timetable of higher-priority job(s) " +
-          (list.empty() ? std::string("on those links") : list);
+      if (any) links += (links.empty() ? "" : ", ") + planner.topology().link(l).name;
     }
+    std::string list;
+    for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;
+    if (more > 0) list += " and " + std::to_string(more) + " more";
+    out.reason = "metronome: no free window for job " + args_.pod.job +
+                 "; its traffic would break the timetable of higher-priority job(s) " +
+                 (list.empty() ? std::string("on its links") : list) +
+                 (links.empty() ? std::string() : " on " + links);
   }
 
   const Extender::Snapshot& snap_;
@@ -335,8 +313,55 @@ class Timer {
 
 }  // namespace
 
+// The last few filter evaluations: kube-scheduler calls prioritize right after filter for the
+// same pod with the nodes that passed, so prioritize can reuse the costs instead of running the
+// what-if again. Keyed by the Pod's text and the snapshot it was evaluated against.
+struct Extender::Decisions {
+  struct Entry {
+    size_t pod_hash = 0;
+    std::shared_ptr<const Snapshot> snapshot;
+    bool scored = false;
+    std::unordered_map<std::string, Verdict> verdicts;
+  };
+  static constexpr size_t kEntries = 32;
+  std::mutex mu;
+  std::deque<Entry> entries;  // most recent first
+
+  void Put(Entry e) {
+    std::lock_guard lock(mu);
+    for (auto it = entries.begin(); it != entries.end(); ++it) {
+      if (it->pod_hash == e.pod_hash) {
+        entries.erase(it);
+        break;
+      }
+    }
+    entries.push_front(std::move(e));
+    if (entries.size() > kEntries) entries.pop_back();
+  }
+
+  // The verdicts for `names`, when all were evaluated against `snapshot` for this pod.
+  bool Get(size_t pod_hash, const Snapshot* snapshot, const std::vector<std::string>& names,
+           bool& scored, std::vector<Verdict>& out) {
+    std::lock_guard lock(mu);
+    for (const Entry& e : entries) {
+      if (e.pod_hash != pod_hash || e.snapshot.get() != snapshot) continue;
+      out.assign(names.size(), Verdict{});
+      for (size_t i = 0; i < names.size(); ++i) {
+        const auto v = e.verdicts.find(names[i]);
+        if (v == e.verdicts.end()) return false;
+        out[i] = v->second;
+      }
+      scored = e.scored;
+      return true;
+    }
+    return false;
+  }
+};
+
 Extender::Extender(ExtenderConfig config, std::shared_ptr<const models::ModelTable> models)
-    : config_(std::move(config)), models_(std::move(models)) {
+    : config_(std::move(config)),
+      models_(std::move(models)),
+      decisions_(std::make_unique<Decisions>()) {
   if (!models_) {
     try {
       models_ = std::make_shared<const models::ModelTable>(models::ModelTable::loadDefault());
@@ -424,9 +449,19 @@ ExtenderResponse Extender::HandleFilter(std::string_view body) {
     std::vector<Verdict> verdicts;
     bool no_job = false;
     bool no_profile = false;
-    Evaluation(*snap, config_, models_.get(), args).Run(verdicts, true, no_job, no_profile);
+    const bool scored =
+        Evaluation(*snap, config_, models_.get(), args).Run(verdicts, true, no_job, no_profile);
     if (no_job) ++pods_without_job_;
     if (no_profile) ++pods_without_profile_;
+    {
+      Decisions::Entry e;
+      e.pod_hash = args.pod_hash;
+      e.snapshot = snap;
+      e.scored = scored;
+      e.verdicts.reserve(args.names.size());
+      for (size_t i = 0; i < args.names.size(); ++i) e.verdicts.emplace(args.names[i], verdicts[i]);
+      decisions_->Put(std::move(e));
+    }
     size_t failing = 0;
     for (const Verdict& v : verdicts) failing += v.hurts_higher ? 1 : 0;
     const bool starve_guard = config_.never_starve && failing > 0 && failing == verdicts.size();
@@ -438,30 +473,31 @@ ExtenderResponse Extender::HandleFilter(std::string_view body) {
           args.pod.namespace_name, args.pod.name, args.pod.job);
     }
     Json failed = Json::object();
-    Json passed_items = Json::array();
     Json passed_names = Json::array();
+    std::string items;  // the passing Node objects, as received
     for (size_t i = 0; i < args.names.size(); ++i) {
       if (verdicts[i].hurts_higher && !starve_guard) {
         failed[args.names[i]] = verdicts[i].reason;
         continue;
       }
       if (args.full_nodes) {
-        passed_items.push_back(std::move(args.node_items[i]));
+        if (!items.empty()) items.push_back(',');
+        items.append(args.node_items[i]);
       } else {
         passed_names.push_back(args.names[i]);
       }
     }
     nodes_filtered_out_ += failed.size();
-    Json result = {
-        {"FailedNodes", failed}, {"FailedAndUnresolvableNodes", Json::object()}, {"Error", ""}};
+    std::string out = "{\"Nodes\":";
     if (args.full_nodes) {
-      result["Nodes"] = {{"metadata", Json::object()}, {"items", std::move(passed_items)}};
-      result["NodeNames"] = nullptr;
+      out.reserve(items.size() + 256);
+      out += "{\"metadata\":{},\"items\":[" + items + "]},\"NodeNames\":null";
     } else {
-      result["Nodes"] = nullptr;
-      result["NodeNames"] = std::move(passed_names);
+      out += "null,\"NodeNames\":" + passed_names.dump();
     }
-    return {200, result.dump()};
+    out +=
+        ",\"FailedNodes\":" + failed.dump() + ",\"FailedAndUnresolvableNodes\":{},\"Error\":\"\"}";
+    return {200, std::move(out)};
   } catch (const BadRequest& e) {
     ++bad_requests_;
     return Error400(std::string("filter: ") + e.what());
@@ -488,10 +524,15 @@ ExtenderResponse Extender::HandlePrioritize(std::string_view body) {
     std::vector<Verdict> verdicts;
     bool no_job = false;
     bool no_profile = false;
-    const bool scored =
-        Evaluation(*snap, config_, models_.get(), args).Run(verdicts, false, no_job, no_profile);
-    if (no_job) ++pods_without_job_;
-    if (no_profile) ++pods_without_profile_;
+    bool scored = false;
+    if (decisions_->Get(args.pod_hash, snap.get(), args.names, scored, verdicts)) {
+      ++reused_decisions_;
+    } else {
+      scored =
+          Evaluation(*snap, config_, models_.get(), args).Run(verdicts, false, no_job, no_profile);
+      if (no_job) ++pods_without_job_;
+      if (no_profile) ++pods_without_profile_;
+    }
     Json list = Json::array();
     for (size_t i = 0; i < args.names.size(); ++i) {
       // No opinion (not a Metronome job, no profile, unknown node): the same score for all, so
@@ -519,6 +560,7 @@ ExtenderStats Extender::stats() const {
   s.pods_without_job = pods_without_job_;
   s.pods_without_profile = pods_without_profile_;
   s.snapshot_rebuilds = snapshot_rebuilds_;
+  s.reused_decisions = reused_decisions_;
   s.last_latency_us = last_latency_us_;
   std::lock_guard lock(mu_);
   s.state_version = snapshot_ ? snapshot_->version : 0;

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "metronome/planner/model.h"
 
 namespace metronome::extender {
@@ -226,12 +228,52 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     if (period > 0) add_job(name, priority, nodes, period, std::min(comm, period), bytes, nullptr);
   }
 
-  snap->planner.adopt(snap->jobs, snap->plan);
+  // The planner refuses unusable jobs (validate()); one bad entry must not blind the extender.
+  pl::Problem all;
+  all.topology = topo;
+  all.jobs = snap->jobs;
+  if (!pl::validate(all).empty()) {
+    std::vector<pl::Job> usable;
+    for (pl::Job& job : snap->jobs) {
+      pl::Problem probe;
+      probe.topology = topo;
+      probe.jobs = {job};
+      if (const auto defects = pl::validate(probe); !defects.empty()) {
+        spdlog::warn("extender: job {} left out of the what-if: {}", snap->job_names[job.id],
+                     defects.front());
+        continue;
+      }
+      usable.push_back(std::move(job));
+    }
+    snap->jobs = std::move(usable);
+  }
+  try {
+    snap->planner.adopt(snap->jobs, snap->plan);
+  } catch (const std::exception& e) {
+    spdlog::error("extender: the planner refused the current plan ({}); scoring without it",
+                  e.what());
+    snap->jobs.clear();
+    snap->plan = {};
+    snap->planner.adopt({}, snap->plan);
+  }
   const pl::Plan current = snap->planner.snapshot();
   // (adopt() replaced the planner's workspace: `topo` no longer refers to it.)
   snap->link_load.assign(snap->planner.topology().link_count(), 0.0);
   for (const pl::LinkPlan& l : current.links) {
     if (l.link < snap->link_load.size()) snap->link_load[l.link] = l.served_load;
+  }
+  snap->link_gated.assign(snap->planner.topology().link_count(), {});
+  for (const pl::Job& job : snap->jobs) {
+    const pl::JobPlan* p = current.find(job.id);
+    if (p == nullptr || p->best_effort) continue;
+    for (const pl::LinkId l : pl::job_links(snap->planner.topology(), job)) {
+      snap->link_gated[l].push_back(job.id);
+    }
+  }
+  for (auto& jobs : snap->link_gated) {
+    std::sort(jobs.begin(), jobs.end(), [&](pl::JobId a, pl::JobId b) {
+      return snap->job_priorities[a] > snap->job_priorities[b];
+    });
   }
   return snap;
 }

@@ -31,6 +31,7 @@ struct Extender::Snapshot {
   std::vector<std::string> node_gpu;         // by NodeId: model-table GPU key ("" unknown)
   std::vector<double> node_nic;              // by NodeId: bytes/s of its uplink (0: none)
   std::vector<double> link_load;             // by LinkId: planned contention-free load
+  std::vector<std::vector<pl::JobId>> link_gated;  // by LinkId: gated jobs, highest priority first
   std::unordered_map<pl::JobId, std::string> job_names;
   std::unordered_map<pl::JobId, int> job_priorities;
   std::unordered_map<std::string, pl::JobId> job_ids;         // by name

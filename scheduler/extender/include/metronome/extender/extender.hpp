@@ -78,8 +78,9 @@ struct ExtenderStats {
   uint64_t pods_without_job = 0;      // no job label: neutral answers
   uint64_t pods_without_profile = 0;  // job known but no profile: neutral answers
   uint64_t snapshot_rebuilds = 0;
-  uint64_t state_version = 0;    // gauge: ClusterState::version in use
-  uint64_t last_latency_us = 0;  // gauge: the last request's handling time
+  uint64_t reused_decisions = 0;  // prioritize answered from the same pod's filter
+  uint64_t state_version = 0;     // gauge: ClusterState::version in use
+  uint64_t last_latency_us = 0;   // gauge: the last request's handling time
 };
 
 class Extender {
@@ -104,7 +105,8 @@ class Extender {
   ExtenderStats stats() const;
   const ExtenderConfig& config() const { return config_; }
 
-  struct Snapshot;  // the planner built from the state (snapshot.cpp)
+  struct Snapshot;   // the planner built from the state (snapshot.cpp)
+  struct Decisions;  // filter's verdicts, reused by the prioritize call for the same pod
 
  private:
   std::shared_ptr<const Snapshot> Current();
@@ -118,10 +120,11 @@ class Extender {
   std::map<std::string, NodeLabels> learned_;  // nodes first seen in requests
   std::shared_ptr<const Snapshot> snapshot_;
   static constexpr size_t kMaxLearnedNodes = 100'000;
+  std::unique_ptr<Decisions> decisions_;
 
   std::atomic<uint64_t> filter_requests_{0}, prioritize_requests_{0}, bad_requests_{0},
       nodes_filtered_out_{0}, never_starve_passes_{0}, pods_without_job_{0},
-      pods_without_profile_{0}, snapshot_rebuilds_{0}, last_latency_us_{0};
+      pods_without_profile_{0}, snapshot_rebuilds_{0}, reused_decisions_{0}, last_latency_us_{0};
 };
 
 // Mounts POST <prefix>/filter and POST <prefix>/prioritize on an httplib server.

@@ -1,0 +1,245 @@
+// The ExtenderArgs scanner (see args_scanner.hpp).
+#include "args_scanner.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace metronome::extender {
+
+namespace {
+
+class Scanner {
+ public:
+  explicit Scanner(std::string_view s) : s_(s) {}
+
+  [[noreturn]] void Fail(const std::string& what) const {
+    throw BadRequest("the body is not JSON (" + what + " at byte " + std::to_string(i_) + ")");
+  }
+
+  void Ws() {
+    while (i_ < s_.size() &&
+           (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) {
+      ++i_;
+    }
+  }
+  bool AtEnd() {
+    Ws();
+    return i_ >= s_.size();
+  }
+  char Peek() {
+    Ws();
+    if (i_ >= s_.size()) Fail("unexpected end");
+    return s_[i_];
+  }
+  void Expect(char c) {
+    if (Peek() != c) Fail(std::string("expected '") + c + "'");
+    ++i_;
+  }
+
+  // A string token, quotes included.
+  std::string_view StringToken() {
+    if (Peek() != '"') Fail("expected a string");
+    const size_t start = i_++;
+    while (i_ < s_.size()) {
+      const char c = s_[i_];
+      if (c == '\\') {
+        i_ += 2;
+        continue;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) Fail("control character in a string");
+      ++i_;
+      if (c == '"') return s_.substr(start, i_ - start);
+    }
+    Fail("unterminated string");
+  }
+
+  static std::string Decode(std::string_view token) {
+    if (token.find('\\') == std::string_view::npos) {
+      return std::string(token.substr(1, token.size() - 2));
+    }
+    const nlohmann::json j = nlohmann::json::parse(token, nullptr, false);
+    if (!j.is_string()) throw BadRequest("the body is not JSON (bad string escape)");
+    return j.get<std::string>();
+  }
+
+  // Skips any value; returns its text.
+  std::string_view Value() {
+    const char c = Peek();
+    const size_t start = i_;
+    if (c == '"') return StringToken();
+    if (c == '{' || c == '[') {
+      std::string stack;
+      while (i_ < s_.size()) {
+        const char d = s_[i_];
+        if (d == '"') {
+          StringToken();
+          continue;
+        }
+        if (d == '{' || d == '[') {
+          stack.push_back(d == '{' ? '}' : ']');
+        } else if (d == '}' || d == ']') {
+          if (stack.empty() || stack.back() != d) Fail("mismatched bracket");
+          stack.pop_back();
+          if (stack.empty()) {
+            ++i_;
+            return s_.substr(start, i_ - start);
+          }
+        }
+        ++i_;
+      }
+      Fail("unbalanced brackets");
+    }
+    // A number or a literal.
+    while (i_ < s_.size()) {
+      const char d = s_[i_];
+      if (d == ',' || d == '}' || d == ']' || d == ' ' || d == '\n' || d == '\r' || d == '\t') {
+        break;
+      }
+      ++i_;
+    }
+    const std::string_view tok = s_.substr(start, i_ - start);
+    if (tok.empty()) Fail("expected a value");
+    if (tok != "null" && tok != "true" && tok != "false") {
+      const nlohmann::json j = nlohmann::json::parse(tok, nullptr, false);
+      if (!j.is_number()) Fail("bad literal");
+    }
+    return tok;
+  }
+
+  // Members of the object starting here: fn(key token, scanner positioned at the value) must
+  // consume the value.
+  template <typename Fn>
+  void Object(Fn&& fn) {
+    Expect('{');
+    if (Peek() == '}') {
+      ++i_;
+      return;
+    }
+    while (true) {
+      const std::string_view key = StringToken();
+      Expect(':');
+      fn(key);
+      const char c = Peek();
+      ++i_;
+      if (c == '}') return;
+      if (c != ',') Fail("expected ',' or '}'");
+    }
+  }
+
+  template <typename Fn>
+  void Array(Fn&& fn) {
+    Expect('[');
+    if (Peek() == ']') {
+      ++i_;
+      return;
+    }
+    for (size_t k = 0;; ++k) {
+      fn(k);
+      const char c = Peek();
+      ++i_;
+      if (c == ']') return;
+      if (c != ',') Fail("expected ',' or ']'");
+    }
+  }
+
+  bool IsNull() {
+    if (Peek() == 'n' && s_.substr(i_, 4) == "null") {
+      i_ += 4;
+      return true;
+    }
+    return false;
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+};
+
+}  // namespace
+
+ScannedArgs ScanArgs(std::string_view body) {
+  Scanner sc(body);
+  ScannedArgs out;
+  if (sc.AtEnd()) throw BadRequest("the body is not JSON (empty)");
+  if (sc.Peek() != '{') {
+    sc.Value();  // a malformed body is "not JSON" rather than "not an object"
+    if (!sc.AtEnd()) sc.Fail("trailing characters");
+    throw BadRequest("ExtenderArgs must be a JSON object");
+  }
+  sc.Object([&](std::string_view key) {
+    if (key == "\"Pod\"") {
+      out.pod = sc.IsNull() ? std::string_view() : sc.Value();
+    } else if (key == "\"Nodes\"") {
+      if (sc.IsNull()) return;
+      if (sc.Peek() != '{') {
+        sc.Value();
+        throw BadRequest("ExtenderArgs.Nodes must be a NodeList object");
+      }
+      out.has_nodes = true;
+      sc.Object([&](std::string_view list_key) {
+        if (list_key != "\"items\"" || sc.IsNull()) {
+          if (list_key == "\"items\"") return;
+          sc.Value();
+          return;
+        }
+        if (sc.Peek() != '[') {
+          sc.Value();
+          throw BadRequest("ExtenderArgs.Nodes.items must be a list");
+        }
+        sc.Array([&](size_t k) {
+          ScannedNode node;
+          const size_t start = (sc.Ws(), sc.i_);
+          const auto missing = [&] {
+            return BadRequest("ExtenderArgs.Nodes.items[" + std::to_string(k) +
+                              "] has no metadata.name");
+          };
+          if (sc.Peek() != '{') {
+            sc.Value();
+            throw missing();
+          }
+          sc.Object([&](std::string_view node_key) {
+            if (node_key != "\"metadata\"" || sc.Peek() != '{') {
+              sc.Value();
+              return;
+            }
+            sc.Object([&](std::string_view meta_key) {
+              if (meta_key == "\"name\"" && sc.Peek() == '"') {
+                node.name = Scanner::Decode(sc.StringToken());
+              } else if (meta_key == "\"labels\"" && sc.Peek() == '{') {
+                sc.Object([&](std::string_view label) {
+                  if (sc.Peek() == '"') {
+                    node.labels.emplace(Scanner::Decode(label), Scanner::Decode(sc.StringToken()));
+                  } else {
+                    sc.Value();
+                  }
+                });
+              } else {
+                sc.Value();
+              }
+            });
+          });
+          if (node.name.empty()) throw missing();
+          node.raw = body.substr(start, sc.i_ - start);
+          out.nodes.push_back(std::move(node));
+        });
+      });
+    } else if (key == "\"NodeNames\"") {
+      if (sc.IsNull()) return;
+      const std::string_view text = sc.Value();
+      const nlohmann::json names = nlohmann::json::parse(text, nullptr, false);
+      if (!names.is_array()) throw BadRequest("ExtenderArgs.NodeNames must be a list of names");
+      out.has_names = true;
+      out.names.reserve(names.size());
+      for (size_t k = 0; k < names.size(); ++k) {
+        if (!names[k].is_string() || names[k].get_ref<const std::string&>().empty()) {
+          throw BadRequest("ExtenderArgs.NodeNames[" + std::to_string(k) + "] is not a name");
+        }
+        out.names.push_back(names[k].get<std::string>());
+      }
+    } else {
+      sc.Value();
+    }
+  });
+  if (!sc.AtEnd()) sc.Fail("trailing characters");
+  return out;
+}
+
+}  // namespace metronome::extender
