@@ -407,9 +407,19 @@ void Client::SendReports(int64_t now) {
     const CommState* main = nullptr;
     for (const CommState* c : comms) {
       if (c->job != job) continue;
-      r.gated += c->gated.load();
-      r.late += c->late.load();
-      r.failed_open += c->failed_open.load();
+      if (c->device_gate) {
+        // The kernel decides on the GPU: its own counters say what happened.
+        uint64_t waits = 0;
+        uint64_t failed = 0;
+        DeviceGate::KernelCounters(c->device_slot, &waits, &failed);
+        r.gated += waits;
+        r.late += waits + failed;
+        r.failed_open += failed;
+      } else {
+        r.gated += c->gated.load();
+        r.late += c->late.load();
+        r.failed_open += c->failed_open.load();
+      }
       if (main == nullptr || c->estimate.bytes > main->estimate.bytes) main = c;
     }
     if (main != nullptr) {

@@ -444,6 +444,15 @@ void DeviceGate::ForgetAfterFork() noexcept {
   s.wake_fd.store(-1);
 }
 
+void DeviceGate::KernelCounters(int slot, uint64_t* waits, uint64_t* failed_open) noexcept {
+  State& s = S();
+  *waits = 0;
+  *failed_open = 0;
+  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return;
+  *waits = s.slots[slot].waits;
+  *failed_open = s.slots[slot].failed_open;
+}
+
 int64_t DeviceGate::HostMinusGpuNs() noexcept {
   State& s = S();
   return s.n_contexts > 0 ? s.contexts[0].host_minus_gpu_ns : 0;

@@ -55,6 +55,10 @@ class DeviceGate {
   static void ReleaseAll() noexcept;
   static void ForgetAfterFork() noexcept;
 
+  // What the kernel counted on a slot: phases it held until a window, and phases it let go
+  // because the next window was beyond max wait.
+  static void KernelCounters(int slot, uint64_t* waits, uint64_t* failed_open) noexcept;
+
   // The calibration (host CLOCK_REALTIME minus GPU %globaltimer), 0 when not calibrated.
   static int64_t HostMinusGpuNs() noexcept;
 
