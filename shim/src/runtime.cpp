@@ -324,7 +324,7 @@ void Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
   if (!st->job->store.Read(tt)) return;                      // no timetable: go
   if (!clock_valid.load(std::memory_order_relaxed)) return;  // no common clock: go
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
-  if (st->device_gate && stream != nullptr) {
+  if (st->device_gate) {  // also on the legacy default stream (0)
     if (DeviceGate::Enqueue(st->device_slot, stream, tt, offset, config_.max_wait_ns)) {
       st->gated.store(st->gated.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return;

@@ -26,7 +26,7 @@ deadline=$((SECONDS + 280))
 nvidia-smi -L 2>&1 | tee -a "$log" || { say "no GPU visible"; exit 1; }
 
 # NCCL: the torch wheel's first, else NCCL_HOME, else the toolkit.
-nccl_dir=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)
+nccl_dir=$(python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
 [ -n "$nccl_dir" ] || nccl_dir=${NCCL_HOME:-$cuda}
 nccl_inc=$nccl_dir/include
 nccl_lib=$(ls -d "$nccl_dir"/lib* 2>/dev/null | head -1)
@@ -66,7 +66,8 @@ result[build]="ok ($shim)"
 # 2. Device gate.
 "$nvcc" -std=c++17 -O2 -I"$repo/common/include" -I"$nccl_inc" -DMSGPACK_NO_BOOST \
   "$repo/tests/gpu/device_gate_check.cu" "$repo/common/src/protocol.cpp" \
-  -o "$build/gpu/device_gate_check" -L"$nccl_lib" -lnccl -lzmq -Xlinker -rpath -Xlinker "$nccl_lib" \
+  -o "$build/gpu/device_gate_check" -L"$nccl_lib" -l:libnccl.so.2 -l:libzmq.so.5 \
+  -Xlinker -rpath -Xlinker "$nccl_lib" \
   >>"$log" 2>&1 || { say "FAIL: device_gate_check does not build"; exit 1; }
 port=$((20000 + RANDOM % 20000))
 METRONOME_SCHEDULER=tcp://127.0.0.1:$port METRONOME_LOG=info METRONOME_GATE=auto \
