@@ -74,6 +74,10 @@ class Scanner {
           StringToken();
           continue;
         }
+        if (d == '-' || (d >= '0' && d <= '9') || (d >= 'a' && d <= 'z')) {
+          Literal();
+          continue;
+        }
         if (d == '{' || d == '[') {
           stack.push_back(d == '{' ? '}' : ']');
         } else if (d == '}' || d == ']') {
@@ -88,21 +92,29 @@ class Scanner {
       }
       Fail("unbalanced brackets");
     }
-    // A number or a literal.
+    Literal();
+    return s_.substr(start, i_ - start);
+  }
+
+  // A number, true, false or null (numbers checked for their characters only).
+  void Literal() {
+    const size_t start = i_;
     while (i_ < s_.size()) {
       const char d = s_[i_];
-      if (d == ',' || d == '}' || d == ']' || d == ' ' || d == '\n' || d == '\r' || d == '\t') {
+      if (d == ',' || d == '}' || d == ']' || d == ':' || d == ' ' || d == '\n' || d == '\r' ||
+          d == '\t') {
         break;
       }
       ++i_;
     }
     const std::string_view tok = s_.substr(start, i_ - start);
     if (tok.empty()) Fail("expected a value");
-    if (tok != "null" && tok != "true" && tok != "false") {
-      const nlohmann::json j = nlohmann::json::parse(tok, nullptr, false);
-      if (!j.is_number()) Fail("bad literal");
+    if (tok == "null" || tok == "true" || tok == "false") return;
+    for (const char d : tok) {
+      if (!((d >= '0' && d <= '9') || d == '-' || d == '+' || d == '.' || d == 'e' || d == 'E')) {
+        Fail("bad literal");
+      }
     }
-    return tok;
   }
 
   // Members of the object starting here: fn(key token, scanner positioned at the value) must

@@ -295,6 +295,42 @@ TEST(ExtenderVerbs, MalformedBodiesAre400WithAJsonMessageAndCounted) {
   }
 }
 
+// Node lists are scanned, not parsed into a tree: strings holding brackets, quotes and escapes,
+// compact or pretty text must pass; broken brackets, strings or literals anywhere are a 400.
+// (Inside a node's skipped fields the scanner checks brackets, strings and literals, not the
+// member syntax: such a node is handed back to kube-scheduler as it came.)
+TEST(ExtenderVerbs, NodeListScannerKeepsNodesVerbatimAndRejectsBrokenStructure) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  Json req = Json::parse(Fixture("filter_full_nodes.json"));
+  auto& items = req["Nodes"]["items"];
+  items[2]["metadata"]["annotations"]["odd"] = "a]}\"[{b\\ \u00e9 \n";
+  items[3]["metadata"]["labels"]["note"] = "x\"y";
+  for (const std::string& body : {req.dump(), req.dump(2)}) {
+    const ExtenderResponse r = ext.HandleFilter(body);
+    ASSERT_EQ(r.status, 200) << r.body.substr(0, 200);
+    const Json j = Json::parse(r.body);
+    ASSERT_EQ(j["Nodes"]["items"].size(), 2u);
+    EXPECT_EQ(j["Nodes"]["items"][0], items[2]);
+    EXPECT_EQ(j["Nodes"]["items"][1], items[3]);
+  }
+  const std::string text = req.dump();
+  const size_t at = text.find("\"allocatable\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::vector<std::string> broken = {
+      text + " x",                                   // trailing characters
+      text.substr(0, text.size() - 1),               // truncated
+      std::string(text).insert(at, "{"),             // unbalanced
+      std::string(text).insert(at, "]"),             // mismatched bracket inside a node
+      std::string(text).insert(at, "\"k\": tru, "),  // bad literal inside a node
+  };
+  for (const std::string& body : broken) {
+    const ExtenderResponse r = ext.HandleFilter(body);
+    EXPECT_EQ(r.status, 400) << r.body.substr(0, 200);
+    EXPECT_NE(r.body.find("not JSON"), std::string::npos) << r.body.substr(0, 200);
+  }
+}
+
 TEST(ExtenderVerbs, StateUpdatesTakeEffectAndLabelsCanBeReplaced) {
   Extender ext;
   ext.UpdateState(Cluster());
