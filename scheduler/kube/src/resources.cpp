@@ -12,9 +12,10 @@ namespace {
 
 const Json* Field(const Json& obj, const char* key) {
   if (!obj.is_object()) return nullptr;
-  const auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
+  const auto& members = obj.get_ref<const Json::object_t&>();
+  const auto it = members.find(key);
+  if (it == members.end() || it->second.is_null()) return nullptr;
+  return &it->second;
 }
 
 std::string String(const Json& obj, const char* key) {
@@ -236,6 +237,29 @@ Status ApplyLinkSchedule(Client& client, const LinkScheduleSpec& spec,
   auto patched = client.MergePatchStatus(r, "", name, {{"status", ToJson(status)}});
   if (!patched) return patched.error();
   return Ok{};
+}
+
+LinkScheduleWriter::Outcome LinkScheduleWriter::Write(
+    const std::vector<std::pair<LinkScheduleSpec, LinkScheduleStatus>>& links) {
+  Outcome out;
+  for (const auto& [spec, status] : links) {
+    const std::string name = LinkObjectName(spec.name);
+    Json fingerprint = ToJson(status);
+    fingerprint.erase("lastUpdate");
+    std::string text = fingerprint.dump();
+    if (const auto it = last_.find(name); it != last_.end() && it->second == text) {
+      ++out.unchanged;
+      continue;
+    }
+    if (auto applied = ApplyLinkSchedule(client_, spec, status); !applied) {
+      if (out.failed++ == 0) out.first_error = applied.error();
+      last_.erase(name);
+      continue;
+    }
+    last_[name] = std::move(text);
+    ++out.written;
+  }
+  return out;
 }
 
 std::string NowRfc3339() {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fake_apiserver.hpp"
+#include "metronome/kube/cache.hpp"
 #include "metronome/kube/client.hpp"
 #include "metronome/kube/config.hpp"
 #include "metronome/kube/resources.hpp"
@@ -567,6 +568,61 @@ TEST(KubeTypes, ApplyLinkScheduleCreatesOnceThenWritesStatus) {
   auto denied = ApplyLinkSchedule(client, spec, status);
   ASSERT_FALSE(denied);
   EXPECT_EQ(denied.error().status, 403);
+}
+
+TEST(KubeTypes, LinkScheduleWriterSkipsUnchangedLinks) {
+  FakeApiServer api;
+  Client client(ConfigFor(api));
+  LinkScheduleWriter writer(client);
+  LinkScheduleStatus a;
+  a.plan_version = 1;
+  a.jobs = {{"bert", 2, 200, 0, 90, 8, 0, false}};
+  LinkScheduleStatus b = a;
+  std::vector<std::pair<LinkScheduleSpec, LinkScheduleStatus>> links = {
+      {{"r0/up", 100, "rack-uplink", {}}, a}, {{"r1/up", 100, "rack-uplink", {}}, b}};
+  auto first = writer.Write(links);
+  EXPECT_EQ(first.written, 2);
+  EXPECT_EQ(first.failed, 0);
+  links[1].second.last_update = "2030-01-01T00:00:00Z";  // only the timestamp differs
+  auto second = writer.Write(links);
+  EXPECT_EQ(second.written, 0);
+  EXPECT_EQ(second.unchanged, 2);
+  links[0].second.jobs[0].offset_ms = 10;
+  api.FailNext(100, 403);
+  auto third = writer.Write(links);
+  EXPECT_EQ(third.failed, 1);
+  EXPECT_EQ(third.first_error.status, 403);
+  api.FailNext(0, 403);
+  auto fourth = writer.Write(links);
+  EXPECT_EQ(fourth.written, 1) << "a failed link is written again";
+  EXPECT_EQ((*api.Object("linkschedules", "", "r0-up"))["status"]["jobs"][0]["offsetMs"], 10);
+}
+
+TEST(KubeCache, FollowsListAndWatchAndFeedsNodeLabels) {
+  FakeApiServer api;
+  api.Put("nodes", "", Node("n1", "rack-a"));
+  Client client(ConfigFor(api));
+  std::atomic<int> changes{0};
+  Cache nodes(client, resources::Nodes(), "", {}, [&] { ++changes; });
+  nodes.Start();
+  const auto wait_for = [&](auto pred) {
+    for (int i = 0; i < 500 && !pred(); ++i) std::this_thread::sleep_for(10ms);
+    return pred();
+  };
+  ASSERT_TRUE(wait_for([&] { return nodes.synced(); }));
+  api.Put("nodes", "", Node("n2", "rack-b"));
+  ASSERT_TRUE(wait_for([&] { return nodes.Objects().size() == 2; }));
+  api.Put("nodes", "", Node("n1", "rack-c"));
+  ASSERT_TRUE(wait_for([&] {
+    const auto labels = NodeLabelsOf(nodes);
+    return labels.count("n1") == 1 && labels.at("n1").at("topology.kubernetes.io/zone") == "rack-c";
+  }));
+  api.Remove("nodes", "", "n2");
+  ASSERT_TRUE(wait_for([&] { return nodes.Objects().size() == 1; }));
+  EXPECT_GE(changes.load(), 4);
+  nodes.Stop();
+  EXPECT_EQ(nodes.lists(), 1u);
+  EXPECT_EQ(nodes.errors(), 0u);
 }
 
 // HTTPS with the cluster's CA, as in a pod: a self-signed certificate for 127.0.0.1 made with

@@ -88,6 +88,26 @@ Result<LinkScheduleStatus> ParseLinkScheduleStatus(const Json& status);
 Status ApplyLinkSchedule(Client& client, const LinkScheduleSpec& spec,
                          const LinkScheduleStatus& status);
 
+// Writes the LinkSchedules of a whole plan, skipping links whose status has not changed since
+// its last successful write (lastUpdate aside): a plan republished every few seconds costs the
+// API server nothing while nothing moves. Not thread-safe: one writer per syncing thread.
+class LinkScheduleWriter {
+ public:
+  explicit LinkScheduleWriter(Client& client) : client_(client) {}
+  struct Outcome {
+    int written = 0;
+    int unchanged = 0;
+    int failed = 0;
+    Error first_error;
+  };
+  Outcome Write(const std::vector<std::pair<LinkScheduleSpec, LinkScheduleStatus>>& links);
+  void Forget() { last_.clear(); }  // write everything next time (e.g. after a restart of etcd)
+
+ private:
+  Client& client_;
+  std::map<std::string, std::string> last_;  // object name → status written, without lastUpdate
+};
+
 // RFC 3339 UTC timestamp of now, second precision ("2026-11-29T12:00:00Z").
 std::string NowRfc3339();
 
