@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Process-level tests of libmetronome.so under LD_PRELOAD. Usage:
 #   shim_process_tests.sh <check> <libmetronome.so> <program> [build_dir]
-# Checks: equivalence (real NCCL), natural_pace, reentrancy, missing, fork, idle, off, install.
+# Checks: equivalence (real NCCL), natural_pace, reentrancy, missing, fork, idle, off, static,
+# install.
 # In sanitizer builds METRONOME_TEST_PRELOAD_PREFIX holds the sanitizer runtime, which must come
 # first in LD_PRELOAD.
 set -euo pipefail
@@ -76,6 +77,13 @@ off)
   if grep -q 'libzmq' "$tmp/out"; then fail "off mode loaded libzmq"; fi
   if grep -q 'communicator' "$tmp/err"; then fail "off mode tracked a communicator"; fi
   echo "off mode: pure forwarding, no thread, no libzmq, nothing tracked"
+  ;;
+static)
+  LD_PRELOAD="$preload" "$prog" >"$tmp/out" 2>"$tmp/err" || fail "static run failed"
+  grep -q '^ok$' "$tmp/out" || fail "the program did not run"
+  grep -q 'linked statically' "$tmp/err" || { cat "$tmp/err"; fail "no log line about a static NCCL"; }
+  if grep -q 'communicator .* created' "$tmp/err"; then fail "a static NCCL's calls were intercepted?"; fi
+  echo "statically linked NCCL detected and logged: $(grep 'linked statically' "$tmp/err")"
   ;;
 install)
   [ -n "$build_dir" ] || fail "install needs the build folder"

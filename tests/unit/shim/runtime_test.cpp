@@ -153,3 +153,41 @@ TEST(ShimRuntime, ByteSizes) {
 
 }  // namespace
 }  // namespace metronome::shim
+
+// A stand-in for the CUDA runtime's cudaStreamIsCapturing, exported by this test program (the shim
+// finds it with dlsym): stream 0xcafe is "being captured into a CUDA graph".
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  *status = stream == reinterpret_cast<cudaStream_t>(uintptr_t{0xcafe})
+                ? cudaStreamCaptureStatusActive
+                : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+
+namespace metronome::shim {
+namespace {
+
+TEST(ShimRuntime, NoHostWaitWhileTheStreamIsCaptured) {
+  Fixture f(Mode::kEnforce);
+  f.Call();
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  f.PublishWindowIn(20 * kMs);
+  auto* captured = reinterpret_cast<cudaStream_t>(uintptr_t{0xcafe});
+  const int64_t t0 = RealtimeNs();
+  const auto tok = f.rt->BeforeCollective(f.comm, Op::kAllReduce, 1024, captured);
+  const int64_t held = RealtimeNs() - t0;
+  f.rt->AfterCollective(tok);
+  EXPECT_LT(held, 1 * kMs);
+  EXPECT_EQ(f.st->capture_passes.load(), 1u);
+  EXPECT_EQ(f.st->gated.load(), 0u);
+  // The same on a stream that is not captured waits.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  auto* plain = reinterpret_cast<cudaStream_t>(uintptr_t{0xbeef});
+  const int64_t t1 = RealtimeNs();
+  const auto tok2 = f.rt->BeforeCollective(f.comm, Op::kAllReduce, 1024, plain);
+  f.rt->AfterCollective(tok2);
+  EXPECT_GE(RealtimeNs() - t1, 5 * kMs);
+  EXPECT_EQ(f.st->gated.load(), 1u);
+}
+
+}  // namespace
+}  // namespace metronome::shim
