@@ -1,18 +1,19 @@
 // Stage 1, part one — harmonization.
 //
-// Objective: give every gated job a period T ≥ P that is harmonic with the other gated jobs on
-// each link it crosses, so that each link's timetable repeats with a hyperperiod equal to its
-// largest period and the circle of DESIGN.md §3 has H/T arcs per job.
+// Objective: offer each job the periods T ≥ P at which it may be gated, least stretched first,
+// such that its windows can interleave with those of the other jobs on its links.
 //
-// "Harmonic" here means the periods on a link form a divisibility chain: any two divide one
-// another. A new job may take any T that keeps every link's chain a chain: a multiple T_base·k
-// of a period already there, or an exact fraction T_base/k (exact in nanoseconds), for any of
-// the periods already on its links; alone on all its links it keeps its natural period P.
-// The first period on a link is therefore the natural period of the highest-priority job there
-// (jobs are placed in priority order), which is the design's suggested base.
+// Two periodic windows of periods T and T_i meet exactly when their offsets differ by less
+// than the windows modulo g = gcd(T, T_i) (occupancy.cpp). Harmonic periods — one dividing the
+// other — give g = min(T, T_i), the most room; unrelated periods fit only when both windows fit
+// into the small circle g. So the candidates are: the natural period P (unstretched, tried
+// first, it fits whenever the gcd circles leave room), then the harmonic ones, T_i·k and T_i/k
+// (exact in nanoseconds) of every period T_i already on the job's links, within max_stretch·P.
+// Jobs are placed by priority, so the first period on a link is its highest-priority job's
+// natural period: the design's suggested base T_base, with others at T_base·k or T_base/k.
 //
-// Cost: with c distinct periods on the job's links, O(c·(K + P_max/P)) candidates, each checked
-// against the c chain members: O(c²·K) for a stretch bound K = max_stretch·P / p.
+// Cost: with c distinct periods on the job's links, O(c·(K + P_max/P)) candidates for a
+// stretch bound K = max_stretch·P / p, sorted once.
 #include <algorithm>
 #include <cmath>
 
@@ -21,8 +22,12 @@
 namespace metronome::planner::detail {
 
 Nanos Workspace::hyperperiod(LinkId link) const {
-  const auto& chain = chains[link];
-  return chain.empty() ? 0 : chain.back().first;
+  Nanos h = 0;
+  for (const auto& [p, count] : chains[link]) {
+    h = h == 0 ? p : lcm_capped(h, p);
+    if (h == 0) return 0;
+  }
+  return h;
 }
 
 bool Workspace::nests(const JobShape& shape, Nanos period) const {
@@ -44,10 +49,8 @@ void Workspace::candidate_periods(const JobShape& shape, std::vector<Nanos>& out
   for (const LinkId l : shape.links) {
     for (const auto& [p, count] : chains[l]) bases.push_back(p);
   }
-  if (bases.empty()) {
-    out.push_back(P);
-    return;
-  }
+  out.push_back(P);  // unstretched first: it fits whenever the gcd circles leave room
+  if (bases.empty()) return;
   std::sort(bases.begin(), bases.end());
   bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
   constexpr Nanos kMaxFactor = 100000;  // guards absurd period ratios
@@ -62,7 +65,6 @@ void Workspace::candidate_periods(const JobShape& shape, std::vector<Nanos>& out
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
-  std::erase_if(out, [&](Nanos t) { return !nests(shape, t); });
 }
 
 }  // namespace metronome::planner::detail

@@ -33,31 +33,33 @@ double priority_weight(int priority) {
   return 1.0 + std::max(priority, 0);
 }
 
+void validate_job(const Topology& topology, const Job& job, std::vector<std::string>& errors) {
+  const std::string who = std::string("job ").append(std::to_string(job.id)).append(": ");
+  const JobProfile& p = job.profile;
+  if (p.period_ns <= 0) errors.push_back(who + "natural period must be > 0");
+  if (p.comm_ns < 0) errors.push_back(who + "communication time must be >= 0");
+  if (p.comm_ns > p.period_ns) errors.push_back(who + "communication time exceeds the period");
+  if (!(p.beta_bps > 0) || !std::isfinite(p.beta_bps)) errors.push_back(who + "beta must be > 0");
+  for (const NodeId n : job.nodes) {
+    if (n >= topology.node_count()) errors.push_back(who + "unknown node " + std::to_string(n));
+  }
+  for (const LinkId l : job.extra_links) {
+    if (l >= topology.link_count()) errors.push_back(who + "unknown link " + std::to_string(l));
+  }
+}
+
 std::vector<std::string> validate(const Problem& problem) {
   std::vector<std::string> errors;
   std::unordered_set<JobId> seen;
   for (const Job& job : problem.jobs) {
-    const std::string who = "job " + std::to_string(job.id) + ": ";
-    if (!seen.insert(job.id).second) errors.push_back(who + "duplicate id");
-    const JobProfile& p = job.profile;
-    if (p.period_ns <= 0) errors.push_back(who + "natural period must be > 0");
-    if (p.comm_ns < 0) errors.push_back(who + "communication time must be >= 0");
-    if (p.comm_ns > p.period_ns) errors.push_back(who + "communication time exceeds the period");
-    if (!(p.beta_bps > 0) || !std::isfinite(p.beta_bps)) errors.push_back(who + "beta must be > 0");
-    for (const NodeId n : job.nodes) {
-      if (n >= problem.topology.node_count())
-        errors.push_back(who + "unknown node " + std::to_string(n));
+    if (!seen.insert(job.id).second) {
+      errors.push_back(std::string("job ").append(std::to_string(job.id)).append(": duplicate id"));
     }
-    for (const LinkId l : job.extra_links) {
-      if (l >= problem.topology.link_count())
-        errors.push_back(who + "unknown link " + std::to_string(l));
-    }
+    validate_job(problem.topology, job, errors);
   }
   for (std::size_t l = 0; l < problem.topology.link_count(); ++l) {
-    if (!(problem.topology.link(static_cast<LinkId>(l)).capacity_bps > 0)) {
-      errors.push_back("link " + problem.topology.link(static_cast<LinkId>(l)).name +
-                       ": capacity must be > 0");
-    }
+    const Link& link = problem.topology.link(static_cast<LinkId>(l));
+    if (!(link.capacity_bps > 0)) errors.push_back("link " + link.name + ": capacity must be > 0");
   }
   return errors;
 }

@@ -13,17 +13,31 @@
 //
 // Cost: with a arcs (intervals) on the job's links, O(a log a) per query.
 #include <algorithm>
+#include <numeric>
 
 #include "workspace.h"
 
 namespace metronome::planner::detail {
+
+namespace {
+constexpr Nanos kMaxCopies = 1 << 16;  // forbidden intervals per neighbour
+constexpr Nanos kMaxArcs = 1 << 17;    // arcs in one stacking sweep
+}  // namespace
+
+Nanos lcm_capped(Nanos a, Nanos b) {
+  if (a <= 0 || b <= 0) return 0;
+  const Nanos g = std::gcd(a, b);
+  if (a / g > kMaxHyperperiod / b) return 0;
+  return a / g * b;
+}
 
 Workspace::Workspace(Topology topo, PlannerOptions opts)
     : topology(std::move(topo)),
       options(opts),
       link_jobs(topology.link_count()),
       link_best_effort(topology.link_count()),
-      chains(topology.link_count()) {}
+      chains(topology.link_count()),
+      profiles_(topology.link_count()) {}
 
 JobShape Workspace::shape_for(const Job& job) const {
   JobShape s;
@@ -35,6 +49,7 @@ JobShape Workspace::shape_for(const Job& job) const {
   s.P = job.profile.period_ns;
   s.w = job.profile.comm_ns;
   s.weight = priority_weight(job.priority);
+  s.priority = job.priority;
   return s;
 }
 
@@ -84,6 +99,7 @@ void Workspace::place_gated(std::uint32_t j, Nanos period, Nanos offset) {
   s.state = SlotState::kGated;
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
+    profiles_[l].q = 0;
     link_jobs[l].push_back({j, shape.height[k]});
     auto& chain = chains[l];
     auto it = std::lower_bound(chain.begin(), chain.end(), std::pair<Nanos, int>{period, 0});
@@ -110,6 +126,7 @@ void Workspace::unplace(std::uint32_t j) {
   const JobShape& shape = jobs[j].shape;
   if (s.state == SlotState::kGated) {
     for (const LinkId l : shape.links) {
+      profiles_[l].q = 0;
       std::erase_if(link_jobs[l], [j](const Occupant& o) { return o.job == j; });
       auto& chain = chains[l];
       auto it = std::lower_bound(chain.begin(), chain.end(), std::pair<Nanos, int>{s.period, 0});
@@ -119,6 +136,12 @@ void Workspace::unplace(std::uint32_t j) {
     for (const LinkId l : shape.links) std::erase(link_best_effort[l], j);
   }
   s.state = SlotState::kUnplaced;
+}
+
+void Workspace::set_offset(std::uint32_t j, Nanos offset) {
+  Slot& s = slots[j];
+  s.offset = mod(offset, s.period);
+  for (const LinkId l : jobs[j].shape.links) profiles_[l].q = 0;
 }
 
 void Workspace::block(Nanos start, Nanos len, Nanos period, std::int32_t owner) const {
@@ -155,45 +178,72 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
       if (i == shape.self) continue;
       const Slot& si = slots[o.job];
       const Nanos wi = jobs[o.job].shape.w;
-      if (si.period >= period) {
-        block(si.offset - w + 1, wi + w - 1, period, i);
-      } else {
-        for (Nanos start = si.offset; start < si.offset + period; start += si.period) {
-          block(start - w + 1, wi + w - 1, period, i);
-        }
+      // Windows of periods T and T_i meet iff their offsets differ by less than the windows
+      // modulo g = gcd(T, T_i): one forbidden interval per g, T/g of them in [0, T). Nested
+      // periods give g = min(T, T_i), the most room; unrelated ones fit only in a small g.
+      const Nanos g = std::gcd(period, si.period);
+      const Nanos len = wi + w - 1;
+      if (len <= 0) continue;
+      if (len >= g || period / g > kMaxCopies) {
+        all_blocked_ = true;
+        return;
       }
-      if (all_blocked_) return;
+      for (Nanos start = si.offset; start < si.offset + period; start += g) {
+        block(start - w + 1, len, period, i);
+      }
     }
     return;
   }
-  // Rectangles may stack: sweep the load over Q = max(T, H) and forbid where it exceeds B − h.
-  const Nanos q = std::max(period, hyperperiod(l));
-  events_.clear();
-  for (const Occupant& o : link_jobs[l]) {
-    if (static_cast<std::int32_t>(o.job) == shape.self) continue;
-    const Slot& si = slots[o.job];
-    const Nanos wi = jobs[o.job].shape.w;
-    for (Nanos t = 0; t < q; t += si.period) {
-      const Nanos s = mod(si.offset + t, q);
-      const Nanos e = s + wi;
-      events_.emplace_back(s, o.height);
-      if (e <= q) {
-        events_.emplace_back(e, -o.height);
-      } else {
-        events_.emplace_back(q, -o.height);
-        events_.emplace_back(0, o.height);
-        events_.emplace_back(e - q, -o.height);
+  // Rectangles may stack: sweep the load over Q = lcm(T, H) and forbid where it exceeds B − h.
+  const Nanos h_link = hyperperiod(l);
+  const Nanos q = h_link > 0 ? lcm_capped(period, h_link) : 0;
+  Nanos arcs = 0;
+  for (const Occupant& o : link_jobs[l]) arcs += q > 0 ? q / slots[o.job].period : 0;
+  if (q == 0 || arcs > kMaxArcs) {  // too long a circle to certify: no offset is offered
+    all_blocked_ = true;
+    return;
+  }
+  // The load profile of the link over Q (cached per link until its windows change, unless the
+  // job itself is on the link and must be left out).
+  bool self_here = false;
+  for (const Occupant& o : link_jobs[l])
+    self_here |= static_cast<std::int32_t>(o.job) == shape.self;
+  static thread_local Profile own;
+  Profile& prof = self_here ? own : profiles_[l];
+  if (self_here || prof.q != q) {
+    prof.q = q;
+    prof.seg.clear();
+    events_.clear();
+    for (const Occupant& o : link_jobs[l]) {
+      if (static_cast<std::int32_t>(o.job) == shape.self) continue;
+      const Slot& si = slots[o.job];
+      const Nanos wi = jobs[o.job].shape.w;
+      for (Nanos t = 0; t < q; t += si.period) {
+        const Nanos s = mod(si.offset + t, q);
+        const Nanos e = s + wi;
+        events_.emplace_back(s, o.height);
+        if (e <= q) {
+          events_.emplace_back(e, -o.height);
+        } else {
+          events_.emplace_back(q, -o.height);
+          events_.emplace_back(0, o.height);
+          events_.emplace_back(e - q, -o.height);
+        }
       }
     }
+    std::sort(events_.begin(), events_.end());
+    double load = 0.0;
+    std::size_t i = 0;
+    while (i < events_.size()) {
+      const Nanos at = events_[i].first;
+      while (i < events_.size() && events_[i].first == at) load += events_[i++].second;
+      if (at < q) prof.seg.emplace_back(at, load);
+    }
   }
-  std::sort(events_.begin(), events_.end());
-  double load = 0.0;
-  std::size_t i = 0;
-  while (i < events_.size()) {
-    const Nanos at = events_[i].first;
-    while (i < events_.size() && events_[i].first == at) load += events_[i++].second;
-    const Nanos next = i < events_.size() ? events_[i].first : q;
-    if (next > at && load > capacity - h + eps) {
+  for (std::size_t i = 0; i < prof.seg.size(); ++i) {
+    const Nanos at = prof.seg[i].first;
+    const Nanos next = i + 1 < prof.seg.size() ? prof.seg[i + 1].first : q;
+    if (next > at && prof.seg[i].second > capacity - h + eps) {
       block(at - w + 1, next - at + w - 1, period, kNoOwner);
       if (all_blocked_) return;
     }

@@ -16,6 +16,7 @@
 namespace metronome::planner {
 
 namespace detail {
+void require_valid(const Topology& topology, const std::vector<Job>& jobs);
 void load_jobs(Workspace& ws, const std::vector<Job>& jobs, const Plan* current);
 std::vector<std::uint32_t> alive_jobs(const Workspace& ws);
 }  // namespace detail
@@ -55,6 +56,7 @@ void construct(Workspace& ws, const std::vector<std::uint32_t>& js, std::mt19937
 std::optional<Plan> recalculate(const Problem& problem, const Plan& current,
                                 const OfflineOptions& options, std::stop_token stop,
                                 OfflineStats* stats) {
+  detail::require_valid(problem.topology, problem.jobs);
   const auto deadline = std::chrono::steady_clock::now() + options.budget;
   Workspace base(problem.topology, options.planner);
   detail::load_jobs(base, problem.jobs, &current);

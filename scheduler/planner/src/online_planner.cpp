@@ -1,5 +1,7 @@
 // The online planner: stages 1–3 run job by job in priority order (see planner.h).
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "metronome/planner/planner.h"
@@ -111,12 +113,27 @@ std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
   return moved;
 }
 
+// Throws std::invalid_argument with every defect validate() finds.
+void require_valid(const Topology& topology, const std::vector<Job>& jobs) {
+  std::vector<std::string> errors;
+  if (jobs.size() == 1) {
+    validate_job(topology, jobs.front(), errors);  // no copy of the topology on the hot path
+  } else {
+    errors = validate(Problem{topology, jobs});
+  }
+  if (errors.empty()) return;
+  std::string message = "metronome planner: invalid input:";
+  for (const std::string& e : errors) message.append(" ").append(e).append(";");
+  throw std::invalid_argument(message);
+}
+
 }  // namespace detail
 
 using detail::refresh_best_effort;
 using detail::Workspace;
 
 Plan plan(const Problem& problem, const PlannerOptions& options, const Plan* current) {
+  detail::require_valid(problem.topology, problem.jobs);
   Workspace ws(problem.topology, options);
   detail::load_jobs(ws, problem.jobs, current);
   detail::run_greedy(ws);
@@ -130,6 +147,7 @@ OnlinePlanner::OnlinePlanner(OnlinePlanner&&) noexcept = default;
 OnlinePlanner& OnlinePlanner::operator=(OnlinePlanner&&) noexcept = default;
 
 void OnlinePlanner::plan_all(const std::vector<Job>& jobs, const Plan* current) {
+  detail::require_valid(ws_->topology, jobs);
   auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
   detail::load_jobs(*fresh, jobs, current);
   detail::run_greedy(*fresh);
@@ -137,6 +155,7 @@ void OnlinePlanner::plan_all(const std::vector<Job>& jobs, const Plan* current) 
 }
 
 void OnlinePlanner::adopt(const std::vector<Job>& jobs, const Plan& plan) {
+  detail::require_valid(ws_->topology, jobs);
   auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
   detail::load_jobs(*fresh, jobs, &plan);
   std::vector<std::uint32_t> missing;
@@ -159,6 +178,7 @@ void OnlinePlanner::adopt(const std::vector<Job>& jobs, const Plan& plan) {
 }
 
 AddResult OnlinePlanner::add_job(const Job& job) {
+  detail::require_valid(ws_->topology, {job});
   Workspace& ws = *ws_;
   remove_job(job.id);
   const std::uint32_t j = ws.add_job(job);

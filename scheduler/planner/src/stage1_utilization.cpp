@@ -138,6 +138,12 @@ BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape) {
     return slot;  // drifting
   }
   slot.period = periods.front();
+  // A stretched window is only worth it when the stretch costs less than running ungated at
+  // P would (see stretch_bound in stage2_latency.cpp).
+  if (slot.period > stretch_bound(ws, shape)) {
+    slot.period = shape.P;
+    return slot;  // drifting
+  }
   slot.drifting = false;
   const Nanos t = slot.period;
   static thread_local std::vector<Folded> arcs;

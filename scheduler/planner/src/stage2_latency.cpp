@@ -9,9 +9,15 @@
 //     more than min_move_gain (so re-planning leaves jobs still when nothing is gained);
 //   - a running job that must move takes the free offset reached with the least delay;
 //   - a new job is packed: the free range that fits it most tightly (best fit), at its start,
-//     against the end of the window before it; stage 3 then spreads the slack.
+//     against the end of the window before it; stage 3 then spreads the slack;
+//   - a stretch is only worth it when it costs less than running ungated at P would: its own
+//     expected slowdown from the windows it meets plus theirs from its traffic, the harm to
+//     higher-priority jobs counted higher_priority_protection times over. So a lightly loaded
+//     link does not stretch a job by 2/3 to save a neighbour a few percent of contention,
+//     while a higher-priority job's windows stay protected wherever that matters.
 //
 // Cost per job: one stay check and one stage-1 query, O(a log a).
+#include <algorithm>
 #include <limits>
 
 #include "workspace.h"
@@ -30,6 +36,54 @@ double move_cost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offse
   const JobShape& shape = ws.jobs[j].shape;
   return ws.options.move_cost_weight * shape.weight * static_cast<double>(delay) /
          static_cast<double>(shape.P);
+}
+
+bool outranked(const Workspace& ws, const JobShape& shape) {
+  for (std::size_t k = 0; k < shape.links.size(); ++k) {
+    const LinkId l = shape.links[k];
+    const double capacity = ws.topology.link(l).capacity_bps;
+    for (const auto& o : ws.link_jobs[l]) {
+      if (static_cast<std::int32_t>(o.job) == shape.self) continue;
+      if (ws.jobs[o.job].job.priority > shape.priority &&
+          o.height + shape.height[k] > capacity * (1 + 1e-9)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+double ungated_cost(const Workspace& ws, const JobShape& shape) {
+  const double d = static_cast<double>(shape.w) / static_cast<double>(shape.P);
+  double own = 0.0;
+  double others = 0.0;
+  for (std::size_t k = 0; k < shape.links.size(); ++k) {
+    const LinkId l = shape.links[k];
+    const double capacity = ws.topology.link(l).capacity_bps;
+    double busy = 0.0;  // share of time the link carries windows it cannot stack with
+    for (const auto& o : ws.link_jobs[l]) {
+      if (static_cast<std::int32_t>(o.job) == shape.self ||
+          o.height + shape.height[k] <= capacity * (1 + 1e-9)) {
+        continue;
+      }
+      const JobShape& other = ws.jobs[o.job].shape;
+      const Slot& s = ws.slots[o.job];
+      busy += static_cast<double>(other.w) / static_cast<double>(s.period);
+      const double protect =
+          other.priority > shape.priority ? ws.options.higher_priority_protection : 1.0;
+      others +=
+          protect * other.weight * d * static_cast<double>(other.w) / static_cast<double>(other.P);
+    }
+    own = std::max(own, std::min(1.0, busy));
+  }
+  return shape.weight * d * own + others;
+}
+
+Nanos stretch_bound(const Workspace& ws, const JobShape& shape) {
+  const auto cap = static_cast<Nanos>(ws.options.max_stretch * static_cast<double>(shape.P));
+  const double worth = ungated_cost(ws, shape) / shape.weight;  // in units of (T − P)/P
+  const auto bound = shape.P + static_cast<Nanos>(worth * static_cast<double>(shape.P));
+  return std::clamp(bound, shape.P, std::max(cap, shape.P));
 }
 
 namespace {
@@ -91,7 +145,8 @@ bool place_job(Workspace& ws, std::uint32_t j) {
   }
   const double stay_cost = can_stay ? stretch_cost(shape, slot.prev_period) : 0.0;
   static thread_local Fit fit;
-  if (first_fit(ws, shape, fit, can_stay ? slot.prev_period : 0)) {
+  const Nanos bound = stretch_bound(ws, shape);
+  if (first_fit(ws, shape, fit, can_stay ? std::min(slot.prev_period, bound) : bound)) {
     const Nanos offset = choose_offset(ws, j, fit);
     const double cost = stretch_cost(shape, fit.period) + move_cost(ws, j, fit.period, offset);
     if (!can_stay || cost < stay_cost - ws.options.min_move_gain) {

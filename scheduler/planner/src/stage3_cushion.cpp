@@ -36,7 +36,7 @@ void relax_cushions(Workspace& ws, const std::vector<std::uint32_t>& js, int swe
       const double share = wp / (wp + shape.weight);
       const auto target =
           r.a + static_cast<Nanos>(std::llround(static_cast<double>(r.b - r.a) * share));
-      slot.offset = mod(std::clamp(target, r.a, r.b), slot.period);
+      ws.set_offset(j, std::clamp(target, r.a, r.b));
     }
   }
 }

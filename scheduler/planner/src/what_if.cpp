@@ -16,6 +16,10 @@
 
 namespace metronome::planner {
 
+namespace detail {
+void require_valid(const Topology& topology, const std::vector<Job>& jobs);
+}  // namespace detail
+
 using detail::Workspace;
 
 namespace {
@@ -50,6 +54,14 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
                                   std::span<const std::vector<NodeId>> candidates,
                                   const WhatIfOptions& options) {
   const Workspace& ws = planner.workspace();
+  {
+    Job all = job;  // the profile once, and every candidate node
+    all.nodes.clear();
+    for (const std::vector<NodeId>& nodes : candidates) {
+      all.nodes.insert(all.nodes.end(), nodes.begin(), nodes.end());
+    }
+    detail::require_valid(ws.topology, {all});
+  }
   std::vector<WhatIfResult> results;
   results.reserve(candidates.size());
   std::unordered_map<LinkId, double> factor_cache;
@@ -62,6 +74,7 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
     probe.nodes = nodes;
     detail::JobShape shape = ws.shape_for(probe);
     shape.self = detail::kNoOwner;
+    shape.priority = job.priority;
     WhatIfResult r;
     auto neighbour = [&](std::uint32_t i, double added) {
       if (added <= 0) return;
@@ -73,7 +86,8 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
         r.affected.push_back({other.job.id, before, before + added});
       }
     };
-    if (shape.links.empty() || detail::first_fit(ws, shape, fit)) {
+    if (shape.links.empty() ||
+        detail::first_fit(ws, shape, fit, detail::stretch_bound(ws, shape))) {
       r.gated = true;
       r.period_ns = shape.links.empty() ? shape.P : fit.period;
       r.job_slowdown = static_cast<double>(r.period_ns - shape.P) / static_cast<double>(shape.P);

@@ -21,10 +21,11 @@ inline constexpr std::int32_t kNoOwner = -1;
 // The geometry of a job on its links: what stages 1–3 need, nothing else.
 struct JobShape {
   std::vector<LinkId> links;
-  std::vector<double> height;    // per link: min(β, B_l)
-  Nanos P = 0;                   // natural period
-  Nanos w = 0;                   // window (communication time)
-  double weight = 1.0;           // π
+  std::vector<double> height;  // per link: min(β, B_l)
+  Nanos P = 0;                 // natural period
+  Nanos w = 0;                 // window (communication time)
+  double weight = 1.0;         // π
+  int priority = 0;
   std::int32_t self = kNoOwner;  // index of the job itself (its own windows are ignored)
 };
 
@@ -75,13 +76,16 @@ class Workspace {
   void place_gated(std::uint32_t j, Nanos period, Nanos offset);
   void place_best_effort(std::uint32_t j, Nanos period, Nanos offset, bool drifting);
   void unplace(std::uint32_t j);
+  void set_offset(std::uint32_t j, Nanos offset);  // a gated job slides (stage 3)
 
   // Stage 1 helpers: harmonic periods (harmonic_periods.cpp) ----------------------------------
-  // Periods T with P ≤ T ≤ max_stretch·P that nest (divide or are divided by) every gated
-  // period on each of the shape's links, ascending.
+  // Candidate periods, ascending: P itself, then the harmonic ones T_i·k and T_i/k (exact) of
+  // the periods on the shape's links, all within P ≤ T ≤ max_stretch·P.
   void candidate_periods(const JobShape& shape, std::vector<Nanos>& out) const;
+  // True when T divides or is divided by every gated period on the shape's links.
   [[nodiscard]] bool nests(const JobShape& shape, Nanos period) const;
-  [[nodiscard]] Nanos hyperperiod(LinkId link) const;  // largest gated period on it (0: none)
+  // Least common multiple of the gated periods on the link (0: none, or beyond the cap).
+  [[nodiscard]] Nanos hyperperiod(LinkId link) const;
 
   // The interval structure (occupancy.cpp) ----------------------------------------------------
   // Free offset ranges in [0, T) for the shape at period T, against all gated jobs but itself.
@@ -118,9 +122,16 @@ class Workspace {
   mutable std::vector<Blocked> blocked_;
   mutable bool all_blocked_ = false;
   mutable std::vector<std::pair<Nanos, double>> events_;
+  struct Profile {  // a link's load over [0, q): (start, load) per segment
+    Nanos q = 0;    // 0: not computed since the link last changed
+    std::vector<std::pair<Nanos, double>> seg;
+  };
+  mutable std::vector<Profile> profiles_;
 };
 
-// Nanos helpers.
+// Nanos helpers. lcm_capped returns 0 when the result would exceed kMaxHyperperiod.
+inline constexpr Nanos kMaxHyperperiod = 10'000'000'000'000;  // ~2.8 hours
+Nanos lcm_capped(Nanos a, Nanos b);
 inline Nanos mod(Nanos x, Nanos m) {
   const Nanos r = x % m;
   return r < 0 ? r + m : r;
@@ -157,6 +168,14 @@ void overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index
 // stage2_latency.cpp: the stage-2 cost of a slot and the decision for one job.
 double stretch_cost(const JobShape& shape, Nanos period);
 double move_cost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset);
+// The stage-2 cost of running the job ungated at P instead: its own expected slowdown from
+// the windows it would meet, plus what it would cost them (both priority-weighted).
+double ungated_cost(const Workspace& ws, const JobShape& shape);
+// True when a gated job of higher priority shares a link with the shape (and cannot stack).
+bool outranked(const Workspace& ws, const JobShape& shape);
+// The longest period worth gating the job at: a stretch must cost less than running ungated,
+// unless that would put its traffic on a higher-priority job's windows (then max_stretch).
+Nanos stretch_bound(const Workspace& ws, const JobShape& shape);
 // Places job j (stage 1 + 2): stays, moves, or becomes best-effort. Returns true if it changed
 // from its previous position.
 bool place_job(Workspace& ws, std::uint32_t j);

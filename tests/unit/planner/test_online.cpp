@@ -123,3 +123,24 @@ TEST(OnlinePlanner, AdoptTakesAPlanAsItIs) {
 
 }  // namespace
 }  // namespace metronome::planner
+
+namespace metronome::planner {
+namespace {
+
+TEST(Validation, InvalidJobsAreRejectedWithAClearMessage) {
+  Problem p{testing::links(1), {testing::job(1, 0, 100, 140, {0})}};  // c > P
+  EXPECT_THROW((void)plan(p), std::invalid_argument);
+  OnlinePlanner planner(p.topology);
+  try {
+    planner.add_job(testing::job(2, 0, 0, 0, {0}));  // P = 0
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("natural period"), std::string::npos);
+  }
+  EXPECT_TRUE(planner.snapshot().jobs.empty());  // nothing half-added
+  p.jobs[0].extra_links = {9};
+  EXPECT_THROW((void)plan(p), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace metronome::planner

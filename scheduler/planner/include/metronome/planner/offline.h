@@ -34,7 +34,8 @@ struct OfflineStats {
 };
 
 // Returns a plan only when it beats `current` lexicographically (better() in plan.h).
-// Stops at the budget, at max_iterations, or as soon as `stop` is requested.
+// Stops at the budget, at max_iterations, or as soon as `stop` is requested. Throws
+// std::invalid_argument on invalid jobs (validate() in model.h).
 [[nodiscard]] std::optional<Plan> recalculate(const Problem& problem, const Plan& current,
                                               const OfflineOptions& options,
                                               std::stop_token stop = {},

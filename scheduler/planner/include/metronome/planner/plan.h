@@ -67,11 +67,14 @@ struct TimetableValues {
 [[nodiscard]] TimetableValues to_timetable(const JobPlan& job);
 
 struct PlannerOptions {
-  double max_stretch = 4.0;          // a gated job's period is at most max_stretch·P
+  double max_stretch = 2.0;          // a gated job's period is at most max_stretch·P
   int cushion_sweeps = 2;            // stage-3 relaxation passes
   double move_cost_weight = 1.0;     // stage-2 cost of moving a running job: weight·π·delay/P
   double min_move_gain = 0.01;       // a running job moves only if stage 2 gains more than this
   double best_effort_penalty = 1.0;  // stage-2 cost of a best-effort job, in units of π
+  // Stretch or run ungated? The harm ungated traffic would do to a higher-priority job's
+  // windows counts this many times over (stage 2; see stage2_latency.cpp).
+  double higher_priority_protection = 2.0;
   // Lexicographic tolerances: a difference below these is a tie at that stage.
   double utilization_tolerance = 1e-9;
   double latency_tolerance = 1e-9;

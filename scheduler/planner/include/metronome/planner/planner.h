@@ -26,6 +26,8 @@ class Workspace;
 
 // A one-shot plan. Jobs found in `current` are running: they keep their period and offset
 // unless stage 2 says moving pays (or a higher-priority job now needs their place).
+// Plan::jobs follows problem.jobs' order. Every entry point that takes jobs checks them first
+// (validate() in model.h) and throws std::invalid_argument listing the defects.
 [[nodiscard]] Plan plan(const Problem& problem, const PlannerOptions& options = {},
                         const Plan* current = nullptr);
 
@@ -55,6 +57,7 @@ class OnlinePlanner {
   // re-examined (they may now fit or shrink their period).
   void remove_job(JobId id);
 
+  // The whole plan; jobs in no particular order (look them up with Plan::find).
   [[nodiscard]] Plan snapshot() const;
   [[nodiscard]] std::vector<Job> jobs() const;
   [[nodiscard]] const Topology& topology() const;
