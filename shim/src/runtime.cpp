@@ -304,7 +304,10 @@ Runtime::CallToken Runtime::BeforeCollective(ncclComm_t comm, Op op, uint64_t by
     const bool group_done = ts.group_depth > 0 && ts.group_gated;
     if (mode_ == Mode::kEnforce && !group_done) {
       if (ts.group_depth > 0) ts.group_gated = true;
-      Gate(st, stream);
+      // The phase starts when the gate lets it go: that is what the tracker and the scheduler
+      // (which judges phase starts against the windows) must see.
+      const int64_t released = Gate(st, stream);
+      if (released != 0) tok.start_ns = released;
     }
   }
   return tok;
@@ -319,21 +322,21 @@ void Runtime::AfterCollective(const CallToken& t) noexcept {
   st->ring.Push(CollEvent{t.start_ns, end, t.op, t.bytes});
 }
 
-void Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
+int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
   Timetable tt;
-  if (!st->job->store.Read(tt)) return;                      // no timetable: go
-  if (!clock_valid.load(std::memory_order_relaxed)) return;  // no common clock: go
+  if (!st->job->store.Read(tt)) return 0;                      // no timetable: go
+  if (!clock_valid.load(std::memory_order_relaxed)) return 0;  // no common clock: go
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
   if (st->device_gate) {  // also on the legacy default stream (0)
     if (DeviceGate::Enqueue(st->device_slot, stream, tt, offset, config_.max_wait_ns)) {
       st->gated.store(st->gated.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      return;
+      return 0;
     }
   }
   // A host wait must not happen while the stream is captured into a CUDA graph.
   if (stream != nullptr && DeviceGate::StreamIsCapturing(stream)) {
     st->capture_passes.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return 0;
   }
   const HostGateOutcome o = HostGate(tt, RealtimeNs(), offset, config_.max_wait_ns, true);
   switch (o.action) {
@@ -349,6 +352,7 @@ void Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
       st->failed_open.fetch_add(1, std::memory_order_relaxed);
       break;
   }
+  return o.action == GateAction::kWaitUntil ? RealtimeNs() : 0;
 }
 
 std::vector<CommState*> Runtime::LiveComms() {

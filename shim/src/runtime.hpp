@@ -164,7 +164,8 @@ class Runtime {
   static void InstallForTesting(Runtime* rt) noexcept;
 
  private:
-  void Gate(CommState* st, cudaStream_t stream) noexcept;
+  // Returns the local time the host gate released the caller, or 0 when it did not hold it.
+  int64_t Gate(CommState* st, cudaStream_t stream) noexcept;
   bool Insert(CommState* st) noexcept;
   std::string DeriveJobId(const CommOrigin& o) const;
 
