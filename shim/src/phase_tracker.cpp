@@ -192,7 +192,7 @@ PhaseEstimate PhaseTracker::Estimate() const {
     e.next_start_ns = e.last_start_ns + e.period_ns;
     const size_t intervals = std::min(start_count_ - 1, kPeriodWindow);
     const double fill = static_cast<double>(intervals) / static_cast<double>(kPeriodWindow);
-    e.confidence = std::clamp(1.0 - 5.0 * spread, 0.0, 1.0) * fill;
+    e.confidence = std::clamp(1.0 - 4.0 * spread, 0.0, 1.0) * fill;
   }
   int64_t d[kDurationWindow];
   const size_t nd = Last(durations_, duration_count_, duration_next_, kDurationWindow, d);
