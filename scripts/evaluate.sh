@@ -46,6 +46,15 @@ for f in "$OUT"/scaling/scale-*.yaml; do
   done
 done
 
+echo "evaluate: testbed-small over seeds (initial phase offsets)" >&2
+: > "$OUT/testbed-seeds.jsonl"
+for seed in 1 2 3 4 5 6 7 8 9 10; do
+  "$SIM" examples/scenarios/testbed-small.yaml --compare k8s-default,metronome --seed "$seed" \
+    --json --no-progress |
+    "$PY" -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({'seed': $seed, 'runs': {r['policy']: {j['name']: j['mean_iteration_ms'] for j in r['jobs']} for r in d['runs']}}))" \
+    >> "$OUT/testbed-seeds.jsonl"
+done
+
 TESTBED="${METRONOME_TESTBED_RESULTS:-$REPO/out/demo/results.json}"
 echo "evaluate: report" >&2
 "$PY" sim/eval/make_report.py --runs "$OUT" --testbed "$TESTBED" \

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   bool list = false;
   double max_stretch = 0.0;
   int offline = 40;
+  std::int64_t seed = -1;
   app.add_option("scenario", scenario_path, "scenario YAML file");
   app.add_option("--policy,-p", policy, "policy to run (see --list-policies)");
   app.add_option("--compare,-c", compare, "comma-separated policies to run side by side");
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-stretch", max_stretch,
                  "planner option max_stretch for the metronome policies (default: the planner's)")
       ->check(CLI::Range(1.0, 16.0));
+  app.add_option("--seed", seed, "override the scenario's seed")->check(CLI::NonNegativeNumber);
   app.add_option("--offline-iterations", offline,
                  "offline search iterations after each plan change (metronome with controller; 0: "
                  "off)")
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
   try {
     scenario = metronome::sim::LoadScenario(scenario_path);
     metronome::sim::ValidateScenario(scenario, metronome::sim::DefaultModelLookup());
+    if (seed >= 0) scenario.seed = static_cast<std::uint64_t>(seed);
   } catch (const metronome::sim::ScenarioError& e) {
     std::cerr << "metronome-sim: bad scenario: " << e.what() << "\n";
     return 2;

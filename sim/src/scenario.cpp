@@ -198,7 +198,9 @@ Scenario ParseScenario(const std::string& yaml_text, const std::string& source) 
       s.seed = static_cast<std::uint64_t>(seed);
     }
     if (const YAML::Node noise = root["noise"]) {
-      CheckKeys(noise, "noise", {"compute_jitter", "clock_skew_us", "profile_error"});
+      CheckKeys(noise, "noise",
+                {"compute_jitter", "clock_skew_us", "profile_error", "start_jitter_s"});
+      s.noise.start_jitter_s = NonNegative(noise, "noise", "start_jitter_s", 0.0);
       s.noise.compute_jitter = NonNegative(noise, "noise", "compute_jitter", 0.0);
       s.noise.clock_skew_us = NonNegative(noise, "noise", "clock_skew_us", 0.0);
       s.noise.profile_error = NonNegative(noise, "noise", "profile_error", 0.0);

@@ -75,7 +75,7 @@ std::int64_t ToNs(double s) {
   return std::llround(s * 1e9);
 }
 
-enum class State { kPending, kQueued, kCompute, kGate, kComm, kLocalComm, kDone };
+enum class State { kPending, kQueued, kLaunch, kCompute, kGate, kComm, kLocalComm, kDone };
 
 struct Job {
   const JobSpec* spec = nullptr;
@@ -91,6 +91,7 @@ struct Job {
   std::mt19937_64 rng;
   std::normal_distribution<double> jitter{0.0, 1.0};
   double profile_factor = 1.0;
+  double start_delay = 0.0;  // launch delay before the first iteration
 
   // Dynamic state.
   double phase_end = kInf;  // compute end, gate release, or local comm end
@@ -143,6 +144,9 @@ class Engine {
       j.index = i;
       j.rng.seed(SplitMix(s.seed * 1000003ull + i + 1));
       std::mt19937_64 prng(SplitMix(s.seed * 7919ull + i + 17));
+      if (s.noise.start_jitter_s > 0) {
+        j.start_delay = std::uniform_real_distribution<double>(0.0, s.noise.start_jitter_s)(prng);
+      }
       if (s.noise.profile_error > 0) {
         j.profile_factor = 1.0 + std::uniform_real_distribution<double>(
                                      -s.noise.profile_error, s.noise.profile_error)(prng);
@@ -238,6 +242,9 @@ class Engine {
       case State::kGate:
         j.sum_gate += now_ - j.gate_enter;
         StartComm(j);
+        return false;
+      case State::kLaunch:
+        StartCompute(j);
         return false;
       case State::kComm:
       case State::kLocalComm:
@@ -458,6 +465,12 @@ class Engine {
     j.start_s = now_;
     running_.push_back(j.index);
     if (scheduler_) scheduler_->JobStarted(View(j), ToNs(now_));
+    if (j.start_delay > 0) {
+      // Launching: an idle phase that ends in the first compute phase.
+      j.state = State::kLaunch;
+      j.phase_end = now_ + j.start_delay;
+      return;
+    }
     StartCompute(j);
   }
 

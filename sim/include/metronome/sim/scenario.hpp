@@ -22,6 +22,8 @@ struct Noise {
   double compute_jitter = 0.0;  // relative standard deviation of each iteration's compute time
   double clock_skew_us = 0.0;   // each node's clock is off by U(-skew, +skew)
   double profile_error = 0.0;   // the planner's profile of a job is off by U(-e, +e) (relative)
+  double start_jitter_s = 0.0;  // a started job's first iteration begins after U(0, x) seconds
+                                // (process launch, rendezvous); counted in its JCT
 };
 
 struct NodeSpec {
