@@ -21,7 +21,8 @@ const std::vector<std::string>& PolicyNames() {
                                                  "metronome",
                                                  "metronome-no-cushion",
                                                  "metronome-no-stretch",
-                                                 "metronome-no-controller"};
+                                                 "metronome-no-controller",
+                                                 "metronome-pack"};
   return names;
 }
 
