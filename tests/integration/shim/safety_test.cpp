@@ -93,7 +93,7 @@ TEST(ShimSafety, SchedulerAbsentRunsUngated) {
     worst = std::max(worst, shim.Collective());
   }
   EXPECT_EQ(shim.Version(), 0u);
-  EXPECT_LT(worst, 1'000'000) << "a collective was held without any scheduler";
+  EXPECT_LT(worst, 5'000'000) << "a collective was held without any scheduler";
   EXPECT_EQ(shim.rt->Find(shim.comm)->calls.load(), 40u);
 }
 
@@ -228,7 +228,7 @@ TEST(ShimSafety, SchedulerDiesFailsOpenAndReRegisters) {
   EXPECT_EQ(shim.rt->counters.fail_open_events.load(), 1u);
   for (int i = 0; i < 10; ++i) {
     std::this_thread::sleep_for(2ms);
-    EXPECT_LT(shim.Collective(), 1'000'000) << "held while failed open";
+    EXPECT_LT(shim.Collective(), 5'000'000) << "held while failed open";
   }
 
   // It comes back at the same address: the shim says hello again and takes the new timetable

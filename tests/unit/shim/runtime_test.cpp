@@ -96,7 +96,7 @@ TEST(ShimRuntime, GatesOnlyTheFirstCollectiveOfAPhase) {
   EXPECT_GE(held, 15 * kMs);
   EXPECT_LE(held, 60 * kMs);
   // The rest of the burst follows at once.
-  for (int i = 0; i < 5; ++i) EXPECT_LT(f.Call(), 1 * kMs);
+  for (int i = 0; i < 5; ++i) EXPECT_LT(f.Call(), 5 * kMs);
   EXPECT_EQ(f.st->gated.load(), 1u);
 }
 
@@ -114,7 +114,7 @@ TEST(ShimRuntime, GatesOncePerGroup) {
   ts.group_depth = 0;
   ts.group_gated = false;
   EXPECT_GE(first, 5 * kMs);
-  EXPECT_LT(second, 1 * kMs);
+  EXPECT_LT(second, 5 * kMs);
   EXPECT_EQ(f.st->gated.load(), 1u);
 }
 
@@ -123,7 +123,7 @@ TEST(ShimRuntime, ObserveNeverWaits) {
   f.Call();
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
   f.PublishWindowIn(20 * kMs);
-  EXPECT_LT(f.Call(), 1 * kMs);
+  EXPECT_LT(f.Call(), 5 * kMs);
   EXPECT_EQ(f.st->gated.load(), 0u);
   EXPECT_EQ(f.st->calls.load(), 2u);
 }
@@ -140,7 +140,7 @@ TEST(ShimRuntime, NoClockEstimateMeansNoWait) {
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
   f.PublishWindowIn(20 * kMs);
   f.rt->clock_valid.store(false);
-  EXPECT_LT(f.Call(), 1 * kMs);
+  EXPECT_LT(f.Call(), 5 * kMs);
 }
 
 TEST(ShimRuntime, ByteSizes) {
@@ -176,7 +176,7 @@ TEST(ShimRuntime, NoHostWaitWhileTheStreamIsCaptured) {
   const auto tok = f.rt->BeforeCollective(f.comm, Op::kAllReduce, 1024, captured);
   const int64_t held = RealtimeNs() - t0;
   f.rt->AfterCollective(tok);
-  EXPECT_LT(held, 1 * kMs);
+  EXPECT_LT(held, 5 * kMs);
   EXPECT_EQ(f.st->capture_passes.load(), 1u);
   EXPECT_EQ(f.st->gated.load(), 0u);
   // The same on a stream that is not captured waits.
