@@ -12,14 +12,14 @@
 #include <atomic>
 
 // Every NCCL function the shim calls, wrapped or not. X(name) is the name without the prefix.
-#define METRONOME_NCCL_FUNCTIONS(X)                                                               \
-  X(AllReduce)                                                                                    \
-  X(Broadcast)                                                                                    \
-  X(Bcast)                                                                                        \
-  X(Reduce) X(AllGather) X(ReduceScatter) X(AlltoAll) X(Gather) X(Scatter) X(Send) X(Recv)        \
-      X(GroupStart) X(GroupEnd) X(CommInitRank) X(CommInitRankConfig) X(CommInitAll) X(CommSplit) \
-          X(CommInitRankScalable) X(CommShrink) X(CommFinalize) X(CommDestroy) X(CommAbort)       \
-              X(GetVersion) X(CommUserRank) X(CommCount) X(CommCuDevice)
+// clang-format off
+#define METRONOME_NCCL_FUNCTIONS(X)                                                      \
+  X(AllReduce) X(Broadcast) X(Bcast) X(Reduce) X(AllGather) X(ReduceScatter)             \
+  X(AlltoAll) X(Gather) X(Scatter) X(Send) X(Recv) X(GroupStart) X(GroupEnd)             \
+  X(CommInitRank) X(CommInitRankConfig) X(CommInitAll) X(CommSplit)                      \
+  X(CommInitRankScalable) X(CommShrink) X(CommFinalize) X(CommDestroy) X(CommAbort)      \
+  X(GetVersion) X(CommUserRank) X(CommCount) X(CommCuDevice)
+// clang-format on
 
 namespace metronome::shim {
 
