@@ -304,12 +304,15 @@ ncclResult_t initRank(const char* function, ncclComm_t* out, int nranks, const n
   }
 }
 
-ncclResult_t destroy(const char* function, ncclComm_t handle) noexcept {
+// Destroy closes the connections gracefully (data already sent still reaches the peers); abort
+// resets them.
+ncclResult_t destroy(const char* function, ncclComm_t handle, bool abort) noexcept {
   try {
     if (handle == nullptr || !unregisterComm(handle)) {
       return invalid(function, "invalid communicator (null or destroyed)");
     }
     standin::forgetComm(handle);
+    if (abort) handle->impl.abort();
     delete handle;
     return ncclSuccess;
   } catch (...) {
@@ -416,18 +419,36 @@ STANDIN_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const in
   }
 }
 
+// Operations complete on the host before they return, but their last bytes may still be on the
+// way to a peer: finalize is a barrier of all ranks, after which no rank waits for data, so that
+// the ranks may then close their connections and exit in any order. (Destroy without finalize
+// closes gracefully too, which delivers what was sent; finalize also tells that every peer got
+// that far.)
 STANDIN_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
-  // Every operation completes on the host before it returns: nothing is left to flush.
-  if (lookup(comm) == nullptr) return invalid("ncclCommFinalize", "invalid communicator");
-  return ncclSuccess;
+  const char* function = "ncclCommFinalize";
+  ncclComm* c = lookup(comm);
+  if (c == nullptr) return invalid(function, "invalid communicator");
+  try {
+    const ncclResult_t async = c->impl.asyncError();
+    if (async != ncclSuccess) {
+      return fail(async, std::string(function) + ": communicator failed earlier (" +
+                             std::string(ncclGetErrorString(async)) + "); destroy it");
+    }
+    c->impl.finalize();
+    return ncclSuccess;
+  } catch (...) {
+    const ncclResult_t code = caught(function);
+    if (code == ncclSystemError || code == ncclInternalError) c->impl.setAsyncError(code);
+    return code;
+  }
 }
 
 STANDIN_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
-  return destroy("ncclCommDestroy", comm);
+  return destroy("ncclCommDestroy", comm, false);
 }
 
 STANDIN_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
-  return destroy("ncclCommAbort", comm);
+  return destroy("ncclCommAbort", comm, true);
 }
 
 STANDIN_API(ncclResult_t, ncclCommRevoke, ncclComm_t /*comm*/, int /*revokeFlags*/) {

@@ -23,6 +23,8 @@ namespace {
 // in the top byte) and a per-peer message number.
 constexpr std::uint64_t kPointToPointSlot = 0x5eull << 56;
 constexpr std::uint64_t kSlotNumberMask = (1ull << 48) - 1;
+// Tag of the barrier of ncclCommFinalize (the barrier of connect() uses tag 0).
+constexpr std::uint32_t kFinalizeTag = 0x66696e;  // "fin"
 
 // One TCP device per bind address, shared by all communicators of the process and never
 // destroyed (its event-loop thread lives until the process exits).
@@ -119,15 +121,43 @@ Communicator::Communicator(int nranks, int rank, Rendezvous rendezvous, int devi
       sendCount_(static_cast<std::size_t>(nranks), 0),
       recvCount_(static_cast<std::size_t>(nranks), 0) {}
 
+// Gloo's closeConnections() is a hard close: SO_LINGER 0, so close() resets the connection and
+// the kernel drops what it has not sent yet. A blocking send returns once the data is in the
+// socket's buffer, not once the peer has it, so a hard close right after the last collective cut
+// off the tail of that collective's data on slow links (the peer then waited for it until the
+// operation timeout). Destroying the context instead closes each socket normally: the kernel
+// sends what it holds, then a FIN, even after this process has exited. (A close still resets
+// when unread data is left in the socket; with every operation matched by the peers there is
+// none, since an operation completes only after reading all the peer sent for it.)
 Communicator::~Communicator() {
+  watch_.stop();
   std::lock_guard<std::mutex> lock(mu_);
-  if (context_) {
-    try {
-      context_->closeConnections();
-    } catch (...) {
-      // Closing is best effort: the peers notice the closed sockets.
-    }
-    context_.reset();
+  context_.reset();
+}
+
+void Communicator::abort() noexcept {
+  watch_.stop();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!context_) return;
+  try {
+    context_->closeConnections();
+  } catch (...) {
+    // Best effort: the peers notice the closed sockets anyway.
+  }
+  context_.reset();
+}
+
+void Communicator::finalize() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!context_) throw Error(ncclInvalidUsage, "communicator is not initialized");
+  if (nranks_ > 1) {
+    // Every rank enters the barrier only after its own operations completed, and an operation
+    // completes only once its data has arrived: past the barrier nobody waits for data any more.
+    PeerWatch::Busy busy(watch_, context_);
+    gloo::BarrierOptions barrier(context_);
+    barrier.setTag(kFinalizeTag);
+    barrier.setTimeout(timeout_);
+    gloo::barrier(barrier);
   }
 }
 
@@ -168,6 +198,7 @@ void Communicator::run(const Operation& operation) {
 void Communicator::runGroup(const std::vector<Operation>& operations) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!context_) throw Error(ncclInvalidUsage, "communicator is not initialized");
+  PeerWatch::Busy busy(watch_, context_);
 
   // 1. Post every point-to-point operation. Messages to oneself are matched here, in order.
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends;
@@ -226,6 +257,7 @@ std::vector<char> Communicator::exchange(const void* data, std::size_t bytes) {
   std::vector<char> input(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
   std::vector<char> output(bytes * static_cast<std::size_t>(nranks_));
   if (nranks_ == 1) return input;
+  PeerWatch::Busy busy(watch_, context_);
   gloo::AllgatherOptions options(context_);
   options.setInput(reinterpret_cast<std::uint8_t*>(input.data()), bytes);
   options.setOutput(reinterpret_cast<std::uint8_t*>(output.data()), output.size());

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "peer_watch.hpp"
 #include "rendezvous.hpp"
 
 namespace standin {
@@ -44,6 +45,16 @@ class Communicator {
 
   // Meets the other ranks and connects the full mesh; blocking. Throws.
   void connect();
+
+  // ncclCommFinalize: a barrier of all ranks, so that when it returns every peer has finished
+  // every operation, i.e. has received all this rank sent. (The stand-in does not refuse
+  // operations after it; each call is a barrier.) Throws.
+  void finalize();
+
+  // ncclCommAbort: resets the connections at once (peers see the reset), dropping unsent data.
+  // The destructor instead closes them gracefully: data already handed to the kernel still
+  // reaches the peers after this process is gone.
+  void abort() noexcept;
 
   int size() const { return nranks_; }
   int rank() const { return rank_; }
@@ -88,6 +99,7 @@ class Communicator {
   std::mutex mu_;
   std::shared_ptr<gloo::Context> context_;
   std::atomic<bool> connected_{false};
+  PeerWatch watch_;  // fails operations stuck on a dead peer
   std::atomic<ncclResult_t> asyncError_{ncclSuccess};
   std::vector<std::uint64_t> sendCount_;  // point-to-point messages sent to / received from
   std::vector<std::uint64_t> recvCount_;  // each peer: they number the Gloo slots
