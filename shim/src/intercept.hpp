@@ -21,8 +21,9 @@ inline ncclResult_t Forward(A... a) noexcept {
 template <Fn F, class... A>
 inline ncclResult_t Collective(Op op, uint64_t bytes, ncclComm_t comm, cudaStream_t stream,
                                A... a) noexcept {
+  if (!g_shim_active.load(std::memory_order_relaxed)) return Forward<F>(a...);
   ThreadState& ts = Tls();
-  if (ts.depth != 0 || !g_shim_active.load(std::memory_order_relaxed)) return Forward<F>(a...);
+  if (ts.depth != 0) return Forward<F>(a...);
   ++ts.depth;
   Runtime& rt = Runtime::Get();
   const Runtime::CallToken tok = rt.BeforeCollective(comm, op, bytes, stream);
