@@ -12,6 +12,8 @@
 // Cost per job: for each candidate period (harmonic_periods.cpp) one free-range query
 // (occupancy.cpp), O(a log a) for a arcs on its links; usually the first candidate fits.
 #include <algorithm>
+#include <iterator>
+#include <numeric>
 
 #include "workspace.h"
 
@@ -77,14 +79,6 @@ bool first_fit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_p
 
 namespace {
 
-struct Folded {
-  Nanos start;  // in [0, T)
-  Nanos len;
-  double coef;  // π·excess / max(T, T_i): weight of one unit of overlap
-  std::uint32_t job;
-  double excess;
-};
-
 Nanos circular_overlap(Nanos x, Nanos w, Nanos s, Nanos len, Nanos t) {
   Nanos total = 0;
   for (Nanos k = -1; k * t <= len + t; ++k) {
@@ -95,6 +89,8 @@ Nanos circular_overlap(Nanos x, Nanos w, Nanos s, Nanos len, Nanos t) {
   return total;
 }
 
+}  // namespace
+
 // Every other window on one link, folded onto the circle of period t.
 void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
                std::vector<Folded>& out) {
@@ -104,18 +100,19 @@ void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos 
   auto add = [&](std::uint32_t i, double hi) {
     if (static_cast<std::int32_t>(i) == shape.self) return;
     const Slot& s = ws.slots[i];
-    if (s.drifting || (s.period % t != 0 && t % s.period != 0)) return;
+    if (s.drifting) return;
     const double excess = (h + hi - capacity) / capacity;
     if (excess <= 1e-12) return;
     const Nanos wi = ws.jobs[i].shape.w;
-    const double coef =
-        ws.jobs[i].shape.weight * excess / static_cast<double>(std::max(t, s.period));
-    if (s.period >= t) {
-      out.push_back({mod(s.offset, t), wi, coef, i, excess});
-    } else {
-      for (Nanos a = s.offset; a < s.offset + t; a += s.period) {
-        out.push_back({mod(a, t), wi, coef, i, excess});
-      }
+    // Periods T and T_i: i's windows fall on every multiple of g = gcd(T, T_i) of the circle
+    // T, each as often: g/(T·T_i) of them per unit time.
+    const Nanos g = std::gcd(t, s.period);
+    if (t / g > 16) return;  // nearly unrelated periods: i's windows sweep the circle evenly
+    const double scale =
+        static_cast<double>(g) / (static_cast<double>(t) * static_cast<double>(s.period));
+    const double coef = ws.jobs[i].shape.weight * excess * scale;
+    for (Nanos a = s.offset; a < s.offset + t; a += g) {
+      out.push_back({mod(a, t), wi, coef, i, excess, scale});
     }
   };
   for (const auto& o : ws.link_jobs[l]) add(o.job, o.height);
@@ -127,73 +124,90 @@ void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos 
   }
 }
 
-}  // namespace
+void cost_curve(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
+                CostCurve& out) {
+  static thread_local std::vector<Folded> arcs;
+  arcs.clear();
+  fold_link(ws, shape, k, t, arcs);
+  cost_curve(arcs, shape.w, t, out);
+}
+
+void cost_curve(const std::vector<Folded>& arcs, Nanos w, Nanos t, CostCurve& out) {
+  out.c0 = 0.0;
+  out.slope0 = 0.0;
+  out.bends.clear();
+  // The cost is piecewise linear in the offset x; its slope changes where the window's edges
+  // meet an arc's edges (four bends per arc). Value and slope are taken at x = 0+.
+  for (const Folded& a : arcs) {
+    if (a.len >= t || w >= t) continue;  // covers the circle: (nearly) the same for every x
+    out.bends.emplace_back(mod(a.start - w, t), a.coef);
+    out.bends.emplace_back(a.start, -a.coef);
+    out.bends.emplace_back(mod(a.start + a.len - w, t), -a.coef);
+    out.bends.emplace_back(mod(a.start + a.len, t), a.coef);
+    out.c0 += a.coef * static_cast<double>(circular_overlap(0, w, a.start, a.len, t));
+    const auto inside = [&](Nanos lo, Nanos hi) {  // 0 ∈ [lo, hi) on the circle
+      return mod(-lo, t) < mod(hi - lo, t);
+    };
+    if (inside(mod(a.start - w, t), a.start)) out.slope0 += a.coef;
+    if (inside(mod(a.start + a.len - w, t), mod(a.start + a.len, t))) out.slope0 -= a.coef;
+  }
+  std::sort(out.bends.begin(), out.bends.end());
+}
+
+Nanos minimize_curves(std::span<const CostCurve* const> curves, Nanos t) {
+  (void)t;
+  static thread_local std::vector<std::pair<Nanos, double>> merged;
+  static thread_local std::vector<std::pair<Nanos, double>> scratch;
+  merged.clear();
+  double c = 0.0;
+  double slope = 0.0;
+  for (const CostCurve* curve : curves) {  // merge the sorted bend lists: O(A) per curve
+    c += curve->c0;
+    slope += curve->slope0;
+    scratch.clear();
+    std::merge(merged.begin(), merged.end(), curve->bends.begin(), curve->bends.end(),
+               std::back_inserter(scratch));
+    merged.swap(scratch);
+  }
+  Nanos best_x = 0;
+  double best = c;
+  Nanos at = 0;
+  std::size_t i = 0;
+  while (i < merged.size() && merged[i].first == 0) ++i;  // already in slope0
+  while (i < merged.size()) {
+    const Nanos next = merged[i].first;
+    c += slope * static_cast<double>(next - at);
+    at = next;
+    while (i < merged.size() && merged[i].first == at) slope += merged[i++].second;
+    if (c < best - 1e-15) {
+      best = c;
+      best_x = at;
+    }
+  }
+  return best_x;
+}
 
 BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape) {
   static thread_local std::vector<Nanos> periods;
   ws.candidate_periods(shape, periods);
   BestEffortSlot slot;
-  if (periods.empty()) {
-    slot.period = shape.P;
-    return slot;  // drifting
-  }
-  slot.period = periods.front();
+  slot.period = periods.empty() ? shape.P : periods.front();
   // A stretched window is only worth it when the stretch costs less than running ungated at
   // P would (see stretch_bound in stage2_latency.cpp).
-  if (slot.period > stretch_bound(ws, shape)) {
+  if (periods.empty() || slot.period > stretch_bound(ws, shape)) {
     slot.period = shape.P;
     return slot;  // drifting
   }
   slot.drifting = false;
-  const Nanos t = slot.period;
-  static thread_local std::vector<Folded> arcs;
-  arcs.clear();
-  for (std::size_t k = 0; k < shape.links.size(); ++k) fold_link(ws, shape, k, t, arcs);
-  if (arcs.empty()) return slot;
-  // The cost is piecewise linear in the offset x; its slope changes where the window's edges
-  // meet an arc's edges. Sweep those breakpoints once around the circle: O(A log A).
-  const Nanos w = shape.w;
-  static thread_local std::vector<std::pair<Nanos, double>> bends;
-  bends.clear();
-  for (const Folded& a : arcs) {
-    if (a.len >= t || w >= t) continue;  // covers the circle: (nearly) the same for every x
-    bends.emplace_back(mod(a.start - w, t), a.coef);
-    bends.emplace_back(a.start, -a.coef);
-    bends.emplace_back(mod(a.start + a.len - w, t), -a.coef);
-    bends.emplace_back(mod(a.start + a.len, t), a.coef);
+  static thread_local std::vector<CostCurve> curves;
+  static thread_local std::vector<const CostCurve*> pointers;
+  curves.resize(std::max(curves.size(), shape.links.size()));
+  pointers.clear();
+  for (std::size_t k = 0; k < shape.links.size(); ++k) {
+    cost_curve(ws, shape, k, slot.period, curves[k]);
+    pointers.push_back(&curves[k]);
   }
-  if (bends.empty()) return slot;
-  std::sort(bends.begin(), bends.end());
-  const Nanos x0 = bends.front().first;
-  double c = 0.0;      // cost at x0
-  double slope = 0.0;  // d cost / dx just after x0, before x0's own bends
-  for (const Folded& a : arcs) {
-    if (a.len >= t || w >= t) continue;
-    c += a.coef * static_cast<double>(circular_overlap(x0, w, a.start, a.len, t));
-    // Slope of this arc's overlap just right of x0 (excluding bends exactly at x0).
-    const auto inside = [&](Nanos lo, Nanos hi) {  // x0 ∈ [lo, hi) on the circle
-      const Nanos d = mod(x0 - lo, t);
-      return d < mod(hi - lo, t);
-    };
-    if (inside(mod(a.start - w, t), a.start)) slope += a.coef;
-    if (inside(mod(a.start + a.len - w, t), mod(a.start + a.len, t))) slope -= a.coef;
-  }
-  // Bends at x0 itself are already reflected in the slope computed just right of x0.
-  std::size_t i = 0;
-  while (i < bends.size() && bends[i].first == x0) ++i;
-  double best = c;
-  slot.offset = x0;
-  Nanos at = x0;
-  while (i < bends.size()) {
-    const Nanos next = bends[i].first;
-    c += slope * static_cast<double>(next - at);
-    at = next;
-    while (i < bends.size() && bends[i].first == at) slope += bends[i++].second;
-    if (c < best - 1e-15) {
-      best = c;
-      slot.offset = at;
-    }
-  }
+  slot.offset = minimize_curves(pointers, slot.period);
   return slot;
 }
 
@@ -211,16 +225,26 @@ void refresh_best_effort(Workspace& ws, const std::vector<std::uint32_t>& js) {
 
 void overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
               Nanos offset, std::vector<Overlap>& out) {
-  out.clear();
   static thread_local std::vector<Folded> arcs;
   arcs.clear();
   fold_link(ws, shape, link_index, period, arcs);
+  overlaps(arcs, shape.w, period, offset, out);
+}
+
+void overlaps(const std::vector<Folded>& arcs, Nanos w, Nanos period, Nanos offset,
+              std::vector<Overlap>& out) {
+  out.clear();
   for (const Folded& a : arcs) {
-    const Nanos ov = circular_overlap(mod(offset, period), shape.w, a.start, a.len, period);
+    const Nanos ov = circular_overlap(mod(offset, period), w, a.start, a.len, period);
     if (ov <= 0) continue;
-    const double share =
-        static_cast<double>(ov) / static_cast<double>(std::max(period, ws.slots[a.job].period));
-    out.push_back({a.job, share, a.excess});
+    const double share = static_cast<double>(ov) * a.scale;
+    auto same =
+        std::find_if(out.begin(), out.end(), [&](const Overlap& x) { return x.job == a.job; });
+    if (same != out.end()) {
+      same->share += share;  // another window of the same job
+    } else {
+      out.push_back({a.job, share, a.excess});
+    }
   }
 }
 

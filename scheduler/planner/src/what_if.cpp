@@ -48,6 +48,60 @@ double extra_factor(const Workspace& ws, LinkId l, double h) {
   return detail::LinkContention(ws.topology.link(l).capacity_bps, gated, random).extra_stretch(h);
 }
 
+// Free offsets of the job on one link at one period, as sorted segments of [0, t) that do not
+// wrap. Cached across candidates: they depend only on the link, the period and the job.
+using Segments = std::vector<std::pair<Nanos, Nanos>>;
+
+struct SegmentCache {
+  const Workspace& ws;
+  std::unordered_map<std::uint64_t, Segments> cache;
+  std::vector<detail::FreeRange> ranges;
+  Segments current;
+  Segments scratch;
+
+  const Segments& of(const detail::JobShape& shape, std::size_t k, Nanos t) {
+    const LinkId l = shape.links[k];
+    const std::uint64_t key = (static_cast<std::uint64_t>(t) << 20) ^ l;
+    auto [it, fresh] = cache.try_emplace(key);
+    if (fresh) {
+      ws.free_ranges(shape, t, ranges, l);
+      for (const detail::FreeRange& r : ranges) {
+        if (r.b < t) {
+          it->second.emplace_back(r.a, r.b);
+        } else {
+          it->second.emplace_back(r.a, t - 1);
+          it->second.emplace_back(0, r.b - t);
+        }
+      }
+      std::sort(it->second.begin(), it->second.end());
+    }
+    return it->second;
+  }
+
+  // Whether some offset is free on every link of the shape at period t: O(Σ segments).
+  bool fits(const detail::JobShape& shape, Nanos t) {
+    current = of(shape, 0, t);
+    for (std::size_t k = 1; k < shape.links.size() && !current.empty(); ++k) {
+      const Segments& other = of(shape, k, t);
+      scratch.clear();
+      std::size_t i = 0;
+      std::size_t j = 0;
+      while (i < current.size() && j < other.size()) {
+        const Nanos lo = std::max(current[i].first, other[j].first);
+        const Nanos hi = std::min(current[i].second, other[j].second);
+        if (lo <= hi) scratch.emplace_back(lo, hi);
+        if (current[i].second < other[j].second) {
+          ++i;
+        } else {
+          ++j;
+        }
+      }
+      current.swap(scratch);
+    }
+    return !current.empty();
+  }
+};
+
 }  // namespace
 
 std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
@@ -65,8 +119,15 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
   std::vector<WhatIfResult> results;
   results.reserve(candidates.size());
   std::unordered_map<LinkId, double> factor_cache;
-  detail::Fit fit;
+  SegmentCache segments{ws, {}, {}, {}, {}};
+  std::vector<Nanos> periods;
   std::vector<detail::Overlap> ov;
+  struct LinkCache {
+    std::vector<detail::Folded> arcs;  // the others' windows on the circle of period P
+    detail::CostCurve curve;           // the best-effort cost along that circle
+  };
+  std::unordered_map<LinkId, LinkCache> link_cache;  // per link, for this job's shape
+  std::vector<const detail::CostCurve*> pointers;
   Job probe = job;
   const double duty =
       static_cast<double>(job.profile.comm_ns) / static_cast<double>(job.profile.period_ns);
@@ -86,10 +147,23 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
         r.affected.push_back({other.job.id, before, before + added});
       }
     };
-    if (shape.links.empty() ||
-        detail::first_fit(ws, shape, fit, detail::stretch_bound(ws, shape))) {
+    bool gated = shape.links.empty();
+    Nanos period = shape.P;
+    if (!gated) {  // stage 1 as in first_fit, on the cached per-link free segments
+      ws.candidate_periods(shape, periods);
+      const Nanos bound = detail::stretch_bound(ws, shape);
+      for (const Nanos t : periods) {
+        if (t > bound) break;
+        if (segments.fits(shape, t)) {
+          gated = true;
+          period = t;
+          break;
+        }
+      }
+    }
+    if (gated) {
       r.gated = true;
-      r.period_ns = shape.links.empty() ? shape.P : fit.period;
+      r.period_ns = period;
       r.job_slowdown = static_cast<double>(r.period_ns - shape.P) / static_cast<double>(shape.P);
       if (options.list_affected) {
         for (const LinkId l : shape.links) {
@@ -102,7 +176,19 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
     } else {
       // Best-effort: it would take the window best_effort_slot() gives it and share bandwidth
       // with the windows it overlaps (first-order estimate: overlap time × excess height).
-      const detail::BestEffortSlot be = detail::best_effort_slot(ws, shape);
+      detail::BestEffortSlot be;
+      be.period = shape.P;  // a best-effort job keeps its natural period (stage1_utilization.cpp)
+      be.drifting = false;
+      pointers.clear();
+      for (std::size_t k = 0; k < shape.links.size(); ++k) {
+        auto [it, fresh] = link_cache.try_emplace(shape.links[k]);
+        if (fresh) {
+          detail::fold_link(ws, shape, k, be.period, it->second.arcs);
+          detail::cost_curve(it->second.arcs, shape.w, be.period, it->second.curve);
+        }
+        pointers.push_back(&it->second.curve);
+      }
+      be.offset = detail::minimize_curves(pointers, be.period);
       r.period_ns = be.period;
       const auto p_new = static_cast<double>(shape.P);
       double worst = 0.0;
@@ -120,7 +206,7 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
           }
           continue;
         }
-        detail::overlaps(ws, shape, k, be.period, be.offset, ov);
+        detail::overlaps(link_cache[l].arcs, shape.w, be.period, be.offset, ov);
         double mine = 0.0;
         for (const detail::Overlap& o : ov) {
           const detail::Slot& s = ws.slots[o.job];

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <random>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -148,12 +149,34 @@ struct Fit {
 bool first_fit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_period = 0);
 // What a job that does not fit gets: the smallest harmonic period (P, drifting, when none
 // exists) and the offset where its windows overlap the least priority-weighted traffic.
+// Another job's window folded onto the circle of period T of the job being placed.
+struct Folded {
+  Nanos start;  // in [0, T)
+  Nanos len;
+  double coef;  // π·excess·scale: weight of one unit of overlap on the circle
+  std::uint32_t job;
+  double excess;
+  double scale;  // g/(T·T_i): overlap on the circle → overlapping time per unit time
+};
+void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
+               std::vector<Folded>& out);
 struct BestEffortSlot {
   Nanos period = 0;
   Nanos offset = 0;
   bool drifting = true;
 };
 BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape);
+// The best-effort cost of one link as a function of the offset x on the circle of period t:
+// value and slope at x = 0+ and the sorted slope changes. Curves of several links add up; the
+// what-if caches them per link across candidates.
+struct CostCurve {
+  double c0 = 0.0;
+  double slope0 = 0.0;
+  std::vector<std::pair<Nanos, double>> bends;
+};
+void cost_curve(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t, CostCurve& out);
+void cost_curve(const std::vector<Folded>& arcs, Nanos w, Nanos t, CostCurve& out);
+Nanos minimize_curves(std::span<const CostCurve* const> curves, Nanos t);
 // Re-places the best-effort jobs among js (highest priority first) against the final windows.
 void refresh_best_effort(Workspace& ws, const std::vector<std::uint32_t>& js);
 // Overlap of a window at (period, offset) with the others on one link, per unit time, for
@@ -165,6 +188,8 @@ struct Overlap {
 };
 void overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
               Nanos offset, std::vector<Overlap>& out);
+void overlaps(const std::vector<Folded>& arcs, Nanos w, Nanos period, Nanos offset,
+              std::vector<Overlap>& out);
 // stage2_latency.cpp: the stage-2 cost of a slot and the decision for one job.
 double stretch_cost(const JobShape& shape, Nanos period);
 double move_cost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset);
