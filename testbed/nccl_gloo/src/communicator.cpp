@@ -130,13 +130,11 @@ Communicator::Communicator(int nranks, int rank, Rendezvous rendezvous, int devi
 // when unread data is left in the socket; with every operation matched by the peers there is
 // none, since an operation completes only after reading all the peer sent for it.)
 Communicator::~Communicator() {
-  watch_.stop();
   std::lock_guard<std::mutex> lock(mu_);
   context_.reset();
 }
 
 void Communicator::abort() noexcept {
-  watch_.stop();
   std::lock_guard<std::mutex> lock(mu_);
   if (!context_) return;
   try {
@@ -153,7 +151,6 @@ void Communicator::finalize() {
   if (nranks_ > 1) {
     // Every rank enters the barrier only after its own operations completed, and an operation
     // completes only once its data has arrived: past the barrier nobody waits for data any more.
-    PeerWatch::Busy busy(watch_, context_);
     gloo::BarrierOptions barrier(context_);
     barrier.setTag(kFinalizeTag);
     barrier.setTimeout(timeout_);
@@ -198,7 +195,6 @@ void Communicator::run(const Operation& operation) {
 void Communicator::runGroup(const std::vector<Operation>& operations) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!context_) throw Error(ncclInvalidUsage, "communicator is not initialized");
-  PeerWatch::Busy busy(watch_, context_);
 
   // 1. Post every point-to-point operation. Messages to oneself are matched here, in order.
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends;
@@ -257,7 +253,6 @@ std::vector<char> Communicator::exchange(const void* data, std::size_t bytes) {
   std::vector<char> input(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
   std::vector<char> output(bytes * static_cast<std::size_t>(nranks_));
   if (nranks_ == 1) return input;
-  PeerWatch::Busy busy(watch_, context_);
   gloo::AllgatherOptions options(context_);
   options.setInput(reinterpret_cast<std::uint8_t*>(input.data()), bytes);
   options.setOutput(reinterpret_cast<std::uint8_t*>(output.data()), output.size());

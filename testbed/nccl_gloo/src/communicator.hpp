@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "peer_watch.hpp"
 #include "rendezvous.hpp"
 
 namespace standin {
@@ -99,7 +98,6 @@ class Communicator {
   std::mutex mu_;
   std::shared_ptr<gloo::Context> context_;
   std::atomic<bool> connected_{false};
-  PeerWatch watch_;  // fails operations stuck on a dead peer
   std::atomic<ncclResult_t> asyncError_{ncclSuccess};
   std::vector<std::uint64_t> sendCount_;  // point-to-point messages sent to / received from
   std::vector<std::uint64_t> recvCount_;  // each peer: they number the Gloo slots
