@@ -23,7 +23,7 @@ if [[ -z "${METRONOME_SIM:-}" ]]; then
   METRONOME_SIM="$REPO/build/eval/sim/metronome-sim"
 fi
 SIM="$METRONOME_SIM"
-POLICIES="k8s-default,network-aware,cassini,metronome,metronome-pack,metronome-no-cushion,metronome-no-stretch,metronome-no-controller"
+POLICIES="k8s-default,network-aware,cassini,metronome,metronome-pack,metronome-no-cushion,metronome-no-stretch,metronome-no-controller,metronome-ungated-best-effort"
 
 echo "evaluate: scenarios" >&2
 "$PY" examples/scenarios/generate.py

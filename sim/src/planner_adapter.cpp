@@ -125,9 +125,15 @@ class PlannerScheduler final : public TimeScheduler {
     e.job.profile.period_ns = std::llround(mean) + e.comm_ns;
     e.since_plan = 0;
     e.fail_opens = 0;
+    // As the scheduler service does on a changed profile: re-plan everything with the current
+    // plan as the starting point (running jobs stay unless moving them pays).
     Timed([&] {
-      online_->remove_job(index);
-      (void)online_->add_job(e.job);
+      std::vector<pl::Job> jobs = online_->jobs();
+      for (pl::Job& j : jobs) {
+        if (j.id == index) j.profile = e.job.profile;
+      }
+      const pl::Plan current = online_->snapshot();
+      online_->plan_all(jobs, &current);
     });
     ++stats_.drift_replans;
     Offline(now_ns);
@@ -136,7 +142,8 @@ class PlannerScheduler final : public TimeScheduler {
 
   [[nodiscard]] const Timetable* GateTimetable(std::size_t index) override {
     Entry& e = entries_[index];
-    if (!e.has_tt || e.best_effort) return nullptr;
+    if (!e.has_tt || e.tt.window_ns >= e.tt.period_ns) return nullptr;  // always open
+    if (e.best_effort && !policy_.gate_best_effort) return nullptr;
     if (policy_.scheduling == SchedulingKind::kCassini) {
       // CASSINI shifts a job in time once, when its placement or shift changes, and otherwise
       // lets it run freely: no per-iteration gate, no stop-and-wait.
@@ -147,7 +154,7 @@ class PlannerScheduler final : public TimeScheduler {
   }
   [[nodiscard]] const Timetable* CurrentTimetable(std::size_t index) const override {
     const Entry& e = entries_[index];
-    return e.has_tt && !e.best_effort ? &e.tt : nullptr;
+    return e.has_tt && e.tt.window_ns < e.tt.period_ns ? &e.tt : nullptr;
   }
   [[nodiscard]] bool BestEffort(std::size_t index) const override {
     return entries_[index].best_effort;
@@ -260,11 +267,14 @@ class PlannerScheduler final : public TimeScheduler {
       Timetable tt;
       tt.version = e.tt.version;
       tt.epoch_ns = plan.epoch_ns;
-      tt.period_ns = jp.period_ns;
-      tt.offset_ns = jp.offset_ns;
-      tt.window_ns = jp.window_ns;
-      tt.late_slack_ns = jp.late_slack_ns;
-      tt.max_wait_ns = jp.period_ns;
+      // What the scheduler service pushes: the planner's timetable values (a best-effort job
+      // keeps a window every period, with no late slack; window = period means ungated).
+      const pl::TimetableValues v = pl::to_timetable(jp);
+      tt.period_ns = v.period_ns;
+      tt.offset_ns = v.offset_ns;
+      tt.window_ns = v.window_ns;
+      tt.late_slack_ns = v.late_slack_ns;
+      tt.max_wait_ns = v.period_ns;
       const uint32_t check = ValidateTimetable(tt);
       e.best_effort = jp.best_effort;
       if ((check & kTimetableRejectMask) != 0) {

@@ -22,7 +22,8 @@ const std::vector<std::string>& PolicyNames() {
                                                  "metronome-no-cushion",
                                                  "metronome-no-stretch",
                                                  "metronome-no-controller",
-                                                 "metronome-pack"};
+                                                 "metronome-pack",
+                                                 "metronome-ungated-best-effort"};
   return names;
 }
 
@@ -43,6 +44,11 @@ PolicyConfig PolicyByName(const std::string& name) {
   } else if (name == "metronome-pack") {
     // Metronome's time scheduling on network-aware placement (no what-if scoring).
     p.scheduling = SchedulingKind::kMetronome;
+  } else if (name == "metronome-ungated-best-effort") {
+    // An experiment, not the service's behaviour: best-effort jobs run ungated instead of in
+    // the window the planner gives them (late slack 0).
+    p.scheduling = SchedulingKind::kMetronome;
+    p.gate_best_effort = false;
   } else if (name == "metronome-no-cushion") {
     p.scheduling = SchedulingKind::kMetronome;
     p.cushion = false;

@@ -52,11 +52,12 @@ struct PolicyConfig {
   std::string name;
   int placement = 0;  // PlacementKind
   SchedulingKind scheduling = SchedulingKind::kNone;
-  bool cushion = true;          // planner stage 3
-  bool stretch = true;          // harmonic period stretching
-  bool controller = true;       // re-planning on departures and drift
-  double max_stretch = 0.0;     // planner's max_stretch (0: the planner's default)
-  int offline_iterations = 40;  // offline search iterations per run (scaled down above 50 jobs)
+  bool cushion = true;           // planner stage 3
+  bool stretch = true;           // harmonic period stretching
+  bool controller = true;        // re-planning on departures and drift
+  double max_stretch = 0.0;      // planner's max_stretch (0: the planner's default)
+  bool gate_best_effort = true;  // false: best-effort jobs run ungated (an experiment)
+  int offline_iterations = 40;   // offline search iterations per run (scaled down above 50 jobs)
 };
 
 class TimeScheduler {
