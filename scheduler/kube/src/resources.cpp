@@ -221,6 +221,12 @@ Status ApplyLinkSchedule(Client& client, const LinkScheduleSpec& spec,
                          const LinkScheduleStatus& status) {
   const Resource r = resources::LinkSchedules();
   const std::string name = LinkObjectName(spec.name);
+  if (!(spec.capacity_gbps > 0) || spec.capacity_gbps > 100000) {
+    // The CRD requires 0 < capacityGbps <= 100000: say so here rather than as a 422.
+    return Error{0, "Invalid",
+                 "LinkSchedule " + name + ": capacityGbps must be in (0, 100000], not " +
+                     std::to_string(spec.capacity_gbps)};
+  }
   auto existing = client.Get(r, "", name);
   if (!existing) {
     if (!existing.error().NotFound()) return existing.error();

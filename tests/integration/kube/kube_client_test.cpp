@@ -563,7 +563,11 @@ TEST(KubeTypes, ApplyLinkScheduleCreatesOnceThenWritesStatus) {
   for (const auto& r : api.requests()) creates += r.rfind("POST ", 0) == 0 ? 1 : 0;
   EXPECT_EQ(creates, 1);
 
-  // Errors come back as values.
+  // Errors come back as values, before asking the server when the spec cannot be valid.
+  auto invalid = ApplyLinkSchedule(client, {"r9/up", 0, "", {}}, status);
+  ASSERT_FALSE(invalid);
+  EXPECT_EQ(invalid.error().reason, "Invalid");
+  EXPECT_FALSE(api.Object("linkschedules", "", "r9-up"));
   api.FailNext(100, 403);
   auto denied = ApplyLinkSchedule(client, spec, status);
   ASSERT_FALSE(denied);
