@@ -401,10 +401,13 @@ def main():
           "When periods are unrelated, overlaps are partial and the contention costs a few percent; "
           "Metronome pays instead (1) the harmonic stretch T ≥ P of gated jobs, (2) stop-and-wait: "
           "a phase that comes later than its late slack (jitter, or a window slowed by best-effort "
-          "traffic) waits for the next window, up to a whole period, and (3) best-effort jobs, which "
-          "run ungated and slow the gated windows they cross. Where these exceed the contention they "
-          "remove, Metronome loses to network-aware placement alone, and it does so in this report "
-          "wherever the verdict above says so.", ""]
+          "traffic) waits for the next window, up to a whole period, and (3) best-effort jobs: the "
+          "planner gives each a window that overlaps others' windows, with zero late slack, so the "
+          "overlap it was planned into slows it, it comes late to its next window and waits a whole "
+          "period, while it slows the gated windows it crosses. Where these exceed the contention "
+          "they remove, Metronome loses to network-aware placement alone, and it does so in this "
+          "report wherever the verdict above says so. The `metronome-ungated-best-effort` "
+          "experiment below shows how much of the loss the best-effort windows account for.", ""]
 
     L += ["## Per scenario", ""]
     for key, title in SCENARIOS:
