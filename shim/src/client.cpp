@@ -72,12 +72,7 @@ void Client::Run() noexcept {
     if (Connect()) {
       Loop();
       SendByes("exit");
-      int linger = 100;
-      zmq_->setsockopt(sock_, ZMQ_LINGER, &linger, sizeof(linger));
-      zmq_->close(sock_);
-      zmq_->ctx_term(ctx_);
-      sock_ = nullptr;
-      ctx_ = nullptr;
+      transport_->Close(100);
     } else {
       // No ZeroMQ: keep tracking (observe-only) so that logs still show the rhythm.
       while (!stop_.load()) {
@@ -94,51 +89,13 @@ void Client::Run() noexcept {
 }
 
 bool Client::Connect() {
-  zmq_ = LoadZmq();
-  if (zmq_ == nullptr) return false;
-  ctx_ = zmq_->ctx_new();
-  if (ctx_ == nullptr) return false;
-  zmq_->ctx_set(ctx_, ZMQ_IO_THREADS, 1);
-  sock_ = zmq_->socket(ctx_, ZMQ_DEALER);
-  if (sock_ == nullptr) {
-    MLOG_ERROR("cannot create a ZeroMQ socket: %s", zmq_->strerror(zmq_->errno_()));
+  const Config& c = rt_.config();
+  transport_ = c.curve_server_key.empty() ? MakeZmtpTransport() : MakeZmqTransport();
+  if (!transport_->Open(c)) {
+    MLOG_ERROR("no connection to the scheduler (%s): running ungated", c.scheduler.c_str());
     return false;
   }
-  const int zero = 0;
-  const int one = 1;
-  const int sndhwm = 100;
-  const int rcvhwm = 1000;
-  const int reconnect = 100;
-  const int reconnect_max = 1000;
-  const int64_t max_msg = static_cast<int64_t>(proto::kMaxMessageBytes);
-  zmq_->setsockopt(sock_, ZMQ_LINGER, &zero, sizeof(zero));
-  zmq_->setsockopt(sock_, ZMQ_IMMEDIATE, &one, sizeof(one));
-  zmq_->setsockopt(sock_, ZMQ_SNDHWM, &sndhwm, sizeof(sndhwm));
-  zmq_->setsockopt(sock_, ZMQ_RCVHWM, &rcvhwm, sizeof(rcvhwm));
-  zmq_->setsockopt(sock_, ZMQ_RECONNECT_IVL, &reconnect, sizeof(reconnect));
-  zmq_->setsockopt(sock_, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
-  zmq_->setsockopt(sock_, ZMQ_MAXMSGSIZE, &max_msg, sizeof(max_msg));
-  const std::string& server_key = rt_.config().curve_server_key;
-  if (!server_key.empty()) {
-    // The scheduler runs CURVE: encrypt with an ephemeral key pair of our own.
-    char pub[41] = {};
-    char sec[41] = {};
-    if (zmq_->curve_keypair == nullptr || zmq_->curve_keypair(pub, sec) != 0 ||
-        zmq_->setsockopt(sock_, ZMQ_CURVE_SERVERKEY, server_key.c_str(), 40) != 0 ||
-        zmq_->setsockopt(sock_, ZMQ_CURVE_PUBLICKEY, pub, 40) != 0 ||
-        zmq_->setsockopt(sock_, ZMQ_CURVE_SECRETKEY, sec, 40) != 0) {
-      MLOG_ERROR("METRONOME_CURVE_SERVERKEY is set but CURVE cannot be used: %s: running ungated",
-                 zmq_->strerror(zmq_->errno_()));
-      return false;
-    }
-  }
-  if (zmq_->connect(sock_, rt_.config().scheduler.c_str()) != 0) {
-    MLOG_ERROR("cannot connect to METRONOME_SCHEDULER=%s: %s: running ungated",
-               rt_.config().scheduler.c_str(), zmq_->strerror(zmq_->errno_()));
-    return false;
-  }
-  MLOG_INFO("scheduler client started: %s%s (libzmq from %s)", rt_.config().scheduler.c_str(),
-            server_key.empty() ? "" : " with CURVE", zmq_->path);
+  MLOG_INFO("scheduler client started: %s via %s", c.scheduler.c_str(), transport_->Describe());
   return true;
 }
 
@@ -151,17 +108,13 @@ void Client::Loop() {
       const int64_t release = DeviceGate::ServiceWaits(now);
       next = std::min(next, release);
       long timeout_ms = static_cast<long>(std::max<int64_t>(0, (next - now + kMs - 1) / kMs));
-      zmq_pollitem_t items[2] = {};
-      items[0].socket = sock_;
-      items[0].events = ZMQ_POLLIN;
-      items[1].fd = wake_fd_;
-      items[1].events = ZMQ_POLLIN;
-      zmq_->poll(items, wake_fd_ >= 0 ? 2 : 1, timeout_ms);
-      if (wake_fd_ >= 0 && (items[1].revents & ZMQ_POLLIN)) {
+      transport_->Wait(timeout_ms, wake_fd_);
+      if (wake_fd_ >= 0) {
         uint64_t v = 0;
-        const ssize_t r = read(wake_fd_, &v, sizeof(v));
+        const ssize_t r = read(wake_fd_, &v, sizeof(v));  // non-blocking: drains a wake-up
         (void)r;
       }
+      transport_->Service(RealtimeNs());
       Receive();
       now = RealtimeNs();
       DeviceGate::ServiceWaits(now);
@@ -183,23 +136,14 @@ void Client::Loop() {
 
 void Client::Send(const proto::Message& m) {
   proto::Encode(m, buf_);
-  zmq_->send(sock_, buf_.data(), buf_.size(), ZMQ_DONTWAIT);
+  transport_->Send(buf_);
 }
 
 void Client::Receive() {
   for (int i = 0; i < 256; ++i) {
-    const int n = zmq_->recv(sock_, rx_.data(), rx_.size(), ZMQ_DONTWAIT);
-    if (n < 0) return;
-    int more = 0;
-    size_t more_size = sizeof(more);
-    zmq_->getsockopt(sock_, ZMQ_RCVMORE, &more, &more_size);
-    const bool multipart = more != 0;
-    while (more != 0) {  // discard the rest of a multi-frame message
-      char scratch[64];
-      if (zmq_->recv(sock_, scratch, sizeof(scratch), ZMQ_DONTWAIT) < 0) break;
-      more_size = sizeof(more);
-      zmq_->getsockopt(sock_, ZMQ_RCVMORE, &more, &more_size);
-    }
+    bool multipart = false;
+    if (!transport_->Receive(rx_, multipart)) return;
+    const size_t n = rx_.size();
     const int64_t now = RealtimeNs();
     last_rx_ns_ = now;
     if (failed_open_) {
@@ -207,14 +151,14 @@ void Client::Receive() {
       MLOG_INFO("scheduler answers again: re-registering");
     }
     rt_.counters.rx_messages.fetch_add(1);
-    if (multipart || static_cast<size_t>(n) > proto::kMaxMessageBytes) {
+    if (multipart || n > proto::kMaxMessageBytes) {
       rt_.counters.rx_rejected.fetch_add(1);
       if (reject_logs_++ < 5)
         MLOG_WARN("rejected a message from the scheduler: %s",
                   multipart ? "several frames" : "too large");
       continue;
     }
-    const proto::Decoded d = proto::Decode(rx_.data(), static_cast<size_t>(n));
+    const proto::Decoded d = proto::Decode(rx_.data(), n);
     if (!d.ok()) {
       rt_.counters.rx_rejected.fetch_add(1);
       if (reject_logs_++ < 5) {
@@ -378,7 +322,7 @@ void Client::SendHellos(int64_t now) {
     h.nccl_version = nccl_version;
     h.shim_version = kShimVersion;
     proto::Encode(h, buf_);
-    if (zmq_->send(sock_, buf_.data(), buf_.size(), ZMQ_DONTWAIT) < 0) continue;  // not connected
+    if (!transport_->Send(buf_)) continue;  // not connected
     rt_.counters.hellos_sent.fetch_add(1);
     if (std::find(awaiting_welcome_.begin(), awaiting_welcome_.end(), job) ==
         awaiting_welcome_.end()) {

@@ -1,6 +1,7 @@
 // The scheduler client: the shim's one background thread (started with the first communicator).
 //
-// It owns a ZeroMQ DEALER connected to METRONOME_SCHEDULER and, in a loop woken at least every
+// It owns a DEALER connection to METRONOME_SCHEDULER (transport.hpp: ZMTP spoken directly, or
+// libzmq for CURVE) and, in a loop woken at least every
 // 50 ms (or earlier by a socket message or a stream-wait release):
 //   - drains each communicator's event ring into its PhaseTracker and publishes the learned
 //     phase-start threshold back to the caller's path;
@@ -15,13 +16,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "metronome/common/clock_sync.hpp"
 #include "metronome/common/protocol.hpp"
-#include "zmq_api.hpp"
+#include "transport.hpp"
 
 namespace metronome::shim {
 
@@ -53,9 +55,7 @@ class Client {
   void MarkUnregistered();
 
   Runtime& rt_;
-  const ZmqApi* zmq_ = nullptr;
-  void* ctx_ = nullptr;
-  void* sock_ = nullptr;
+  std::unique_ptr<Transport> transport_;
   int wake_fd_ = -1;
   std::thread* thread_ = nullptr;  // leaked at exit on purpose
   std::atomic<bool> stop_{false};
@@ -72,7 +72,7 @@ class Client {
   bool failed_open_ = false;  // inside an outage
   std::vector<JobState*> awaiting_welcome_;
   std::string buf_;
-  std::vector<char> rx_;
+  std::string rx_;
   int64_t last_tt_log_ns_ = 0;
   uint64_t tt_log_suppressed_ = 0;
   uint64_t reject_logs_ = 0;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Process-level tests of libmetronome.so under LD_PRELOAD. Usage:
 #   shim_process_tests.sh <check> <libmetronome.so> <program> [build_dir]
-# Checks: equivalence (real NCCL), natural_pace, reentrancy, missing, fork, idle, off, static,
-# install.
+# Checks: equivalence (real NCCL), natural_pace, reentrancy, missing, threads, fork, idle, off,
+# static, install.
 # In sanitizer builds METRONOME_TEST_PRELOAD_PREFIX holds the sanitizer runtime, which must come
 # first in LD_PRELOAD.
 set -euo pipefail
@@ -56,6 +56,12 @@ missing)
   grep -q 'ncclAlltoAll -> 3' "$tmp/out" || { cat "$tmp/out"; fail "missing symbol must give ncclInternalError"; }
   grep -q 'no NCCL in this process provides pncclAlltoAll' "$tmp/err" || fail "no log line for the missing symbol"
   echo "a function absent from the loaded NCCL returns ncclInternalError with one log line"
+  ;;
+threads)
+  LD_PRELOAD="$preload" "$prog" libs >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; fail "libs run failed"; }
+  grep -q '^threads 2$' "$tmp/out" || { cat "$tmp/out"; fail "the shim added more than one thread"; }
+  if grep -q 'libzmq' "$tmp/out"; then fail "libzmq loaded without CURVE"; fi
+  echo "with a communicator the shim adds exactly one thread and loads no library"
   ;;
 fork)
   LD_PRELOAD="$preload" "$prog" fork >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; fail "fork run failed"; }
@@ -129,8 +135,9 @@ ncclScatter
 ncclSend
 LIST
   diff -u "$tmp/expected" "$tmp/exported" || fail "libmetronome.so exports more or other than the wrapped NCCL names"
-  # At run time, libzmq and its dependencies come from the bundle.
-  LD_PRELOAD="$dir/libmetronome.so" "$prog" libs >"$tmp/libs" 2>"$tmp/err" || { cat "$tmp/err"; fail "libs run failed"; }
+  # At run time, libzmq (loaded for CURVE only) and its dependencies come from the bundle.
+  METRONOME_CURVE_SERVERKEY='rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7' \
+    LD_PRELOAD="$dir/libmetronome.so" "$prog" libs >"$tmp/libs" 2>"$tmp/err" || { cat "$tmp/err"; fail "libs run failed"; }
   grep -q "^lib $dir/libzmq.so.5" "$tmp/libs" || { cat "$tmp/libs" "$tmp/err"; fail "libzmq not loaded from the bundle"; }
   for dep in libsodium libpgm libnorm libgssapi_krb5; do
     if grep -q "^lib .*/$dep" "$tmp/libs"; then
