@@ -7,6 +7,8 @@
 #include <httplib.h>
 
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -405,6 +407,36 @@ TEST(ExtenderRoutes, MountedOnAnHttplibServerAtThePrefix) {
   EXPECT_EQ(r->status, 200);
   other.stop();
   t2.join();
+}
+
+// A stand-in for metronome-scheduler's HttpServer: Post(name, pattern, handler).
+struct NamedServer {
+  std::map<std::string,
+           std::pair<std::string, std::function<void(const httplib::Request&, httplib::Response&)>>>
+      routes;
+  void Post(const std::string& name, const std::string& pattern,
+            std::function<void(const httplib::Request&, httplib::Response&)> handler) {
+    routes[name] = {pattern, std::move(handler)};
+  }
+};
+
+TEST(ExtenderRoutes, NamedRoutesForTheServiceServer) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  NamedServer server;
+  RegisterNamedRoutes(server, ext);
+  ASSERT_EQ(server.routes.size(), 2u);
+  EXPECT_EQ(server.routes["extender_filter"].first, "/extender/filter");
+  EXPECT_EQ(server.routes["extender_prioritize"].first, "/extender/prioritize");
+  httplib::Request req;
+  req.body = "nonsense";
+  httplib::Response res;
+  server.routes["extender_filter"].second(req, res);
+  EXPECT_EQ(res.status, 400);
+  req.body = Fixture("prioritize_node_names.json");
+  server.routes["extender_prioritize"].second(req, res);
+  EXPECT_EQ(res.status, 200);
+  EXPECT_TRUE(Json::parse(res.body).is_array());
 }
 
 TEST(ExtenderModels, GpuLabelsMapToModelTableKeys) {

@@ -131,4 +131,24 @@ class Extender {
 void RegisterRoutes(httplib::Server& server, Extender& extender,
                     const std::string& prefix = "/extender");
 
+// The same on any server with `Post(name, pattern, handler(const httplib::Request&,
+// httplib::Response&))`, such as metronome-scheduler's HttpServer (routes named
+// "extender_filter" and "extender_prioritize" for its metrics).
+template <typename NamedRouteServer>
+void RegisterNamedRoutes(NamedRouteServer& server, Extender& extender,
+                         const std::string& prefix = "/extender") {
+  const auto reply = [](httplib::Response& res, const ExtenderResponse& r) {
+    res.status = r.status;
+    res.set_content(r.body, r.content_type.c_str());
+  };
+  server.Post("extender_filter", prefix + "/filter",
+              [&extender, reply](const httplib::Request& req, httplib::Response& res) {
+                reply(res, extender.HandleFilter(req.body));
+              });
+  server.Post("extender_prioritize", prefix + "/prioritize",
+              [&extender, reply](const httplib::Request& req, httplib::Response& res) {
+                reply(res, extender.HandlePrioritize(req.body));
+              });
+}
+
 }  // namespace metronome::extender
