@@ -103,6 +103,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         .Help("Ranks dropped because they stopped reporting")
                         .Register(r)
                         .Add({});
+  planning_errors_ = &BuildCounter()
+                          .Name("metronome_planning_errors_total")
+                          .Help("Jobs the planner refused (invalid profile or topology)")
+                          .Register(r)
+                          .Add({});
   plan_duration_ = &BuildHistogram()
                         .Name("metronome_plan_duration_seconds")
                         .Help("Time spent in the planner per re-plan")

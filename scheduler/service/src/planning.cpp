@@ -114,6 +114,11 @@ struct PlanningAdapter::Impl {
   }
 
   pl::Job Checked(const PlanJob& j) const {
+    if (j.period_ns <= 0 || j.comm_ns <= 0 || j.comm_ns > j.period_ns) {
+      throw PlanningError("job " + j.name + ": profile needs 0 < comm <= period (period " +
+                          std::to_string(j.period_ns) + " ns, comm " + std::to_string(j.comm_ns) +
+                          " ns)");
+    }
     pl::Job job = ToPlanner(j);
     pl::Problem probe;
     probe.topology = online.topology();
@@ -131,7 +136,11 @@ PlanningAdapter::~PlanningAdapter() = default;
 
 void PlanningAdapter::AddJob(const PlanJob& job) {
   const pl::Job pj = impl_->Checked(job);
-  (void)impl_->online.add_job(pj);
+  try {
+    (void)impl_->online.add_job(pj);
+  } catch (const std::invalid_argument& e) {
+    throw PlanningError("job " + job.name + ": " + e.what());
+  }
   ++generation_;
 }
 
@@ -145,7 +154,11 @@ void PlanningAdapter::ReplanAll(const std::vector<PlanJob>& jobs) {
   pjs.reserve(jobs.size());
   for (const auto& j : jobs) pjs.push_back(impl_->Checked(j));
   const pl::Plan current = impl_->online.snapshot();
-  impl_->online.plan_all(pjs, &current);
+  try {
+    impl_->online.plan_all(pjs, &current);
+  } catch (const std::invalid_argument& e) {
+    throw PlanningError(e.what());
+  }
   ++generation_;
 }
 
@@ -217,7 +230,12 @@ std::vector<WhatIfEntry> PlanningAdapter::WhatIf(
   std::vector<std::vector<pl::NodeId>> candidates{job.nodes};
   pl::WhatIfOptions opt;
   opt.list_affected = true;
-  const auto results = pl::what_if(impl_->online, job, candidates, opt);
+  std::vector<pl::WhatIfResult> results;
+  try {
+    results = pl::what_if(impl_->online, job, candidates, opt);
+  } catch (const std::invalid_argument& e) {
+    throw PlanningError(e.what());
+  }
   std::vector<WhatIfEntry> out;
   if (results.empty()) return out;
   const auto& r = results.front();
@@ -261,7 +279,13 @@ OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budge
   opt.budget = std::chrono::milliseconds(budget_ms);
   opt.seed = task.generation + 1;
   pl::OfflineStats stats;
-  auto better = pl::recalculate(task.problem, task.current, opt, stop, &stats);
+  std::optional<pl::Plan> better;
+  try {
+    better = pl::recalculate(task.problem, task.current, opt, stop, &stats);
+  } catch (const std::invalid_argument& e) {
+    result.summary = std::string("refused: ") + e.what();
+    return result;
+  }
   result.summary =
       std::to_string(stats.iterations) + " iterations, score (" +
       std::to_string(stats.current.utilization) + ", " + std::to_string(stats.current.latency) +
@@ -287,7 +311,11 @@ OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budge
 bool PlanningAdapter::AdoptOffline(const OfflineResult& result) {
   if (!result.improved || !result.plan || result.generation != generation_) return false;
   const auto* op = static_cast<const OfflinePlan*>(result.plan.get());
-  impl_->online.adopt(op->jobs, op->plan);
+  try {
+    impl_->online.adopt(op->jobs, op->plan);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
   ++generation_;
   return true;
 }

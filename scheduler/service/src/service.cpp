@@ -68,7 +68,10 @@ void Service::Start() {
   socket_->set(zmq::sockopt::router_mandatory, 1);
   socket_->set(zmq::sockopt::linger, 0);
   socket_->set(zmq::sockopt::sndhwm, 10'000);
-  socket_->set(zmq::sockopt::rcvhwm, 100'000);
+  // Thousands of shims reconnect at once after a restart: a short accept queue would drop their
+  // SYNs and delay them by seconds of TCP retransmission.
+  socket_->set(zmq::sockopt::backlog, 4096);
+  socket_->set(zmq::sockopt::rcvhwm, 1'000);  // per peer: backpressure, bounded memory
   // Frames above this drop the connection inside libzmq; up to it, oversized frames reach the
   // decoder, which rejects (and counts) anything above proto::kMaxMessageBytes.
   socket_->set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
@@ -343,8 +346,13 @@ void Service::PushTimetable(JobState& job, RankState& rank, const char* reason, 
 }
 
 void Service::Decide(JobState& job, const char* decision, const std::string& detail) {
+  Decide(job, decision, spdlog::level::info, detail);
+}
+
+void Service::Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
+                     const std::string& detail) {
   metrics_.ControllerDecisions(decision).Increment();
-  spdlog::info("controller: job={} decision={} {}", job.name, decision, detail);
+  spdlog::log(level, "controller: job={} decision={} {}", job.name, decision, detail);
   job.decisions.push_back(std::string(decision) + ": " + detail);
   if (job.decisions.size() > kMaxDecisions) job.decisions.erase(job.decisions.begin());
 }
@@ -374,7 +382,9 @@ void Service::HandleReport(ClientState& client, const proto::ProfileReport& m, i
   }
   if (v.late_phases > 0) {
     metrics_.PhasesLate().Increment(v.late_phases);
+    // Logged at info when a streak starts, at debug while it lasts; always counted.
     Decide(job, "hold",
+           job.consecutive_late_reports <= 1 ? spdlog::level::info : spdlog::level::debug,
            std::to_string(v.late_phases) + " phase(s) past the cushion (" +
                std::to_string(job.timetable.late_slack_ns) +
                " ns): held to the next window by the gate (stop-and-wait)");
@@ -455,7 +465,12 @@ void Service::ApplyPending() {
     trigger = std::min(trigger, p.trigger_ns);
     const auto name = job_names_.find(p.id);
     if (p.kind == Pending::kLeave) {
-      planner_.RemoveJob(p.id);
+      try {
+        planner_.RemoveJob(p.id);
+      } catch (const std::exception& e) {
+        metrics_.PlanningErrors().Increment();
+        spdlog::error("planner: cannot remove job {}: {}", p.id, e.what());
+      }
       ++reasons[p.reason];
       continue;
     }
@@ -468,8 +483,8 @@ void Service::ApplyPending() {
       job.planned_comm_ns = job.comm_ns;
       if (p.kind == Pending::kReplan) ++job.replans;
       ++reasons[p.reason];
-    } catch (const PlanningError& e) {
-      metrics_.Rejected("planning").Increment();
+    } catch (const std::exception& e) {
+      metrics_.PlanningErrors().Increment();
       spdlog::error("planner: cannot plan job {}: {}", job.name, e.what());
     }
   }

@@ -36,6 +36,7 @@ class Metrics {
   prometheus::Counter& PhasesMeasured() { return *phases_measured_; }
   prometheus::Counter& PhasesLate() { return *phases_late_; }
   prometheus::Counter& RankTimeouts() { return *rank_timeouts_; }
+  prometheus::Counter& PlanningErrors() { return *planning_errors_; }
   prometheus::Histogram& PlanDuration() { return *plan_duration_; }
   prometheus::Histogram& PushLatency() { return *push_latency_; }
   prometheus::Histogram& PhaseLateness() { return *phase_lateness_; }
@@ -85,6 +86,7 @@ class Metrics {
   prometheus::Counter* phases_measured_;
   prometheus::Counter* phases_late_;
   prometheus::Counter* rank_timeouts_;
+  prometheus::Counter* planning_errors_;
   prometheus::Histogram* plan_duration_;
   prometheus::Histogram* push_latency_;
   prometheus::Histogram* phase_lateness_;

@@ -10,6 +10,7 @@
 //   - the offline thread runs the planner's recalculation on a copy of the problem, unlocked.
 #pragma once
 
+#include <spdlog/common.h>
 #include <nlohmann/json.hpp>
 
 #include <atomic>
@@ -99,6 +100,8 @@ class Service {
   void FlushOutbox();
   PlanJob ToPlanJob(const JobState& job) const;
   void Decide(JobState& job, const char* decision, const std::string& detail);
+  void Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
+              const std::string& detail);
   double MeasuredUtilization(const std::string& link) const;
 
   ServiceConfig config_;

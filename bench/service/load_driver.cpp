@@ -1,0 +1,512 @@
+// service_load_driver: a bounded load test of metronome-scheduler on loopback (not a ctest test).
+//
+// It starts the scheduler (or uses --endpoint/--http of a running one), then N protocol clients
+// (ZeroMQ DEALERs multiplexed on a few threads), grouped into jobs of R ranks on a two-tier
+// topology. Every client registers (hello → welcome), pings its clock once a second and reports
+// `rate` times a second for `duration` seconds; rank 0 of each job reports a profile, which
+// gets the job planned and its timetable pushed to all its ranks. At the end it prints:
+//   - accounting: hellos sent vs welcomes received vs registrations counted by the scheduler;
+//     reports sent vs reports the scheduler counted; errors and rejections (must be 0);
+//   - p50/p99/max of registration latency (hello → welcome), timetable push latency (the
+//     profile report that made the job plannable → the push at each rank), pong latency;
+//   - the scheduler's CPU use (cores, from /proc/PID/stat) and resident memory (VmRSS, VmHWM).
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <httplib.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "metronome/common/clock.hpp"
+#include "metronome/common/protocol.hpp"
+#include "metronome/common/timetable.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace proto = metronome::proto;
+using metronome::RealtimeNs;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int clients = 2000;
+  int rate = 10;  // reports per second per client
+  int duration_s = 30;
+  int threads = 4;
+  int ranks_per_job = 4;
+  std::string endpoint;  // empty: start our own scheduler
+  std::string http;
+  std::string scheduler = METRONOME_SCHEDULER_BIN;
+};
+
+int64_t MonoNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+struct Client {
+  std::unique_ptr<zmq::socket_t> socket;
+  std::string job;
+  uint32_t rank = 0;
+  std::string node;
+  int64_t hello_sent = 0;
+  bool welcomed = false;
+  int64_t next_report = 0;
+  int64_t next_ping = 0;
+  uint64_t iterations = 0;
+  uint64_t timetable_version = 0;
+  metronome::Timetable timetable;
+  int64_t ping_sent = 0;
+};
+
+struct Job {
+  std::vector<size_t> ranks;  // indices into the thread's clients
+  int64_t profile_sent = 0;   // when rank 0 first reported a profile (monotonic)
+};
+
+struct Stats {
+  uint64_t hellos = 0, welcomes = 0, reports = 0, pings = 0, pongs = 0, pushes = 0, errors = 0;
+  uint64_t send_failures = 0;
+  std::vector<double> register_ms, push_ms, pong_ms;
+  void Merge(const Stats& o) {
+    hellos += o.hellos;
+    welcomes += o.welcomes;
+    reports += o.reports;
+    pings += o.pings;
+    pongs += o.pongs;
+    pushes += o.pushes;
+    errors += o.errors;
+    send_failures += o.send_failures;
+    register_ms.insert(register_ms.end(), o.register_ms.begin(), o.register_ms.end());
+    push_ms.insert(push_ms.end(), o.push_ms.begin(), o.push_ms.end());
+    pong_ms.insert(pong_ms.end(), o.pong_ms.begin(), o.pong_ms.end());
+  }
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  return v[i];
+}
+
+// snprintf into a std::string (GCC 12 warns falsely about short literal + to_string
+// concatenations).
+template <typename... A>
+std::string Name(const char* fmt, A... args) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+bool SendMsg(zmq::socket_t& s, const proto::Message& m) {
+  const std::string bytes = proto::Encode(m);
+  try {
+    return s.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
+  } catch (const zmq::error_t&) {
+    return false;
+  }
+}
+
+// One thread: a share of the jobs (all ranks of a job live on the same thread).
+void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoint, int first_job,
+               int jobs, int64_t start_ns, int64_t end_ns, std::atomic<int>& welcomed_total,
+               Stats& stats) {
+  std::vector<Client> clients;
+  std::vector<Job> job_list(jobs);
+  for (int j = 0; j < jobs; ++j) {
+    const int job_id = first_job + j;
+    for (int r = 0; r < o.ranks_per_job; ++r) {
+      Client c;
+      c.socket = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+      c.socket->set(zmq::sockopt::linger, 0);
+      c.socket->set(zmq::sockopt::sndhwm, 1000);
+      c.socket->connect(endpoint);
+      c.job = Name("load-%d", job_id);
+      c.rank = static_cast<uint32_t>(r);
+      // Ranks of a job on consecutive nodes of the 512-node tree (racks of 8).
+      const int node = (job_id * o.ranks_per_job + r) % 512;
+      c.node = Name("r%dn%d", node / 8, node % 8);
+      job_list[j].ranks.push_back(clients.size());
+      clients.push_back(std::move(c));
+    }
+  }
+  std::map<std::string, size_t> job_index;
+  for (int j = 0; j < jobs; ++j) job_index[Name("load-%d", first_job + j)] = j;
+
+  // Register.
+  for (auto& c : clients) {
+    proto::Hello h;
+    h.job_id = c.job;
+    h.rank = c.rank;
+    h.world_size = static_cast<uint32_t>(o.ranks_per_job);
+    h.node = c.node;
+    h.priority = static_cast<int32_t>(std::hash<std::string>{}(c.job) % 3);
+    h.pid = static_cast<uint32_t>(::getpid());
+    h.shim_version = "load";
+    c.hello_sent = MonoNs();
+    if (!SendMsg(*c.socket, h)) ++stats.send_failures;
+    ++stats.hellos;
+  }
+  const int64_t interval = 1'000'000'000 / o.rate;
+  for (size_t i = 0; i < clients.size(); ++i) {
+    // Stagger the reports evenly over one interval.
+    clients[i].next_report =
+        start_ns + static_cast<int64_t>(i) * interval / static_cast<int64_t>(clients.size());
+    clients[i].next_ping = clients[i].next_report + interval / 2;
+  }
+  // Readiness through epoll on each socket's ZMQ_FD (zmq_poll over hundreds of sockets costs
+  // O(n) per call). ZMQ_FD only signals edges, so after every send or receive on a socket its
+  // ZMQ_EVENTS is checked again and the socket drained.
+  const int ep = epoll_create1(0);
+  for (size_t i = 0; i < clients.size(); ++i) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = i;
+    epoll_ctl(ep, EPOLL_CTL_ADD, clients[i].socket->get(zmq::sockopt::fd), &ev);
+  }
+  auto drain = [&](Client& c) {
+    while (c.socket->get(zmq::sockopt::events) & ZMQ_POLLIN) {
+      zmq::message_t msg;
+      if (!c.socket->recv(msg, zmq::recv_flags::dontwait)) break;
+      const int64_t t = MonoNs();
+      const auto d = proto::Decode(msg.data(), msg.size());
+      if (!d.ok()) {
+        ++stats.errors;
+        continue;
+      }
+      if (std::holds_alternative<proto::Welcome>(d.message)) {
+        if (!c.welcomed) {
+          c.welcomed = true;
+          ++stats.welcomes;
+          ++welcomed_total;
+          stats.register_ms.push_back(static_cast<double>(t - c.hello_sent) * 1e-6);
+        }
+      } else if (const auto* p = std::get_if<proto::TimetablePush>(&d.message)) {
+        ++stats.pushes;
+        if (c.timetable_version == 0) {
+          const Job& job = job_list[job_index[c.job]];
+          if (job.profile_sent != 0) {
+            stats.push_ms.push_back(static_cast<double>(t - job.profile_sent) * 1e-6);
+          }
+        }
+        c.timetable_version = p->timetable.version;
+        c.timetable = p->timetable;
+      } else if (std::holds_alternative<proto::ClockPong>(d.message)) {
+        ++stats.pongs;
+        stats.pong_ms.push_back(static_cast<double>(t - c.ping_sent) * 1e-6);
+      } else if (const auto* e = std::get_if<proto::Error>(&d.message)) {
+        ++stats.errors;
+        std::fprintf(stderr, "error for %s/%u: %s\n", c.job.c_str(), c.rank, e->message.c_str());
+      }
+    }
+  };
+  for (auto& c : clients) drain(c);
+  std::vector<epoll_event> events(clients.size());
+
+  while (true) {
+    const int64_t now = MonoNs();
+    if (now >= end_ns) break;
+    // Send what is due.
+    int64_t next_due = end_ns;
+    if (now >= start_ns) {
+      for (auto& c : clients) {
+        if (!c.welcomed) continue;
+        bool sent = false;
+        if (now >= c.next_report) {
+          proto::ProfileReport r;
+          r.job_id = c.job;
+          r.rank = c.rank;
+          r.iterations = ++c.iterations;
+          if (c.rank == 0) {
+            r.period_ns = 200'000'000 + static_cast<int64_t>(job_index[c.job] % 5) * 50'000'000;
+            r.comm_ns = 20'000'000;
+            r.bytes_per_phase = 0;
+            r.confidence = 0.9;
+            Job& job = job_list[job_index[c.job]];
+            if (job.profile_sent == 0) job.profile_sent = MonoNs();
+          }
+          r.timetable_version = c.timetable_version;
+          // Phases run on the windows (as a gated shim's would): the last two openings.
+          if (c.timetable_version != 0) {
+            const int64_t open = metronome::WindowOpenAtOrBefore(c.timetable, RealtimeNs());
+            r.phase_starts_ns = {open - c.timetable.period_ns + 100'000, open + 100'000};
+          }
+          if (SendMsg(*c.socket, r)) {
+            ++stats.reports;
+          } else {
+            ++stats.send_failures;
+          }
+          c.next_report += interval;
+          sent = true;
+        }
+        if (now >= c.next_ping) {
+          c.ping_sent = MonoNs();
+          if (SendMsg(*c.socket, proto::ClockPing{c.iterations, RealtimeNs()})) ++stats.pings;
+          c.next_ping += 1'000'000'000;
+          sent = true;
+        }
+        if (sent) drain(c);
+        next_due = std::min({next_due, c.next_report, c.next_ping});
+      }
+    } else {
+      next_due = start_ns;
+    }
+    const int wait_ms =
+        static_cast<int>(std::clamp<int64_t>((next_due - MonoNs()) / 1'000'000, 0, 5));
+    const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), wait_ms);
+    for (int i = 0; i < n; ++i) drain(clients[events[i].data.u64]);
+    if (now < start_ns) {
+      for (auto& c : clients) drain(c);  // welcomes: cheap while there is no load yet
+    }
+  }
+  ::close(ep);
+}
+
+struct ProcStat {
+  double cpu_s = 0;
+  double rss_mib = 0;
+  double hwm_mib = 0;
+};
+
+ProcStat ReadProc(pid_t pid) {
+  ProcStat s;
+  std::string text;
+  if (std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r")) {
+    char buf[4096];
+    const size_t n = std::fread(buf, 1, sizeof buf, f);
+    text.assign(buf, n);
+    std::fclose(f);
+  }
+  const auto close = text.rfind(')');
+  if (close != std::string::npos) {
+    std::istringstream in(text.substr(close + 2));
+    std::vector<std::string> f;
+    std::string x;
+    while (in >> x) f.push_back(x);
+    if (f.size() > 13) {
+      s.cpu_s = (std::stod(f[11]) + std::stod(f[12])) / static_cast<double>(sysconf(_SC_CLK_TCK));
+    }
+  }
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) s.rss_mib = std::stod(line.substr(6)) / 1024.0;
+    if (line.rfind("VmHWM:", 0) == 0) s.hwm_mib = std::stod(line.substr(6)) / 1024.0;
+  }
+  return s;
+}
+
+double Metric(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  std::string line;
+  double sum = 0;
+  bool found = false;
+  while (std::getline(in, line)) {
+    if (line.rfind(series, 0) == 0) {
+      sum += std::stod(line.substr(line.rfind(' ') + 1));
+      found = true;
+    }
+  }
+  return found ? sum : -1;
+}
+
+// A TCP port that was free a moment ago (the kernel's pick for port 0).
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--clients")
+      o.clients = std::stoi(v);
+    else if (k == "--rate")
+      o.rate = std::stoi(v);
+    else if (k == "--duration")
+      o.duration_s = std::stoi(v);
+    else if (k == "--threads")
+      o.threads = std::stoi(v);
+    else if (k == "--ranks-per-job")
+      o.ranks_per_job = std::stoi(v);
+    else if (k == "--endpoint")
+      o.endpoint = v;
+    else if (k == "--http")
+      o.http = v;
+    else if (k == "--scheduler")
+      o.scheduler = v;
+    else {
+      std::fprintf(stderr,
+                   "usage: %s [--clients N] [--rate HZ] [--duration S] [--threads T] "
+                   "[--ranks-per-job R] [--scheduler PATH | --endpoint tcp://.. --http H:P]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  if (o.clients % o.ranks_per_job != 0 || o.clients <= 0 || o.rate <= 0 || o.threads <= 0) {
+    std::fprintf(stderr, "clients must be a positive multiple of ranks-per-job\n");
+    return 2;
+  }
+  rlimit lim{};
+  getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = lim.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &lim);
+
+  pid_t pid = -1;
+  const std::string topo = "/tmp/metronome-load-topology-" + std::to_string(::getpid()) + ".yaml";
+  if (o.endpoint.empty()) {
+    const int zport = FreePort(), hport = FreePort();
+    o.endpoint = "tcp://127.0.0.1:" + std::to_string(zport);
+    o.http = "127.0.0.1:" + std::to_string(hport);
+    std::ofstream(topo) << "two_tier: {racks: 64, nodes_per_rack: 8, nic_gbps: 100, "
+                           "uplink_gbps: 400}\n";
+    const std::string log = "/tmp/metronome-load-scheduler.log";
+    std::vector<std::string> args = {o.scheduler,  "--listen", o.endpoint,    "--http", o.http,
+                                     "--topology", topo,       "--log-level", "info"};
+    std::vector<char*> argvp;
+    for (auto& a : args) argvp.push_back(a.data());
+    argvp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (posix_spawn(&pid, argvp[0], &fa, nullptr, argvp.data(), environ) != 0) {
+      std::fprintf(stderr, "cannot start %s\n", o.scheduler.c_str());
+      return 1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    std::printf("scheduler pid %d on %s, http %s, log %s\n", pid, o.endpoint.c_str(),
+                o.http.c_str(), log.c_str());
+  }
+  const auto colon = o.http.rfind(':');
+  httplib::Client http(o.http.substr(0, colon), std::stoi(o.http.substr(colon + 1)));
+  http.set_connection_timeout(2, 0);
+  http.set_read_timeout(10, 0);
+  bool healthy = false;
+  for (int i = 0; i < 200 && !(healthy = static_cast<bool>(http.Get("/healthz"))); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  if (!healthy) {
+    std::fprintf(stderr, "the scheduler at %s does not answer /healthz\n", o.http.c_str());
+    if (pid > 0) ::kill(pid, SIGKILL);
+    return 1;
+  }
+
+  zmq::context_t ctx(2);
+  ctx.set(zmq::ctxopt::max_sockets, o.clients + 64);
+  const int jobs = o.clients / o.ranks_per_job;
+  const int64_t t0 = MonoNs();
+  const int64_t start_ns = t0 + 2'000'000'000;  // registration window before the reports
+  const int64_t end_ns = start_ns + int64_t{o.duration_s} * 1'000'000'000;
+  std::vector<Stats> stats(o.threads);
+  std::vector<std::thread> threads;
+  std::atomic<int> welcomed{0};
+  for (int t = 0; t < o.threads; ++t) {
+    const int first = jobs * t / o.threads, last = jobs * (t + 1) / o.threads;
+    threads.emplace_back([&, t, first, last] {
+      RunThread(ctx, o, o.endpoint, first, last - first, start_ns, end_ns, welcomed, stats[t]);
+    });
+  }
+  // CPU and memory of the scheduler during the reporting phase only.
+  std::this_thread::sleep_for(std::chrono::nanoseconds(start_ns - MonoNs()));
+  ProcStat before = pid > 0 ? ReadProc(pid) : ProcStat{};
+  const int64_t w0 = MonoNs();
+  double rss_max = 0;
+  while (MonoNs() < end_ns) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (pid > 0) rss_max = std::max(rss_max, ReadProc(pid).rss_mib);
+  }
+  ProcStat after = pid > 0 ? ReadProc(pid) : ProcStat{};
+  const double wall = static_cast<double>(MonoNs() - w0) * 1e-9;
+  for (auto& th : threads) th.join();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the last reports land
+
+  Stats total;
+  for (const auto& s : stats) total.Merge(s);
+  auto m = http.Get("/metrics");
+  const std::string metrics = m ? m->body : "";
+  const double sched_reports =
+      Metric(metrics, "metronome_messages_received_total{type=\"profile_report\"}");
+  const double sched_hellos = Metric(metrics, "metronome_messages_received_total{type=\"hello\"}");
+  const double sched_regs = Metric(metrics, "metronome_registrations_total");
+  const double sched_pings =
+      Metric(metrics, "metronome_messages_received_total{type=\"clock_ping\"}");
+  const double rejected = std::max(0.0, Metric(metrics, "metronome_rejected_messages_total"));
+  const double send_failed = std::max(0.0, Metric(metrics, "metronome_send_failures_total"));
+  const double planned = Metric(metrics, "metronome_jobs_planned ");
+
+  std::printf(
+      "\nmetronome-scheduler load: %d clients (%d jobs x %d ranks) on %d threads, %d "
+      "reports/s each for %d s, two-tier topology 64x8\n",
+      o.clients, jobs, o.ranks_per_job, o.threads, o.rate, o.duration_s);
+  std::printf("%-34s %12s %12s\n", "accounting", "clients", "scheduler");
+  std::printf("%-34s %12llu %12.0f\n", "hellos sent / received",
+              static_cast<unsigned long long>(total.hellos), sched_hellos);
+  std::printf("%-34s %12llu %12.0f\n", "welcomes received / registrations",
+              static_cast<unsigned long long>(total.welcomes), sched_regs);
+  std::printf("%-34s %12llu %12.0f\n", "reports sent / received",
+              static_cast<unsigned long long>(total.reports), sched_reports);
+  std::printf("%-34s %12llu %12.0f\n", "pings sent / received",
+              static_cast<unsigned long long>(total.pings), sched_pings);
+  std::printf("%-34s %12llu %12s\n", "pongs received", static_cast<unsigned long long>(total.pongs),
+              "");
+  std::printf("%-34s %12llu %12.0f\n", "errors received / rejected",
+              static_cast<unsigned long long>(total.errors), rejected);
+  std::printf("%-34s %12llu %12.0f\n", "send failures (client / scheduler)",
+              static_cast<unsigned long long>(total.send_failures), send_failed);
+  std::printf("%-34s %12llu %12.0f\n", "timetable pushes / jobs planned",
+              static_cast<unsigned long long>(total.pushes), planned);
+  std::printf("\n%-34s %10s %10s %10s %8s\n", "latency (ms)", "p50", "p99", "max", "n");
+  auto row = [](const char* name, const std::vector<double>& v) {
+    std::printf("%-34s %10.3f %10.3f %10.3f %8zu\n", name, Percentile(v, 0.5), Percentile(v, 0.99),
+                v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()), v.size());
+  };
+  row("registration (hello -> welcome)", total.register_ms);
+  row("timetable push (profile -> push)", total.push_ms);
+  row("clock pong (ping -> pong)", total.pong_ms);
+  const bool lossless = total.hellos == total.welcomes &&
+                        static_cast<double>(total.reports) == sched_reports && total.errors == 0 &&
+                        rejected == 0;
+  if (pid > 0) {
+    std::printf(
+        "\nscheduler CPU: %.3f cores (%.2f s over %.1f s)   RSS: %.1f MiB now, %.1f MiB "
+        "max sampled, %.1f MiB peak (VmHWM)\n",
+        (after.cpu_s - before.cpu_s) / wall, after.cpu_s - before.cpu_s, wall, after.rss_mib,
+        rss_max, after.hwm_mib);
+    ::kill(pid, SIGTERM);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    std::remove(topo.c_str());
+  }
+  std::printf("all accounted for: %s\n", lossless ? "yes" : "NO");
+  return lossless ? 0 : 1;
+}

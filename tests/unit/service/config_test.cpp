@@ -1,0 +1,117 @@
+// Configuration: embedded defaults, YAML merging, and errors that name the key and the reason.
+#include <gtest/gtest.h>
+
+#include "metronome/service/config.hpp"
+
+namespace metronome::service {
+namespace {
+
+std::string ErrorKey(const std::string& yaml) {
+  ServiceConfig cfg;
+  try {
+    LoadConfigYaml(yaml, cfg);
+    cfg.Validate();
+  } catch (const ConfigError& e) {
+    return e.key() + " | " + e.reason();
+  }
+  return "";
+}
+
+TEST(Config, EmbeddedDefaultsAreValidAndLoopback) {
+  ServiceConfig cfg;
+  EXPECT_NO_THROW(cfg.Validate());
+  EXPECT_EQ(cfg.listen, "tcp://127.0.0.1:7411");
+  EXPECT_EQ(cfg.http, "127.0.0.1:7412");
+  ASSERT_EQ(cfg.topology.links.size(), 1u);
+  EXPECT_EQ(cfg.topology.links[0].name, "default");
+  EXPECT_DOUBLE_EQ(cfg.topology.links[0].capacity_bytes_per_s, 12.5e9);
+  EXPECT_EQ(cfg.topology.unknown_nodes_link, "default");
+}
+
+TEST(Config, YamlOverridesOnlyWhatItNames) {
+  ServiceConfig cfg;
+  LoadConfigYaml(
+      "listen: tcp://0.0.0.0:9000\n"
+      "registry: {rank_timeout_ms: 2500}\n"
+      "controller:\n  late_reports: 9\n  late_fraction: 0.25\n"
+      "timetable: {late_slack_scale: 0.5}\n",
+      cfg);
+  EXPECT_EQ(cfg.listen, "tcp://0.0.0.0:9000");
+  EXPECT_EQ(cfg.http, "127.0.0.1:7412");
+  EXPECT_EQ(cfg.registry.rank_timeout_ms, 2500);
+  EXPECT_EQ(cfg.registry.report_interval_ms, 1000u);
+  EXPECT_EQ(cfg.controller.late_reports, 9u);
+  EXPECT_DOUBLE_EQ(cfg.controller.late_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(cfg.timetable.late_slack_scale, 0.5);
+  ServiceConfig empty;
+  EXPECT_NO_THROW(LoadConfigYaml("", empty));
+}
+
+TEST(Config, ErrorsNameTheKeyAndTheReason) {
+  EXPECT_EQ(ErrorKey("controler: {}\n"), "controler | unknown key");
+  EXPECT_EQ(ErrorKey("registry: {max_clients: 0}\n").substr(0, 23), "registry.max_clients | ");
+  EXPECT_NE(
+      ErrorKey("planning: {min_confidence: 2}\n").find("planning.min_confidence | must be in"),
+      std::string::npos);
+  EXPECT_NE(ErrorKey("timetable: {max_wait_ms: abc}\n").find("must be an integer"),
+            std::string::npos);
+  EXPECT_NE(ErrorKey("http: 127.0.0.1:99999\n").find("http | port 99999 is above 65535"),
+            std::string::npos);
+  EXPECT_NE(ErrorKey("curve: {secret_key_file: /x}\n").find("curve | "), std::string::npos);
+  EXPECT_NE(ErrorKey("controller: {offline_interval_ms: 100, offline_budget_ms: 500}\n")
+                .find("controller.offline_budget_ms"),
+            std::string::npos);
+  EXPECT_NE(ErrorKey("- a\n- b\n").find("(document) | must be a mapping"), std::string::npos);
+}
+
+TEST(Topology, ScenarioFormatWithRatesInBits) {
+  const TopologyConfig t = ParseTopologyYaml(
+      "topology:\n"
+      "  racks:\n"
+      "    - name: r0\n      uplink_gbps: 8\n"
+      "      nodes: [{name: a, nic_mbps: 800, gpus: 4, gpu: A100}, {name: b}]\n"
+      "  links: [{name: spine, capacity_gbps: 80}]\n"
+      "  unknown_nodes_link: spine\n"
+      "jobs: ignored\n",
+      "topology");
+  ASSERT_EQ(t.racks.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.racks[0].uplink_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(t.racks[0].nodes[0].nic_bytes_per_s, 1e8);
+  EXPECT_DOUBLE_EQ(t.racks[0].nodes[1].nic_bytes_per_s, 0.0);
+  EXPECT_EQ(t.unknown_nodes_link, "spine");
+  EXPECT_DOUBLE_EQ(t.links[0].capacity_bytes_per_s, 1e10);
+}
+
+TEST(Topology, TwoTierAndErrors) {
+  const TopologyConfig t = ParseTopologyYaml(
+      "two_tier: {racks: 2, nodes_per_rack: 3, nic_gbps: 100, uplink_gbps: 200}\n", "topology");
+  ASSERT_TRUE(t.two_tier);
+  EXPECT_EQ(t.two_tier->racks, 2u);
+  EXPECT_TRUE(t.unknown_nodes_link.empty());
+  auto key = [](const std::string& y) {
+    try {
+      (void)ParseTopologyYaml(y, "topology");
+    } catch (const ConfigError& e) {
+      return e.key();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(key("links: [{name: a}]\n"), "topology.links[0].capacity_gbps");
+  EXPECT_EQ(key("links: [{name: a, capacity_gbps: 1, capacity_mbps: 1}]\n"),
+            "topology.links[0].capacity_gbps");
+  EXPECT_EQ(key("links: [{name: a, capacity_gbps: 1}, {name: a, capacity_gbps: 1}]\n"),
+            "topology.links[1].name");
+  EXPECT_EQ(key("racks: [{name: r, uplink_gbps: 1, colour: red}]\n"), "topology.racks[0].colour");
+  EXPECT_EQ(key("two_tier: {racks: 2}\n"), "topology.two_tier.nodes_per_rack");
+  EXPECT_EQ(key("racks: []\n"), "topology");  // defines no link
+}
+
+TEST(Config, HostPort) {
+  EXPECT_EQ(ParseHostPort("http", "0.0.0.0:80"), (std::pair<std::string, int>{"0.0.0.0", 80}));
+  EXPECT_THROW(ParseHostPort("http", ":80"), ConfigError);
+  EXPECT_THROW(ParseHostPort("http", "host:"), ConfigError);
+  EXPECT_THROW(ParseHostPort("http", "host:8o"), ConfigError);
+}
+
+}  // namespace
+}  // namespace metronome::service

@@ -1,0 +1,153 @@
+// The controller's rules, one by one, on a job's state.
+#include <gtest/gtest.h>
+
+#include "metronome/service/controller.hpp"
+
+namespace metronome::service {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+struct Fixture {
+  JobState job;
+  RankState rank;
+  ControllerConfig controller;
+  PlanningConfig planning;
+  int64_t now = 1'000'000 * kMs;
+
+  Fixture() {
+    job.planned = true;
+    job.has_profile = true;
+    job.period_ns = job.planned_period_ns = 100 * kMs;
+    job.comm_ns = job.planned_comm_ns = 30 * kMs;
+    job.timetable = {3, 0, 100 * kMs, 20 * kMs, 30 * kMs, 10 * kMs, 100 * kMs};
+    rank.timetable_version = 3;
+  }
+
+  proto::ProfileReport Report(std::vector<int64_t> starts, int64_t period = 100 * kMs,
+                              int64_t comm = 30 * kMs) {
+    proto::ProfileReport r;
+    r.job_id = "j";
+    r.period_ns = period;
+    r.comm_ns = comm;
+    r.confidence = 0.9;
+    r.timetable_version = 3;
+    r.phase_starts_ns = std::move(starts);
+    return r;
+  }
+
+  // Phase starts `late` after the window openings of the last `n` periods before now.
+  std::vector<int64_t> Starts(int n, int64_t late) {
+    std::vector<int64_t> s;
+    const int64_t open = WindowOpenAtOrBefore(job.timetable, now);
+    for (int k = n - 1; k >= 0; --k) s.push_back(open - k * job.timetable.period_ns + late);
+    return s;
+  }
+
+  ReportVerdict Apply(const proto::ProfileReport& r) {
+    now += 100 * kMs;
+    return ApplyReport(job, rank, r, controller, planning, now);
+  }
+};
+
+TEST(Controller, SignedLatenessIsRelativeToTheNearestOpening) {
+  const Timetable tt{1, 0, 100 * kMs, 20 * kMs, 30 * kMs, 10 * kMs, 100 * kMs};
+  EXPECT_EQ(SignedLateness(tt, 20 * kMs), 0);
+  EXPECT_EQ(SignedLateness(tt, 25 * kMs), 5 * kMs);
+  EXPECT_EQ(SignedLateness(tt, 15 * kMs), -5 * kMs);
+  EXPECT_EQ(SignedLateness(tt, 1'000 * kMs + 70 * kMs), 50 * kMs);
+}
+
+TEST(Controller, FirstUsableProfileMakesTheJobPlannable) {
+  Fixture f;
+  f.job.has_profile = false;
+  f.job.planned = false;
+  auto low = f.Report({});
+  low.confidence = 0.1;
+  EXPECT_FALSE(f.Apply(low).first_profile);
+  auto bad = f.Report({}, 100 * kMs, 200 * kMs);  // comm > period
+  EXPECT_FALSE(f.Apply(bad).first_profile);
+  EXPECT_TRUE(f.Apply(f.Report({})).first_profile);
+  EXPECT_FALSE(f.Apply(f.Report({})).first_profile);
+}
+
+TEST(Controller, OnTimePhasesAreNeverLate) {
+  Fixture f;
+  for (int i = 0; i < 20; ++i) {
+    const auto v = f.Apply(f.Report(f.Starts(3, 2 * kMs)));
+    EXPECT_EQ(v.late_phases, 0u);
+    EXPECT_EQ(v.decision, Decision::kNone);
+  }
+  EXPECT_EQ(f.job.phases_late, 0u);
+  EXPECT_NEAR(f.job.lateness_ewma_ns, 2.0 * kMs, 0.05 * kMs);
+}
+
+TEST(Controller, DuplicatePhasesFromOtherRanksAreCountedOnce) {
+  Fixture f;
+  const auto starts = f.Starts(4, 0);
+  EXPECT_EQ(f.Apply(f.Report(starts)).new_phases, 4u);
+  EXPECT_EQ(f.Apply(f.Report(starts)).new_phases, 0u);
+  EXPECT_EQ(f.job.phases.size(), 4u);
+}
+
+TEST(Controller, PersistentLatenessTriggersOneReplanPerCooldown) {
+  Fixture f;
+  f.controller.late_reports = 3;
+  std::vector<Decision> d;
+  for (int i = 0; i < 3; ++i) d.push_back(f.Apply(f.Report(f.Starts(1, 40 * kMs))).decision);
+  EXPECT_EQ(d,
+            (std::vector<Decision>{Decision::kNone, Decision::kNone, Decision::kReplanLateness}));
+  f.job.last_replan_ns = f.now;  // the service records the re-plan
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(f.Apply(f.Report(f.Starts(1, 40 * kMs))).decision, Decision::kNone)
+        << "inside the cooldown";
+  }
+  EXPECT_GE(f.job.phases_late, 8u);
+}
+
+TEST(Controller, AnOnTimeReportResetsTheLateStreak) {
+  Fixture f;
+  f.controller.late_reports = 3;
+  f.Apply(f.Report(f.Starts(1, 40 * kMs)));
+  f.Apply(f.Report(f.Starts(1, 40 * kMs)));
+  f.Apply(f.Report(f.Starts(1, 1 * kMs)));
+  EXPECT_EQ(f.job.consecutive_late_reports, 0u);
+  EXPECT_EQ(f.Apply(f.Report(f.Starts(1, 40 * kMs))).decision, Decision::kNone);
+}
+
+TEST(Controller, HeldPhasesReportedByTheShimCount) {
+  Fixture f;
+  auto r = f.Report({});
+  r.late = 4;
+  EXPECT_EQ(f.Apply(r).late_phases, 4u);
+  r.late = 5;
+  EXPECT_EQ(f.Apply(r).late_phases, 1u);
+}
+
+TEST(Controller, ChangedProfileTriggersReplanAfterConsecutiveReports) {
+  Fixture f;
+  f.controller.profile_change_reports = 2;
+  EXPECT_EQ(f.Apply(f.Report({}, 105 * kMs, 31 * kMs)).decision, Decision::kNone);  // within 10 %
+  EXPECT_EQ(f.Apply(f.Report({}, 150 * kMs, 30 * kMs)).decision, Decision::kNone);
+  EXPECT_EQ(f.Apply(f.Report({}, 150 * kMs, 30 * kMs)).decision, Decision::kReplanProfile);
+  EXPECT_EQ(f.job.period_ns, 150 * kMs);
+}
+
+TEST(Controller, StaleTimetableIsPushedAgain) {
+  Fixture f;
+  auto r = f.Report({});
+  r.timetable_version = 2;
+  EXPECT_TRUE(f.Apply(r).repush);
+  f.rank.last_push_ns = f.now + 100 * kMs;  // just pushed: give it time to arrive
+  EXPECT_FALSE(f.Apply(r).repush);
+}
+
+TEST(Controller, BestEffortJobsAreNeverLate) {
+  Fixture f;
+  f.job.best_effort = true;
+  f.controller.late_reports = 1;
+  EXPECT_EQ(f.Apply(f.Report(f.Starts(2, 40 * kMs))).decision, Decision::kNone);
+}
+
+}  // namespace
+}  // namespace metronome::service

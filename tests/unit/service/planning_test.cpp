@@ -1,0 +1,128 @@
+// The planner adapter: registry jobs in, timetable values out, through the real planner.
+#include <gtest/gtest.h>
+
+#include "metronome/service/planning.hpp"
+
+namespace metronome::service {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+PlanJob Job(uint64_t id, std::vector<std::string> nodes, int64_t period, int64_t comm,
+            int priority = 1) {
+  PlanJob j;
+  j.id = id;
+  j.name = std::to_string(id);
+  j.nodes = std::move(nodes);
+  j.period_ns = period;
+  j.comm_ns = comm;
+  j.priority = priority;
+  return j;
+}
+
+JobSchedule Find(const PlanSummary& s, uint64_t id) {
+  for (const auto& j : s.jobs) {
+    if (j.id == id) return j;
+  }
+  ADD_FAILURE() << "job " << id << " is not in the plan";
+  return {};
+}
+
+TEST(PlanningAdapter, UnknownNodesCrossTheDefaultLinkSingleNodeJobsNone) {
+  PlanningAdapter p(TopologyConfig::Default(), {});
+  EXPECT_EQ(p.LinkNames(), std::vector<std::string>{"default"});
+  EXPECT_EQ(p.JobLinks(Job(1, {"a", "b"}, 100 * kMs, 10 * kMs)), std::vector<uint32_t>{0});
+  EXPECT_TRUE(p.JobLinks(Job(1, {"a", "a"}, 100 * kMs, 10 * kMs)).empty());
+}
+
+TEST(PlanningAdapter, TwoJobsOnOneLinkGetDisjointWindows) {
+  PlanningAdapter p(TopologyConfig::Default(), {});
+  p.AddJob(Job(1, {"a", "b"}, 100 * kMs, 40 * kMs, 2));
+  p.AddJob(Job(2, {"c", "d"}, 100 * kMs, 50 * kMs, 1));
+  const PlanSummary s = p.Summary();
+  const JobSchedule a = Find(s, 1);
+  const JobSchedule b = Find(s, 2);
+  EXPECT_FALSE(a.best_effort || b.best_effort);
+  EXPECT_EQ(a.window_ns, 40 * kMs);
+  EXPECT_EQ(b.window_ns, 50 * kMs);
+  // On the circle of 100 ms: [a, a+40) and [b, b+50) do not intersect.
+  const int64_t gap = ((b.offset_ns - a.offset_ns) % (100 * kMs) + 100 * kMs) % (100 * kMs);
+  EXPECT_GE(gap, 40 * kMs);
+  EXPECT_LE(gap, 50 * kMs);
+  ASSERT_EQ(s.links.size(), 1u);
+  EXPECT_NEAR(s.links[0].served_load, 0.9, 1e-9);
+  EXPECT_EQ(s.links[0].gated_jobs, 2u);
+}
+
+TEST(PlanningAdapter, RemoveKeepsOthersAndBumpsGeneration) {
+  PlanningAdapter p(TopologyConfig::Default(), {});
+  p.AddJob(Job(1, {"a", "b"}, 100 * kMs, 30 * kMs));
+  p.AddJob(Job(2, {"c", "d"}, 100 * kMs, 30 * kMs));
+  const JobSchedule before = Find(p.Summary(), 1);
+  const uint64_t g = p.generation();
+  p.RemoveJob(2);
+  EXPECT_GT(p.generation(), g);
+  EXPECT_FALSE(p.Contains(2));
+  const JobSchedule after = Find(p.Summary(), 1);
+  EXPECT_EQ(after.offset_ns, before.offset_ns);
+  EXPECT_EQ(after.period_ns, before.period_ns);
+}
+
+TEST(PlanningAdapter, ExplicitTopologyAndBetaFromBytes) {
+  TopologyConfig t;
+  t.racks.push_back({"r0", 1e9, {{"n0", 1e9}, {"n1", 1e9}}});
+  t.racks.push_back({"r1", 1e9, {{"n2", 1e9}}});
+  PlanningAdapter p(t, {});
+  EXPECT_EQ(p.LinkNames(), (std::vector<std::string>{"r0/up", "n0/up", "n1/up", "r1/up", "n2/up"}));
+  EXPECT_EQ(p.JobLinks(Job(1, {"n0", "n1"}, 100 * kMs, 10 * kMs)), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(p.JobLinks(Job(1, {"n0", "n2"}, 100 * kMs, 10 * kMs)),
+            (std::vector<uint32_t>{0, 1, 3, 4}));
+  // Two jobs at a quarter of the capacity each may stack in the same window.
+  PlanJob a = Job(1, {"n0", "n1"}, 100 * kMs, 80 * kMs);
+  PlanJob b = Job(2, {"n0", "n1"}, 100 * kMs, 80 * kMs);
+  a.bytes_per_phase = b.bytes_per_phase = 20'000'000;  // 0.25 GB/s over 80 ms
+  p.AddJob(a);
+  p.AddJob(b);
+  const PlanSummary s = p.Summary();
+  EXPECT_FALSE(Find(s, 1).best_effort);
+  EXPECT_FALSE(Find(s, 2).best_effort);
+}
+
+TEST(PlanningAdapter, InvalidJobIsRefusedWithAReason) {
+  PlanningAdapter p(TopologyConfig::Default(), {});
+  EXPECT_THROW(p.AddJob(Job(1, {"a", "b"}, 0, 0)), PlanningError);
+}
+
+TEST(PlanningAdapter, WhatIfNamesTheCandidateAndAffectedJobs) {
+  PlanningAdapter p(TopologyConfig::Default(), {});
+  p.AddJob(Job(1, {"a", "b"}, 100 * kMs, 60 * kMs, 2));
+  const auto fits = p.WhatIf(Job(99, {"c", "d"}, 100 * kMs, 30 * kMs), {{1, "big"}});
+  ASSERT_FALSE(fits.empty());
+  EXPECT_TRUE(fits[0].candidate);
+  EXPECT_FALSE(fits[0].best_effort_after);
+  const auto crowded = p.WhatIf(Job(99, {"c", "d"}, 100 * kMs, 90 * kMs, 0), {{1, "big"}});
+  ASSERT_FALSE(crowded.empty());
+  EXPECT_TRUE(crowded[0].best_effort_after);
+}
+
+TEST(PlanningAdapter, OfflineSearchRunsOnACopyAndIsAdoptedOnlyIfCurrent) {
+  PlanningAdapter p(TopologyConfig::Default(), {});
+  const std::vector<std::vector<std::string>> nodes = {
+      {"a1", "b1"}, {"a2", "b2"}, {"a3", "b3"}, {"a4", "b4"}};
+  for (uint64_t i = 1; i <= 4; ++i) {
+    p.AddJob(Job(i, nodes[i - 1], 100 * kMs * static_cast<int64_t>(i), 20 * kMs));
+  }
+  auto task = p.PrepareOffline();
+  const OfflineResult r = PlanningAdapter::RunOffline(*task, 50, {});
+  EXPECT_EQ(r.generation, p.generation());
+  EXPECT_FALSE(r.summary.empty());
+  if (r.improved) {
+    p.RemoveJob(4);  // the jobs changed meanwhile: a stale result is refused
+    EXPECT_FALSE(p.AdoptOffline(r));
+  } else {
+    EXPECT_FALSE(p.AdoptOffline(r));
+  }
+}
+
+}  // namespace
+}  // namespace metronome::service
