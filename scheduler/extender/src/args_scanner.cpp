@@ -216,13 +216,7 @@ ScannedArgs ScanArgs(std::string_view body) {
               if (meta_key == "\"name\"" && sc.Peek() == '"') {
                 node.name = Scanner::Decode(sc.StringToken());
               } else if (meta_key == "\"labels\"" && sc.Peek() == '{') {
-                sc.Object([&](std::string_view label) {
-                  if (sc.Peek() == '"') {
-                    node.labels.emplace(Scanner::Decode(label), Scanner::Decode(sc.StringToken()));
-                  } else {
-                    sc.Value();
-                  }
-                });
+                node.labels = sc.Value();
               } else {
                 sc.Value();
               }
@@ -251,6 +245,17 @@ ScannedArgs ScanArgs(std::string_view body) {
     }
   });
   if (!sc.AtEnd()) sc.Fail("trailing characters");
+  return out;
+}
+
+NodeLabels DecodeLabels(std::string_view text) {
+  NodeLabels out;
+  if (text.empty()) return out;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return out;
+  for (const auto& [k, v] : j.items()) {
+    if (v.is_string()) out.emplace(k, v.get<std::string>());
+  }
   return out;
 }
 

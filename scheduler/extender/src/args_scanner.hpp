@@ -3,8 +3,9 @@
 // of all of it, only to read each node's name and labels and to write the survivors back, would
 // cost tens of milliseconds. The scanner walks the text once, checks its structure (balanced
 // brackets, terminated strings, members and commas where they belong), keeps each node item as a
-// slice of the original text, and decodes only metadata.name and metadata.labels. The Pod and
-// NodeNames, which are small, are parsed as usual.
+// slice of the original text, and decodes only metadata.name (and metadata.labels, on demand, for
+// nodes the extender has not seen yet). The Pod and NodeNames, which are small, are parsed as
+// usual.
 #pragma once
 
 #include <stdexcept>
@@ -24,8 +25,8 @@ class BadRequest : public std::runtime_error {
 
 struct ScannedNode {
   std::string name;
-  NodeLabels labels;
-  std::string_view raw;  // the item's text, to be sent back as it came
+  std::string_view labels;  // metadata.labels' text ("" when absent), see DecodeLabels
+  std::string_view raw;     // the item's text, to be sent back as it came
 };
 
 struct ScannedArgs {
@@ -38,5 +39,8 @@ struct ScannedArgs {
 
 // Throws BadRequest.
 ScannedArgs ScanArgs(std::string_view body);
+
+// The string-valued members of a labels object's text (others are ignored).
+NodeLabels DecodeLabels(std::string_view text);
 
 }  // namespace metronome::extender

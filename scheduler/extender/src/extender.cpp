@@ -27,10 +27,10 @@ struct Args {
   size_t pod_hash = 0;  // of the Pod's text: kube-scheduler sends the same Pod to both verbs
   PodInfo pod;
   std::string pod_warnings;
-  bool full_nodes = false;                   // "Nodes" was sent (nodeCacheCapable: false)
-  std::vector<std::string_view> node_items;  // the Node objects' text as received (full_nodes)
-  std::vector<std::string> names;            // candidate names, in request order
-  std::map<std::string, NodeLabels> labels;  // from the Node objects
+  bool full_nodes = false;                    // "Nodes" was sent (nodeCacheCapable: false)
+  std::vector<std::string_view> node_items;   // the Node objects' text as received (full_nodes)
+  std::vector<std::string> names;             // candidate names, in request order
+  std::vector<std::string_view> label_texts;  // metadata.labels of each Node (full_nodes)
 };
 
 Args ParseArgs(std::string_view body, const ExtenderConfig& config) {
@@ -49,10 +49,11 @@ Args ParseArgs(std::string_view body, const ExtenderConfig& config) {
     a.full_nodes = true;
     a.names.reserve(scanned.nodes.size());
     a.node_items.reserve(scanned.nodes.size());
+    a.label_texts.reserve(scanned.nodes.size());
     for (ScannedNode& n : scanned.nodes) {
-      a.names.push_back(n.name);
+      a.names.push_back(std::move(n.name));
       a.node_items.push_back(n.raw);
-      a.labels.emplace(std::move(n.name), std::move(n.labels));
+      a.label_texts.push_back(n.labels);
     }
   } else if (scanned.has_names) {
     a.names = std::move(scanned.names);
@@ -65,13 +66,12 @@ Args ParseArgs(std::string_view body, const ExtenderConfig& config) {
 std::map<std::string, NodeLabels> Unknown(const Extender::Snapshot& snap, const Args& args,
                                           const ExtenderConfig& config) {
   std::map<std::string, NodeLabels> unknown;
-  for (const std::string& n : args.names) {
-    const auto l = args.labels.find(n);
+  for (size_t i = 0; i < args.names.size(); ++i) {
+    const std::string& n = args.names[i];
     const bool seen = snap.node_ids.count(n) != 0;
-    if (!seen || (snap.unplaced.count(n) != 0 && l != args.labels.end() &&
-                  !LabelOf(&l->second, config.rack_labels).empty())) {
-      unknown[n] = l != args.labels.end() ? l->second : NodeLabels{};
-    }
+    if (seen && snap.unplaced.count(n) == 0) continue;
+    NodeLabels labels = args.full_nodes ? DecodeLabels(args.label_texts[i]) : NodeLabels{};
+    if (!seen || !LabelOf(&labels, config.rack_labels).empty()) unknown[n] = std::move(labels);
   }
   return unknown;
 }
@@ -474,24 +474,31 @@ ExtenderResponse Extender::HandleFilter(std::string_view body) {
     }
     Json failed = Json::object();
     Json passed_names = Json::array();
-    std::string items;  // the passing Node objects, as received
+    std::string out = "{\"Nodes\":";
+    if (args.full_nodes) {
+      // The passing Node objects go back as received, copied once.
+      size_t size = 0;
+      for (const std::string_view item : args.node_items) size += item.size() + 1;
+      out.reserve(size + 256);
+      out += "{\"metadata\":{},\"items\":[";
+    }
+    bool first = true;
     for (size_t i = 0; i < args.names.size(); ++i) {
       if (verdicts[i].hurts_higher && !starve_guard) {
         failed[args.names[i]] = verdicts[i].reason;
         continue;
       }
       if (args.full_nodes) {
-        if (!items.empty()) items.push_back(',');
-        items.append(args.node_items[i]);
+        if (!first) out.push_back(',');
+        out.append(args.node_items[i]);
+        first = false;
       } else {
         passed_names.push_back(args.names[i]);
       }
     }
     nodes_filtered_out_ += failed.size();
-    std::string out = "{\"Nodes\":";
     if (args.full_nodes) {
-      out.reserve(items.size() + 256);
-      out += "{\"metadata\":{},\"items\":[" + items + "]},\"NodeNames\":null";
+      out += "]},\"NodeNames\":null";
     } else {
       out += "null,\"NodeNames\":" + passed_names.dump();
     }
