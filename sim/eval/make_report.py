@@ -277,9 +277,7 @@ def testbed_section(data, testbed_path):
                    "gates did not take effect as planned; that is a finding for the testbed, shim and "
                    "scheduler, not a property of the model." if wo["overlap"] >= tb["runs"]["without"].get("overlap", 0)
                    else "")
-                + (" The scheduler's status at the end of that run lists no registered jobs, so the "
-                   "shims most likely never received a timetable." if isinstance(wo.get("scheduler_jobs"), dict)
-                   and not wo["scheduler_jobs"].get("jobs") else ""), ""]
+, ""]
     return out
 
 
