@@ -20,6 +20,7 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const FlowS
     unfrozen_.resize(n_links, 0);
     version_.resize(n_links, 0);
     flows_on_link_.resize(n_links);
+    dirty_.resize(n_links, 0);
   }
   frozen_.assign(flows.size(), 0);
   touched_.clear();
@@ -55,14 +56,26 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const FlowS
   };
   for (std::uint32_t l : touched_) push(l);
 
+  // Freezing a flow changes the fair share of every link it crosses; the heap is refreshed
+  // once per link after a whole batch of flows froze, not once per flow.
   auto freeze = [&](std::uint32_t f, double rate) {
     frozen_[f] = 1;
     rates[f] = rate;
     for (std::uint32_t l : flows[f].links) {
       remaining_[l] -= rate;
       --unfrozen_[l];
+      if (!dirty_[l]) {
+        dirty_[l] = 1;
+        dirty_links_.push_back(l);
+      }
+    }
+  };
+  auto flush = [&] {
+    for (std::uint32_t l : dirty_links_) {
+      dirty_[l] = 0;
       push(l);
     }
+    dirty_links_.clear();
   };
 
   std::size_t next_capped = 0;
@@ -90,6 +103,7 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const FlowS
     }
     if (cap_share <= link_share) {
       freeze(capped[next_capped], cap_share);
+      flush();
       --left;
       continue;
     }
@@ -102,6 +116,7 @@ void MaxMinSolver::solve(std::span<const double> capacity, std::span<const FlowS
       freeze(f, link_share);
       --left;
     }
+    flush();
   }
 
   for (std::uint32_t l : touched_) {

@@ -44,6 +44,8 @@ class MaxMinSolver {
   std::vector<std::uint32_t> touched_;
   std::vector<HeapEntry> heap_;
   std::vector<char> frozen_;
+  std::vector<char> dirty_;
+  std::vector<std::uint32_t> dirty_links_;
 };
 
 // Convenience wrapper for tests and one-off use.
