@@ -191,3 +191,37 @@ TEST(ShimRuntime, NoHostWaitWhileTheStreamIsCaptured) {
 
 }  // namespace
 }  // namespace metronome::shim
+
+namespace metronome::shim {
+namespace {
+
+TEST(ShimRuntime, CommunicatorTableFillsReusesAndStaysConsistent) {
+  Fixture f(Mode::kObserve);
+  f.rt->OnCommDestroyed(f.comm, "destroyed");
+  std::vector<ncclComm_t> comms;
+  CommOrigin o;
+  o.how = "test";
+  o.nranks = 2;
+  o.rank = 0;
+  for (size_t i = 0; i < Runtime::kTableSize + 10; ++i) {
+    auto* c = reinterpret_cast<ncclComm_t>(uintptr_t{0x100000} + i * 0x40);
+    if (f.rt->OnCommCreated(c, o) != nullptr) comms.push_back(c);
+  }
+  EXPECT_EQ(comms.size(), Runtime::kTableSize);  // the rest pass untracked
+  for (ncclComm_t c : comms) ASSERT_NE(f.rt->Find(c), nullptr);
+  // Free every other one; their slots are reused, the others stay findable.
+  for (size_t i = 0; i < comms.size(); i += 2) f.rt->OnCommDestroyed(comms[i], "destroyed");
+  for (size_t i = 0; i < comms.size(); ++i) {
+    EXPECT_EQ(f.rt->Find(comms[i]) != nullptr, i % 2 == 1) << i;
+  }
+  size_t added = 0;
+  for (size_t i = 0; i < 100; ++i) {
+    auto* c = reinterpret_cast<ncclComm_t>(uintptr_t{0x900000} + i * 0x40);
+    if (f.rt->OnCommCreated(c, o) != nullptr && f.rt->Find(c) != nullptr) ++added;
+  }
+  EXPECT_EQ(added, 100u);
+  EXPECT_EQ(f.rt->Find(reinterpret_cast<ncclComm_t>(uintptr_t{0x12345})), nullptr);
+}
+
+}  // namespace
+}  // namespace metronome::shim
