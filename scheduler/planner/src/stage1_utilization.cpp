@@ -1,8 +1,10 @@
 // Stage 1 — utilization.
 //
-// Objective: serve as much of each link's load as possible with no contention among gated jobs.
-// A job is admitted (gated) at the smallest harmonic period T ≥ P at which it has a free
-// offset on every link it crosses; a job that has none within max_stretch·P is best-effort.
+// Objective: serve as much of each link's load as possible with no contention among gated jobs,
+// compared priority class by priority class (Score::served_by_priority). A job is admitted
+// (gated) at the smallest candidate period — P, then the harmonic stretches within the bound
+// stage 2 sets — at which it has a free offset on every link it crosses; otherwise it is
+// best-effort.
 //
 // Jobs are admitted in priority order, so when a link is oversubscribed it is the lowest
 // priorities that are stretched or left best-effort; within one priority, running jobs come
@@ -69,12 +71,11 @@ bool first_fit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_p
 }
 
 // ---------------------------------------------------------------------------------------------
-// What best-effort jobs get. A job that fits nowhere is not starved: it keeps a window every
-// period, at the smallest harmonic period its links allow, placed where its overflow lands on
-// the fewest, lowest-priority windows (cost Σ π_i·overlap_i·excess_i per unit time, minimized
-// over the offsets that start right after or end right before another window). Its window is
-// not protected: it shares bandwidth while it overlaps. Without any harmonic period it runs
-// ungated at P ("drifting"). Cost: O(A²) for A windows on its links.
+// What best-effort jobs get. A job that fits nowhere is not starved: it keeps its natural
+// period and a window every period, placed where its overflow lands on the fewest,
+// lowest-priority windows (cost Σ π_i·overlap_i·excess_i per unit time, a piecewise-linear
+// function of the offset minimized exactly by sweeping its breakpoints). Its window is not
+// protected: it shares bandwidth while it overlaps. Cost: O(A log A) for A windows on its links.
 // ---------------------------------------------------------------------------------------------
 
 namespace {

@@ -139,7 +139,7 @@ inline Nanos mod(Nanos x, Nanos m) {
 }
 
 // Stage entry points used by the planners (one file each).
-// stage1_utilization.cpp: the placement order, and the smallest harmonic period that fits.
+// stage1_utilization.cpp: the placement order, and the smallest candidate period that fits.
 std::vector<std::uint32_t> placement_order(const Workspace& ws,
                                            const std::vector<std::uint32_t>& js);
 struct Fit {
@@ -147,8 +147,6 @@ struct Fit {
   std::vector<FreeRange> ranges;
 };
 bool first_fit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_period = 0);
-// What a job that does not fit gets: the smallest harmonic period (P, drifting, when none
-// exists) and the offset where its windows overlap the least priority-weighted traffic.
 // Another job's window folded onto the circle of period T of the job being placed.
 struct Folded {
   Nanos start;  // in [0, T)
@@ -160,6 +158,8 @@ struct Folded {
 };
 void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
                std::vector<Folded>& out);
+// What a job that does not fit gets: its natural period P and the offset where its windows
+// overlap the least priority-weighted traffic ("drifting", ungated, only if P were excluded).
 struct BestEffortSlot {
   Nanos period = 0;
   Nanos offset = 0;

@@ -92,6 +92,30 @@ TEST(Stages, Periods100And190TheSecondBecomes200) {
   EXPECT_EQ(plan.links[0].hyperperiod_ns, 200 * kMs);
 }
 
+TEST(Stages, UnrelatedPeriodsInterleaveUnstretchedWhenTheirGcdLeavesRoom) {
+  // 100 ms and 120 ms: windows meet modulo gcd = 20 ms; 8 + 8 ms fit in it.
+  const Problem p{testing::links(1), {job(1, 0, 100, 8, {0}), job(2, 0, 120, 8, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  EXPECT_EQ(entry(plan, 1).period_ns, 100 * kMs);
+  EXPECT_EQ(entry(plan, 2).period_ns, 120 * kMs);
+  EXPECT_FALSE(entry(plan, 2).best_effort);
+  EXPECT_EQ(plan.links[0].hyperperiod_ns, 600 * kMs);
+}
+
+TEST(Stages, AStretchThatCostsMoreThanTheContentionItAvoidsIsNotTaken) {
+  // 30 + 20 ms do not fit in gcd(100, 120) = 20 ms; 120 → 200 ms would cost the second job
+  // 2/3 of its speed to avoid sharing the link a few percent of the time: it runs best-effort
+  // at its natural period instead (its window aimed at the gap), unstretched.
+  const Problem p{testing::links(1), {job(1, 0, 100, 30, {0}), job(2, 0, 120, 20, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  EXPECT_EQ(entry(plan, 1).period_ns, 100 * kMs);
+  EXPECT_TRUE(entry(plan, 2).best_effort);
+  EXPECT_EQ(entry(plan, 2).period_ns, 120 * kMs);
+  EXPECT_LT(entry(plan, 2).predicted_slowdown, 2.0 / 3.0);
+}
+
 TEST(Stages, ChainOfLinksGetsOneConsistentOffsetPerJob) {
   // L0 - L1 - L2 - L3: jobs on neighbouring pairs plus one on each link, every link ≥ 0.8 full.
   const Problem p{testing::links(4),

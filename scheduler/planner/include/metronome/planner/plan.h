@@ -17,10 +17,11 @@ struct JobPlan {
   Nanos offset_ns = 0;      // in [0, period)
   Nanos window_ns = 0;      // = c; equal to the period when the job is not gated at all
   Nanos late_slack_ns = 0;  // the cushion: how late the job may start and still collide with none
-  // Best-effort: the job did not fit without contention. It is never starved: it keeps a
-  // window every period, at the smallest harmonic period, where its overflow lands on the
-  // fewest and lowest-priority windows, and shares bandwidth while it overlaps them; with no
-  // harmonic period at all it runs ungated at P (window = period). Late slack is 0.
+  // Best-effort: the job did not fit without contention. It is never starved: it keeps its
+  // natural period and a window every period, where its overflow lands on the fewest and
+  // lowest-priority windows, and shares bandwidth while it overlaps them. Late slack is 0.
+  // (A job the planner knows nothing about, e.g. absent from an adopted plan, is ungated:
+  // window = period.)
   bool best_effort = false;
   double predicted_slowdown = 0.0;  // (iteration time − P) / P expected under this plan
 };

@@ -2,10 +2,12 @@
 // change and inside the extender.
 //
 // For each job, highest priority first:
-//   stage 1 (utilization, stage1_utilization.cpp): the smallest harmonic period T ≥ P at which
-//     the job has a contention-free offset on every link it crosses; none → best-effort;
-//   stage 2 (latency, stage2_latency.cpp): a running job stays where it is unless moving gains
-//     more than the move costs; a new job is packed against the windows already placed;
+//   stage 1 (utilization, stage1_utilization.cpp): the smallest candidate period — P, then the
+//     harmonic T_base·k, T_base/k — at which the job has a contention-free offset on every link
+//     it crosses; none → best-effort (a window at P aimed at the lowest-priority overlap);
+//   stage 2 (latency, stage2_latency.cpp): a stretch only when it costs less than running
+//     ungated; a running job stays where it is unless moving gains more than the move costs;
+//     a new job is packed against the windows already placed;
 //   stage 3 (cushion, stage3_cushion.cpp): once all are placed, jobs free to move are slid
 //     inside their free range so that the gaps after windows grow in proportion to priority.
 // The interval structure behind "which offsets are free" is in occupancy.cpp, the harmonic

@@ -3,10 +3,12 @@
 //
 // Each candidate is evaluated incrementally against the planner's current plan, which stays
 // as it is (running jobs are not moved, as stage 2 prefers): the job is admitted like a new job
-// (stage 1: the smallest harmonic period with a free offset on every link the candidate
-// crosses). If it fits, nobody else slows down; if it does not, it would run best-effort and
-// its traffic would contend with the windows on those links, which the contention model
-// (ungated traffic as random on/off sources) turns into predicted slowdowns.
+// (stages 1–2: the smallest candidate period within the stretch bound with a free offset on
+// every link the candidate crosses). If it fits, nobody else slows down; if it does not, it
+// would run best-effort with its window aimed as the planner would aim it, and the overlaps
+// give its own and its neighbours' predicted slowdowns (overlap time × excess height / B).
+// Insertion only: a placement that fits only after OnlinePlanner::add_job repacks the
+// neighbours is scored, pessimistically, as best-effort.
 #pragma once
 
 #include <span>
