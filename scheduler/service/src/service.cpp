@@ -164,6 +164,46 @@ void Service::EndpointLoop() {
       }
       FlushOutbox();
     }
+    NotifyPlanListener();
+  }
+}
+
+ClusterView Service::View() {
+  std::lock_guard lock(mu_);
+  ClusterView v;
+  v.plan_version = plan_version_;
+  v.topology = config_.topology;
+  for (const auto& [name, job] : jobs_) {
+    ClusterView::Job j;
+    j.name = name;
+    j.priority = job.priority;
+    for (const auto& [r, rank] : job.ranks) j.nodes.push_back(rank.node);
+    if (job.has_profile) {
+      j.period_ns = job.period_ns;
+      j.comm_ns = job.comm_ns;
+      j.bytes_per_phase = job.bytes_per_phase;
+    }
+    j.planned = job.planned;
+    j.best_effort = job.best_effort;
+    j.timetable = job.timetable;
+    v.jobs.push_back(std::move(j));
+  }
+  return v;
+}
+
+void Service::NotifyPlanListener() {
+  if (!plan_listener_) return;
+  uint64_t version = 0;
+  {
+    std::lock_guard lock(mu_);
+    version = plan_version_;
+  }
+  if (version == notified_version_) return;
+  notified_version_ = version;
+  try {
+    plan_listener_(View());
+  } catch (const std::exception& e) {
+    spdlog::error("scheduler: plan listener failed: {}", e.what());
   }
 }
 

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,25 @@ class socket_t;
 
 namespace metronome::service {
 
+// What other parts (the kube-scheduler extender) need to know after each plan change: the
+// topology as configured and every job with its measured profile and current timetable.
+struct ClusterView {
+  struct Job {
+    std::string name;
+    int priority = 0;
+    std::vector<std::string> nodes;  // one entry per registered rank
+    int64_t period_ns = 0;           // measured profile (0: none yet)
+    int64_t comm_ns = 0;
+    uint64_t bytes_per_phase = 0;
+    bool planned = false;
+    bool best_effort = false;
+    Timetable timetable;
+  };
+  uint64_t plan_version = 0;
+  TopologyConfig topology;
+  std::vector<Job> jobs;
+};
+
 class Service {
  public:
   // Loads the topology file named in the config (throws ConfigError on a bad one).
@@ -57,6 +77,13 @@ class Service {
   HttpServer& http() { return *http_; }
   Metrics& metrics() { return metrics_; }
   const ServiceConfig& config() const { return config_; }
+
+  // Called (on the endpoint thread, without the service lock) after every plan change and once
+  // at start. Set it before Start().
+  void SetPlanListener(std::function<void(const ClusterView&)> listener) {
+    plan_listener_ = std::move(listener);
+  }
+  ClusterView View();
 
   // Snapshots for the status API (thread-safe).
   nlohmann::json StatusJson();
@@ -98,6 +125,7 @@ class Service {
   void ApplyPlan(int64_t trigger_ns, const char* reason);
   void Tick(int64_t now);
   void FlushOutbox();
+  void NotifyPlanListener();
   PlanJob ToPlanJob(const JobState& job) const;
   void Decide(JobState& job, const char* decision, const std::string& detail);
   void Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
@@ -115,6 +143,8 @@ class Service {
   std::jthread offline_thread_;
   std::condition_variable_any offline_cv_;
   int64_t started_ns_ = 0;
+  std::function<void(const ClusterView&)> plan_listener_;
+  uint64_t notified_version_ = UINT64_MAX;
 
   // Everything below is guarded by mu_.
   mutable std::mutex mu_;

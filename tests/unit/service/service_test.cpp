@@ -1,0 +1,87 @@
+// The service embedded in-process (as another component would host it): wildcard ports, the
+// plan listener that the extender uses to follow the plan, and a clean stop.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <zmq.hpp>
+
+#include "metronome/common/protocol.hpp"
+#include "metronome/service/service.hpp"
+
+namespace metronome::service {
+namespace {
+
+std::optional<proto::Message> Recv(zmq::socket_t& s) {
+  zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(2000)) <= 0) return std::nullopt;
+  zmq::message_t m;
+  if (!s.recv(m, zmq::recv_flags::dontwait)) return std::nullopt;
+  auto d = proto::Decode(m.data(), m.size());
+  if (!d.ok()) return std::nullopt;
+  return d.message;
+}
+
+TEST(Service, EmbeddedWithWildcardPortsNotifiesPlanChanges) {
+  ServiceConfig cfg;
+  cfg.listen = "tcp://127.0.0.1:*";
+  cfg.http = "127.0.0.1:0";
+  cfg.log_level = "warn";
+  cfg.controller.offline_interval_ms = 0;
+  Service svc(cfg);
+  std::mutex mu;
+  std::vector<ClusterView> views;
+  svc.SetPlanListener([&](const ClusterView& v) {
+    std::lock_guard lock(mu);
+    views.push_back(v);
+  });
+  svc.Start();
+  EXPECT_NE(svc.zmq_endpoint().find("tcp://127.0.0.1:"), std::string::npos);
+  EXPECT_GT(svc.http_port(), 0);
+
+  zmq::context_t ctx;
+  zmq::socket_t a(ctx, zmq::socket_type::dealer), b(ctx, zmq::socket_type::dealer);
+  a.connect(svc.zmq_endpoint());
+  b.connect(svc.zmq_endpoint());
+  proto::Hello h;
+  h.job_id = "j";
+  h.world_size = 2;
+  h.node = "n0";
+  a.send(zmq::buffer(proto::Encode(h)), zmq::send_flags::none);
+  h.rank = 1;
+  h.node = "n1";
+  b.send(zmq::buffer(proto::Encode(h)), zmq::send_flags::none);
+  ASSERT_TRUE(Recv(a));
+  ASSERT_TRUE(Recv(b));
+  proto::ProfileReport r;
+  r.job_id = "j";
+  r.period_ns = 100'000'000;
+  r.comm_ns = 25'000'000;
+  r.confidence = 1.0;
+  a.send(zmq::buffer(proto::Encode(r)), zmq::send_flags::none);
+  auto push = Recv(a);
+  ASSERT_TRUE(push && std::holds_alternative<proto::TimetablePush>(*push));
+
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (!views.empty() && !views.back().jobs.empty() && views.back().jobs[0].planned) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(views.empty());
+  const ClusterView& v = views.back();
+  ASSERT_EQ(v.jobs.size(), 1u);
+  EXPECT_EQ(v.jobs[0].name, "j");
+  EXPECT_EQ(v.jobs[0].nodes, (std::vector<std::string>{"n0", "n1"}));
+  EXPECT_EQ(v.jobs[0].timetable.window_ns, 25'000'000);
+  EXPECT_EQ(v.topology.unknown_nodes_link, "default");
+  EXPECT_EQ(svc.StatusJson()["jobs_planned"], 1);
+  svc.Stop();
+}
+
+}  // namespace
+}  // namespace metronome::service
