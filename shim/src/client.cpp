@@ -66,6 +66,12 @@ void Client::Stop(int64_t timeout_ns) noexcept {
   }
 }
 
+void Client::AbandonAfterFork() noexcept {
+  if (transport_) transport_->AbandonAfterFork();
+  if (wake_fd_ >= 0) close(wake_fd_);
+  wake_fd_ = -1;
+}
+
 void Client::Run() noexcept {
   pthread_setname_np(pthread_self(), "metronome");
   try {

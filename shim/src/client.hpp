@@ -36,6 +36,8 @@ class Client {
   bool Start();
   // Asks the thread to send its byes and stop; waits up to `timeout_ns` for it.
   void Stop(int64_t timeout_ns) noexcept;
+  // In a forked child (no thread there): close the inherited descriptors, touch nothing else.
+  void AbandonAfterFork() noexcept;
 
  private:
   void Run() noexcept;

@@ -404,8 +404,9 @@ void Runtime::ParentAfterFork() noexcept {
 
 void Runtime::ChildAfterFork() noexcept {
   mu_.unlock();
-  // The child has no background thread and must not touch the parent's ZeroMQ context or CUDA
-  // state: forget them (leaked on purpose) and start clean.
+  // The child has no background thread and must not touch the parent's connection or CUDA
+  // state: close the inherited descriptors, forget the rest (leaked on purpose), start clean.
+  if (client_ != nullptr) static_cast<Client*>(client_)->AbandonAfterFork();
   client_ = nullptr;
   client_started_.store(false);
   for (auto& slot : table_) slot.store(nullptr, std::memory_order_relaxed);

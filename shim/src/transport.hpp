@@ -34,6 +34,9 @@ class Transport {
   // `linger_ms`: how long to try to flush what is pending.
   virtual void Close(int linger_ms) = 0;
   virtual const char* Describe() const = 0;
+  // In a forked child: release the inherited socket without talking on it (libzmq's state must
+  // not be touched there at all, so its transport does nothing).
+  virtual void AbandonAfterFork() {}
 };
 
 std::unique_ptr<Transport> MakeZmtpTransport();

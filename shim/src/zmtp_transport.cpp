@@ -185,6 +185,11 @@ class ZmtpTransport final : public Transport {
 
   const char* Describe() const override { return "ZMTP 3.0 over TCP (built in)"; }
 
+  void AbandonAfterFork() override {
+    if (fd_ >= 0) ::close(fd_);  // the parent keeps its connection; the child's copy goes
+    fd_ = -1;
+  }
+
  private:
   enum class State { kIdle, kConnecting, kGreeting, kReady };
 
