@@ -112,16 +112,54 @@ std::vector<Placement> Candidates(const Cluster& cluster, const std::vector<int>
   }
   std::stable_sort(order.begin(), order.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return rack_free[a] > rack_free[b]; });
-  std::vector<std::uint32_t> nodes;
-  int have = 0;
-  for (std::uint32_t r : order) {
-    if (have >= job.gpus) break;
-    nodes.insert(nodes.end(), cluster.racks[r].nodes.begin(), cluster.racks[r].nodes.end());
-    have += rack_free[r];
+  auto span = [&](const std::vector<std::uint32_t>& rack_order) -> std::optional<Placement> {
+    std::vector<std::uint32_t> nodes;
+    int have = 0;
+    for (std::uint32_t r : rack_order) {
+      if (have >= job.gpus) break;
+      if (rack_free[r] == 0) continue;
+      // Within a rack, its fullest-free nodes first; racks in the given order.
+      std::vector<std::uint32_t> rn = cluster.racks[r].nodes;
+      std::stable_sort(rn.begin(), rn.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return free_gpus[a] > free_gpus[b];
+      });
+      nodes.insert(nodes.end(), rn.begin(), rn.end());
+      have += rack_free[r];
+    }
+    std::map<std::uint32_t, int> taken;
+    int left = job.gpus;
+    for (std::uint32_t n : nodes) {
+      if (left == 0) break;
+      int can = (free_gpus[n] / job.gpus_per_pod) * job.gpus_per_pod;
+      if (can == 0 && free_gpus[n] >= left) can = left;
+      const int use = std::min(can, left);
+      if (use > 0) {
+        taken[n] = use;
+        left -= use;
+      }
+    }
+    if (left > 0) return std::nullopt;
+    return FromMap(taken);
+  };
+  // Pack's choice: the racks with the most free GPUs. Then, as alternatives for a scored
+  // placement, the same recipe started from each other rack (other sets of rack uplinks).
+  std::vector<Placement> out;
+  auto first = span(order);
+  if (!first) return {};
+  out.push_back(std::move(*first));
+  for (std::uint32_t start : order) {
+    if (rack_free[start] == 0 || start == order.front()) continue;
+    std::vector<std::uint32_t> alt = {start};
+    for (std::uint32_t r : order) {
+      if (r != start) alt.push_back(r);
+    }
+    auto p = span(alt);
+    if (!p) continue;
+    bool seen = false;
+    for (const Placement& q : out) seen = seen || q.node_gpus == p->node_gpus;
+    if (!seen) out.push_back(std::move(*p));
   }
-  auto taken = TakeFrom(nodes, free_gpus, job.gpus, job.gpus_per_pod);
-  if (!taken) return {};
-  return {FromMap(*taken)};
+  return out;
 }
 
 }  // namespace
