@@ -28,7 +28,7 @@ struct JobPlan {
 
 struct LinkPlan {
   LinkId link = 0;
-  Nanos hyperperiod_ns = 0;  // largest harmonic period among its gated jobs (0: none)
+  Nanos hyperperiod_ns = 0;  // lcm of its gated jobs' periods (0: none, or beyond ~2.8 h)
   double served_load = 0.0;  // Σ over gated jobs of w·h / (T·B): contention-free share
   Nanos min_cushion_ns = 0;  // smallest gap after a gated window before another one (−1: n/a)
   double contention = 0.0;   // expected E[max(0, load − B)] / B over time
@@ -48,8 +48,8 @@ struct Score {
 };
 
 struct Plan {
-  Nanos epoch_ns = 0;
-  std::vector<JobPlan> jobs;    // one per job, in the problem's job order
+  Nanos epoch_ns = 0;         // the caller's (the daemon picks the common epoch); planners leave 0
+  std::vector<JobPlan> jobs;  // one per job, in the problem's job order
   std::vector<LinkPlan> links;  // one per link of the topology, by link id
   Score score;
 

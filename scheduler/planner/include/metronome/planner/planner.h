@@ -40,6 +40,9 @@ struct AddResult {
 };
 
 // The stateful planner the daemon keeps: the whole plan, updated job by job.
+// Not thread-safe, not even its const members (queries use scratch space): serialize all
+// calls. The offline search builds its own state, so it can run in another thread on a copy
+// of jobs() and snapshot().
 class OnlinePlanner {
  public:
   explicit OnlinePlanner(Topology topology, PlannerOptions options = {});
