@@ -92,7 +92,12 @@ if [ $SECONDS -lt $deadline ] && python3 -c 'import torch; assert torch.cuda.is_
   interposed=$(grep -c 'communicator .* created' "$build/gpu/ddp.err")
   result[ddp_plain]=$plain
   result[ddp_shim]="$shimmed (communicators seen by the shim: $interposed)"
-  if [ -n "$loss_a" ] && [ "$loss_a" = "$loss_b" ] && [ "$interposed" -ge 1 ]; then ddp_ok=PASS; fi
+  # Same training (world size 1, fixed seed): the loss agrees to 1e-4 (cuBLAS may differ in the
+  # last bits between runs), and the shim saw the communicators.
+  if [ -n "$loss_a" ] && [ -n "$loss_b" ] && [ "$interposed" -ge 1 ] &&
+     awk -v a="$loss_a" -v b="$loss_b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d < 1e-4) }'; then
+    ddp_ok=PASS
+  fi
 else
   result[ddp_plain]="skipped (no torch with CUDA, or out of time)"
 fi
