@@ -3,15 +3,15 @@
 // Objective: rank candidate placements of one job by the slowdown they would cause, fast
 // enough for the extender (1,000 candidates in a few milliseconds).
 //
-// Cost per candidate: resolving its links (O(n log n) for n nodes), the harmonic candidates,
-// and one free-range query per candidate period, O(a log a) for a arcs on its links. The
-// contention of the best-effort case is computed once per link and cached across candidates.
+// Per query, each link's free segments (per period), the other windows folded onto the job's
+// circle and its best-effort cost curve are computed once (O(a log a) per link) and cached.
+// Per candidate: resolving its links (O(n log n) for n nodes), the candidate periods, and
+// merges of the cached per-link lists, O(k·a) — no re-plan.
 #include "metronome/planner/what_if.h"
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "contention.h"
 #include "workspace.h"
 
 namespace metronome::planner {
@@ -29,23 +29,6 @@ double gated_slowdown(const Workspace& ws, std::uint32_t i) {
   const detail::JobShape& shape = ws.jobs[i].shape;
   if (s.state != detail::SlotState::kGated) return 0.0;
   return static_cast<double>(s.period - shape.P) / static_cast<double>(shape.P);
-}
-
-// Contention factor a new ungated source of height h would see on link l.
-double extra_factor(const Workspace& ws, LinkId l, double h) {
-  std::vector<detail::GatedArc> gated;
-  for (const auto& o : ws.link_jobs[l]) {
-    const detail::Slot& s = ws.slots[o.job];
-    gated.push_back({s.period, s.offset, ws.jobs[o.job].shape.w, o.height});
-  }
-  std::vector<detail::RandomLoad> random;
-  for (const std::uint32_t k : ws.link_best_effort[l]) {
-    const detail::JobShape& s = ws.jobs[k].shape;
-    const auto pos = static_cast<std::size_t>(std::lower_bound(s.links.begin(), s.links.end(), l) -
-                                              s.links.begin());
-    random.push_back({static_cast<double>(s.w) / static_cast<double>(s.P), s.height[pos]});
-  }
-  return detail::LinkContention(ws.topology.link(l).capacity_bps, gated, random).extra_stretch(h);
 }
 
 // Free offsets of the job on one link at one period, as sorted segments of [0, t) that do not
@@ -118,7 +101,6 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
   }
   std::vector<WhatIfResult> results;
   results.reserve(candidates.size());
-  std::unordered_map<LinkId, double> factor_cache;
   SegmentCache segments{ws, {}, {}, {}, {}};
   std::vector<Nanos> periods;
   std::vector<detail::Overlap> ov;
@@ -129,8 +111,6 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
   std::unordered_map<LinkId, LinkCache> link_cache;  // per link, for this job's shape
   std::vector<const detail::CostCurve*> pointers;
   Job probe = job;
-  const double duty =
-      static_cast<double>(job.profile.comm_ns) / static_cast<double>(job.profile.period_ns);
   for (const std::vector<NodeId>& nodes : candidates) {
     probe.nodes = nodes;
     detail::JobShape shape = ws.shape_for(probe);
@@ -178,7 +158,6 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
       // with the windows it overlaps (first-order estimate: overlap time × excess height).
       detail::BestEffortSlot be;
       be.period = shape.P;  // a best-effort job keeps its natural period (stage1_utilization.cpp)
-      be.drifting = false;
       pointers.clear();
       for (std::size_t k = 0; k < shape.links.size(); ++k) {
         auto [it, fresh] = link_cache.try_emplace(shape.links[k]);
@@ -194,18 +173,6 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
       double worst = 0.0;
       for (std::size_t k = 0; k < shape.links.size(); ++k) {
         const LinkId l = shape.links[k];
-        if (be.drifting) {  // ungated: its phase drifts over everybody's windows
-          auto [it, fresh] = factor_cache.try_emplace(l, 0.0);
-          if (fresh) it->second = extra_factor(ws, l, shape.height[k]);
-          worst = std::max(worst, (it->second - 1.0) * duty);
-          const double capacity = ws.topology.link(l).capacity_bps;
-          for (const auto& o : ws.link_jobs[l]) {
-            const double excess = std::max(0.0, o.height + shape.height[k] - capacity) / capacity;
-            neighbour(o.job, duty * excess * static_cast<double>(ws.jobs[o.job].shape.w) /
-                                 static_cast<double>(ws.jobs[o.job].shape.P));
-          }
-          continue;
-        }
         detail::overlaps(link_cache[l].arcs, shape.w, be.period, be.offset, ov);
         double mine = 0.0;
         for (const detail::Overlap& o : ov) {
