@@ -446,7 +446,8 @@ def main():
     L += ["## Ablations", "",
           "`metronome-pack`: Metronome's time scheduling on network-aware placement (no what-if "
           "scoring); `metronome-no-cushion`: the planner's stage 3 off (`cushion_sweeps = 0`: windows packed "
-          "against each other, late slack only what is left over); `metronome-no-stretch`: no period "
+          "against each other, late slack only what is left over; no offline search, which would "
+          "relax cushions anyway); `metronome-no-stretch`: no period "
           "stretching (`max_stretch = 1`: a job that does not fit at its natural period runs "
           "best-effort); `metronome-no-controller`: no re-planning after arrivals beyond the one "
           "incremental placement, no departures processed, no drift correction, no offline search "

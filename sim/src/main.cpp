@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   bool no_progress = false;
   bool list = false;
   double max_stretch = 0.0;
-  int offline = 40;
+  int offline = -1;
   std::int64_t seed = -1;
   app.add_option("scenario", scenario_path, "scenario YAML file");
   app.add_option("--policy,-p", policy, "policy to run (see --list-policies)");
@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "override the scenario's seed")->check(CLI::NonNegativeNumber);
   app.add_option("--offline-iterations", offline,
                  "offline search iterations after each plan change (metronome with controller; 0: "
-                 "off)")
+                 "off; default: the policy's)")
       ->check(CLI::Range(0, 10000));
   try {
     app.parse(argc, argv);
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
          compare.empty() ? std::vector<std::string>{policy} : SplitCommas(compare)) {
       policies.push_back(metronome::sim::PolicyByName(name));
       policies.back().max_stretch = max_stretch;
-      policies.back().offline_iterations = offline;
+      if (offline >= 0) policies.back().offline_iterations = offline;
     }
   } catch (const std::invalid_argument& e) {
     std::cerr << "metronome-sim: " << e.what() << "\n";

@@ -52,6 +52,9 @@ PolicyConfig PolicyByName(const std::string& name) {
   } else if (name == "metronome-no-cushion") {
     p.scheduling = SchedulingKind::kMetronome;
     p.cushion = false;
+    // The planner's offline search always runs cushion_sweeps + 1 relaxation sweeps, so stage 3
+    // is off only without it.
+    p.offline_iterations = 0;
   } else if (name == "metronome-no-stretch") {
     p.scheduling = SchedulingKind::kMetronome;
     p.stretch = false;
