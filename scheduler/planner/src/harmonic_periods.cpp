@@ -30,16 +30,6 @@ Nanos Workspace::hyperperiod(LinkId link) const {
   return h;
 }
 
-bool Workspace::nests(const JobShape& shape, Nanos period) const {
-  if (period <= 0) return false;
-  for (const LinkId l : shape.links) {
-    for (const auto& [p, count] : chains[l]) {
-      if (p % period != 0 && period % p != 0) return false;
-    }
-  }
-  return true;
-}
-
 void Workspace::candidate_periods(const JobShape& shape, std::vector<Nanos>& out) const {
   out.clear();
   const Nanos P = shape.P;

@@ -83,8 +83,6 @@ class Workspace {
   // Candidate periods, ascending: P itself, then the harmonic ones T_i·k and T_i/k (exact) of
   // the periods on the shape's links, all within P ≤ T ≤ max_stretch·P.
   void candidate_periods(const JobShape& shape, std::vector<Nanos>& out) const;
-  // True when T divides or is divided by every gated period on the shape's links.
-  [[nodiscard]] bool nests(const JobShape& shape, Nanos period) const;
   // Least common multiple of the gated periods on the link (0: none, or beyond the cap).
   [[nodiscard]] Nanos hyperperiod(LinkId link) const;
 

@@ -40,6 +40,26 @@ TEST(Replan, WithNoChangeTheSamePlanComesBack) {
   }
 }
 
+TEST(Replan, RunningJobsWithUnrelatedPeriodsStayStill) {
+  // 100, 120 and 150 ms interleave by the gcd rule; re-planning with nothing changed and after
+  // one leaves moves nobody.
+  Problem p{testing::links(1),
+            {job(1, 0, 100, 8, {0}), job(2, 0, 120, 8, {0}), job(3, 0, 150, 10, {0})}};
+  const Plan first = plan(p);
+  EXPECT_FEASIBLE(p, first);
+  const Plan again = plan(p, {}, &first);
+  p.jobs.pop_back();
+  const Plan after = plan(p, {}, &first);
+  EXPECT_FEASIBLE(p, after);
+  for (const JobId id : {1u, 2u}) {
+    EXPECT_FALSE(entry(first, id).best_effort);
+    EXPECT_EQ(entry(again, id).offset_ns, entry(first, id).offset_ns) << "job " << id;
+    EXPECT_EQ(entry(after, id).offset_ns, entry(first, id).offset_ns) << "job " << id;
+    EXPECT_EQ(entry(after, id).period_ns, entry(first, id).period_ns) << "job " << id;
+  }
+  EXPECT_EQ(entry(again, 3).offset_ns, entry(first, 3).offset_ns);
+}
+
 TEST(Replan, AHigherPriorityNewcomerDisplacesARunningJob) {
   Problem p{testing::links(1), {job(1, 0, 100, 60, {0})}};
   const Plan before = plan(p);
