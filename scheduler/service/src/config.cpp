@@ -98,6 +98,7 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
          ReadMap(n, key,
                  {{"min_confidence", Dbl(p.min_confidence, 0.0, 1.0)},
                   {"saturate_fraction", Dbl(p.saturate_fraction, 0.01, 1.0)},
+                  {"wire_margin", Dbl(p.wire_margin, 0.0, 1.0)},
                   {"epoch_ns", Int(p.epoch_ns, -(int64_t{1} << 61), int64_t{1} << 61)},
                   {"max_stretch", Dbl(p.max_stretch, 1.0, 1000.0)}});
        }},

@@ -52,7 +52,9 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   if (usable) {
     if (!job.has_profile) v.first_profile = true;
     job.has_profile = true;
-    job.period_ns = report.period_ns;
+    // The ungated rhythm: the gate's mean hold per phase is not part of the job's period (else
+    // a stretched job's profile would ratchet up to its stretched period).
+    job.period_ns = std::max(report.period_ns - report.hold_ns, report.comm_ns);
     job.comm_ns = report.comm_ns;
     job.bytes_per_phase = report.bytes_per_phase;
     job.confidence = report.confidence;
@@ -100,8 +102,18 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
 
   // Rule 2: changed profile.
   if (usable) {
-    const double change = std::max(RelativeChange(job.period_ns, job.planned_period_ns),
-                                   RelativeChange(job.comm_ns, job.planned_comm_ns));
+    // With the bytes known, the window comes from the bytes and the link (planning.cpp), so
+    // only the compute part (period - comm) and the bytes describe the job: the measured comm
+    // time also moves with contention and with how far apart the ranks were released, which is
+    // not a change of the job. Without bytes, period and comm are the profile.
+    const double change =
+        job.bytes_per_phase > 0
+            ? std::max(RelativeChange(job.period_ns - job.comm_ns,
+                                      job.planned_period_ns - job.planned_comm_ns),
+                       RelativeChange(static_cast<int64_t>(job.bytes_per_phase),
+                                      static_cast<int64_t>(job.planned_bytes_per_phase)))
+            : std::max(RelativeChange(job.period_ns, job.planned_period_ns),
+                       RelativeChange(job.comm_ns, job.planned_comm_ns));
     if (change > controller.profile_change_threshold) {
       ++job.consecutive_changed_reports;
     } else {

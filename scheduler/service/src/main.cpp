@@ -5,6 +5,10 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <zmq.h>
+
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -76,6 +80,9 @@ int main(int argc, char** argv) {
   app.add_option("--offline-interval-ms", offline_interval_ms,
                  "background recalculation period, 0 = off (controller.offline_interval_ms)");
   app.add_flag("--check", check, "validate the configuration and topology, then exit");
+  std::string keygen;
+  app.add_option("--generate-curve-keys", keygen,
+                 "write a new CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -85,6 +92,33 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  }
+
+  if (!keygen.empty()) {
+    char pub[41] = {}, sec[41] = {};
+    if (zmq_curve_keypair(pub, sec) != 0) {
+      std::fprintf(stderr, "metronome-scheduler: this libzmq has no CURVE support\n");
+      return 1;
+    }
+    const std::string sec_path = keygen + ".key", pub_path = keygen + ".pub";
+    const mode_t old = umask(077);
+    std::FILE* fs = std::fopen(sec_path.c_str(), "w");
+    umask(old);
+    std::FILE* fp = std::fopen(pub_path.c_str(), "w");
+    if (fs == nullptr || fp == nullptr) {
+      std::fprintf(stderr, "metronome-scheduler: cannot write %s / %s\n", sec_path.c_str(),
+                   pub_path.c_str());
+      if (fs != nullptr) std::fclose(fs);
+      if (fp != nullptr) std::fclose(fp);
+      return 1;
+    }
+    std::fprintf(fs, "%s\n", sec);
+    std::fprintf(fp, "%s\n", pub);
+    std::fclose(fs);
+    std::fclose(fp);
+    std::printf("wrote %s (secret, mode 0600) and %s (public: give it to the shims)\n",
+                sec_path.c_str(), pub_path.c_str());
+    return 0;
   }
 
   ServiceConfig cfg;
@@ -112,6 +146,13 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   spdlog::set_level(spdlog::level::from_str(cfg.log_level));
+
+  // One connection per shim process: raise the descriptor limit to what the system allows.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   // Block the stop signals in every thread; the main thread waits for them below.
   sigset_t stop_signals;

@@ -100,12 +100,23 @@ struct PlanningAdapter::Impl {
       min_cap = min_cap == 0.0 ? c : std::min(min_cap, c);
     }
     if (min_cap <= 0.0) min_cap = kFallbackCapacity;
-    const int64_t period = std::max<int64_t>(j.period_ns, 1);
-    const int64_t comm = std::clamp<int64_t>(j.comm_ns, 1, period);
-    double beta = min_cap;
+    int64_t period = std::max<int64_t>(j.period_ns, 1);
+    int64_t comm = std::clamp<int64_t>(j.comm_ns, 1, period);
+    // With the bytes known, the job is taken to saturate its bottleneck, and its window is the
+    // wire time of those bytes there (a ring all-reduce over n ranks puts 2(n-1)/n of them on
+    // each link), not the measured comm time: that one is inflated by contention while the job
+    // is learned ungated, and a measured rate below capacity cannot tell contention from a
+    // slower job. The compute part of the period is what was measured around the phase.
+    // (Rectangles lower than the link, which stack, come from explicit profiles.)
+    const double beta = min_cap;
     if (j.bytes_per_phase > 0) {
-      beta = static_cast<double>(j.bytes_per_phase) * 1e9 / static_cast<double>(comm);
-      if (beta >= config.saturate_fraction * min_cap) beta = min_cap;
+      const double n = static_cast<double>(std::max<size_t>(j.nodes.size(), 2));
+      const double wire_s = static_cast<double>(j.bytes_per_phase) * 2.0 * (n - 1.0) / n / min_cap *
+                            (1.0 + config.wire_margin);
+      const int64_t wire = std::max<int64_t>(static_cast<int64_t>(wire_s * 1e9), 1);
+      const int64_t compute = std::max<int64_t>(period - comm, 0);
+      comm = std::min(wire, comm);
+      period = compute + comm;
     }
     job.profile.period_ns = period;
     job.profile.comm_ns = comm;

@@ -521,6 +521,7 @@ void Service::ApplyPending() {
       planner_.AddJob(ToPlanJob(job));  // add, or re-place with the new profile
       job.planned_period_ns = job.period_ns;
       job.planned_comm_ns = job.comm_ns;
+      job.planned_bytes_per_phase = job.bytes_per_phase;
       if (p.kind == Pending::kReplan) ++job.replans;
       ++reasons[p.reason];
     } catch (const std::exception& e) {

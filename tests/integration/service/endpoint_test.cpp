@@ -350,11 +350,14 @@ TEST(SchedulerEndpoint, BadInputIsAnsweredCountedAndNeverFatal) {
 }
 
 TEST(SchedulerEndpoint, CurveAuthenticatesAndEncrypts) {
-  char pub[41] = {}, sec[41] = {};
-  ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
-  const std::string pub_file = TempPath("curve.pub"), sec_file = TempPath("curve.key");
-  WriteFile(pub_file, std::string(pub) + "\n");
-  WriteFile(sec_file, std::string(sec) + "\n");
+  // Keys made by the scheduler's own generator.
+  const std::string prefix = TempPath("curve");
+  auto [krc, kout] = RunToEnd({METRONOME_SCHEDULER_BIN, "--generate-curve-keys", prefix}, "keygen");
+  ASSERT_EQ(krc, 0) << kout;
+  const std::string pub_file = prefix + ".pub", sec_file = prefix + ".key";
+  std::string pub = ReadFile(pub_file);
+  pub = pub.substr(0, pub.find('\n'));
+  ASSERT_EQ(pub.size(), 40u);
   Scheduler s({"--curve-secret-key-file", sec_file, "--curve-public-key-file", pub_file});
   ASSERT_TRUE(s.ready()) << s.Log();
   EXPECT_TRUE((*s.Get("/api/v1/status"))["curve"].get<bool>());
