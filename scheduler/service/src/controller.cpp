@@ -56,6 +56,11 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     // a stretched job's profile would ratchet up to its stretched period).
     job.period_ns = std::max(report.period_ns - report.hold_ns, report.comm_ns);
     job.comm_ns = report.comm_ns;
+    if (report.bytes_per_phase != job.bytes_per_phase || job.min_comm_ns == 0) {
+      job.min_comm_ns = report.comm_ns;
+    } else {
+      job.min_comm_ns = std::min(job.min_comm_ns, report.comm_ns);
+    }
     job.bytes_per_phase = report.bytes_per_phase;
     job.confidence = report.confidence;
   }

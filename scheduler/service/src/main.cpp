@@ -32,7 +32,8 @@ Configuration file keys (YAML, --config; flags override them):
   registry.report_interval_ms: 1000    report interval told to shims in Welcome
   registry.max_clients: 100000         peers beyond this are rejected
   planning.min_confidence: 0.5         profiles below this confidence are not planned
-  planning.saturate_fraction: 0.8      beta >= this x capacity counts as saturating the link
+  planning.saturate_fraction: 0.6      fastest phase's rate >= this x capacity: saturating job
+  planning.wire_margin: 0.1            saturating job's window = wire time of its bytes x (1+this)
   planning.epoch_ns: 0                 reference instant of every timetable (scheduler clock)
   planning.max_stretch: 4.0            a gated job's period is at most this x its own
   timetable.max_wait_ms: 10000         cap on max_wait (max_wait = min(period, cap))

@@ -102,22 +102,32 @@ struct PlanningAdapter::Impl {
     if (min_cap <= 0.0) min_cap = kFallbackCapacity;
     int64_t period = std::max<int64_t>(j.period_ns, 1);
     int64_t comm = std::clamp<int64_t>(j.comm_ns, 1, period);
-    // With the bytes known, the job is taken to saturate its bottleneck, and its window is the
-    // wire time of those bytes there (a ring all-reduce over n ranks puts 2(n-1)/n of them on
-    // each link), not the measured comm time: that one is inflated by contention while the job
-    // is learned ungated, and a measured rate below capacity cannot tell contention from a
-    // slower job. The compute part of the period is what was measured around the phase.
-    // (Rectangles lower than the link, which stack, come from explicit profiles.)
-    const double beta = min_cap;
+    // With the bytes known, the window is what the job needs on the wire, not the comm time
+    // measured last: that one is inflated by contention while the job is learned ungated. The
+    // job's achievable rate is taken from its fastest phase so far (contention only slows
+    // phases down); at or near the bottleneck's capacity the job saturates it, and its window is
+    // the wire time of its bytes there (a ring all-reduce over n ranks puts 2(n-1)/n of them on
+    // each link). A slower job keeps its own pace, with a rectangle lower than the link that
+    // may stack. The compute part of the period is what was measured around the phase.
+    double beta = min_cap;
     if (j.bytes_per_phase > 0) {
-      const double n = static_cast<double>(std::max<size_t>(j.nodes.size(), 2));
-      const double wire_s = static_cast<double>(j.bytes_per_phase) * 2.0 * (n - 1.0) / n / min_cap *
-                            (1.0 + config.wire_margin);
-      const int64_t wire = std::max<int64_t>(static_cast<int64_t>(wire_s * 1e9), 1);
       const int64_t compute = std::max<int64_t>(period - comm, 0);
-      comm = std::min(wire, comm);
+      const int64_t fastest = j.min_comm_ns > 0 ? std::min(j.min_comm_ns, comm) : comm;
+      beta = static_cast<double>(j.bytes_per_phase) * 1e9 / static_cast<double>(fastest);
+      comm = fastest;
+      if (beta >= config.saturate_fraction * min_cap) {
+        beta = min_cap;
+        const double n = static_cast<double>(std::max<size_t>(j.nodes.size(), 2));
+        const double wire_s = static_cast<double>(j.bytes_per_phase) * 2.0 * (n - 1.0) / n /
+                              min_cap * (1.0 + config.wire_margin);
+        comm = std::min(std::max<int64_t>(static_cast<int64_t>(wire_s * 1e9), 1), fastest);
+      }
       period = compute + comm;
     }
+    // Periods measured to the nanosecond are almost never commensurate; rounded up to a
+    // millisecond their gcd is large enough for the planner to interleave them.
+    constexpr int64_t kGrid = 1'000'000;
+    period = (period + kGrid - 1) / kGrid * kGrid;
     job.profile.period_ns = period;
     job.profile.comm_ns = comm;
     job.profile.beta_bps = std::max(beta, 1.0);

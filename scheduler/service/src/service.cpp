@@ -489,6 +489,7 @@ PlanJob Service::ToPlanJob(const JobState& job) const {
   for (const auto& [r, rank] : job.ranks) p.nodes.push_back(rank.node);
   p.period_ns = job.period_ns;
   p.comm_ns = job.comm_ns;
+  p.min_comm_ns = job.min_comm_ns;
   p.bytes_per_phase = job.bytes_per_phase;
   return p;
 }

@@ -73,7 +73,7 @@ struct RegistryConfig {
 
 struct PlanningConfig {
   double min_confidence = 0.5;     // profiles below this confidence are not planned yet
-  double saturate_fraction = 0.8;  // β ≥ this × capacity is treated as saturating the link
+  double saturate_fraction = 0.6;  // fastest phase at ≥ this × capacity: the job saturates the link
   double wire_margin = 0.1;  // saturating jobs: window = wire time of their bytes × (1 + this)
   int64_t epoch_ns = 0;      // the reference instant of all timetables (scheduler clock)
   double max_stretch = 4.0;  // planner: a gated period is at most max_stretch × P

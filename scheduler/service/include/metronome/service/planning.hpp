@@ -27,6 +27,7 @@ struct PlanJob {
   std::vector<std::string> nodes;  // one entry per rank (duplicates allowed)
   int64_t period_ns = 0;           // measured natural period P
   int64_t comm_ns = 0;             // measured communication phase c
+  int64_t min_comm_ns = 0;         // fastest phase measured so far (0: unknown)
   uint64_t bytes_per_phase = 0;    // 0: unknown (the job is taken to saturate its links)
 };
 

@@ -53,6 +53,7 @@ struct JobState {
   bool has_profile = false;
   int64_t period_ns = 0;
   int64_t comm_ns = 0;
+  int64_t min_comm_ns = 0;  // fastest phase reported so far (reset when the bytes change)
   uint64_t bytes_per_phase = 0;
   double confidence = 0.0;
   // The profile the current plan was made with.
