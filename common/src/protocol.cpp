@@ -59,7 +59,7 @@ void PackFields(Packer& pk, const ClockPong& m) {
 }
 
 void PackFields(Packer& pk, const ProfileReport& m) {
-  pk.pack_array(15);
+  pk.pack_array(16);
   PackStr(pk, m.job_id);
   pk.pack(m.rank);
   pk.pack(m.iterations);
@@ -81,6 +81,7 @@ void PackFields(Packer& pk, const ProfileReport& m) {
   for (size_t i = m.phase_starts_ns.size() - n; i < m.phase_starts_ns.size(); ++i) {
     pk.pack(m.phase_starts_ns[i]);
   }
+  pk.pack(m.hold_ns);
 }
 
 void PackFields(Packer& pk, const TimetablePush& m) {
@@ -125,6 +126,14 @@ class FieldReader {
     if (required_non_empty && o->via.str.size == 0) return Fail(name, "is empty");
     v.assign(o->via.str.ptr, o->via.str.size);
     return true;
+  }
+
+  // A trailing field that older peers do not send: absent leaves `v` as it is.
+  template <typename T>
+  bool OptionalInt(const char* name, T& v) {
+    if (out_.error != DecodeError::kNone) return false;
+    if (i_ >= f_.size) return true;
+    return Int(name, v);
   }
 
   template <typename T>
@@ -246,10 +255,12 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
         r.Int("clock_error_ns", m.clock_error_ns) &&
         r.Int("timetable_version", m.timetable_version) && r.Int("gated", m.gated) &&
         r.Int("late", m.late) && r.Int("failed_open", m.failed_open) &&
-        r.I64List("phase_starts_ns", m.phase_starts_ns, kMaxPhaseStarts))) {
+        r.I64List("phase_starts_ns", m.phase_starts_ns, kMaxPhaseStarts) &&
+        r.OptionalInt("hold_ns", m.hold_ns))) {
     return false;
   }
   if (m.period_ns < 0) return r.Fail("period_ns", "is negative");
+  if (m.hold_ns < 0 || m.hold_ns > m.period_ns) return r.Fail("hold_ns", "is not in [0, period]");
   if (m.comm_ns < 0) return r.Fail("comm_ns", "is negative");
   if (!(m.confidence >= 0.0 && m.confidence <= 1.0))
     return r.Fail("confidence", "is not in [0, 1]");

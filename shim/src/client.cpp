@@ -354,8 +354,8 @@ void Client::SendReports(int64_t now) {
     proto::ProfileReport r;
     r.job_id = job->job_id;
     r.rank = job->rank;
-    const CommState* main = nullptr;
-    for (const CommState* c : comms) {
+    CommState* main = nullptr;
+    for (CommState* c : comms) {
       if (c->job != job) continue;
       if (c->device_gate) {
         // The kernel decides on the GPU: its own counters say what happened.
@@ -383,6 +383,17 @@ void Client::SendReports(int64_t now) {
       int64_t starts[kReportStarts];
       const size_t n = main->tracker.RecentStarts(starts, kReportStarts);
       for (size_t i = 0; i < n; ++i) r.phase_starts_ns.push_back(starts[i] + offset);
+      // Mean host-gate hold per phase since the last report: the scheduler subtracts it from
+      // the period to get the job's ungated rhythm.
+      const int64_t waited = main->waited_ns.load();
+      const uint64_t phases = main->phase_starts.load();
+      if (phases > main->reported_phase_starts && waited >= main->reported_waited_ns) {
+        const int64_t hold = (waited - main->reported_waited_ns) /
+                             static_cast<int64_t>(phases - main->reported_phase_starts);
+        r.hold_ns = std::clamp<int64_t>(hold, 0, r.period_ns);
+      }
+      main->reported_waited_ns = waited;
+      main->reported_phase_starts = phases;
     }
     r.clock_offset_ns = offset;
     r.clock_error_ns = sync_.ErrorBoundNs();

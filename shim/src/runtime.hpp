@@ -87,6 +87,9 @@ struct CommState {
   PhaseTracker tracker;
   PhaseEstimate estimate;
   int64_t retired_at_ns = 0;
+  // Gate holds as of the last report (the report carries the mean hold per phase since then).
+  int64_t reported_waited_ns = 0;
+  uint64_t reported_phase_starts = 0;
 };
 
 // How a communicator came to be (for its identity).

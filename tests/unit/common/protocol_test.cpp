@@ -35,6 +35,7 @@ std::vector<Message> OneOfEach() {
   rep.late = 3;
   rep.failed_open = 1;
   rep.phase_starts_ns = {1'700'000'000'000'000'000, 1'700'000'000'312'000'000};
+  rep.hold_ns = 12'000'000;
 
   TimetablePush push;
   push.job_id = "bert-large-7";
@@ -81,6 +82,25 @@ TEST(Protocol, DecodedFieldsMatch) {
   EXPECT_EQ(rep.clock_offset_ns, -12'345);
   ASSERT_EQ(rep.phase_starts_ns.size(), 2u);
   EXPECT_EQ(rep.phase_starts_ns[1], 1'700'000'000'312'000'000);
+  EXPECT_EQ(rep.hold_ns, 12'000'000);
+}
+
+TEST(Protocol, ProfileReportWithoutTheOptionalHoldFieldDecodes) {
+  // A report as the first protocol-1 peers sent it: 15 fields, no hold_ns.
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_array(3);
+  pk.pack(kProtocolVersion);
+  pk.pack(static_cast<uint32_t>(MessageType::kProfileReport));
+  pk.pack_array(15);
+  pk.pack(std::string("j"));
+  for (int i = 0; i < 6; ++i) pk.pack(i + 1);  // rank .. collectives_per_phase
+  pk.pack(0.5);                                // confidence
+  for (int i = 0; i < 6; ++i) pk.pack(0);      // clock offset .. failed_open
+  pk.pack_array(0);
+  const Decoded d = Decode(buf.data(), buf.size());
+  ASSERT_TRUE(d.ok()) << d.detail;
+  EXPECT_EQ(std::get<ProfileReport>(d.message).hold_ns, 0);
 }
 
 TEST(Protocol, EncoderTruncatesOverlongFieldsSoTheResultDecodes) {
@@ -229,6 +249,10 @@ TEST(ProtocolReject, WrongFieldTypesMissingFieldsAndRanges) {
   rep.confidence = 3.0;
   EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
   rep.confidence = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.confidence = 0.5;
+  rep.period_ns = 100;
+  rep.hold_ns = 101;  // a hold longer than the period
   EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
 
   // unknown error code
