@@ -237,6 +237,7 @@ TEST(SchedulerConfig, HelpDocumentsEverySetting) {
                           "registry.max_clients",
                           "planning.min_confidence",
                           "planning.saturate_fraction",
+                          "planning.wire_margin",
                           "planning.epoch_ns",
                           "planning.max_stretch",
                           "timetable.max_wait_ms",
