@@ -674,20 +674,24 @@ void Service::OfflineLoop(std::stop_token stop) {
 }
 
 double Service::MeasuredUtilization(const std::string& link) const {
-  double cap = 0.0;
-  for (const auto& l : links_) {
-    if (l.name == link) cap = l.capacity_bytes_per_s;
-  }
+  std::unordered_map<std::string, double> capacity;
+  for (const auto& l : links_) capacity[l.name] = l.capacity_bytes_per_s;
+  const double cap = capacity[link];
+  if (cap <= 0.0) return 0.0;
   double u = 0.0;
   for (const auto& [name, job] : jobs_) {
     if (!job.has_profile || job.period_ns <= 0) continue;
     if (std::find(job.links.begin(), job.links.end(), link) == job.links.end()) continue;
-    if (job.bytes_per_phase > 0 && cap > 0) {
-      u +=
-          static_cast<double>(job.bytes_per_phase) * 1e9 / static_cast<double>(job.period_ns) / cap;
+    double rate = 0.0;  // bytes per second while communicating
+    if (job.bytes_per_phase > 0 && job.comm_ns > 0) {
+      rate = static_cast<double>(job.bytes_per_phase) * 1e9 / static_cast<double>(job.comm_ns);
     } else {
-      u += static_cast<double>(job.comm_ns) / static_cast<double>(job.period_ns);
+      // Bytes unknown: the job runs at its bottleneck's capacity during its phase.
+      rate = cap;
+      for (const auto& l : job.links) rate = std::min(rate, capacity[l] > 0 ? capacity[l] : rate);
     }
+    u += std::min(rate, cap) / cap * static_cast<double>(job.comm_ns) /
+         static_cast<double>(job.period_ns);
   }
   return u;
 }

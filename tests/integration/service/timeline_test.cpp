@@ -101,6 +101,16 @@ TEST(TimelinePage, DrawsTheLinksOfARunningClusterWithoutConsoleErrors) {
                           " --dump-dom " +
                           url + " > " + dom_file + " 2> " + err_file;
   const int rc = std::system(cmd.c_str());
+  // METRONOME_TIMELINE_SCREENSHOT=out.png also saves a picture of the page (for the docs).
+  if (const char* shot = std::getenv("METRONOME_TIMELINE_SCREENSHOT")) {
+    const std::string shot_cmd = "timeout 60 " + chromium +
+                                 " --headless --no-sandbox --disable-gpu --disable-quic"
+                                 " --no-first-run --disable-background-networking"
+                                 " --disable-component-update --disable-sync --user-data-dir=" +
+                                 profile + " --window-size=1200,1400 --virtual-time-budget=3000" +
+                                 " --screenshot=" + shot + " " + url + " > /dev/null 2>&1";
+    EXPECT_EQ(std::system(shot_cmd.c_str()), 0);
+  }
   stop = true;
   reporter.join();
   ASSERT_EQ(rc, 0) << ReadFile(err_file);
