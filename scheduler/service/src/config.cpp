@@ -99,6 +99,7 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
                  {{"min_confidence", Dbl(p.min_confidence, 0.0, 1.0)},
                   {"saturate_fraction", Dbl(p.saturate_fraction, 0.01, 1.0)},
                   {"wire_margin", Dbl(p.wire_margin, 0.0, 1.0)},
+                  {"period_margin", Dbl(p.period_margin, 0.0, 0.5)},
                   {"epoch_ns", Int(p.epoch_ns, -(int64_t{1} << 61), int64_t{1} << 61)},
                   {"max_stretch", Dbl(p.max_stretch, 1.0, 1000.0)}});
        }},
@@ -115,6 +116,7 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
          ReadMap(n, key,
                  {{"tick_ms", Int(c.tick_ms, 1, 60'000)},
                   {"late_reports", Int(c.late_reports, 1, 1'000'000)},
+                  {"lateness_jitter_us", Int(c.lateness_jitter_us, 0, 10'000'000)},
                   {"late_fraction", Dbl(c.late_fraction, 0.0, 1.0)},
                   {"profile_change_threshold", Dbl(c.profile_change_threshold, 0.0, 100.0)},
                   {"profile_change_reports", Int(c.profile_change_reports, 1, 1'000'000)},

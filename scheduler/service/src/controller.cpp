@@ -79,7 +79,12 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     ph.duration_ns = job.comm_ns;
     if (judged) {
       ph.lateness_ns = SignedLateness(job.timetable, s);
-      const int64_t tolerance = std::max<int64_t>(job.timetable.late_slack_ns, 0);
+      // The cushion, plus what measurement cannot resolve: the rank's clock error bound or the
+      // configured jitter allowance, whichever is larger (a gate releasing exactly at the
+      // opening is reported microseconds to a millisecond later).
+      const int64_t jitter = std::max<int64_t>(controller.lateness_jitter_us * 1'000,
+                                               std::max<int64_t>(rank.clock_error_ns, 0));
+      const int64_t tolerance = std::max<int64_t>(job.timetable.late_slack_ns, 0) + jitter;
       ph.late = ph.lateness_ns > tolerance || ph.lateness_ns < -tolerance;
       if (ph.late) ++off_window;
       constexpr double kAlpha = 0.2;
@@ -113,10 +118,11 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     // not a change of the job. Without bytes, period and comm are the profile.
     const double change =
         job.bytes_per_phase > 0
-            ? std::max(RelativeChange(job.period_ns - job.comm_ns,
-                                      job.planned_period_ns - job.planned_comm_ns),
-                       RelativeChange(static_cast<int64_t>(job.bytes_per_phase),
-                                      static_cast<int64_t>(job.planned_bytes_per_phase)))
+            ? std::max({RelativeChange(job.period_ns - job.comm_ns,
+                                       job.planned_period_ns - job.planned_comm_ns),
+                        RelativeChange(static_cast<int64_t>(job.bytes_per_phase),
+                                       static_cast<int64_t>(job.planned_bytes_per_phase)),
+                        RelativeChange(job.min_comm_ns, job.planned_min_comm_ns)})
             : std::max(RelativeChange(job.period_ns, job.planned_period_ns),
                        RelativeChange(job.comm_ns, job.planned_comm_ns));
     if (change > controller.profile_change_threshold) {

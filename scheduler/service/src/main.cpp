@@ -34,11 +34,13 @@ Configuration file keys (YAML, --config; flags override them):
   planning.min_confidence: 0.5         profiles below this confidence are not planned
   planning.saturate_fraction: 0.6      fastest phase's rate >= this x capacity: saturating job
   planning.wire_margin: 0.1            saturating job's window = wire time of its bytes x (1+this)
+  planning.period_margin: 0.02         planned period >= measured natural period x (1+this)
   planning.epoch_ns: 0                 reference instant of every timetable (scheduler clock)
   planning.max_stretch: 4.0            a gated job's period is at most this x its own
-  timetable.max_wait_ms: 10000         cap on max_wait (max_wait = min(period, cap))
+  timetable.max_wait_ms: 10000         cap on max_wait (max_wait = min(period - window, cap))
   timetable.late_slack_scale: 1.0      late_slack = scale x the planned cushion
   controller.tick_ms: 100              timeouts / offline results checked this often
+  controller.lateness_jitter_us: 1000  a phase within slack + this (or the rank's clock error) is on time
   controller.late_reports: 5           late reports in a row that trigger a re-plan
   controller.late_fraction: 0.5        share of a report's phases that makes it late
   controller.profile_change_threshold: 0.1   relative change of period or comm that counts

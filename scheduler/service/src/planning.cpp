@@ -124,14 +124,29 @@ struct PlanningAdapter::Impl {
       }
       period = compute + comm;
     }
-    // Periods measured to the nanosecond are almost never commensurate; rounded up to a
-    // millisecond their gcd is large enough for the planner to interleave them.
+    // A margin over the measured period, so that jitter does not make the job later than its
+    // windows phase after phase; then rounded up to a millisecond, since periods measured to the
+    // nanosecond are almost never commensurate and the planner interleaves by their gcd.
+    period += static_cast<int64_t>(static_cast<double>(period) * config.period_margin);
     constexpr int64_t kGrid = 1'000'000;
     period = (period + kGrid - 1) / kGrid * kGrid;
     job.profile.period_ns = period;
     job.profile.comm_ns = comm;
     job.profile.beta_bps = std::max(beta, 1.0);
     return job;
+  }
+
+  // Whether `job` has a higher priority than some other planned job that shares a link with it.
+  bool OutranksANeighbour(const pl::Job& job) const {
+    const auto mine = pl::job_links(online.topology(), job);
+    const std::set<pl::LinkId> links(mine.begin(), mine.end());
+    for (const pl::Job& other : online.jobs()) {
+      if (other.id == job.id || other.priority >= job.priority) continue;
+      for (const pl::LinkId l : pl::job_links(online.topology(), other)) {
+        if (links.count(l) != 0) return true;
+      }
+    }
+    return false;
   }
 
   pl::Job Checked(const PlanJob& j) const {
@@ -158,7 +173,19 @@ PlanningAdapter::~PlanningAdapter() = default;
 void PlanningAdapter::AddJob(const PlanJob& job) {
   const pl::Job pj = impl_->Checked(job);
   try {
-    (void)impl_->online.add_job(pj);
+    if (impl_->OutranksANeighbour(pj)) {
+      // A job that outranks one already planned on its links must not be fitted around it
+      // (harmonized to its period, or pushed into its gaps): re-plan all in priority order,
+      // with the current plan as the running state, so that the lower-priority jobs move only
+      // where the newcomer needs their place.
+      std::vector<pl::Job> jobs = impl_->online.jobs();
+      std::erase_if(jobs, [&](const pl::Job& j) { return j.id == pj.id; });
+      jobs.push_back(pj);
+      const pl::Plan current = impl_->online.snapshot();
+      impl_->online.plan_all(jobs, &current);
+    } else {
+      (void)impl_->online.add_job(pj);
+    }
   } catch (const std::invalid_argument& e) {
     throw PlanningError("job " + job.name + ": " + e.what());
   }

@@ -44,6 +44,7 @@ std::string Printable(const std::string& identity) {
 
 constexpr size_t kMaxBatch = 4096;  // messages handled before planning and flushing
 constexpr size_t kMaxDecisions = 16;
+constexpr auto kPlanBudget = std::chrono::milliseconds(20);
 
 }  // namespace
 
@@ -71,7 +72,7 @@ void Service::Start() {
   // Thousands of shims reconnect at once after a restart: a short accept queue would drop their
   // SYNs and delay them by seconds of TCP retransmission.
   socket_->set(zmq::sockopt::backlog, 4096);
-  socket_->set(zmq::sockopt::rcvhwm, 1'000);  // per peer: backpressure, bounded memory
+  socket_->set(zmq::sockopt::rcvhwm, 100);  // per peer: backpressure, bounded memory
   // Frames above this drop the connection inside libzmq; up to it, oversized frames reach the
   // decoder, which rejects (and counts) anything above proto::kMaxMessageBytes.
   socket_->set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
@@ -502,7 +503,12 @@ void Service::ApplyPending() {
   int64_t trigger = work.front().trigger_ns;
   std::map<std::string, int> reasons;
   const auto t0 = std::chrono::steady_clock::now();
+  // Bounded work per call: after kPlanBudget the rest waits for the next loop turn, so that
+  // pongs, welcomes and reports keep flowing while a burst of joins (a restart) is planned.
+  size_t done = 0;
   for (const auto& p : work) {
+    if (done > 0 && std::chrono::steady_clock::now() - t0 > kPlanBudget) break;
+    ++done;
     trigger = std::min(trigger, p.trigger_ns);
     const auto name = job_names_.find(p.id);
     if (p.kind == Pending::kLeave) {
@@ -523,12 +529,16 @@ void Service::ApplyPending() {
       job.planned_period_ns = job.period_ns;
       job.planned_comm_ns = job.comm_ns;
       job.planned_bytes_per_phase = job.bytes_per_phase;
+      job.planned_min_comm_ns = job.min_comm_ns;
       if (p.kind == Pending::kReplan) ++job.replans;
       ++reasons[p.reason];
     } catch (const std::exception& e) {
       metrics_.PlanningErrors().Increment();
       spdlog::error("planner: cannot plan job {}: {}", job.name, e.what());
     }
+  }
+  if (done < work.size()) {
+    pending_.insert(pending_.begin(), work.begin() + static_cast<std::ptrdiff_t>(done), work.end());
   }
   metrics_.PlanDuration().Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -558,7 +568,11 @@ void Service::ApplyPlan(int64_t trigger_ns, const char* reason) {
     tt.window_ns = s.window_ns;
     tt.late_slack_ns = static_cast<int64_t>(static_cast<double>(s.late_slack_ns) *
                                             config_.timetable.late_slack_scale);
-    tt.max_wait_ns = std::min(s.period_ns, config_.timetable.max_wait_ms * 1'000'000);
+    // A phase that missed its window's slack by less than a window length goes at once (it
+    // overlaps the next window by at most that much); a later or early one waits for the next
+    // window. Holding a barely late phase for a whole period would cost far more than the
+    // overlap.
+    tt.max_wait_ns = std::min(s.period_ns - s.window_ns, config_.timetable.max_wait_ms * 1'000'000);
     const uint32_t check = ValidateTimetable(tt);
     if ((check & kTimetableRejectMask) != 0) {
       spdlog::error("planner: job {} got an unusable timetable (check {:#x}); not pushed", job.name,

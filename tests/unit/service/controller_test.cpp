@@ -27,7 +27,7 @@ struct Fixture {
   proto::ProfileReport Report(std::vector<int64_t> starts, int64_t period = 100 * kMs,
                               int64_t comm = 30 * kMs) {
     proto::ProfileReport r;
-    r.job_id = "j";
+    r.job_id.assign(1, 'j');
     r.period_ns = period;
     r.comm_ns = comm;
     r.confidence = 0.9;
@@ -80,6 +80,17 @@ TEST(Controller, OnTimePhasesAreNeverLate) {
   }
   EXPECT_EQ(f.job.phases_late, 0u);
   EXPECT_NEAR(f.job.lateness_ewma_ns, 2.0 * kMs, 0.05 * kMs);
+}
+
+TEST(Controller, JitterBelowTheAllowanceIsNotLatenessEvenWithoutCushion) {
+  Fixture f;
+  f.job.timetable.late_slack_ns = 0;
+  EXPECT_EQ(f.Apply(f.Report(f.Starts(1, kMs / 2))).late_phases, 0u);  // 0.5 ms < 1 ms
+  EXPECT_EQ(f.Apply(f.Report(f.Starts(1, 5 * kMs))).late_phases, 1u);
+  f.rank.clock_error_ns = 0;
+  auto r = f.Report(f.Starts(1, 5 * kMs));
+  r.clock_error_ns = 8 * kMs;  // the rank cannot tell 5 ms from on time
+  EXPECT_EQ(f.Apply(r).late_phases, 0u);
 }
 
 TEST(Controller, DuplicatePhasesFromOtherRanksAreCountedOnce) {

@@ -74,9 +74,10 @@ struct RegistryConfig {
 struct PlanningConfig {
   double min_confidence = 0.5;     // profiles below this confidence are not planned yet
   double saturate_fraction = 0.6;  // fastest phase at ≥ this × capacity: the job saturates the link
-  double wire_margin = 0.1;  // saturating jobs: window = wire time of their bytes × (1 + this)
-  int64_t epoch_ns = 0;      // the reference instant of all timetables (scheduler clock)
-  double max_stretch = 4.0;  // planner: a gated period is at most max_stretch × P
+  double wire_margin = 0.1;     // saturating jobs: window = wire time of their bytes × (1 + this)
+  double period_margin = 0.02;  // planned period ≥ measured natural period × (1 + this)
+  int64_t epoch_ns = 0;         // the reference instant of all timetables (scheduler clock)
+  double max_stretch = 4.0;     // planner: a gated period is at most max_stretch × P
 };
 
 struct TimetableConfig {
@@ -86,6 +87,7 @@ struct TimetableConfig {
 
 struct ControllerConfig {
   int64_t tick_ms = 100;                  // how often timeouts and the controller run
+  int64_t lateness_jitter_us = 1'000;     // phases within slack + this of the window are on time
   uint32_t late_reports = 5;              // consecutive late reports that trigger a re-plan
   double late_fraction = 0.5;             // a report is late when this share of its phases is
   double profile_change_threshold = 0.1;  // relative change of period or comm that counts

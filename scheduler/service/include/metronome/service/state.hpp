@@ -60,6 +60,7 @@ struct JobState {
   int64_t planned_period_ns = 0;
   int64_t planned_comm_ns = 0;
   uint64_t planned_bytes_per_phase = 0;
+  int64_t planned_min_comm_ns = 0;
 
   // Current timetable (version 0: none yet).
   bool planned = false;
