@@ -331,6 +331,27 @@ double Metric(const std::string& text, const std::string& series) {
 }
 
 // A TCP port that was free a moment ago (the kernel's pick for port 0).
+// Quantile q of a Prometheus histogram from its cumulative buckets: the upper bound of the
+// first bucket holding q of the samples (so "p99 <= x").
+double HistogramQuantile(const std::string& text, const std::string& family, double q) {
+  std::istringstream in(text);
+  std::string line;
+  std::vector<std::pair<double, double>> buckets;  // (le, cumulative count)
+  const std::string prefix = family + "_bucket{le=\"";
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const std::string le =
+        line.substr(prefix.size(), line.find('"', prefix.size()) - prefix.size());
+    const double bound = le == "+Inf" ? 1e300 : std::stod(le);
+    buckets.emplace_back(bound, std::stod(line.substr(line.rfind(' ') + 1)));
+  }
+  if (buckets.empty() || buckets.back().second <= 0) return -1;
+  for (const auto& [bound, count] : buckets) {
+    if (count >= q * buckets.back().second) return bound;
+  }
+  return -1;
+}
+
 int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -493,6 +514,21 @@ int main(int argc, char** argv) {
   row("registration (hello -> welcome)", total.register_ms);
   row("timetable push (profile -> push)", total.push_ms);
   row("clock pong (ping -> pong)", total.pong_ms);
+  std::printf("\nscheduler side (its histograms; bucket upper bounds):\n");
+  auto bound = [&](const char* family, double q) {
+    const double v = HistogramQuantile(metrics, family, q);
+    char buf[32];
+    if (v < 0) return std::string("n/a");
+    if (v > 1e6) return std::string("> 1000 ms");
+    std::snprintf(buf, sizeof buf, "<= %.2f ms", v * 1e3);
+    return std::string(buf);
+  };
+  std::printf("  push latency (report received -> push sent): p50 %s, p99 %s\n",
+              bound("metronome_timetable_push_latency_seconds", 0.5).c_str(),
+              bound("metronome_timetable_push_latency_seconds", 0.99).c_str());
+  std::printf("  planner run per batch: p50 %s, p99 %s\n",
+              bound("metronome_plan_duration_seconds", 0.5).c_str(),
+              bound("metronome_plan_duration_seconds", 0.99).c_str());
   const bool lossless = total.hellos == total.welcomes &&
                         static_cast<double>(total.reports) == sched_reports && total.errors == 0 &&
                         rejected == 0;

@@ -192,6 +192,43 @@ void PlanningAdapter::AddJob(const PlanJob& job) {
   ++generation_;
 }
 
+std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
+    const std::vector<PlanJob>& batch) {
+  std::vector<std::pair<uint64_t, std::string>> refused;
+  std::vector<pl::Job> ok;
+  bool outranks = false;
+  for (const auto& j : batch) {
+    try {
+      ok.push_back(impl_->Checked(j));
+      outranks = outranks || impl_->OutranksANeighbour(ok.back());
+    } catch (const PlanningError& e) {
+      refused.emplace_back(j.id, e.what());
+    }
+  }
+  if (ok.empty()) return refused;
+  try {
+    if (ok.size() == 1 && !outranks) {
+      (void)impl_->online.add_job(ok.front());
+    } else if (outranks) {
+      // As in AddJob, but one full re-plan for the whole batch (a burst of joins after a restart
+      // costs one plan_all, not one per job).
+      std::set<uint64_t> ids;
+      for (const auto& j : ok) ids.insert(j.id);
+      std::vector<pl::Job> jobs = impl_->online.jobs();
+      std::erase_if(jobs, [&](const pl::Job& j) { return ids.count(j.id) != 0; });
+      jobs.insert(jobs.end(), ok.begin(), ok.end());
+      const pl::Plan current = impl_->online.snapshot();
+      impl_->online.plan_all(jobs, &current);
+    } else {
+      for (const auto& j : ok) (void)impl_->online.add_job(j);
+    }
+  } catch (const std::invalid_argument& e) {
+    for (const auto& j : ok) refused.emplace_back(j.id, e.what());
+  }
+  ++generation_;
+  return refused;
+}
+
 void PlanningAdapter::RemoveJob(uint64_t id) {
   impl_->online.remove_job(id);
   ++generation_;

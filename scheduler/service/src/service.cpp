@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
@@ -44,7 +45,6 @@ std::string Printable(const std::string& identity) {
 
 constexpr size_t kMaxBatch = 4096;  // messages handled before planning and flushing
 constexpr size_t kMaxDecisions = 16;
-constexpr auto kPlanBudget = std::chrono::milliseconds(20);
 
 }  // namespace
 
@@ -503,14 +503,11 @@ void Service::ApplyPending() {
   int64_t trigger = work.front().trigger_ns;
   std::map<std::string, int> reasons;
   const auto t0 = std::chrono::steady_clock::now();
-  // Bounded work per call: after kPlanBudget the rest waits for the next loop turn, so that
-  // pongs, welcomes and reports keep flowing while a burst of joins (a restart) is planned.
-  size_t done = 0;
+  // Leaves first, then every join and re-plan of the batch in one planner call.
+  std::vector<PlanJob> adds;
+  std::map<uint64_t, const Pending*> add_reason;
   for (const auto& p : work) {
-    if (done > 0 && std::chrono::steady_clock::now() - t0 > kPlanBudget) break;
-    ++done;
     trigger = std::min(trigger, p.trigger_ns);
-    const auto name = job_names_.find(p.id);
     if (p.kind == Pending::kLeave) {
       try {
         planner_.RemoveJob(p.id);
@@ -521,24 +518,38 @@ void Service::ApplyPending() {
       ++reasons[p.reason];
       continue;
     }
+    const auto name = job_names_.find(p.id);
     if (name == job_names_.end()) continue;  // left meanwhile
-    JobState& job = jobs_.at(name->second);
-    if (!job.has_profile) continue;
+    const JobState& job = jobs_.at(name->second);
+    if (!job.has_profile || add_reason.contains(p.id)) continue;
+    add_reason[p.id] = &p;
+    adds.push_back(ToPlanJob(job));
+  }
+  std::set<uint64_t> refused_ids;
+  if (!adds.empty()) {
+    std::vector<std::pair<uint64_t, std::string>> refused;
     try {
-      planner_.AddJob(ToPlanJob(job));  // add, or re-place with the new profile
-      job.planned_period_ns = job.period_ns;
-      job.planned_comm_ns = job.comm_ns;
-      job.planned_bytes_per_phase = job.bytes_per_phase;
-      job.planned_min_comm_ns = job.min_comm_ns;
-      if (p.kind == Pending::kReplan) ++job.replans;
-      ++reasons[p.reason];
+      refused = planner_.AddJobs(adds);
     } catch (const std::exception& e) {
+      for (const auto& a : adds) refused.emplace_back(a.id, e.what());
+    }
+    for (const auto& [id, why] : refused) {
+      refused_ids.insert(id);
       metrics_.PlanningErrors().Increment();
-      spdlog::error("planner: cannot plan job {}: {}", job.name, e.what());
+      spdlog::error("planner: cannot plan job {}: {}",
+                    job_names_.contains(id) ? job_names_[id] : "?", why);
     }
   }
-  if (done < work.size()) {
-    pending_.insert(pending_.begin(), work.begin() + static_cast<std::ptrdiff_t>(done), work.end());
+  for (const auto& a : adds) {
+    if (refused_ids.contains(a.id)) continue;
+    JobState& job = jobs_.at(job_names_.at(a.id));
+    job.planned_period_ns = job.period_ns;
+    job.planned_comm_ns = job.comm_ns;
+    job.planned_bytes_per_phase = job.bytes_per_phase;
+    job.planned_min_comm_ns = job.min_comm_ns;
+    const Pending& p = *add_reason.at(a.id);
+    if (p.kind == Pending::kReplan) ++job.replans;
+    ++reasons[p.reason];
   }
   metrics_.PlanDuration().Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
