@@ -217,6 +217,23 @@ TEST(SchedulerEndpoint, ReplansWhenJobsJoinAndLeave) {
   EXPECT_EQ((*after)["links"][0]["jobs"], json::array({"job-a"}));
 }
 
+TEST(SchedulerEndpoint, OfflineRecalculationRunsInTheBackground) {
+  Scheduler s({"--offline-interval-ms", "200"});
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "job-a", "n0", "n1", 2);
+  ReportProfile(a, 100 * kMs, 30 * kMs);
+  auto b = RegisterJob(ctx, s, "job-b", "n2", "n3", 1);
+  ReportProfile(b, 150 * kMs, 40 * kMs);
+  auto c = RegisterJob(ctx, s, "job-c", "n4", "n5", 0);
+  ReportProfile(c, 300 * kMs, 60 * kMs);
+  // Each run ends in one counted outcome (applied, no_gain, stale or too_disruptive).
+  EXPECT_TRUE(
+      WaitFor([&] { return MetricSum(s.Metrics(), "metronome_offline_runs_total") >= 2; }, 5000))
+      << s.Metrics();
+  EXPECT_TRUE(s.Get("/healthz"));
+}
+
 TEST(SchedulerEndpoint, ClientsReRegisterAfterRestart) {
   Scheduler s;
   ASSERT_TRUE(s.ready()) << s.Log();
