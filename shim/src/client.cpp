@@ -383,17 +383,11 @@ void Client::SendReports(int64_t now) {
       int64_t starts[kReportStarts];
       const size_t n = main->tracker.RecentStarts(starts, kReportStarts);
       for (size_t i = 0; i < n; ++i) r.phase_starts_ns.push_back(starts[i] + offset);
-      // Mean host-gate hold per phase since the last report: the scheduler subtracts it from
-      // the period to get the job's ungated rhythm.
-      const int64_t waited = main->waited_ns.load();
-      const uint64_t phases = main->phase_starts.load();
-      if (phases > main->reported_phase_starts && waited >= main->reported_waited_ns) {
-        const int64_t hold = (waited - main->reported_waited_ns) /
-                             static_cast<int64_t>(phases - main->reported_phase_starts);
-        r.hold_ns = std::clamp<int64_t>(hold, 0, r.period_ns);
+      // How much of the period is the gate's holding: the scheduler subtracts it to get the
+      // job's ungated rhythm (both medians over the same phases).
+      if (e.natural_period_ns > 0) {
+        r.hold_ns = std::clamp<int64_t>(e.period_ns - e.natural_period_ns, 0, e.period_ns);
       }
-      main->reported_waited_ns = waited;
-      main->reported_phase_starts = phases;
     }
     r.clock_offset_ns = offset;
     r.clock_error_ns = sync_.ErrorBoundNs();

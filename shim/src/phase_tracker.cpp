@@ -44,7 +44,8 @@ void PhaseTracker::Reset() {
 }
 
 bool PhaseTracker::Add(const CollEvent& e) {
-  const Past p{e.start_ns, std::max(e.end_ns, e.start_ns), Key(e.op, e.bytes)};
+  const Past p{e.start_ns, std::max(e.end_ns, e.start_ns), Key(e.op, e.bytes),
+               std::max<int64_t>(e.hold_ns, 0)};
   int64_t gap = -1;
   if (events_ > 0) {
     gap = std::max<int64_t>(0, e.start_ns - last_end_);
@@ -75,6 +76,7 @@ bool PhaseTracker::Segment(const Past& e, int64_t gap) {
     if (phases_ > 0) ClosePhase();
     ++phases_;
     Push(starts_, start_count_, start_next_, e.start);
+    Push(arrivals_, arrival_count_, arrival_next_, e.start - e.hold);
     cur_start_ = e.start;
     cur_end_ = e.end;
     cur_bytes_ = 0;
@@ -92,6 +94,7 @@ void PhaseTracker::Resegment() {
   const uint64_t events = events_;
   const uint64_t phases = phases_;
   start_count_ = start_next_ = 0;
+  arrival_count_ = arrival_next_ = 0;
   duration_count_ = duration_next_ = 0;
   boundary_count_ = boundary_next_ = 0;
   first_key_count_ = 0;
@@ -177,6 +180,19 @@ int64_t PhaseTracker::MedianInterval(double* spread) const {
   return med;
 }
 
+// The period the job would have without the gate: from one phase's release to the next phase's
+// arrival (compute plus communication, no hold), median over the same window as the period.
+int64_t PhaseTracker::MedianNaturalInterval() const {
+  int64_t s[kPeriodWindow + 1];
+  int64_t a[kPeriodWindow + 1];
+  const size_t n = Last(starts_, start_count_, start_next_, kPeriodWindow + 1, s);
+  const size_t na = Last(arrivals_, arrival_count_, arrival_next_, kPeriodWindow + 1, a);
+  if (n < 2 || na != n) return 0;
+  int64_t iv[kPeriodWindow];
+  for (size_t i = 0; i + 1 < n; ++i) iv[i] = std::max<int64_t>(a[i + 1] - s[i], 0);
+  return MedianOf(iv, n - 1);
+}
+
 PhaseEstimate PhaseTracker::Estimate() const {
   PhaseEstimate e;
   e.phases = phases_;
@@ -188,6 +204,7 @@ PhaseEstimate PhaseTracker::Estimate() const {
     e.last_start_ns = starts_[(start_next_ + kStartHistory - 1) % kStartHistory];
   double spread = 1.0;
   e.period_ns = MedianInterval(&spread);
+  e.natural_period_ns = MedianNaturalInterval();
   if (e.period_ns > 0) {
     e.next_start_ns = e.last_start_ns + e.period_ns;
     const size_t intervals = std::min(start_count_ - 1, kPeriodWindow);

@@ -28,22 +28,24 @@ struct CollEvent {
   int64_t end_ns = 0;    // when the call returned
   uint32_t op = 0;       // operation (Op in runtime.hpp), any small integer
   uint64_t bytes = 0;    // message size
+  int64_t hold_ns = 0;   // how long the gate held the call before start_ns (0: not held)
 };
 
 struct PhaseEstimate {
-  uint64_t phases = 0;           // phase starts seen
-  uint64_t events = 0;           // collectives seen
-  int64_t last_start_ns = 0;     // start of the latest phase
-  int64_t period_ns = 0;         // 0 = not yet known
-  int64_t next_start_ns = 0;     // predicted start of the next phase (0 = unknown)
-  int64_t comm_ns = 0;           // median duration of a phase
-  uint64_t bytes = 0;            // bytes moved in the last complete phase
-  uint32_t ops = 0;              // collectives in the last complete phase
-  double confidence = 0.0;       // 0..1: how regular the recent periods are
-  int64_t gap_threshold_ns = 0;  // a gap above this starts a phase
-  uint64_t first_key = 0;        // signature of a phase's first collective (0 = not settled)
-  int64_t merge_below_ns = 0;    // with first_key: a gap below this before another collective
-                                 // does not start a phase (0 = rule not in force)
+  uint64_t phases = 0;            // phase starts seen
+  uint64_t events = 0;            // collectives seen
+  int64_t last_start_ns = 0;      // start of the latest phase
+  int64_t period_ns = 0;          // 0 = not yet known
+  int64_t natural_period_ns = 0;  // the period without the gate's holds (median, 0 = unknown)
+  int64_t next_start_ns = 0;      // predicted start of the next phase (0 = unknown)
+  int64_t comm_ns = 0;            // median duration of a phase
+  uint64_t bytes = 0;             // bytes moved in the last complete phase
+  uint32_t ops = 0;               // collectives in the last complete phase
+  double confidence = 0.0;        // 0..1: how regular the recent periods are
+  int64_t gap_threshold_ns = 0;   // a gap above this starts a phase
+  uint64_t first_key = 0;         // signature of a phase's first collective (0 = not settled)
+  int64_t merge_below_ns = 0;     // with first_key: a gap below this before another collective
+                                  // does not start a phase (0 = rule not in force)
 };
 
 class PhaseTracker {
@@ -80,6 +82,7 @@ class PhaseTracker {
     int64_t start;
     int64_t end;
     uint64_t key;
+    int64_t hold;
   };
   static constexpr size_t kEventHistory = 256;
 
@@ -90,6 +93,7 @@ class PhaseTracker {
   void UpdateThreshold();
   void ClosePhase();
   int64_t MedianInterval(double* spread) const;
+  int64_t MedianNaturalInterval() const;
   int64_t MergeBelow() const;
 
   int64_t default_threshold_;
@@ -110,6 +114,10 @@ class PhaseTracker {
   std::array<int64_t, kStartHistory> starts_{};
   size_t start_count_ = 0;
   size_t start_next_ = 0;
+  // In step with starts_: when each phase's first call arrived, before the gate held it.
+  std::array<int64_t, kStartHistory> arrivals_{};
+  size_t arrival_count_ = 0;
+  size_t arrival_next_ = 0;
 
   std::array<int64_t, kDurationWindow> durations_{};
   size_t duration_count_ = 0;

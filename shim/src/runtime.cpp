@@ -307,7 +307,10 @@ Runtime::CallToken Runtime::BeforeCollective(ncclComm_t comm, Op op, uint64_t by
       // The phase starts when the gate lets it go: that is what the tracker and the scheduler
       // (which judges phase starts against the windows) must see.
       const int64_t released = Gate(st, stream);
-      if (released != 0) tok.start_ns = released;
+      if (released != 0) {
+        tok.hold_ns = std::max<int64_t>(released - tok.start_ns, 0);
+        tok.start_ns = released;
+      }
     }
   }
   return tok;
@@ -319,7 +322,7 @@ void Runtime::AfterCollective(const CallToken& t) noexcept {
   const int64_t end = RealtimeNs();
   st->last_end_ns.store(end, std::memory_order_relaxed);
   st->calls.store(st->calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  st->ring.Push(CollEvent{t.start_ns, end, t.op, t.bytes});
+  st->ring.Push(CollEvent{t.start_ns, end, t.op, t.bytes, t.hold_ns});
 }
 
 int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {

@@ -87,9 +87,6 @@ struct CommState {
   PhaseTracker tracker;
   PhaseEstimate estimate;
   int64_t retired_at_ns = 0;
-  // Gate holds as of the last report (the report carries the mean hold per phase since then).
-  int64_t reported_waited_ns = 0;
-  uint64_t reported_phase_starts = 0;
 };
 
 // How a communicator came to be (for its identity).
@@ -135,7 +132,8 @@ class Runtime {
   // The caller's path.
   struct CallToken {
     CommState* st = nullptr;
-    int64_t start_ns = 0;
+    int64_t start_ns = 0;  // when the call went ahead (after any gate hold)
+    int64_t hold_ns = 0;   // how long the gate held it
     uint32_t op = 0;
     uint64_t bytes = 0;
   };

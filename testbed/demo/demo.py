@@ -104,6 +104,7 @@ class Demo:
         self.shim = self._find("shim/libmetronome.so")
         self.standin_dir = self._find("testbed/nccl_gloo/lib/libnccl.so.2").parent
         self.cluster = netns.Cluster(self.topo, prefix=args.prefix)
+        self.scheduler_proc: subprocess.Popen | None = None
         self.topology_file = self.out / "topology.yaml"
         self.topology_file.write_text(yaml.safe_dump({"topology": doc["topology"]}))
         # Bottleneck links: the uplinks of racks that some job's traffic leaves.
@@ -186,6 +187,7 @@ class Demo:
         res = RunResult(label)
         sampler = netns.LinkSampler({k: v[0] for k, v in self.links.items()}, 0.05).start()
         sched = self._start_scheduler(run_dir) if with_scheduler else None
+        self.scheduler_proc = sched  # tests kill it mid-run (by this pid, never by name)
         res.t0 = time.time()
         procs: dict[str, list[subprocess.Popen]] = {}
         pending = sorted(jobs, key=lambda j: j.arrival_s)
@@ -234,12 +236,14 @@ def comm_intervals(phases: list[dict]) -> list[tuple[float, float]]:
     return [(p["comm_start_ns"] / 1e9, p["comm_end_ns"] / 1e9) for p in phases]
 
 
-def overlap_fraction(run: RunResult) -> float:
-    """Share of the time some job communicated during which two or more jobs communicated."""
+def overlap_fraction(run: RunResult, after_s: float = 0.0) -> float:
+    """Share of the time some job communicated during which two or more jobs communicated
+    (counting phases that started `after_s` seconds or more into the run)."""
     events = []
     for ph in run.phases.values():
         for s, e in comm_intervals(ph):
-            events += [(s, 1), (e, -1)]
+            if s >= run.t0 + after_s:
+                events += [(s, 1), (e, -1)]
     events.sort()
     busy = multi = 0.0
     depth, last = 0, None

@@ -160,6 +160,27 @@ TEST(PhaseTracker, OneCollectivePerIteration) {
   EXPECT_EQ(e.ops, 1u);
 }
 
+TEST(PhaseTracker, NaturalPeriodLeavesOutTheGateHolds) {
+  // A 100 ms job gated into 150 ms windows: every phase's first call is held ~50 ms (with
+  // jitter), and one phase misses its window and is held a whole extra period. The period seen
+  // is the gated one; the natural period is the job's own.
+  PhaseTracker t;
+  const int64_t compute = 80 * kMs;
+  const int64_t comm = 20 * kMs;
+  const int64_t gated = 150 * kMs;
+  int64_t release = 1'000 * kMs;
+  for (int i = 0; i < 12; ++i) {
+    const int64_t arrival = i == 0 ? release : release + comm + compute;
+    if (i > 0) release += (i == 7 ? 2 : 1) * gated;
+    const int64_t hold = release - arrival;
+    t.Add(CollEvent{release, release + 5 * kMs, 1, kMiB, hold});
+    t.Add(CollEvent{release + 5 * kMs, release + comm, 1, 8 * kMiB});
+  }
+  const PhaseEstimate e = t.Estimate();
+  ExpectWithin(e.period_ns, gated, 0.02, "period");
+  ExpectWithin(e.natural_period_ns, compute + comm, 0.02, "natural period");
+}
+
 TEST(PhaseTracker, BackToBackCallsKeepTheDefaultThreshold) {
   PhaseTracker t(1 * kMs);
   int64_t now = 0;

@@ -83,9 +83,10 @@ struct ProfileReport {
   uint64_t late = 0;                     // phases that arrived past late slack
   uint64_t failed_open = 0;              // phases released because max_wait was exceeded
   std::vector<int64_t> phase_starts_ns;  // recent phase starts, scheduler clock
-  // Optional (a trailing field: peers that do not send it mean 0). Mean time the gate held each
-  // phase over the last report interval: period_ns - hold_ns is the period the job would have
-  // ungated, so that a stretched job's measured period does not ratchet its profile upwards.
+  // Optional (a trailing field: peers that do not send it mean 0). How much of period_ns is the
+  // gate holding the phases (median period minus the median period without holds):
+  // period_ns - hold_ns is the job's ungated rhythm, so that a stretched job's measured period
+  // does not ratchet its profile upwards.
   int64_t hold_ns = 0;
 };
 
