@@ -153,6 +153,7 @@ class Cluster:
         self.topo = topo
         self.prefix = prefix
         self.namespaces: list[str] = []
+        self.anchors: dict[str, subprocess.Popen] = {}
         self._up = False
 
     # -- names ---------------------------------------------------------------------------------
@@ -182,6 +183,19 @@ class Cluster:
         run("ip", "netns", "add", name)
         self.namespaces.append(name)
         run("ip", "-n", name, "link", "set", "lo", "up")
+        # A process that lives in the namespace: its /proc/PID/net/dev shows the namespace's
+        # interface counters, read without spawning anything (fast enough to sample every 10 ms).
+        anchor = subprocess.Popen(["ip", "netns", "exec", name, "sleep", "infinity"])
+        self.anchors[name] = anchor
+
+    def tx_bytes(self, ns: str, dev: str) -> int:
+        """The interface's transmitted-bytes counter, from the kernel (/proc/PID/net/dev)."""
+        with open(f"/proc/{self.anchors[ns].pid}/net/dev") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name.strip() == dev:
+                    return int(rest.split()[8])
+        raise ClusterError(f"no interface {dev} in {ns}")
 
     def _veth(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str) -> None:
         tmp_a, tmp_b = f"t{os.getpid() % 100000}a{len(self.namespaces)}", f"t{os.getpid() % 100000}b{len(self.namespaces)}"
@@ -257,6 +271,10 @@ class Cluster:
                 run("ip", "-n", rns, "link", "set", port, "master", "br0")
                 run("ip", "-n", nns, "addr", "add", f"{node.data_ip}/24", "dev", "eth0")
                 run("ip", "-n", nns, "route", "add", "default", "via", f"198.18.{rack.index}.1")
+                # Periodic bursts: without this, TCP restarts from slow start after every compute
+                # phase and each burst takes longer than its bytes need (both runs alike).
+                run("ip", "netns", "exec", nns, "sysctl", "-qw",
+                    "net.ipv4.tcp_slow_start_after_idle=0")
                 self._shape(nns, "eth0", node.nic_bps)
                 self._shape(rns, port, node.nic_bps)
                 # Management network: unshaped, only for the scheduler's control traffic.
@@ -288,7 +306,10 @@ class Cluster:
         self._up = False
         for name in reversed(self.namespaces):
             self._remove_ns(name)
+        for anchor in self.anchors.values():
+            anchor.wait()
         self.namespaces.clear()
+        self.anchors.clear()
 
     # -- using ---------------------------------------------------------------------------------
     def popen(self, node_or_ns: str, argv: list[str], **kw) -> subprocess.Popen:
@@ -302,17 +323,13 @@ class Cluster:
         return p.returncode == 0
 
 
-def tx_bytes(ns: str, dev: str) -> int:
-    """The interface's transmitted-bytes counter, read from the kernel."""
-    out = run("ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev).stdout
-    return int(json.loads(out)[0]["stats64"]["tx"]["bytes"])
-
-
 class LinkSampler:
     """Samples tx counters of some (ns, dev) pairs at a fixed interval, in a background thread."""
 
-    def __init__(self, links: dict[str, tuple[str, str]], interval_s: float = 0.05):
+    def __init__(self, cluster: "Cluster", links: dict[str, tuple[str, str]],
+                 interval_s: float = 0.01):
         import threading
+        self.cluster = cluster
         self.links = links
         self.interval_s = interval_s
         self.samples: list[tuple[float, dict[str, int]]] = []
@@ -322,7 +339,7 @@ class LinkSampler:
     def _loop(self) -> None:
         while not self._stop.is_set():
             now = time.time()
-            self.samples.append((now, {k: tx_bytes(*v) for k, v in self.links.items()}))
+            self.samples.append((now, {k: self.cluster.tx_bytes(*v) for k, v in self.links.items()}))
             self._stop.wait(self.interval_s)
 
     def start(self) -> "LinkSampler":
@@ -341,6 +358,20 @@ class LinkSampler:
         if len(pts) < 2 or pts[-1][0] <= pts[0][0]:
             return 0.0
         return (pts[-1][1] - pts[0][1]) * 8 / (pts[-1][0] - pts[0][0]) / capacity_bps
+
+    def overlap(self, senders: list[str], threshold_bps: float, t0: float = 0.0) -> float:
+        """Share of the sampled time (from t0) during which some of `senders` transmitted at
+        least `threshold_bps` that two or more of them did: contention as the wire saw it."""
+        any_active = both = 0.0
+        for (ta, ca), (tb, cb) in zip(self.samples, self.samples[1:]):
+            if ta < t0 or tb <= ta:
+                continue
+            active = sum((cb[k] - ca[k]) * 8 / (tb - ta) >= threshold_bps for k in senders)
+            if active >= 1:
+                any_active += tb - ta
+            if active >= 2:
+                both += tb - ta
+        return both / any_active if any_active > 0 else 0.0
 
     def series(self, link: str) -> list[tuple[float, float]]:
         """(time, bits/s) per sampling interval."""
