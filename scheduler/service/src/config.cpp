@@ -51,6 +51,17 @@ auto Str(std::string& out) {
   return [&out](const YAML::Node& n, const std::string& key) { out = ReadString(n, key); };
 }
 
+auto Bool(bool& out) {
+  return [&out](const YAML::Node& n, const std::string& key) {
+    bool v = false;
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
+      throw ConfigError(key,
+                        "must be true or false, got '" + (n.IsScalar() ? n.Scalar() : "?") + "'");
+    }
+    out = v;
+  };
+}
+
 const std::set<std::string> kLogLevels = {"trace", "debug",    "info", "warn",
                                           "error", "critical", "off"};
 
@@ -125,6 +136,11 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
                   {"offline_budget_ms", Int(c.offline_budget_ms, 1, 600'000)},
                   {"offline_max_moves", Int(c.offline_max_moves, 0, 1'000'000)},
                   {"phase_history", Int(c.phase_history, 1, 100'000)}});
+       }},
+      {"kubernetes",
+       [&](const YAML::Node& n, const std::string& key) {
+         auto& k = cfg.kubernetes;
+         ReadMap(n, key, {{"enabled", Bool(k.enabled)}, {"rack_label", Str(k.rack_label)}});
        }},
   };
   ReadMap(doc, "", top);

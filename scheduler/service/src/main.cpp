@@ -12,8 +12,11 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
+#include "metronome/extender/extender.hpp"
 #include "metronome/service/config.hpp"
+#include "metronome/service/kubernetes.hpp"
 #include "metronome/service/service.hpp"
 
 namespace {
@@ -50,6 +53,10 @@ Configuration file keys (YAML, --config; flags override them):
   controller.offline_budget_ms: 200    time budget of one background search
   controller.offline_max_moves: 8      better plans moving more jobs than this are skipped
   controller.phase_history: 256        measured phases kept per job
+  kubernetes.enabled: false            read Nodes, TrafficProfiles, pods from the API server
+                                       (in-cluster) and write LinkSchedules; the extender
+                                       (POST /extender/filter, /prioritize) is always on
+  kubernetes.rack_label: topology.kubernetes.io/zone   node label that names a node's rack
 Topology file: {links: [{name, capacity_gbps}], racks: [{name, uplink_gbps, nodes: [{name,
   nic_gbps}]}], two_tier: {racks, nodes_per_rack, nic_gbps, uplink_gbps}, unknown_nodes_link}
   (rates also as *_mbps; a scenario file with a `topology:` section works as is).
@@ -165,16 +172,26 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   try {
+    // Declared before the service so that it outlives the HTTP routes that call it.
+    std::unique_ptr<metronome::extender::Extender> extender;
     metronome::service::Service service(cfg);
+    std::unique_ptr<metronome::service::KubernetesSync> kube;
     if (check) {
       std::printf("configuration ok: listen=%s http=%s links=%zu\n", cfg.listen.c_str(),
                   cfg.http.c_str(), service.LinksJson()["links"].size());
       return 0;
     }
+    // The kube-scheduler extender on the same HTTP server, fed on every plan change, and with
+    // kubernetes.enabled the API server's Nodes, TrafficProfiles, pods and LinkSchedules.
+    extender = std::make_unique<metronome::extender::Extender>(
+        metronome::service::ExtenderConfigFor(cfg.kubernetes), nullptr);
+    kube = std::make_unique<metronome::service::KubernetesSync>(service, *extender, cfg.kubernetes);
     service.Start();
+    if (cfg.kubernetes.enabled) kube->Start();  // logs an error and goes on without it
     int sig = 0;
     sigwait(&stop_signals, &sig);
     spdlog::info("scheduler: signal {}: stopping", sig);
+    if (kube) kube->Stop();
     service.Stop();
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "metronome-scheduler: configuration error: %s: %s\n", e.key().c_str(),

@@ -122,7 +122,7 @@ TEST(SchedulerHttp, MalformedRequestsAtEveryRouteAreRejectedAndCounted) {
   expect_json_error(Send(s.http_port(), "GET", "/api/v1/jobs/nobody/timetable", ""), 404,
                     "unknown job timetable");
   expect_json_error(Send(s.http_port(), "GET", "/api/v1/nothing-here", ""), 404, "no route");
-  expect_json_error(Send(s.http_port(), "GET", "/extender/filter", ""), 404, "no extender yet");
+  expect_json_error(Send(s.http_port(), "GET", "/extender/filter", ""), 405, "GET extender");
 
   // Still serving, and every rejection counted.
   ASSERT_TRUE(s.Get("/healthz"));
@@ -257,6 +257,8 @@ TEST(SchedulerConfig, HelpDocumentsEverySetting) {
                           "controller.offline_budget_ms",
                           "controller.offline_max_moves",
                           "controller.phase_history",
+                          "kubernetes.enabled",
+                          "kubernetes.rack_label",
                           "unknown_nodes_link",
                           "two_tier"}) {
     EXPECT_NE(out.find(key), std::string::npos) << "--help does not mention " << key;

@@ -47,6 +47,21 @@ TEST(Config, YamlOverridesOnlyWhatItNames) {
   EXPECT_NO_THROW(LoadConfigYaml("", empty));
 }
 
+TEST(Config, KubernetesKeys) {
+  ServiceConfig cfg;
+  EXPECT_FALSE(cfg.kubernetes.enabled);
+  EXPECT_EQ(cfg.kubernetes.rack_label, "topology.kubernetes.io/zone");
+  LoadConfigYaml("kubernetes:\n  enabled: true\n  rack_label: example.com/rack\n", cfg);
+  EXPECT_TRUE(cfg.kubernetes.enabled);
+  EXPECT_EQ(cfg.kubernetes.rack_label, "example.com/rack");
+  EXPECT_EQ(ErrorKey("kubernetes: {enabled: maybe}\n"),
+            "kubernetes.enabled | must be true or false, got 'maybe'");
+  EXPECT_EQ(ErrorKey("kubernetes: {rack_label: [a]}\n"),
+            "kubernetes.rack_label | must be a string");
+  EXPECT_EQ(ErrorKey("kubernetes: {enable: true}\n"), "kubernetes.enable | unknown key");
+  EXPECT_EQ(ErrorKey("kubernetes: true\n"), "kubernetes | must be a mapping");
+}
+
 TEST(Config, ErrorsNameTheKeyAndTheReason) {
   EXPECT_EQ(ErrorKey("controler: {}\n"), "controler | unknown key");
   EXPECT_EQ(ErrorKey("registry: {max_clients: 0}\n").substr(0, 23), "registry.max_clients | ");

@@ -99,6 +99,14 @@ struct ControllerConfig {
   uint32_t phase_history = 256;           // measured phase starts kept per job
 };
 
+// The Kubernetes side: the kube-scheduler extender is always mounted (/extender/...); with
+// `enabled` the scheduler also reads Nodes, TrafficProfiles and Metronome pods from the API
+// server (in-cluster config) and writes LinkSchedule objects.
+struct KubernetesConfig {
+  bool enabled = false;
+  std::string rack_label = "topology.kubernetes.io/zone";  // node label naming a node's rack
+};
+
 struct ServiceConfig {
   std::string listen = "tcp://127.0.0.1:7411";  // ZeroMQ ROUTER endpoint
   std::string http = "127.0.0.1:7412";          // HOST:PORT of the HTTP server
@@ -110,6 +118,7 @@ struct ServiceConfig {
   PlanningConfig planning;
   TimetableConfig timetable;
   ControllerConfig controller;
+  KubernetesConfig kubernetes;
 
   // Checks cross-field rules (addresses parse, levels exist, ranges); throws ConfigError.
   void Validate() const;

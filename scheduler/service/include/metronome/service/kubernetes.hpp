@@ -1,0 +1,77 @@
+// metronome-scheduler's Kubernetes side: the kube-scheduler extender's cluster state, built from
+// the service's view after every plan change, and (with `kubernetes.enabled`) the API server's
+// Nodes, TrafficProfiles and Metronome pods folded into it, and one LinkSchedule per link written
+// from the plan on a thread of its own (never under the service lock).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stop_token>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "metronome/extender/extender.hpp"
+#include "metronome/extender/state.hpp"
+#include "metronome/kube/resources.hpp"
+#include "metronome/service/config.hpp"
+#include "metronome/service/service.hpp"
+
+namespace metronome::kube {
+class Client;
+class Cache;
+}  // namespace metronome::kube
+
+namespace metronome::service {
+
+// The extender's configuration for this service: rack labels "metronome.dev/rack", then
+// kubernetes.rack_label.
+extender::ExtenderConfig ExtenderConfigFor(const KubernetesConfig& cfg);
+
+// The extender's ClusterState from the service's view (network as in the topology, rates in
+// bytes/s; jobs with their measured profile and current timetable).
+extender::ClusterState ToClusterState(const ClusterView& view);
+
+// One LinkSchedule per link of the plan: `links` is Service::LinksJson()["links"].
+std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> LinkSchedulesOf(
+    const ClusterView& view, const nlohmann::json& links);
+
+class KubernetesSync {
+ public:
+  // Mounts the extender's routes (/extender/filter, /extender/prioritize) on the service's HTTP
+  // server and sets the service's plan listener. Construct before Service::Start().
+  KubernetesSync(Service& service, extender::Extender& extender, KubernetesConfig config);
+  ~KubernetesSync();
+  KubernetesSync(const KubernetesSync&) = delete;
+  KubernetesSync& operator=(const KubernetesSync&) = delete;
+
+  // With kubernetes.enabled: reads the in-cluster configuration and starts the caches and the
+  // LinkSchedule writer. Returns false (after logging an error) when the configuration cannot be
+  // read; the extender then works from the service's state alone.
+  bool Start();
+  void Stop();
+
+ private:
+  void OnPlan(const ClusterView& view);
+  void Refresh();
+  void WriterLoop(std::stop_token stop);
+
+  Service& service_;
+  extender::Extender& extender_;
+  KubernetesConfig config_;
+
+  std::mutex mu_;  // guards base_, plan_seen_
+  extender::ClusterState base_;
+  uint64_t plan_seen_ = 0;
+  std::mutex refresh_mu_;  // one refresh at a time, so the newest state lands last
+  std::condition_variable_any wake_;
+
+  std::unique_ptr<kube::Client> client_;
+  std::unique_ptr<kube::Cache> nodes_, profiles_, pods_;
+  std::jthread writer_;
+};
+
+}  // namespace metronome::service

@@ -1,0 +1,273 @@
+#include "metronome/service/kubernetes.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+
+#include "metronome/extender/kube_inputs.hpp"
+#include "metronome/kube/cache.hpp"
+#include "metronome/kube/client.hpp"
+#include "metronome/kube/config.hpp"
+
+namespace metronome::service {
+
+namespace ext = metronome::extender;
+
+extender::ExtenderConfig ExtenderConfigFor(const KubernetesConfig& cfg) {
+  ext::ExtenderConfig c;
+  c.rack_labels = {"metronome.dev/rack"};
+  if (!cfg.rack_label.empty() && cfg.rack_label != "metronome.dev/rack") {
+    c.rack_labels.push_back(cfg.rack_label);
+  }
+  return c;
+}
+
+extender::ClusterState ToClusterState(const ClusterView& view) {
+  ext::ClusterState s;
+  s.version = view.plan_version;
+  const TopologyConfig& topo = view.topology;
+  if (topo.two_tier) {
+    s.network.two_tier = ext::NetworkSpec::TwoTier{
+        topo.two_tier->racks, topo.two_tier->nodes_per_rack, topo.two_tier->nic_bytes_per_s,
+        topo.two_tier->uplink_bytes_per_s};
+  }
+  for (const auto& l : topo.links) s.network.links.push_back({l.name, l.capacity_bytes_per_s});
+  for (const auto& r : topo.racks) {
+    ext::NetworkSpec::Rack rack{r.name, r.uplink_bytes_per_s, {}};
+    for (const auto& n : r.nodes) rack.nodes.push_back({n.name, n.nic_bytes_per_s});
+    s.network.racks.push_back(std::move(rack));
+  }
+  s.network.unknown_nodes_link = topo.unknown_nodes_link;
+  for (const auto& j : view.jobs) {
+    ext::JobSnapshot job;
+    job.name = j.name;
+    job.priority = j.priority;
+    job.nodes = j.nodes;
+    job.period_ns = j.period_ns;
+    job.comm_ns = j.comm_ns;
+    job.bytes_per_phase = j.bytes_per_phase;
+    job.planned = j.planned;
+    job.best_effort = j.best_effort;
+    if (j.planned) {
+      job.planned_period_ns = j.timetable.period_ns;
+      job.offset_ns = j.timetable.offset_ns;
+      job.window_ns = j.timetable.window_ns;
+      job.late_slack_ns = j.timetable.late_slack_ns;
+    }
+    s.jobs.push_back(std::move(job));
+  }
+  return s;
+}
+
+namespace {
+
+constexpr double kNsPerMs = 1e6;
+
+// What kind of link `name` is, and the nodes behind it, from the topology's naming.
+void DescribeLink(const TopologyConfig& topo, const std::string& name,
+                  kube::LinkScheduleSpec& spec) {
+  spec.kind = "explicit";
+  if (name.size() <= 3 || name.compare(name.size() - 3, 3, "/up") != 0) return;
+  const std::string owner = name.substr(0, name.size() - 3);
+  for (const auto& r : topo.racks) {
+    if (r.name == owner) {
+      spec.kind = "rack-uplink";
+      for (const auto& n : r.nodes) spec.nodes.push_back(n.name);
+      return;
+    }
+    for (const auto& n : r.nodes) {
+      if (n.name == owner) {
+        spec.kind = "node-uplink";
+        spec.nodes = {owner};
+        return;
+      }
+    }
+  }
+  if (topo.two_tier) {
+    const auto& t = *topo.two_tier;
+    for (uint32_t r = 0; r < t.racks; ++r) {
+      const std::string rack = "r" + std::to_string(r);
+      if (owner == rack) {
+        spec.kind = "rack-uplink";
+        for (uint32_t k = 0; k < t.nodes_per_rack; ++k) {
+          spec.nodes.push_back(rack + "n" + std::to_string(k));
+        }
+        return;
+      }
+      for (uint32_t k = 0; k < t.nodes_per_rack; ++k) {
+        if (owner == rack + "n" + std::to_string(k)) {
+          spec.kind = "node-uplink";
+          spec.nodes = {owner};
+          return;
+        }
+      }
+    }
+  }
+  spec.kind = "node-uplink";  // "<node>/up" of a node placed by labels only
+  spec.nodes = {owner};
+}
+
+}  // namespace
+
+std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> LinkSchedulesOf(
+    const ClusterView& view, const nlohmann::json& links) {
+  std::map<std::string, const ClusterView::Job*> jobs;
+  for (const auto& j : view.jobs) jobs[j.name] = &j;
+  std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> out;
+  if (!links.is_array()) return out;
+  for (const auto& l : links) {
+    const std::string name = l.value("link", "");
+    if (name.empty()) continue;
+    kube::LinkScheduleSpec spec;
+    spec.name = kube::LinkObjectName(name);
+    spec.capacity_gbps = l.value("capacity_bytes_per_s", 0.0) * 8 / 1e9;
+    DescribeLink(view.topology, name, spec);
+
+    kube::LinkScheduleStatus status;
+    status.plan_version = static_cast<int64_t>(view.plan_version);
+    status.hyperperiod_ms = static_cast<double>(l.value("hyperperiod_ns", int64_t{0})) / kNsPerMs;
+    status.planned_utilization = std::clamp(l.value("planned_utilization", 0.0), 0.0, 1.0);
+    if (l.contains("measured_utilization") && l["measured_utilization"].is_number()) {
+      status.measured_utilization = l["measured_utilization"].get<double>();
+    }
+    const int64_t cushion = l.value("min_cushion_ns", int64_t{-1});
+    status.min_cushion_ms = cushion > 0 ? static_cast<double>(cushion) / kNsPerMs : 0.0;
+    if (l.contains("jobs") && l["jobs"].is_array()) {
+      for (const auto& jn : l["jobs"]) {
+        if (!jn.is_string()) continue;
+        const auto it = jobs.find(jn.get<std::string>());
+        if (it == jobs.end()) continue;
+        const ClusterView::Job& j = *it->second;
+        kube::LinkScheduleJob entry;
+        entry.name = j.name;
+        entry.priority = j.priority;
+        entry.best_effort = j.best_effort;
+        if (j.planned) {
+          entry.period_ms = static_cast<double>(j.timetable.period_ns) / kNsPerMs;
+          entry.offset_ms = static_cast<double>(j.timetable.offset_ns) / kNsPerMs;
+          entry.window_ms = static_cast<double>(j.timetable.window_ns) / kNsPerMs;
+          entry.late_slack_ms = static_cast<double>(j.timetable.late_slack_ns) / kNsPerMs;
+          if (j.period_ns > 0) {
+            entry.stretch = static_cast<double>(j.timetable.period_ns - j.period_ns) /
+                            static_cast<double>(j.period_ns);
+          }
+        }
+        status.jobs.push_back(std::move(entry));
+      }
+    }
+    out.emplace_back(std::move(spec), std::move(status));
+  }
+  return out;
+}
+
+KubernetesSync::KubernetesSync(Service& service, extender::Extender& extender,
+                               KubernetesConfig config)
+    : service_(service), extender_(extender), config_(std::move(config)) {
+  ext::RegisterNamedRoutes(service_.http(), extender_, "/extender");
+  service_.SetPlanListener([this](const ClusterView& view) { OnPlan(view); });
+}
+
+KubernetesSync::~KubernetesSync() {
+  Stop();
+}
+
+void KubernetesSync::OnPlan(const ClusterView& view) {
+  {
+    std::lock_guard lock(mu_);
+    base_ = ToClusterState(view);
+    ++plan_seen_;
+  }
+  Refresh();
+  wake_.notify_all();
+}
+
+void KubernetesSync::Refresh() {
+  std::lock_guard refresh(refresh_mu_);
+  ext::ClusterState s;
+  {
+    std::lock_guard lock(mu_);
+    s = base_;
+  }
+  if (nodes_ && profiles_ && pods_) {
+    const auto stats = ext::ApplyKubeInputs(s, nodes_->Objects(), profiles_->Objects(),
+                                            pods_->Objects(), extender_.config().priority);
+    if (stats.profiles_skipped > 0 || stats.pods_skipped > 0) {
+      spdlog::debug("kubernetes: skipped {} TrafficProfiles and {} pods that do not parse",
+                    stats.profiles_skipped, stats.pods_skipped);
+    }
+  }
+  extender_.UpdateState(std::move(s));
+}
+
+bool KubernetesSync::Start() {
+  if (!config_.enabled) return false;
+  auto cfg = kube::InClusterConfig();
+  if (!cfg.ok()) {
+    spdlog::error(
+        "kubernetes: cannot read the in-cluster configuration ({}); continuing without the API "
+        "server (no node labels, TrafficProfiles or LinkSchedules)",
+        cfg.error().ToString());
+    return false;
+  }
+  client_ = std::make_unique<kube::Client>(std::move(cfg).value());
+  const auto on_change = [this] { Refresh(); };
+  nodes_ = std::make_unique<kube::Cache>(*client_, kube::resources::Nodes(), "",
+                                         kube::ListOptions{}, on_change);
+  profiles_ = std::make_unique<kube::Cache>(*client_, kube::resources::TrafficProfiles(), "",
+                                            kube::ListOptions{}, on_change);
+  kube::ListOptions pods;
+  pods.field_selector = "spec.schedulerName=metronome";
+  pods_ = std::make_unique<kube::Cache>(*client_, kube::resources::Pods(), "", pods, on_change);
+  nodes_->Start();
+  profiles_->Start();
+  pods_->Start();
+  writer_ = std::jthread([this](std::stop_token stop) { WriterLoop(stop); });
+  spdlog::info("kubernetes: watching Nodes, TrafficProfiles and Metronome pods at {}",
+               client_->config().server);
+  return true;
+}
+
+void KubernetesSync::Stop() {
+  if (writer_.joinable()) {
+    writer_.request_stop();
+    wake_.notify_all();
+    writer_.join();
+  }
+  if (pods_) pods_->Stop();
+  if (profiles_) profiles_->Stop();
+  if (nodes_) nodes_->Stop();
+}
+
+void KubernetesSync::WriterLoop(std::stop_token stop) {
+  kube::LinkScheduleWriter writer(*client_);
+  uint64_t written_for = UINT64_MAX;
+  int passes = 0;
+  while (!stop.stop_requested()) {
+    {
+      // Wake on a plan change, or every 10 s to republish (unchanged links cost nothing).
+      std::unique_lock lock(mu_);
+      wake_.wait_for(lock, stop, std::chrono::seconds(10),
+                     [&] { return plan_seen_ != written_for; });
+      if (stop.stop_requested()) break;
+      written_for = plan_seen_;
+    }
+    // Snapshots under the service lock, briefly; the API calls without it.
+    const ClusterView view = service_.View();
+    const nlohmann::json links = service_.LinksJson()["links"];
+    const auto outcome = writer.Write(LinkSchedulesOf(view, links));
+    if (outcome.failed > 0) {
+      spdlog::warn("kubernetes: {} LinkSchedule writes failed (first: {})", outcome.failed,
+                   outcome.first_error.ToString());
+    } else if (outcome.written > 0) {
+      spdlog::debug("kubernetes: wrote {} LinkSchedules ({} unchanged)", outcome.written,
+                    outcome.unchanged);
+    }
+    if (++passes % 30 == 0) writer.Forget();  // rewrite everything every few minutes
+  }
+}
+
+}  // namespace metronome::service

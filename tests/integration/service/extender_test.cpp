@@ -1,0 +1,134 @@
+// The kube-scheduler extender mounted on metronome-scheduler's HTTP server: real-shaped
+// ExtenderArgs bodies (tests/unit/extender/fixtures/) posted to /extender/prioritize and
+// /extender/filter while two jobs are planned, and a malformed body answered 400 with JSON.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "harness.hpp"
+
+namespace metronome::testing {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+std::string Fixture(const std::string& name) {
+  return ReadFile(std::string(METRONOME_EXTENDER_FIXTURES) + "/" + name);
+}
+
+httplib::Result Post(int port, const std::string& path, const std::string& body) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(10, 0);
+  return c.Post(path.c_str(), body, "application/json");
+}
+
+// Two planned jobs, "hp-train" on the fixture's gpu-a1 + gpu-a2 and "job-b" on n2 + n3.
+void StartCluster(zmq::context_t& ctx, const Scheduler& s,
+                  std::vector<std::unique_ptr<ProtoClient>>& clients) {
+  const std::vector<std::pair<std::string, std::string>> ranks = {
+      {"hp-train", "gpu-a1"}, {"hp-train", "gpu-a2"}, {"job-b", "n2"}, {"job-b", "n3"}};
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    clients.push_back(std::make_unique<ProtoClient>(ctx, s.endpoint()));
+    ASSERT_TRUE(clients.back()->Register(ranks[i].first, static_cast<uint32_t>(i % 2), 2,
+                                         ranks[i].second, i < 2 ? 2 : 1));
+  }
+  clients[0]->Send(clients[0]->MakeReport("hp-train", 0, 200 * kMs, 150 * kMs));
+  clients[2]->Send(clients[2]->MakeReport("job-b", 0, 200 * kMs, 40 * kMs));
+  ASSERT_TRUE(clients[0]->Expect<proto::TimetablePush>());
+  ASSERT_TRUE(clients[2]->Expect<proto::TimetablePush>());
+}
+
+std::set<std::string> RequestNodes(const json& request) {
+  std::set<std::string> nodes;
+  if (request.contains("NodeNames") && request["NodeNames"].is_array()) {
+    for (const auto& n : request["NodeNames"]) nodes.insert(n.get<std::string>());
+  }
+  if (request.contains("Nodes") && request["Nodes"].is_object()) {
+    for (const auto& n : request["Nodes"]["items"]) nodes.insert(n["metadata"]["name"]);
+  }
+  return nodes;
+}
+
+TEST(SchedulerExtender, PrioritizeAndFilterAnswerRealShapedRequests) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  std::vector<std::unique_ptr<ProtoClient>> clients;
+  StartCluster(ctx, s, clients);
+  ASSERT_TRUE(WaitFor([&] {
+    auto st = s.Get("/api/v1/status");
+    return st && (*st)["jobs_planned"] == 2;
+  }));
+
+  for (const char* fixture : {"prioritize_node_names.json", "filter_full_nodes.json"}) {
+    SCOPED_TRACE(fixture);
+    const std::string body = Fixture(fixture);
+    ASSERT_FALSE(body.empty());
+    const std::set<std::string> nodes = RequestNodes(json::parse(body));
+    ASSERT_FALSE(nodes.empty());
+
+    auto r = Post(s.http_port(), "/extender/prioritize", body);
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json list = json::parse(r->body, nullptr, false);
+    ASSERT_TRUE(list.is_array()) << r->body;  // HostPriorityList
+    std::set<std::string> scored;
+    for (const json& hp : list) {
+      ASSERT_TRUE(hp.contains("Host") && hp.contains("Score")) << hp.dump();
+      const int64_t score = hp["Score"].get<int64_t>();
+      EXPECT_GE(score, 0) << hp.dump();
+      EXPECT_LE(score, 10) << hp.dump();
+      scored.insert(hp["Host"].get<std::string>());
+    }
+    EXPECT_EQ(scored, nodes);
+
+    auto f = Post(s.http_port(), "/extender/filter", body);
+    ASSERT_TRUE(f) << httplib::to_string(f.error());
+    ASSERT_EQ(f->status, 200) << f->body;
+    const json result = json::parse(f->body, nullptr, false);
+    ASSERT_TRUE(result.is_object()) << f->body;  // ExtenderFilterResult
+    for (const char* key : {"Nodes", "NodeNames", "FailedNodes", "Error"}) {
+      EXPECT_TRUE(result.contains(key)) << key << " in " << f->body;
+    }
+    EXPECT_EQ(result["Error"], "");
+    // Every candidate either passes or is named in FailedNodes.
+    std::set<std::string> answered = RequestNodes(result);
+    for (const auto& [node, why] : result["FailedNodes"].items()) answered.insert(node);
+    EXPECT_EQ(answered, nodes);
+  }
+
+  for (const char* verb : {"/extender/prioritize", "/extender/filter"}) {
+    auto bad = Post(s.http_port(), verb, "{\"Pod\": [not json");
+    ASSERT_TRUE(bad) << httplib::to_string(bad.error());
+    EXPECT_EQ(bad->status, 400) << verb;
+    const json err = json::parse(bad->body, nullptr, false);
+    EXPECT_TRUE(err.is_object()) << verb << ": " << bad->body;
+  }
+
+  // The scheduler keeps serving, and the routes are counted under their names.
+  EXPECT_TRUE(s.Get("/healthz").has_value());
+  const std::string m = s.Metrics();
+  EXPECT_NE(m.find("extender_prioritize"), std::string::npos);
+  EXPECT_NE(m.find("extender_filter"), std::string::npos);
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
+// Outside a cluster, kubernetes.enabled cannot read the in-cluster configuration: an error is
+// logged and the scheduler (and its extender) keeps serving.
+TEST(SchedulerExtender, KubernetesEnabledOutsideAClusterKeepsServing) {
+  const std::string config = TempPath("kube-config.yaml");
+  WriteFile(config, "kubernetes:\n  enabled: true\n  rack_label: example.com/rack\n");
+  Scheduler s({"--config", config});
+  ASSERT_TRUE(s.ready()) << s.Log();
+  auto r = Post(s.http_port(), "/extender/prioritize", Fixture("prioritize_node_names.json"));
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_TRUE(WaitFor([&] {
+    return s.Log().find("in-cluster configuration") != std::string::npos;
+  })) << s.Log();
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
+}  // namespace
+}  // namespace metronome::testing

@@ -1,0 +1,132 @@
+// The Kubernetes side's pure parts: the extender's ClusterState from the service's view, the
+// extender's rack labels, and the LinkSchedules written from a plan.
+#include <gtest/gtest.h>
+
+#include "metronome/service/kubernetes.hpp"
+
+namespace metronome::service {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+ClusterView View() {
+  ClusterView v;
+  v.plan_version = 7;
+  v.topology.links = {{"spine", 50e9}};
+  TopologyConfig::RackSpec rack{"rack-a", 12.5e9, {{"gpu-a1", 25e9}, {"gpu-a2", 25e9}}};
+  v.topology.racks = {rack};
+  v.topology.two_tier = TopologyConfig::TwoTier{2, 4, 1e9, 2e9};
+  v.topology.unknown_nodes_link = "spine";
+  ClusterView::Job a;
+  a.name = "hp";
+  a.priority = 2;
+  a.nodes = {"gpu-a1", "gpu-a2"};
+  a.period_ns = 200 * kMs;
+  a.comm_ns = 150 * kMs;
+  a.bytes_per_phase = 1'000'000;
+  a.planned = true;
+  a.timetable.period_ns = 210 * kMs;
+  a.timetable.offset_ns = 5 * kMs;
+  a.timetable.window_ns = 160 * kMs;
+  a.timetable.late_slack_ns = 20 * kMs;
+  ClusterView::Job b;
+  b.name = "new";
+  b.nodes = {"n7"};
+  v.jobs = {a, b};
+  return v;
+}
+
+TEST(Kubernetes, ClusterStateMirrorsTheView) {
+  const extender::ClusterState s = ToClusterState(View());
+  EXPECT_EQ(s.version, 7u);
+  ASSERT_EQ(s.network.links.size(), 1u);
+  EXPECT_EQ(s.network.links[0].name, "spine");
+  EXPECT_DOUBLE_EQ(s.network.links[0].capacity_bytes_per_s, 50e9);
+  ASSERT_EQ(s.network.racks.size(), 1u);
+  EXPECT_EQ(s.network.racks[0].name, "rack-a");
+  EXPECT_DOUBLE_EQ(s.network.racks[0].uplink_bytes_per_s, 12.5e9);
+  ASSERT_EQ(s.network.racks[0].nodes.size(), 2u);
+  EXPECT_EQ(s.network.racks[0].nodes[1].name, "gpu-a2");
+  EXPECT_DOUBLE_EQ(s.network.racks[0].nodes[1].nic_bytes_per_s, 25e9);
+  ASSERT_TRUE(s.network.two_tier);
+  EXPECT_EQ(s.network.two_tier->racks, 2u);
+  EXPECT_EQ(s.network.two_tier->nodes_per_rack, 4u);
+  EXPECT_DOUBLE_EQ(s.network.two_tier->nic_bytes_per_s, 1e9);
+  EXPECT_DOUBLE_EQ(s.network.two_tier->uplink_bytes_per_s, 2e9);
+  EXPECT_EQ(s.network.unknown_nodes_link, "spine");
+  ASSERT_EQ(s.jobs.size(), 2u);
+  const auto& hp = s.jobs[0];
+  EXPECT_EQ(hp.name, "hp");
+  EXPECT_EQ(hp.priority, 2);
+  EXPECT_EQ(hp.nodes, (std::vector<std::string>{"gpu-a1", "gpu-a2"}));
+  EXPECT_EQ(hp.period_ns, 200 * kMs);
+  EXPECT_EQ(hp.comm_ns, 150 * kMs);
+  EXPECT_EQ(hp.bytes_per_phase, 1'000'000u);
+  EXPECT_TRUE(hp.planned);
+  EXPECT_FALSE(hp.best_effort);
+  EXPECT_EQ(hp.planned_period_ns, 210 * kMs);
+  EXPECT_EQ(hp.offset_ns, 5 * kMs);
+  EXPECT_EQ(hp.window_ns, 160 * kMs);
+  EXPECT_EQ(hp.late_slack_ns, 20 * kMs);
+  EXPECT_FALSE(s.jobs[1].planned);
+  EXPECT_EQ(s.jobs[1].planned_period_ns, 0);
+}
+
+TEST(Kubernetes, RackLabelsPreferMetronomeRack) {
+  KubernetesConfig k;
+  EXPECT_EQ(ExtenderConfigFor(k).rack_labels,
+            (std::vector<std::string>{"metronome.dev/rack", "topology.kubernetes.io/zone"}));
+  k.rack_label = "example.com/rack";
+  EXPECT_EQ(ExtenderConfigFor(k).rack_labels,
+            (std::vector<std::string>{"metronome.dev/rack", "example.com/rack"}));
+  k.rack_label = "metronome.dev/rack";
+  EXPECT_EQ(ExtenderConfigFor(k).rack_labels, (std::vector<std::string>{"metronome.dev/rack"}));
+}
+
+TEST(Kubernetes, LinkSchedulesFromThePlan) {
+  const nlohmann::json links = nlohmann::json::parse(R"([
+    {"link": "rack-a/up", "capacity_bytes_per_s": 12.5e9, "hyperperiod_ns": 210000000,
+     "planned_utilization": 0.76, "measured_utilization": 0.7, "min_cushion_ns": 30000000,
+     "jobs": ["hp"]},
+    {"link": "gpu-a1/up", "capacity_bytes_per_s": 25e9, "hyperperiod_ns": 0,
+     "planned_utilization": 1.4, "measured_utilization": 0.0, "min_cushion_ns": -1,
+     "jobs": ["hp", "ghost"]},
+    {"link": "r1n3/up", "capacity_bytes_per_s": 1e9, "jobs": []},
+    {"link": "spine", "capacity_bytes_per_s": 50e9, "jobs": []}])");
+  const auto out = LinkSchedulesOf(View(), links);
+  ASSERT_EQ(out.size(), 4u);
+  const auto& [rack, rack_status] = out[0];
+  EXPECT_EQ(rack.name, "rack-a-up");
+  EXPECT_EQ(rack.kind, "rack-uplink");
+  EXPECT_EQ(rack.nodes, (std::vector<std::string>{"gpu-a1", "gpu-a2"}));
+  EXPECT_DOUBLE_EQ(rack.capacity_gbps, 100.0);
+  EXPECT_EQ(rack_status.plan_version, 7);
+  EXPECT_DOUBLE_EQ(rack_status.hyperperiod_ms, 210.0);
+  EXPECT_DOUBLE_EQ(rack_status.planned_utilization, 0.76);
+  ASSERT_TRUE(rack_status.measured_utilization);
+  EXPECT_DOUBLE_EQ(*rack_status.measured_utilization, 0.7);
+  EXPECT_DOUBLE_EQ(rack_status.min_cushion_ms, 30.0);
+  ASSERT_EQ(rack_status.jobs.size(), 1u);
+  const auto& j = rack_status.jobs[0];
+  EXPECT_EQ(j.name, "hp");
+  EXPECT_EQ(j.priority, 2);
+  EXPECT_DOUBLE_EQ(j.period_ms, 210.0);
+  EXPECT_DOUBLE_EQ(j.offset_ms, 5.0);
+  EXPECT_DOUBLE_EQ(j.window_ms, 160.0);
+  EXPECT_DOUBLE_EQ(j.late_slack_ms, 20.0);
+  EXPECT_DOUBLE_EQ(j.stretch, 0.05);
+
+  EXPECT_EQ(out[1].first.kind, "node-uplink");
+  EXPECT_EQ(out[1].first.nodes, (std::vector<std::string>{"gpu-a1"}));
+  EXPECT_DOUBLE_EQ(out[1].second.planned_utilization, 1.0);  // clamped
+  EXPECT_DOUBLE_EQ(out[1].second.min_cushion_ms, 0.0);
+  EXPECT_EQ(out[1].second.jobs.size(), 1u);  // a job no longer known is left out
+  EXPECT_EQ(out[2].first.kind, "node-uplink");
+  EXPECT_EQ(out[2].first.nodes, (std::vector<std::string>{"r1n3"}));
+  EXPECT_EQ(out[3].first.kind, "explicit");
+  EXPECT_TRUE(out[3].first.nodes.empty());
+  EXPECT_TRUE(LinkSchedulesOf(View(), nlohmann::json::object()).empty());
+}
+
+}  // namespace
+}  // namespace metronome::service
