@@ -12,6 +12,7 @@
 #include "host_gate.hpp"
 #include "log.hpp"
 #include "metronome/common/clock.hpp"
+#include "metronome/common/nccl_datatype.hpp"
 #include "real_nccl.hpp"
 
 namespace metronome::shim {
@@ -73,26 +74,9 @@ ThreadState& Tls() noexcept {
 }
 
 size_t DataTypeSize(ncclDataType_t t) noexcept {
-  switch (t) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 1;
-  }
+  // An unknown type still counts its elements (as bytes): the profile only needs a size.
+  const size_t size = NcclTypeSize(t);
+  return size != 0 ? size : 1;
 }
 
 Runtime& Runtime::Get() noexcept {

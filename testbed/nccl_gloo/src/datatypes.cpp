@@ -3,29 +3,12 @@
 #include <cmath>
 #include <type_traits>
 
+#include "metronome/common/nccl_datatype.hpp"
+
 namespace standin {
 
 std::size_t typeSize(ncclDataType_t type) noexcept {
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    case ncclInt64:
-    case ncclUint64:
-    case ncclFloat64:
-      return 8;
-    default:
-      return 0;
-  }
+  return metronome::NcclTypeSize(type);
 }
 
 bool isValidType(ncclDataType_t type) noexcept {
