@@ -307,6 +307,7 @@ class Cluster:
         for name in reversed(self.namespaces):
             self._remove_ns(name)
         for anchor in self.anchors.values():
+            anchor.kill()  # already killed with its namespace, unless that failed: never wait on it
             anchor.wait()
         self.namespaces.clear()
         self.anchors.clear()
