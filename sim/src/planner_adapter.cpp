@@ -268,13 +268,14 @@ class PlannerScheduler final : public TimeScheduler {
       tt.version = e.tt.version;
       tt.epoch_ns = plan.epoch_ns;
       // What the scheduler service pushes: the planner's timetable values (a best-effort job
-      // keeps a window every period, with no late slack; window = period means ungated).
+      // keeps a window every period, with no late slack; window = period means ungated; a
+      // phase later than its slack goes at once rather than waiting more than period − window).
       const pl::TimetableValues v = pl::to_timetable(jp);
       tt.period_ns = v.period_ns;
       tt.offset_ns = v.offset_ns;
       tt.window_ns = v.window_ns;
       tt.late_slack_ns = v.late_slack_ns;
-      tt.max_wait_ns = v.period_ns;
+      tt.max_wait_ns = v.max_wait_ns;
       const uint32_t check = ValidateTimetable(tt);
       e.best_effort = jp.best_effort;
       if ((check & kTimetableRejectMask) != 0) {

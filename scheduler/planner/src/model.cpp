@@ -72,7 +72,9 @@ const JobPlan* Plan::find(JobId id) const {
 }
 
 TimetableValues to_timetable(const JobPlan& job) {
-  return {job.period_ns, job.offset_ns, job.window_ns, job.best_effort ? 0 : job.late_slack_ns};
+  const Nanos max_wait = std::max<Nanos>(0, job.period_ns - job.window_ns);
+  return {job.period_ns, job.offset_ns, job.window_ns, job.best_effort ? 0 : job.late_slack_ns,
+          max_wait};
 }
 
 bool better(const Score& a, const Score& b, const PlannerOptions& o) {

@@ -71,6 +71,12 @@ TEST(Timetable, GatedJobCarriesItsWindowAndSlack) {
   EXPECT_EQ(t.offset_ns, 30 * kMs);
   EXPECT_EQ(t.window_ns, 50 * kMs);
   EXPECT_EQ(t.late_slack_ns, 5 * kMs);
+  EXPECT_EQ(t.max_wait_ns, 150 * kMs);  // period − window: never nearly a whole period
+}
+
+TEST(Timetable, UngatedJobNeverWaits) {
+  JobPlan e{7, 100 * kMs, 0, 100 * kMs, 0, true, 0.0};
+  EXPECT_EQ(to_timetable(e).max_wait_ns, 0);
 }
 
 TEST(Timetable, BestEffortJobKeepsItsWindowWithoutSlack) {

@@ -62,9 +62,14 @@ struct TimetableValues {
   Nanos offset_ns = 0;
   Nanos window_ns = 0;
   Nanos late_slack_ns = 0;
+  // The longest a gate may hold a phase: period − window. A phase that comes later than its
+  // slack but before its window would have ended goes at once (the gate's fail-open) instead
+  // of waiting nearly a whole period for the next window; one that comes after the window's end
+  // waits for the next window, at most period − window.
+  Nanos max_wait_ns = 0;
 };
 // A gated job's values as they are; a best-effort job's with no late slack (an ungated one has
-// window = period: the gate is always open).
+// window = period: the gate is always open, max wait 0).
 [[nodiscard]] TimetableValues to_timetable(const JobPlan& job);
 
 struct PlannerOptions {
