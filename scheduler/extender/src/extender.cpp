@@ -295,19 +295,54 @@ int ScoreOf(double cost, const ExtenderConfig& config) {
   return std::clamp(static_cast<int>(std::lround(s)), 0, kMaxScore);
 }
 
+}  // namespace
+
+class Extender::LatencyRecorder {
+ public:
+  void Observe(std::chrono::nanoseconds took) {
+    const double seconds = std::chrono::duration<double>(took).count();
+    const auto& bounds = LatencyHistogram::kBounds;
+    const auto bucket = std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin();
+    counts_[static_cast<size_t>(bucket)].fetch_add(1, std::memory_order_relaxed);
+    sum_ns_.fetch_add(static_cast<uint64_t>(std::max<int64_t>(0, took.count())),
+                      std::memory_order_relaxed);
+  }
+
+  LatencyHistogram Read() const {
+    LatencyHistogram h;
+    for (size_t i = 0; i < h.counts.size(); ++i) {
+      h.counts[i] = counts_[i].load(std::memory_order_relaxed);
+      h.count += h.counts[i];
+    }
+    h.sum_seconds = static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) * 1e-9;
+    return h;
+  }
+
+ private:
+  std::array<std::atomic<uint64_t>, LatencyHistogram::kBounds.size() + 1> counts_{};
+  std::atomic<uint64_t> sum_ns_{0};
+};
+
+namespace {
+
+// Times one call: the last-latency gauge and the verb's histogram.
 class Timer {
  public:
-  explicit Timer(std::atomic<uint64_t>& sink) : sink_(sink) {}
+  Timer(std::atomic<uint64_t>& last_us, Extender::LatencyRecorder& histogram)
+      : last_us_(last_us), histogram_(histogram) {}
   ~Timer() {
-    sink_ = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                      std::chrono::steady_clock::now() - start_)
-                                      .count());
+    const auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::steady_clock::now() - start_);
+    last_us_ =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(took).count());
+    histogram_.Observe(took);
   }
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
 
  private:
-  std::atomic<uint64_t>& sink_;
+  std::atomic<uint64_t>& last_us_;
+  Extender::LatencyRecorder& histogram_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
@@ -361,7 +396,9 @@ struct Extender::Decisions {
 Extender::Extender(ExtenderConfig config, std::shared_ptr<const models::ModelTable> models)
     : config_(std::move(config)),
       models_(std::move(models)),
-      decisions_(std::make_unique<Decisions>()) {
+      decisions_(std::make_unique<Decisions>()),
+      filter_latency_(std::make_unique<LatencyRecorder>()),
+      prioritize_latency_(std::make_unique<LatencyRecorder>()) {
   if (!models_) {
     try {
       models_ = std::make_shared<const models::ModelTable>(models::ModelTable::loadDefault());
@@ -439,7 +476,7 @@ std::shared_ptr<const Extender::Snapshot> Extender::Learn(
 }
 
 ExtenderResponse Extender::HandleFilter(std::string_view body) {
-  Timer timer(last_latency_us_);
+  Timer timer(last_latency_us_, *filter_latency_);
   ++filter_requests_;
   try {
     Args args = ParseArgs(body, config_);
@@ -506,10 +543,11 @@ ExtenderResponse Extender::HandleFilter(std::string_view body) {
         ",\"FailedNodes\":" + failed.dump() + ",\"FailedAndUnresolvableNodes\":{},\"Error\":\"\"}";
     return {200, std::move(out)};
   } catch (const BadRequest& e) {
-    ++bad_requests_;
+    ++filter_bad_requests_;
     return Error400(std::string("filter: ") + e.what());
   } catch (const std::exception& e) {
     // Never reached by design; an internal error still answers (ignorable extender).
+    ++internal_errors_;
     spdlog::error("extender: filter failed: {}", e.what());
     return {200, Json{{"Nodes", nullptr},
                       {"NodeNames", nullptr},
@@ -521,7 +559,7 @@ ExtenderResponse Extender::HandleFilter(std::string_view body) {
 }
 
 ExtenderResponse Extender::HandlePrioritize(std::string_view body) {
-  Timer timer(last_latency_us_);
+  Timer timer(last_latency_us_, *prioritize_latency_);
   ++prioritize_requests_;
   try {
     const Args args = ParseArgs(body, config_);
@@ -549,9 +587,10 @@ ExtenderResponse Extender::HandlePrioritize(std::string_view body) {
     }
     return {200, list.dump()};
   } catch (const BadRequest& e) {
-    ++bad_requests_;
+    ++prioritize_bad_requests_;
     return Error400(std::string("prioritize: ") + e.what());
   } catch (const std::exception& e) {
+    ++internal_errors_;
     spdlog::error("extender: prioritize failed: {}", e.what());
     return {500, Json{{"error", "internal"}, {"message", e.what()}}.dump()};
   }
@@ -561,7 +600,10 @@ ExtenderStats Extender::stats() const {
   ExtenderStats s;
   s.filter_requests = filter_requests_;
   s.prioritize_requests = prioritize_requests_;
-  s.bad_requests = bad_requests_;
+  s.filter_bad_requests = filter_bad_requests_;
+  s.prioritize_bad_requests = prioritize_bad_requests_;
+  s.bad_requests = s.filter_bad_requests + s.prioritize_bad_requests;
+  s.internal_errors = internal_errors_;
   s.nodes_filtered_out = nodes_filtered_out_;
   s.never_starve_passes = never_starve_passes_;
   s.pods_without_job = pods_without_job_;
@@ -569,6 +611,8 @@ ExtenderStats Extender::stats() const {
   s.snapshot_rebuilds = snapshot_rebuilds_;
   s.reused_decisions = reused_decisions_;
   s.last_latency_us = last_latency_us_;
+  s.filter_latency = filter_latency_->Read();
+  s.prioritize_latency = prioritize_latency_->Read();
   std::lock_guard lock(mu_);
   s.state_version = snapshot_ ? snapshot_->version : 0;
   return s;

@@ -168,6 +168,10 @@ KubernetesSync::KubernetesSync(Service& service, extender::Extender& extender,
                                KubernetesConfig config)
     : service_(service), extender_(extender), config_(std::move(config)) {
   ext::RegisterNamedRoutes(service_.http(), extender_, "/extender");
+  // Its counters and latency histograms on /metrics (metronome_extender_*). Like the routes, the
+  // collector calls the extender for as long as the service lives (main declares it first).
+  service_.metrics().AddCollector(
+      [&extender = extender_] { return ExtenderMetricFamilies(extender.stats()); });
   service_.SetPlanListener([this](const ClusterView& view) { OnPlan(view); });
 }
 

@@ -2,6 +2,11 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <limits>
+#include <utility>
+
+#include "metronome/extender/extender.hpp"
+
 namespace metronome::service {
 
 namespace {
@@ -9,13 +14,108 @@ namespace {
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
+using prometheus::ClientMetric;
 using prometheus::Histogram;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
 
+// One bucket layout (100 µs to 1 s) for every latency histogram, the extender's included.
 Histogram::BucketBoundaries LatencyBuckets() {
-  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
+  const auto& b = extender::LatencyHistogram::kBounds;
+  return {b.begin(), b.end()};
+}
+
+using Labels = std::vector<ClientMetric::Label>;
+
+ClientMetric Sample(Labels labels, double value, MetricType type) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  (type == MetricType::Gauge ? m.gauge.value : m.counter.value) = value;
+  return m;
+}
+
+ClientMetric HistogramSample(Labels labels, const extender::LatencyHistogram& h) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  m.histogram.sample_count = h.count;
+  m.histogram.sample_sum = h.sum_seconds;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.counts.size(); ++i) {
+    cumulative += h.counts[i];
+    m.histogram.bucket.push_back({cumulative, i < h.kBounds.size()
+                                                  ? h.kBounds[i]
+                                                  : std::numeric_limits<double>::infinity()});
+  }
+  return m;
+}
+
+MetricFamily Family(const char* name, const char* help, MetricType type,
+                    std::vector<ClientMetric> samples) {
+  return MetricFamily{name, help, type, std::move(samples)};
+}
+
+// A counter family with one sample per verb.
+MetricFamily PerVerb(const char* name, const char* help, uint64_t filter, uint64_t prioritize) {
+  return Family(
+      name, help, MetricType::Counter,
+      {Sample({{"verb", "filter"}}, static_cast<double>(filter), MetricType::Counter),
+       Sample({{"verb", "prioritize"}}, static_cast<double>(prioritize), MetricType::Counter)});
+}
+
+MetricFamily Single(const char* name, const char* help, uint64_t value,
+                    MetricType type = MetricType::Counter) {
+  return Family(name, help, type, {Sample({}, static_cast<double>(value), type)});
 }
 
 }  // namespace
+
+std::vector<MetricFamily> ExtenderMetricFamilies(const extender::ExtenderStats& s) {
+  std::vector<MetricFamily> out;
+  out.push_back(PerVerb("metronome_extender_requests_total",
+                        "kube-scheduler extender calls received, by verb (malformed ones included)",
+                        s.filter_requests, s.prioritize_requests));
+  out.push_back(PerVerb("metronome_extender_bad_requests_total",
+                        "Extender calls answered 400 because the ExtenderArgs body was malformed, "
+                        "by verb",
+                        s.filter_bad_requests, s.prioritize_bad_requests));
+  out.push_back(Family("metronome_extender_request_duration_seconds",
+                       "Time the extender took to answer a call (parse, what-if, reply; HTTP "
+                       "transfer not included), by verb",
+                       MetricType::Histogram,
+                       {HistogramSample({{"verb", "filter"}}, s.filter_latency),
+                        HistogramSample({{"verb", "prioritize"}}, s.prioritize_latency)}));
+  out.push_back(Single("metronome_extender_internal_errors_total",
+                       "Extender calls that failed inside the handler and answered with an error "
+                       "(a bug: kube-scheduler then places the pod without the extender)",
+                       s.internal_errors));
+  out.push_back(Single("metronome_extender_nodes_filtered_out_total",
+                       "Nodes removed by filter (FailedNodes): the pod would break a "
+                       "higher-priority job's timetable there",
+                       s.nodes_filtered_out));
+  out.push_back(Single("metronome_extender_never_starve_passes_total",
+                       "Filter calls where every node would break a higher-priority timetable and "
+                       "all were passed (never_starve)",
+                       s.never_starve_passes));
+  out.push_back(Family(
+      "metronome_extender_neutral_answers_total",
+      "Calls answered without an opinion (all nodes pass, equal scores), by reason: the pod names "
+      "no job (no_job) or its job has no traffic profile (no_profile)",
+      MetricType::Counter,
+      {Sample({{"reason", "no_job"}}, static_cast<double>(s.pods_without_job), MetricType::Counter),
+       Sample({{"reason", "no_profile"}}, static_cast<double>(s.pods_without_profile),
+              MetricType::Counter)}));
+  out.push_back(Single("metronome_extender_reused_decisions_total",
+                       "Prioritize calls answered from the same pod's filter verdicts",
+                       s.reused_decisions));
+  out.push_back(
+      Single("metronome_extender_snapshot_rebuilds_total",
+             "Planner snapshots the extender rebuilt (new cluster state, newly seen nodes)",
+             s.snapshot_rebuilds));
+  out.push_back(Single("metronome_extender_state_version",
+                       "Plan version of the cluster state the extender answers from",
+                       s.state_version, MetricType::Gauge));
+  return out;
+}
 
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
@@ -134,9 +234,29 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   links_ = gauge("metronome_links", "Links in the topology");
 }
 
+std::vector<MetricFamily> Metrics::Collect() const {
+  std::vector<MetricFamily> families = registry_->Collect();
+  std::lock_guard lock(collectors_mu_);
+  for (const auto& [id, collect] : collectors_) {
+    for (auto& f : collect()) families.push_back(std::move(f));
+  }
+  return families;
+}
+
 std::string Metrics::Serialize() const {
   prometheus::TextSerializer s;
-  return s.Serialize(registry_->Collect());
+  return s.Serialize(Collect());
+}
+
+int Metrics::AddCollector(Collector collector) {
+  std::lock_guard lock(collectors_mu_);
+  collectors_.emplace(next_collector_, std::move(collector));
+  return next_collector_++;
+}
+
+void Metrics::RemoveCollector(int id) {
+  std::lock_guard lock(collectors_mu_);
+  collectors_.erase(id);
 }
 
 prometheus::Counter& Metrics::Received(const std::string& type) {
@@ -200,7 +320,7 @@ prometheus::Histogram& Metrics::HttpLatency(const std::string& route) {
 
 double Metrics::CounterTotal(const std::string& family) const {
   double total = 0;
-  for (const auto& mf : registry_->Collect()) {
+  for (const auto& mf : Collect()) {
     if (mf.name != family) continue;
     for (const auto& m : mf.metric) total += m.counter.value;
   }

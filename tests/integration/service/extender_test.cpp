@@ -1,9 +1,11 @@
 // The kube-scheduler extender mounted on metronome-scheduler's HTTP server: real-shaped
 // ExtenderArgs bodies (tests/unit/extender/fixtures/) posted to /extender/prioritize and
-// /extender/filter while two jobs are planned, and a malformed body answered 400 with JSON.
+// /extender/filter while two jobs are planned, a malformed body answered 400 with JSON, and the
+// extender's counters and latency histograms on /metrics moving with those calls.
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "harness.hpp"
 
@@ -111,6 +113,74 @@ TEST(SchedulerExtender, PrioritizeAndFilterAnswerRealShapedRequests) {
   const std::string m = s.Metrics();
   EXPECT_NE(m.find("extender_prioritize"), std::string::npos);
   EXPECT_NE(m.find("extender_filter"), std::string::npos);
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
+// The extender's own counters on /metrics: calls and 400s per verb, handling-time histograms,
+// with HELP text; each moves by exactly the calls made between two scrapes.
+TEST(SchedulerExtender, MetricsCountCallsRejectionsAndLatencyPerVerb) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  std::vector<std::unique_ptr<ProtoClient>> clients;
+  StartCluster(ctx, s, clients);
+
+  const std::string before = s.Metrics();
+  for (const char* help : {"# HELP metronome_extender_requests_total ",
+                           "# HELP metronome_extender_bad_requests_total ",
+                           "# HELP metronome_extender_request_duration_seconds ",
+                           "# TYPE metronome_extender_request_duration_seconds histogram",
+                           "# HELP metronome_extender_nodes_filtered_out_total ",
+                           "# HELP metronome_extender_neutral_answers_total "}) {
+    EXPECT_NE(before.find(help), std::string::npos) << help;
+  }
+  const auto value = [](const std::string& m, const std::string& series) {
+    return MetricValue(m, series);
+  };
+  for (const char* verb : {"filter", "prioritize"}) {
+    const std::string v = std::string("{verb=\"") + verb + "\"}";
+    EXPECT_EQ(value(before, "metronome_extender_requests_total" + v), 0) << verb;
+    EXPECT_EQ(value(before, "metronome_extender_bad_requests_total" + v), 0) << verb;
+    EXPECT_EQ(value(before, "metronome_extender_request_duration_seconds_count" + v), 0) << verb;
+  }
+
+  // kube-scheduler's sequence for one pod: filter, then prioritize the nodes that passed; plus
+  // a second pod's filter and one malformed body per verb.
+  const std::string full = Fixture("filter_full_nodes.json");
+  const std::string names = Fixture("prioritize_node_names.json");
+  for (const auto& [verb, body, status] : std::vector<std::tuple<std::string, std::string, int>>{
+           {"/extender/filter", full, 200},
+           {"/extender/prioritize", full, 200},
+           {"/extender/filter", names, 200},
+           {"/extender/filter", "{\"Pod\": [not json", 400},
+           {"/extender/prioritize", "{\"NodeNames\": 7}", 400}}) {
+    auto r = Post(s.http_port(), verb, body);
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    EXPECT_EQ(r->status, status) << verb << ": " << r->body;
+  }
+
+  const std::string after = s.Metrics();
+  const auto moved = [&](const std::string& series) {
+    return value(after, series) - value(before, series);
+  };
+  const std::string filter = "{verb=\"filter\"}", prioritize = "{verb=\"prioritize\"}";
+  EXPECT_EQ(moved("metronome_extender_requests_total" + filter), 3);
+  EXPECT_EQ(moved("metronome_extender_requests_total" + prioritize), 2);
+  EXPECT_EQ(moved("metronome_extender_bad_requests_total" + filter), 1);
+  EXPECT_EQ(moved("metronome_extender_bad_requests_total" + prioritize), 1);
+  EXPECT_EQ(moved("metronome_extender_request_duration_seconds_count" + filter), 3);
+  EXPECT_EQ(moved("metronome_extender_request_duration_seconds_count" + prioritize), 2);
+  EXPECT_GT(moved("metronome_extender_request_duration_seconds_sum" + filter), 0);
+  // Every call falls in a bucket: the +Inf bucket holds them all.
+  EXPECT_EQ(value(after,
+                  "metronome_extender_request_duration_seconds_bucket{verb=\"filter\","
+                  "le=\"+Inf\"}"),
+            3);
+  EXPECT_GE(value(after, "metronome_extender_nodes_filtered_out_total"), 0);
+  EXPECT_EQ(moved("metronome_extender_reused_decisions_total"), 1)
+      << "prioritize after filter for the same pod reuses its verdicts";
+  EXPECT_GT(value(after, "metronome_extender_state_version"), 0);
+  EXPECT_EQ(value(after, "metronome_extender_internal_errors_total"), 0);
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 

@@ -295,6 +295,32 @@ TEST(ExtenderVerbs, MalformedBodiesAre400WithAJsonMessageAndCounted) {
       EXPECT_EQ(ext.stats().bad_requests, ++expected);
     }
   }
+  // Counted per verb, and timed like any other call.
+  const ExtenderStats s = ext.stats();
+  EXPECT_EQ(s.filter_bad_requests, cases.size());
+  EXPECT_EQ(s.prioritize_bad_requests, cases.size());
+  EXPECT_EQ(s.filter_requests, cases.size());
+  EXPECT_EQ(s.filter_latency.count, cases.size());
+  EXPECT_EQ(s.prioritize_latency.count, cases.size());
+  EXPECT_EQ(s.internal_errors, 0u);
+}
+
+// Each call lands in one bucket of its verb's latency histogram; the sum is the time taken.
+TEST(ExtenderVerbs, LatencyHistogramPerVerb) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  const std::string body = Fixture("filter_full_nodes.json");
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(ext.HandlePrioritize(body).status, 200);
+  ASSERT_EQ(ext.HandleFilter(body).status, 200);
+  const ExtenderStats s = ext.stats();
+  EXPECT_EQ(s.prioritize_latency.count, 3u);
+  EXPECT_EQ(s.filter_latency.count, 1u);
+  uint64_t in_buckets = 0;
+  for (const uint64_t c : s.prioritize_latency.counts) in_buckets += c;
+  EXPECT_EQ(in_buckets, 3u);
+  EXPECT_GT(s.prioritize_latency.sum_seconds, 0.0);
+  EXPECT_LT(s.prioritize_latency.sum_seconds, 30.0);
+  EXPECT_EQ(s.bad_requests, 0u);
 }
 
 // Node lists are scanned, not parsed into a tree: strings holding brackets, quotes and escapes,

@@ -1,8 +1,12 @@
 // The Kubernetes side's pure parts: the extender's ClusterState from the service's view, the
-// extender's rack labels, and the LinkSchedules written from a plan.
+// extender's rack labels, the LinkSchedules written from a plan, and the extender's counters as
+// Prometheus families.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "metronome/service/kubernetes.hpp"
+#include "metronome/service/metrics.hpp"
 
 namespace metronome::service {
 namespace {
@@ -126,6 +130,48 @@ TEST(Kubernetes, LinkSchedulesFromThePlan) {
   EXPECT_EQ(out[3].first.kind, "explicit");
   EXPECT_TRUE(out[3].first.nodes.empty());
   EXPECT_TRUE(LinkSchedulesOf(View(), nlohmann::json::object()).empty());
+}
+
+// Lines of the exposition that start with `prefix`.
+std::vector<std::string> Lines(const std::string& text, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+TEST(Kubernetes, ExtenderCountersAreCollectedAtEachScrape) {
+  Metrics metrics;
+  extender::Extender ext(ExtenderConfigFor({}), nullptr);
+  const int id = metrics.AddCollector([&] { return ExtenderMetricFamilies(ext.stats()); });
+  EXPECT_EQ(ext.HandleFilter("{").status, 400);
+  EXPECT_EQ(ext.HandlePrioritize(R"({"Pod": {"metadata": {"name": "p"}}, "NodeNames": []})").status,
+            200);
+  const std::string text = metrics.Serialize();
+  EXPECT_EQ(metrics.CounterTotal("metronome_extender_requests_total"), 2);
+  EXPECT_EQ(metrics.CounterTotal("metronome_extender_bad_requests_total"), 1);
+  EXPECT_EQ(Lines(text, "metronome_extender_bad_requests_total{verb=\"filter\"} 1").size(), 1u);
+  EXPECT_EQ(Lines(text, "metronome_extender_neutral_answers_total{reason=\"no_job\"} 1").size(),
+            1u);
+  // Buckets are cumulative, one per bound plus +Inf, which holds every call.
+  const auto buckets =
+      Lines(text, "metronome_extender_request_duration_seconds_bucket{verb=\"prioritize\"");
+  ASSERT_EQ(buckets.size(), extender::LatencyHistogram::kBounds.size() + 1);
+  double last = 0;
+  for (const std::string& b : buckets) {
+    const double v = std::stod(b.substr(b.rfind(' ') + 1));
+    EXPECT_GE(v, last) << b;
+    last = v;
+  }
+  EXPECT_NE(buckets.back().find("le=\"+Inf\"} 1"), std::string::npos) << buckets.back();
+  EXPECT_EQ(
+      Lines(text, "metronome_extender_request_duration_seconds_count{verb=\"filter\"} 1").size(),
+      1u);
+
+  metrics.RemoveCollector(id);
+  EXPECT_TRUE(Lines(metrics.Serialize(), "metronome_extender_").empty());
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 
 #include <httplib.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -68,19 +69,36 @@ struct ExtenderResponse {
   std::string content_type = "application/json";
 };
 
+// Handling time of one verb in fixed buckets (seconds), as metronome-scheduler's /metrics
+// exports it (a Prometheus histogram).
+struct LatencyHistogram {
+  static constexpr std::array<double, 12> kBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                     0.01,   0.025,   0.05,   0.1,   0.25,   1.0};
+  // Calls per bucket, not cumulative: counts[i] took at most kBounds[i] (and more than the bound
+  // before); the last entry took more than kBounds.back().
+  std::array<uint64_t, kBounds.size() + 1> counts{};
+  uint64_t count = 0;  // the sum of counts
+  double sum_seconds = 0.0;
+};
+
 // Counters for /metrics (monotonic, except the gauges marked so).
 struct ExtenderStats {
-  uint64_t filter_requests = 0;
+  uint64_t filter_requests = 0;  // every call, malformed ones included
   uint64_t prioritize_requests = 0;
-  uint64_t bad_requests = 0;          // answered 400 (both verbs)
+  uint64_t bad_requests = 0;  // answered 400 (both verbs: the sum of the next two)
+  uint64_t filter_bad_requests = 0;
+  uint64_t prioritize_bad_requests = 0;
+  uint64_t internal_errors = 0;       // a handler failed inside (answered with an Error); a bug
   uint64_t nodes_filtered_out = 0;    // FailedNodes entries
   uint64_t never_starve_passes = 0;   // filters where every node failed and all were passed
   uint64_t pods_without_job = 0;      // no job label: neutral answers
   uint64_t pods_without_profile = 0;  // job known but no profile: neutral answers
   uint64_t snapshot_rebuilds = 0;
-  uint64_t reused_decisions = 0;  // prioritize answered from the same pod's filter
-  uint64_t state_version = 0;     // gauge: ClusterState::version in use
-  uint64_t last_latency_us = 0;   // gauge: the last request's handling time
+  uint64_t reused_decisions = 0;    // prioritize answered from the same pod's filter
+  uint64_t state_version = 0;       // gauge: ClusterState::version in use
+  uint64_t last_latency_us = 0;     // gauge: the last request's handling time
+  LatencyHistogram filter_latency;  // handling time of each call, malformed ones included
+  LatencyHistogram prioritize_latency;
 };
 
 class Extender {
@@ -105,8 +123,9 @@ class Extender {
   ExtenderStats stats() const;
   const ExtenderConfig& config() const { return config_; }
 
-  struct Snapshot;   // the planner built from the state (snapshot.cpp)
-  struct Decisions;  // filter's verdicts, reused by the prioritize call for the same pod
+  struct Snapshot;        // the planner built from the state (snapshot.cpp)
+  struct Decisions;       // filter's verdicts, reused by the prioritize call for the same pod
+  class LatencyRecorder;  // lock-free LatencyHistogram
 
  private:
   std::shared_ptr<const Snapshot> Current();
@@ -122,9 +141,12 @@ class Extender {
   static constexpr size_t kMaxLearnedNodes = 100'000;
   std::unique_ptr<Decisions> decisions_;
 
-  std::atomic<uint64_t> filter_requests_{0}, prioritize_requests_{0}, bad_requests_{0},
-      nodes_filtered_out_{0}, never_starve_passes_{0}, pods_without_job_{0},
-      pods_without_profile_{0}, snapshot_rebuilds_{0}, reused_decisions_{0}, last_latency_us_{0};
+  std::unique_ptr<LatencyRecorder> filter_latency_, prioritize_latency_;
+
+  std::atomic<uint64_t> filter_requests_{0}, prioritize_requests_{0}, filter_bad_requests_{0},
+      prioritize_bad_requests_{0}, internal_errors_{0}, nodes_filtered_out_{0},
+      never_starve_passes_{0}, pods_without_job_{0}, pods_without_profile_{0},
+      snapshot_rebuilds_{0}, reused_decisions_{0}, last_latency_us_{0};
 };
 
 // Mounts POST <prefix>/filter and POST <prefix>/prioritize on an httplib server.

@@ -1,16 +1,27 @@
 // Every metric the scheduler exports (Prometheus text format at /metrics), in one registry.
 // Counters and histograms are updated where events happen; gauges that describe the state
-// (jobs, links, utilization) are refreshed from the registry just before each scrape.
+// (jobs, links, utilization) are refreshed from the registry just before each scrape. Parts that
+// keep their own counters (the kube-scheduler extender) add a collector that turns them into
+// metric families at scrape time.
 #pragma once
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
+#include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
+
+namespace metronome::extender {
+struct ExtenderStats;
+}
 
 namespace metronome::service {
 
@@ -60,11 +71,23 @@ class Metrics {
   prometheus::Counter& HttpRejected(const std::string& route, const std::string& reason);
   prometheus::Histogram& HttpLatency(const std::string& route);
 
+  // Families computed at each scrape by another part, serialized after the registry's. The
+  // collector runs on an HTTP thread and must do its own locking; it must stay callable until
+  // it is removed (or this object is gone).
+  using Collector = std::function<std::vector<prometheus::MetricFamily>()>;
+  int AddCollector(Collector collector);
+  void RemoveCollector(int id);
+
   // The value of a counter family summed over its labels (for tests and the status API).
   double CounterTotal(const std::string& family) const;
 
  private:
+  std::vector<prometheus::MetricFamily> Collect() const;
+
   std::shared_ptr<prometheus::Registry> registry_;
+  mutable std::mutex collectors_mu_;
+  std::map<int, Collector> collectors_;
+  int next_collector_ = 0;
   prometheus::Family<prometheus::Counter>* received_;
   prometheus::Family<prometheus::Counter>* sent_;
   prometheus::Family<prometheus::Counter>* rejected_;
@@ -97,5 +120,10 @@ class Metrics {
   prometheus::Gauge* clients_;
   prometheus::Gauge* links_;
 };
+
+// The kube-scheduler extender's counters as metric families (metronome_extender_*): calls, 400s
+// and handling-time histograms per verb, nodes filtered out, neutral answers, never-starve passes,
+// reused decisions, snapshot rebuilds and the cluster-state version in use.
+std::vector<prometheus::MetricFamily> ExtenderMetricFamilies(const extender::ExtenderStats& stats);
 
 }  // namespace metronome::service
