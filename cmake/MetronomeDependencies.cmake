@@ -15,7 +15,9 @@ if(METRONOME_BUILD_BENCH)
   find_package(benchmark REQUIRED)
 endif()
 
-# cpp-httplib (Debian ships the header plus a compiled library, no CMake package).
+# cpp-httplib (Debian ships the header plus a compiled library, no CMake package), built with
+# OpenSSL: its header declares OpenSSL types, and the scheduler's HTTPS sets up the SSL context.
+find_package(OpenSSL REQUIRED)
 find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
 find_library(HTTPLIB_LIBRARY NAMES cpp-httplib REQUIRED)
 add_library(httplib::httplib UNKNOWN IMPORTED)
@@ -23,7 +25,7 @@ set_target_properties(httplib::httplib PROPERTIES
   IMPORTED_LOCATION "${HTTPLIB_LIBRARY}"
   INTERFACE_INCLUDE_DIRECTORIES "${HTTPLIB_INCLUDE_DIR}"
   INTERFACE_COMPILE_DEFINITIONS "CPPHTTPLIB_OPENSSL_SUPPORT;CPPHTTPLIB_ZLIB_SUPPORT"
-  INTERFACE_LINK_LIBRARIES Threads::Threads)
+  INTERFACE_LINK_LIBRARIES "Threads::Threads;OpenSSL::SSL;OpenSSL::Crypto")
 
 # CUDA: the toolkit headers and NCCL are needed; nvcc is optional (it only builds the device gate).
 set(METRONOME_CUDA_HOME "/usr/local/cuda" CACHE PATH "CUDA Toolkit root")

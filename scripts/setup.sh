@@ -9,7 +9,7 @@ PACKAGES=(
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
   libgloo-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libcpp-httplib-dev libssl-dev nlohmann-json3-dev libyaml-cpp-dev
+  libcpp-httplib-dev libssl-dev openssl nlohmann-json3-dev libyaml-cpp-dev
   libspdlog-dev libfmt-dev libcli11-dev prometheus-cpp-dev
   clang libclang-rt-14-dev clang-format clang-tidy
   iproute2 iputils-ping procps python3 python3-yaml python3-matplotlib

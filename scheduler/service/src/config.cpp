@@ -78,7 +78,18 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
   bool inline_topology = false;
   Readers top = {
       {"listen", Str(cfg.listen)},
-      {"http", Str(cfg.http)},
+      {"http",
+       [&](const YAML::Node& n, const std::string& key) {
+         if (n.IsScalar()) {
+           cfg.http = ReadString(n, key);
+           return;
+         }
+         ReadMap(n, key,
+                 {{"address", Str(cfg.http)},
+                  {"tls_cert_file", Str(cfg.http_tls.cert_file)},
+                  {"tls_key_file", Str(cfg.http_tls.key_file)},
+                  {"tls_client_ca_file", Str(cfg.http_tls.client_ca_file)}});
+       }},
       {"log_level", Str(cfg.log_level)},
       {"topology",
        [&](const YAML::Node& n, const std::string& key) {
@@ -200,6 +211,15 @@ void ServiceConfig::Validate() const {
   if (!kLogLevels.contains(log_level)) {
     throw ConfigError("log_level",
                       "'" + log_level + "' is not one of trace, debug, info, warn, error, off");
+  }
+  if (http_tls.enabled() || !http_tls.client_ca_file.empty()) {
+    if (http_tls.cert_file.empty()) {
+      throw ConfigError("http.tls_cert_file",
+                        "is required with http.tls_key_file or http.tls_client_ca_file");
+    }
+    if (http_tls.key_file.empty()) {
+      throw ConfigError("http.tls_key_file", "is required with http.tls_cert_file");
+    }
   }
   if (curve.secret_key_file.empty() != curve.public_key_file.empty()) {
     throw ConfigError("curve", "secret_key_file and public_key_file go together");

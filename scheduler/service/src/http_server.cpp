@@ -3,8 +3,14 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+
 #include <chrono>
+#include <csignal>
 #include <regex>
+#include <stdexcept>
+
+#include "http_tls.hpp"
 
 namespace metronome::service {
 
@@ -12,14 +18,19 @@ namespace {
 constexpr size_t kMaxBody = 1 << 20;
 }
 
-HttpServer::HttpServer(Metrics& metrics) : metrics_(metrics) {
-  server_.set_payload_max_length(kMaxBody);
-  server_.set_read_timeout(5, 0);
-  server_.set_write_timeout(5, 0);
-  server_.set_keep_alive_max_count(100);
+HttpServer::HttpServer(Metrics& metrics)
+    : metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
+  Configure(*server_);
+}
+
+void HttpServer::Configure(httplib::Server& server) {
+  server.set_payload_max_length(kMaxBody);
+  server.set_read_timeout(5, 0);
+  server.set_write_timeout(5, 0);
+  server.set_keep_alive_max_count(100);
   // Requests no route matched (or a method the path does not take), and errors httplib itself
   // produced (413, 400 on a bad request line): a JSON body, counted.
-  server_.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+  server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // a route's own error reply
     std::string reason = "not_found";
     int status = res.status;
@@ -41,7 +52,7 @@ HttpServer::HttpServer(Metrics& metrics) : metrics_(metrics) {
            reason == "not_found" ? "no route for " + req.method + " " + req.path
                                  : reason + " (" + req.method + " " + req.path + ")");
   });
-  server_.set_exception_handler(
+  server.set_exception_handler(
       [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "unknown exception";
         try {
@@ -103,13 +114,56 @@ HttpServer::Handler HttpServer::Wrap(const std::string& name, const std::string&
 }
 
 void HttpServer::Get(const std::string& name, const std::string& pattern, Handler handler) {
-  routes_.push_back({name, pattern, "GET"});
-  server_.Get(pattern, Wrap(name, "GET", std::move(handler)));
+  Add(name, pattern, "GET", std::move(handler));
 }
 
 void HttpServer::Post(const std::string& name, const std::string& pattern, Handler handler) {
-  routes_.push_back({name, pattern, "POST"});
-  server_.Post(pattern, Wrap(name, "POST", std::move(handler)));
+  Add(name, pattern, "POST", std::move(handler));
+}
+
+void HttpServer::Add(const std::string& name, const std::string& pattern, const std::string& method,
+                     Handler handler) {
+  routes_.push_back({name, pattern, method, Wrap(name, method, std::move(handler))});
+  Mount(*server_, routes_.back());
+}
+
+void HttpServer::Mount(httplib::Server& server, const Route& route) {
+  if (route.method == "GET") {
+    server.Get(route.pattern, route.handler);
+  } else {
+    server.Post(route.pattern, route.handler);
+  }
+}
+
+void HttpServer::EnableTls(const HttpTlsConfig& config) {
+  if (thread_.joinable()) throw std::logic_error("http: EnableTls after Start");
+  // OpenSSL writes to the socket with write(), not send(MSG_NOSIGNAL): a client that hangs up
+  // mid-reply (kube-scheduler past its httpTimeout) would raise SIGPIPE and end the process.
+  // Ignored, the write fails with EPIPE and only that connection is dropped. A handler the
+  // program installed itself is left alone.
+  struct sigaction pipe {};
+  if (sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
+  }
+  auto tls = std::make_unique<TlsContext>(config);
+  auto server = std::make_unique<httplib::SSLServer>(
+      [&context = *tls](SSL_CTX& ctx) { return context.Configure(ctx); });
+  if (!server->is_valid()) {
+    throw ConfigError("http.tls_cert_file", "OpenSSL cannot serve the certificate in '" +
+                                                config.cert_file + "' with the key in '" +
+                                                config.key_file + "'");
+  }
+  Configure(*server);
+  for (const Route& r : routes_) Mount(*server, r);
+  server_ = std::move(server);  // the plain server goes first: it never ran
+  tls_ = std::move(tls);
+  spdlog::info("http: serving HTTPS with {} (client certificates: {})", config.cert_file,
+               config.client_ca_file.empty() ? "not asked for"
+                                             : "required, signed by " + config.client_ca_file);
+}
+
+uint64_t HttpServer::tls_reloads() const {
+  return tls_ ? tls_->reloads() : 0;
 }
 
 void HttpServer::AddRouteGroup(std::shared_ptr<RouteGroup> group) {
@@ -119,22 +173,22 @@ void HttpServer::AddRouteGroup(std::shared_ptr<RouteGroup> group) {
 
 void HttpServer::Start(const std::string& host, int port) {
   if (port == 0) {
-    port_ = server_.bind_to_any_port(host);
+    port_ = server_->bind_to_any_port(host);
   } else {
-    port_ = server_.bind_to_port(host, port) ? port : -1;
+    port_ = server_->bind_to_port(host, port) ? port : -1;
   }
   if (port_ <= 0) {
     throw std::runtime_error("http: cannot listen on " + host + ":" + std::to_string(port));
   }
-  thread_ = std::thread([this] { server_.listen_after_bind(); });
-  for (int i = 0; i < 2000 && !server_.is_running(); ++i) {
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  for (int i = 0; i < 2000 && !server_->is_running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 
 void HttpServer::Stop() {
   if (thread_.joinable()) {
-    server_.stop();
+    server_->stop();
     thread_.join();
   }
 }

@@ -25,7 +25,14 @@ namespace {
 constexpr const char* kConfigKeys = R"(
 Configuration file keys (YAML, --config; flags override them):
   listen: tcp://127.0.0.1:7411         ZeroMQ ROUTER endpoint for shims (--listen)
-  http: 127.0.0.1:7412                 HTTP address: API, /metrics, timeline (--http)
+  http: 127.0.0.1:7412                 HTTP address: API, /metrics, timeline (--http); or a
+                                       mapping {address: HOST:PORT, tls_*} for HTTPS:
+  http.tls_cert_file / http.tls_key_file
+                                       serve HTTPS only: PEM certificate (chain) and its
+                                       unencrypted key, re-read when the files change
+                                       (--http-tls-cert-file, --http-tls-key-file)
+  http.tls_client_ca_file              PEM CA(s): clients must present a certificate they
+                                       signed (--http-tls-client-ca-file)
   log_level: info                      trace|debug|info|warn|error|critical|off (--log-level)
   topology: FILE | {inline}            topology file or inline mapping (--topology); default:
                                        one 100 Gbit/s link "default" all multi-node jobs cross
@@ -73,11 +80,17 @@ int main(int argc, char** argv) {
       "shims (ZeroMQ), serves the status API, metrics and timeline page (HTTP)."};
   app.footer(kConfigKeys);
   std::string config_file, listen, http, topology, log_level, curve_secret, curve_public;
+  std::string tls_cert, tls_key, tls_client_ca;
   int64_t rank_timeout_ms = -1, offline_interval_ms = -1;
   bool check = false;
   app.add_option("-c,--config", config_file, "YAML configuration file (keys below)");
   app.add_option("--listen", listen, "ZeroMQ endpoint for shims [tcp://127.0.0.1:7411]");
   app.add_option("--http", http, "HTTP address HOST:PORT [127.0.0.1:7412]");
+  app.add_option("--http-tls-cert-file", tls_cert,
+                 "serve HTTPS: PEM certificate file (http.tls_cert_file)");
+  app.add_option("--http-tls-key-file", tls_key, "its PEM private key (http.tls_key_file)");
+  app.add_option("--http-tls-client-ca-file", tls_client_ca,
+                 "require client certificates signed by this PEM CA (http.tls_client_ca_file)");
   app.add_option("--topology", topology, "topology YAML file [one-link default]");
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error, critical or off [info]");
@@ -136,6 +149,9 @@ int main(int argc, char** argv) {
     if (!config_file.empty()) metronome::service::LoadConfigFile(config_file, cfg);
     if (!listen.empty()) cfg.listen = listen;
     if (!http.empty()) cfg.http = http;
+    if (!tls_cert.empty()) cfg.http_tls.cert_file = tls_cert;
+    if (!tls_key.empty()) cfg.http_tls.key_file = tls_key;
+    if (!tls_client_ca.empty()) cfg.http_tls.client_ca_file = tls_client_ca;
     if (!topology.empty()) cfg.topology_file = topology;
     if (!log_level.empty()) cfg.log_level = log_level;
     if (!curve_secret.empty()) cfg.curve.secret_key_file = curve_secret;
@@ -176,9 +192,11 @@ int main(int argc, char** argv) {
     std::unique_ptr<metronome::extender::Extender> extender;
     metronome::service::Service service(cfg);
     std::unique_ptr<metronome::service::KubernetesSync> kube;
+    if (cfg.http_tls.enabled()) service.http().EnableTls(cfg.http_tls);  // ConfigError: exit 2
     if (check) {
-      std::printf("configuration ok: listen=%s http=%s links=%zu\n", cfg.listen.c_str(),
-                  cfg.http.c_str(), service.LinksJson()["links"].size());
+      std::printf("configuration ok: listen=%s http=%s%s links=%zu\n", cfg.listen.c_str(),
+                  cfg.http_tls.enabled() ? "https://" : "", cfg.http.c_str(),
+                  service.LinksJson()["links"].size());
       return 0;
     }
     // The kube-scheduler extender on the same HTTP server, fed on every plan change, and with

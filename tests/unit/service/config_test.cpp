@@ -62,6 +62,36 @@ TEST(Config, KubernetesKeys) {
   EXPECT_EQ(ErrorKey("kubernetes: true\n"), "kubernetes | must be a mapping");
 }
 
+TEST(Config, HttpTakesAnAddressOrAMappingWithTls) {
+  ServiceConfig cfg;
+  EXPECT_FALSE(cfg.http_tls.enabled());
+  LoadConfigYaml("http: 0.0.0.0:8000\n", cfg);
+  EXPECT_EQ(cfg.http, "0.0.0.0:8000");
+  EXPECT_FALSE(cfg.http_tls.enabled());
+  LoadConfigYaml(
+      "http:\n  address: 0.0.0.0:7412\n  tls_cert_file: /tls/tls.crt\n"
+      "  tls_key_file: /tls/tls.key\n  tls_client_ca_file: /tls/ca.crt\n",
+      cfg);
+  EXPECT_EQ(cfg.http, "0.0.0.0:7412");
+  EXPECT_TRUE(cfg.http_tls.enabled());
+  EXPECT_EQ(cfg.http_tls.cert_file, "/tls/tls.crt");
+  EXPECT_EQ(cfg.http_tls.key_file, "/tls/tls.key");
+  EXPECT_EQ(cfg.http_tls.client_ca_file, "/tls/ca.crt");
+  EXPECT_NO_THROW(cfg.Validate());
+  // Certificate and key go together; a client CA needs both. (Bad files are found when the
+  // server loads them: tests/integration/service/https_test.cpp.)
+  EXPECT_EQ(ErrorKey("http: {tls_cert_file: /a.crt}\n"),
+            "http.tls_key_file | is required with http.tls_cert_file");
+  EXPECT_EQ(ErrorKey("http: {tls_key_file: /a.key}\n"),
+            "http.tls_cert_file | is required with http.tls_key_file or http.tls_client_ca_file");
+  EXPECT_EQ(ErrorKey("http: {tls_client_ca_file: /ca.crt}\n"),
+            "http.tls_cert_file | is required with http.tls_key_file or http.tls_client_ca_file");
+  EXPECT_EQ(ErrorKey("http: {tls_cert: /a.crt}\n"), "http.tls_cert | unknown key");
+  EXPECT_EQ(ErrorKey("http: {address: [1]}\n"), "http.address | must be a string");
+  EXPECT_NE(ErrorKey("http: {address: nowhere}\n").find("http | expected HOST:PORT"),
+            std::string::npos);
+}
+
 TEST(Config, ErrorsNameTheKeyAndTheReason) {
   EXPECT_EQ(ErrorKey("controler: {}\n"), "controler | unknown key");
   EXPECT_EQ(ErrorKey("registry: {max_clients: 0}\n").substr(0, 23), "registry.max_clients | ");

@@ -65,6 +65,17 @@ struct CurveConfig {
   bool enabled() const { return !secret_key_file.empty(); }
 };
 
+// HTTPS for the HTTP server, e.g. for kube-scheduler's `enableHTTPS: true` extender calls. PEM
+// files: the certificate (chain) and its unencrypted key are read at start and again whenever
+// they change on disk (a renewed Kubernetes Secret); the client CA, when set, makes a client
+// certificate signed by it mandatory (read at start only).
+struct HttpTlsConfig {
+  std::string cert_file;       // http.tls_cert_file
+  std::string key_file;        // http.tls_key_file
+  std::string client_ca_file;  // http.tls_client_ca_file (optional)
+  bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
+};
+
 struct RegistryConfig {
   int64_t rank_timeout_ms = 10'000;  // a rank silent this long is dropped; its job when none left
   uint32_t report_interval_ms = 1'000;  // told to shims in Welcome
@@ -110,6 +121,7 @@ struct KubernetesConfig {
 struct ServiceConfig {
   std::string listen = "tcp://127.0.0.1:7411";  // ZeroMQ ROUTER endpoint
   std::string http = "127.0.0.1:7412";          // HOST:PORT of the HTTP server
+  HttpTlsConfig http_tls;  // YAML: `http: {address: HOST:PORT, tls_cert_file: ..., ...}`
   std::string log_level = "info";
   std::string topology_file;  // empty: inline `topology:` or the embedded default
   TopologyConfig topology = TopologyConfig::Default();

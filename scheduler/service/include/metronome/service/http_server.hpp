@@ -5,7 +5,8 @@
 // gets the same treatment: its latency and status are counted under its name; a handler that
 // throws HttpError answers a JSON error {"error": reason, "message": ...} with that status and
 // counts it as rejected; any other exception becomes a 500; unknown paths and methods get a JSON
-// 404/405. Handlers run on httplib's worker threads and must do their own locking.
+// 404/405. Handlers run on httplib's worker threads and must do their own locking. With
+// EnableTls the same routes are served over HTTPS only.
 #pragma once
 
 #include <httplib.h>
@@ -35,6 +36,8 @@ class HttpError : public std::runtime_error {
 };
 
 class HttpServer;
+class TlsContext;
+struct HttpTlsConfig;
 
 class RouteGroup {
  public:
@@ -57,6 +60,14 @@ class HttpServer {
   void Post(const std::string& name, const std::string& pattern, Handler handler);
   void AddRouteGroup(std::shared_ptr<RouteGroup> group);
 
+  // Serves HTTPS instead of HTTP (the http.tls_* keys): reads the certificate, key and optional
+  // client CA now (a client CA makes client certificates mandatory), and the certificate and key
+  // again whenever their files change. Throws ConfigError naming the key of a missing or bad
+  // file; std::logic_error after Start(). Routes added before or after it are all served.
+  void EnableTls(const HttpTlsConfig& config);
+  bool tls() const { return tls_ != nullptr; }
+  uint64_t tls_reloads() const;  // certificate/key pairs re-read since EnableTls
+
   // Binds and serves on a background thread. Throws std::runtime_error when it cannot bind.
   void Start(const std::string& host, int port);
   void Stop();
@@ -71,13 +82,19 @@ class HttpServer {
     std::string name;
     std::string pattern;
     std::string method;
+    Handler handler;  // wrapped
   };
+  void Configure(httplib::Server& server);  // limits, timeouts, error handlers
+  void Add(const std::string& name, const std::string& pattern, const std::string& method,
+           Handler handler);
+  static void Mount(httplib::Server& server, const Route& route);
   Handler Wrap(const std::string& name, const std::string& method, Handler handler);
   void Reject(const std::string& route, httplib::Response& res, int status,
               const std::string& reason, const std::string& message);
 
   Metrics& metrics_;
-  httplib::Server server_;
+  std::unique_ptr<TlsContext> tls_;  // outlives server_, whose SSL context calls it
+  std::unique_ptr<httplib::Server> server_;
   std::vector<Route> routes_;
   std::vector<std::shared_ptr<RouteGroup>> groups_;
   std::thread thread_;
