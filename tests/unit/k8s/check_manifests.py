@@ -3,7 +3,9 @@
 
 No API server can run on the build machines, so this checks the rendered objects against the
 published contracts: kinds and names, namespaces, the control-plane placement, ports, the
-KubeSchedulerConfiguration's extender, least-privilege RBAC, and the shim injection.
+KubeSchedulerConfiguration's extender, least-privilege RBAC, the shim injection, and the
+HTTPS overlays (k8s/overlays/extender-tls, extender-mtls) against kube-scheduler's v1 Extender and
+ExtenderTLSConfig fields and the Secrets they mount (k8s/examples/extender-tls-cert-manager.yaml).
 Prints one line per check and "N passed, M failed". Usage: check_manifests.py REPO_ROOT
 """
 import subprocess
@@ -84,6 +86,101 @@ if ksc_cm:
     kdep = find(base, "Deployment", "metronome-kube-scheduler")
     mounted = next(v["configMap"]["name"] for v in kdep["spec"]["template"]["spec"]["volumes"])
     check(mounted == ksc_cm["metadata"]["name"], "second kube-scheduler mounts its configuration")
+
+# kube-scheduler's published v1 Extender and ExtenderTLSConfig fields (kubescheduler.config.k8s.io/v1).
+EXTENDER_FIELDS = {"urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "weight", "bindVerb",
+                   "enableHTTPS", "tlsConfig", "httpTimeout", "nodeCacheCapable", "managedResources",
+                   "ignorable"}
+TLS_FIELDS = {"insecure", "serverName", "certFile", "keyFile", "caFile", "certData", "keyData", "caData"}
+TLS_ONLY = {"urlPrefix", "enableHTTPS", "tlsConfig"}
+
+
+def extender_of(objs):
+    cm = find(objs, "ConfigMap", "metronome-kube-scheduler-config")
+    return yaml.safe_load(cm["data"]["kube-scheduler-config.yaml"])["extenders"][0] if cm else {}
+
+
+def pod_of(objs, name):
+    d = find(objs, "Deployment", name)
+    return d["spec"]["template"]["spec"] if d else {"containers": [{}], "volumes": []}
+
+
+def secret_file(pod, path):
+    """(Secret name, key) behind a file path in the pod's first container, or None."""
+    c = pod["containers"][0]
+    for m in c.get("volumeMounts", []):
+        prefix = m["mountPath"].rstrip("/") + "/"
+        if not path.startswith(prefix):
+            continue
+        vol = next((v for v in pod["volumes"] if v["name"] == m["name"]), {})
+        if "secret" not in vol:
+            return None
+        key = path[len(prefix):]
+        items = vol["secret"].get("items")
+        if items is not None:
+            key = next((i["key"] for i in items if i["path"] == key), None)
+        return (vol["secret"]["secretName"], key) if key else None
+    return None
+
+
+def arg(container, flag):
+    return next((a.split("=", 1)[1] for a in container.get("args", []) if a.startswith(flag + "=")), None)
+
+
+base_ext = extender_of(base)
+check(set(base_ext) <= EXTENDER_FIELDS, "base extender uses only v1 Extender fields", set(base_ext) - EXTENDER_FIELDS)
+check(base_ext.get("urlPrefix", "").startswith("http://") and base_ext.get("enableHTTPS") is False,
+      "plain HTTP stays the default")
+certs = {d["spec"]["secretName"]: d["spec"] for d in
+         yaml.safe_load_all(open(f"{root}/k8s/examples/extender-tls-cert-manager.yaml"))
+         if d and d["kind"] == "Certificate"}
+
+for overlay, mutual in [("extender-tls", False), ("extender-mtls", True)]:
+    objs = render(f"k8s/overlays/{overlay}")
+    if not objs:
+        continue
+    ext = extender_of(objs)
+    tls = ext.get("tlsConfig") or {}
+    check(set(ext) <= EXTENDER_FIELDS and set(tls) <= TLS_FIELDS,
+          f"{overlay}: extender uses only v1 Extender/ExtenderTLSConfig fields",
+          (set(ext) - EXTENDER_FIELDS) | (set(tls) - TLS_FIELDS))
+    check({k: v for k, v in ext.items() if k not in TLS_ONLY} == {k: v for k, v in base_ext.items() if k not in TLS_ONLY},
+          f"{overlay}: extender entry equals the base's apart from HTTPS")
+    check(ext.get("enableHTTPS") is True and ext.get("urlPrefix") == "https://" + base_ext["urlPrefix"][len("http://"):],
+          f"{overlay}: enableHTTPS and the same urlPrefix over https://", ext.get("urlPrefix"))
+    # With enableHTTPS and no CA, kube-scheduler skips verifying the server: a CA must be given.
+    check(tls.get("caFile") and not tls.get("insecure"), f"{overlay}: server verified with a CA file")
+    kpod = pod_of(objs, "metronome-kube-scheduler")
+    spod = pod_of(objs, "metronome-scheduler")
+    check(secret_file(kpod, tls.get("caFile", "")) == ("metronome-extender-tls", "ca.crt"),
+          f"{overlay}: kube-scheduler mounts ca.crt of Secret metronome-extender-tls at caFile")
+    check(all([i["key"] for i in v["secret"].get("items", [{"key": "*"}])] == ["ca.crt"] for v in kpod["volumes"]
+              if v.get("secret", {}).get("secretName") == "metronome-extender-tls"),
+          f"{overlay}: kube-scheduler gets only the CA of the server's Secret, not its key")
+    sc = spod["containers"][0]
+    cert, key = arg(sc, "--http-tls-cert-file"), arg(sc, "--http-tls-key-file")
+    check(secret_file(spod, cert or "") == ("metronome-extender-tls", "tls.crt") and
+          secret_file(spod, key or "") == ("metronome-extender-tls", "tls.key"),
+          f"{overlay}: scheduler serves tls.crt/tls.key of Secret metronome-extender-tls", (cert, key))
+    server_cert = certs.get("metronome-extender-tls", {})
+    host = ext.get("urlPrefix", "").split("/")[2].split(":")[0]
+    check(host in server_cert.get("dnsNames", []), f"{overlay}: cert-manager example names the urlPrefix host", host)
+    client_ca = arg(sc, "--http-tls-client-ca-file")
+    if mutual:
+        check(secret_file(spod, client_ca or "") == ("metronome-extender-tls", "ca.crt"),
+              f"{overlay}: scheduler requires client certificates signed by the same CA")
+        client = (secret_file(kpod, tls.get("certFile", "")), secret_file(kpod, tls.get("keyFile", "")))
+        check(client == (("metronome-extender-client-tls", "tls.crt"), ("metronome-extender-client-tls", "tls.key")),
+              f"{overlay}: kube-scheduler presents the client certificate from its Secret", client)
+        check("client auth" in certs.get("metronome-extender-client-tls", {}).get("usages", []),
+              f"{overlay}: cert-manager example issues a client-auth certificate")
+        # The kubelet's probes cannot present a client certificate.
+        check(all("tcpSocket" in sc.get(p, {}) for p in ("readinessProbe", "livenessProbe")),
+              f"{overlay}: probes check the port over TCP")
+    else:
+        check(client_ca is None and "certFile" not in tls, f"{overlay}: no client certificates")
+        check(all(sc.get(p, {}).get("httpGet", {}).get("scheme") == "HTTPS" for p in ("readinessProbe", "livenessProbe")),
+              f"{overlay}: probes use HTTPS")
 
 role = find(base, "ClusterRole", "metronome-scheduler")
 if role:
