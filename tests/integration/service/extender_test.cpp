@@ -52,12 +52,19 @@ std::set<std::string> RequestNodes(const json& request) {
   return nodes;
 }
 
-TEST(SchedulerExtender, PrioritizeAndFilterAnswerRealShapedRequests) {
+// A scheduler with the two jobs planned.
+class ExtenderOnAPlannedCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(s.ready()) << s.Log();
+    StartCluster(ctx, s, clients);
+  }
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
   zmq::context_t ctx;
   std::vector<std::unique_ptr<ProtoClient>> clients;
-  StartCluster(ctx, s, clients);
+};
+
+TEST_F(ExtenderOnAPlannedCluster, PrioritizeAndFilterAnswerRealShapedRequests) {
   ASSERT_TRUE(WaitFor([&] {
     auto st = s.Get("/api/v1/status");
     return st && (*st)["jobs_planned"] == 2;
@@ -118,13 +125,7 @@ TEST(SchedulerExtender, PrioritizeAndFilterAnswerRealShapedRequests) {
 
 // The extender's own counters on /metrics: calls and 400s per verb, handling-time histograms,
 // with HELP text; each moves by exactly the calls made between two scrapes.
-TEST(SchedulerExtender, MetricsCountCallsRejectionsAndLatencyPerVerb) {
-  Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
-  zmq::context_t ctx;
-  std::vector<std::unique_ptr<ProtoClient>> clients;
-  StartCluster(ctx, s, clients);
-
+TEST_F(ExtenderOnAPlannedCluster, MetricsCountCallsRejectionsAndLatencyPerVerb) {
   const std::string before = s.Metrics();
   for (const char* help : {"# HELP metronome_extender_requests_total ",
                            "# HELP metronome_extender_bad_requests_total ",

@@ -111,10 +111,17 @@ std::vector<std::string> TlsFlags(const Pki& pki, const std::string& server,
   return flags;
 }
 
-TEST(SchedulerHttps, ExtenderHealthAndMetricsOverTlsVerifiedWithTheCa) {
+// Every test has a CA "ca" and a server certificate "server" it signed.
+class SchedulerHttps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pki.MakeCa("ca");
+    pki.MakeCert("server", "ca");
+  }
   Pki pki;
-  pki.MakeCa("ca");
-  pki.MakeCert("server", "ca");
+};
+
+TEST_F(SchedulerHttps, ExtenderHealthAndMetricsOverTlsVerifiedWithTheCa) {
   pki.MakeCa("other-ca");
   TlsScheduler s(TlsFlags(pki, "server"));
   ASSERT_TRUE(s.ready()) << s.Log();
@@ -153,10 +160,7 @@ TEST(SchedulerHttps, ExtenderHealthAndMetricsOverTlsVerifiedWithTheCa) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
-TEST(SchedulerHttps, ClientCaMakesAClientCertificateMandatory) {
-  Pki pki;
-  pki.MakeCa("ca");
-  pki.MakeCert("server", "ca");
+TEST_F(SchedulerHttps, ClientCaMakesAClientCertificateMandatory) {
   pki.MakeCert("kube-scheduler", "ca");
   pki.MakeCa("rogue-ca");
   pki.MakeCert("rogue", "rogue-ca");
@@ -175,14 +179,11 @@ TEST(SchedulerHttps, ClientCaMakesAClientCertificateMandatory) {
 
 // A renewed Secret: new files swapped in under the same names. The scheduler serves the new
 // certificate from a later handshake on, without a restart.
-TEST(SchedulerHttps, RenewedCertificateIsServedWithoutARestart) {
-  Pki pki;
-  pki.MakeCa("ca");
-  pki.MakeCert("old", "ca");
+TEST_F(SchedulerHttps, RenewedCertificateIsServedWithoutARestart) {
   pki.MakeCa("new-ca");
   pki.MakeCert("new", "new-ca");
-  std::filesystem::copy_file(pki.Crt("old"), pki.Crt("served"));
-  std::filesystem::copy_file(pki.Key("old"), pki.Key("served"));
+  std::filesystem::copy_file(pki.Crt("server"), pki.Crt("served"));
+  std::filesystem::copy_file(pki.Key("server"), pki.Key("served"));
   TlsScheduler s(TlsFlags(pki, "served"));
   ASSERT_TRUE(s.ready()) << s.Log();
   EXPECT_TRUE(Healthy(s.port(), pki, "ca"));
@@ -210,10 +211,7 @@ TEST(SchedulerHttps, RenewedCertificateIsServedWithoutARestart) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
-TEST(SchedulerHttps, BadFilesExitWithCode2AndNameTheKey) {
-  Pki pki;
-  pki.MakeCa("ca");
-  pki.MakeCert("server", "ca");
+TEST_F(SchedulerHttps, BadFilesExitWithCode2AndNameTheKey) {
   pki.MakeCert("stranger", "ca");
   WriteFile(pki.Path("garbage.pem"), "-----BEGIN CERTIFICATE-----\nnot base64\n");
   const auto check = [&](std::vector<std::string> flags, const std::string& name) {

@@ -80,16 +80,18 @@ TEST(Config, HttpTakesAnAddressOrAMappingWithTls) {
   EXPECT_NO_THROW(cfg.Validate());
   // Certificate and key go together; a client CA needs both. (Bad files are found when the
   // server loads them: tests/integration/service/https_test.cpp.)
-  EXPECT_EQ(ErrorKey("http: {tls_cert_file: /a.crt}\n"),
-            "http.tls_key_file | is required with http.tls_cert_file");
-  EXPECT_EQ(ErrorKey("http: {tls_key_file: /a.key}\n"),
-            "http.tls_cert_file | is required with http.tls_key_file or http.tls_client_ca_file");
-  EXPECT_EQ(ErrorKey("http: {tls_client_ca_file: /ca.crt}\n"),
-            "http.tls_cert_file | is required with http.tls_key_file or http.tls_client_ca_file");
-  EXPECT_EQ(ErrorKey("http: {tls_cert: /a.crt}\n"), "http.tls_cert | unknown key");
-  EXPECT_EQ(ErrorKey("http: {address: [1]}\n"), "http.address | must be a string");
-  EXPECT_NE(ErrorKey("http: {address: nowhere}\n").find("http | expected HOST:PORT"),
-            std::string::npos);
+  const std::string need_cert =
+      "http.tls_cert_file | is required with http.tls_key_file or http.tls_client_ca_file";
+  for (const auto& [yaml, error] : std::vector<std::pair<std::string, std::string>>{
+           {"http: {tls_cert_file: /a.crt}\n",
+            "http.tls_key_file | is required with http.tls_cert_file"},
+           {"http: {tls_key_file: /a.key}\n", need_cert},
+           {"http: {tls_client_ca_file: /ca.crt}\n", need_cert},
+           {"http: {tls_cert: /a.crt}\n", "http.tls_cert | unknown key"},
+           {"http: {address: [1]}\n", "http.address | must be a string"},
+           {"http: {address: nowhere}\n", "http | expected HOST:PORT, got 'nowhere'"}}) {
+    EXPECT_EQ(ErrorKey(yaml), error) << yaml;
+  }
 }
 
 TEST(Config, ErrorsNameTheKeyAndTheReason) {
