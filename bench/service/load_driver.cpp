@@ -9,6 +9,9 @@
 //     reports sent vs reports the scheduler counted; errors and rejections (must be 0);
 //   - p50/p99/max of registration latency (hello → welcome), timetable push latency (the
 //     profile report that made the job plannable → the push at each rank), pong latency;
+//     push latency twice: for the start, when every job's first profile lands within one
+//     report interval (a burst, as after a scheduler restart), and for the steady state, where
+//     `churn` jobs a second leave (bye) and come back as new jobs while the rest keep reporting;
 //   - the scheduler's CPU use (cores, from /proc/PID/stat) and resident memory (VmRSS, VmHWM).
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -17,6 +20,7 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +57,7 @@ struct Options {
   int duration_s = 30;
   int threads = 4;
   int ranks_per_job = 4;
+  int churn = 10;  // jobs replaced per second in the steady state
   std::string endpoint;  // empty: start our own scheduler
   std::string http;
   std::string scheduler = METRONOME_SCHEDULER_BIN;
@@ -81,12 +86,13 @@ struct Client {
 struct Job {
   std::vector<size_t> ranks;  // indices into the thread's clients
   int64_t profile_sent = 0;   // when rank 0 first reported a profile (monotonic)
+  int generation = 0;         // times it left and came back as a new job
 };
 
 struct Stats {
   uint64_t hellos = 0, welcomes = 0, reports = 0, pings = 0, pongs = 0, pushes = 0, errors = 0;
-  uint64_t send_failures = 0;
-  std::vector<double> register_ms, push_ms, pong_ms;
+  uint64_t byes = 0, send_failures = 0;
+  std::vector<double> register_ms, push_ms, churn_push_ms, pong_ms;
   void Merge(const Stats& o) {
     hellos += o.hellos;
     welcomes += o.welcomes;
@@ -95,9 +101,11 @@ struct Stats {
     pongs += o.pongs;
     pushes += o.pushes;
     errors += o.errors;
+    byes += o.byes;
     send_failures += o.send_failures;
     register_ms.insert(register_ms.end(), o.register_ms.begin(), o.register_ms.end());
     push_ms.insert(push_ms.end(), o.push_ms.begin(), o.push_ms.end());
+    churn_push_ms.insert(churn_push_ms.end(), o.churn_push_ms.begin(), o.churn_push_ms.end());
     pong_ms.insert(pong_ms.end(), o.pong_ms.begin(), o.pong_ms.end());
   }
 };
@@ -153,8 +161,7 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
   std::map<std::string, size_t> job_index;
   for (int j = 0; j < jobs; ++j) job_index[Name("load-%d", first_job + j)] = j;
 
-  // Register.
-  for (auto& c : clients) {
+  auto hello = [&](Client& c) {
     proto::Hello h;
     h.job_id = c.job;
     h.rank = c.rank;
@@ -166,7 +173,8 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     c.hello_sent = MonoNs();
     if (!SendMsg(*c.socket, h)) ++stats.send_failures;
     ++stats.hellos;
-  }
+  };
+  for (auto& c : clients) hello(c);
   const int64_t interval = 1'000'000'000 / o.rate;
   for (size_t i = 0; i < clients.size(); ++i) {
     // Stagger the reports evenly over one interval.
@@ -178,6 +186,17 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
   // O(n) per call). ZMQ_FD only signals edges, so after every send or receive on a socket its
   // ZMQ_EVENTS is checked again and the socket drained.
   const int ep = epoll_create1(0);
+  // Reports fall due every 1/(rate x clients) s, below epoll's millisecond timeout: a timerfd
+  // armed at the next due time wakes the thread instead (rounding the wait down to 0 ms would
+  // spin the client threads and starve the scheduler on a small machine).
+  const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  constexpr uint64_t kTimerTag = UINT64_MAX;
+  {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kTimerTag;
+    epoll_ctl(ep, EPOLL_CTL_ADD, timer, &ev);
+  }
   for (size_t i = 0; i < clients.size(); ++i) {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -206,7 +225,8 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
         if (c.timetable_version == 0) {
           const Job& job = job_list[job_index[c.job]];
           if (job.profile_sent != 0) {
-            stats.push_ms.push_back(static_cast<double>(t - job.profile_sent) * 1e-6);
+            (job.generation == 0 ? stats.push_ms : stats.churn_push_ms)
+                .push_back(static_cast<double>(t - job.profile_sent) * 1e-6);
           }
         }
         c.timetable_version = p->timetable.version;
@@ -221,13 +241,40 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     }
   };
   for (auto& c : clients) drain(c);
-  std::vector<epoll_event> events(clients.size());
+  std::vector<epoll_event> events(clients.size() + 1);
+  // Churn: from 5 s after the start (the start's burst planned), this thread replaces one of its
+  // jobs every threads/churn seconds, round robin: every rank says bye, then registers again
+  // under a new job name and reports a fresh profile.
+  const int64_t churn_every =
+      o.churn > 0 ? int64_t{1'000'000'000} * o.threads / o.churn : int64_t{0};
+  int64_t next_churn = churn_every > 0 ? start_ns + 5'000'000'000 : INT64_MAX;
+  size_t churn_job = 0;
+  auto replace_job = [&](int j) {
+    Job& job = job_list[j];
+    ++job.generation;
+    const std::string name = Name("load-%d-g%d", first_job + j, job.generation);
+    job_index[name] = static_cast<size_t>(j);
+    for (const size_t ci : job.ranks) {
+      Client& c = clients[ci];
+      if (SendMsg(*c.socket, proto::Bye{c.job, c.rank, "load churn"})) ++stats.byes;
+      c.job = name;
+      c.welcomed = false;
+      c.timetable_version = 0;
+      c.timetable = {};
+      hello(c);
+    }
+    job.profile_sent = 0;
+  };
 
   while (true) {
     const int64_t now = MonoNs();
     if (now >= end_ns) break;
+    if (now >= next_churn && jobs > 0) {
+      replace_job(static_cast<int>(churn_job++ % static_cast<size_t>(jobs)));
+      next_churn += churn_every;
+    }
     // Send what is due.
-    int64_t next_due = end_ns;
+    int64_t next_due = std::min(end_ns, next_churn);
     if (now >= start_ns) {
       for (auto& c : clients) {
         if (!c.welcomed) continue;
@@ -271,14 +318,28 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     } else {
       next_due = start_ns;
     }
-    const int wait_ms =
-        static_cast<int>(std::clamp<int64_t>((next_due - MonoNs()) / 1'000'000, 0, 5));
+    int wait_ms = 0;
+    if (next_due > MonoNs()) {
+      itimerspec due{};
+      due.it_value.tv_sec = static_cast<time_t>(next_due / 1'000'000'000);
+      due.it_value.tv_nsec = static_cast<long>(next_due % 1'000'000'000);
+      timerfd_settime(timer, TFD_TIMER_ABSTIME, &due, nullptr);
+      wait_ms = 5;
+    }
     const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), wait_ms);
-    for (int i = 0; i < n; ++i) drain(clients[events[i].data.u64]);
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == kTimerTag) {
+        uint64_t expirations = 0;
+        (void)!::read(timer, &expirations, sizeof expirations);
+        continue;
+      }
+      drain(clients[events[i].data.u64]);
+    }
     if (now < start_ns) {
       for (auto& c : clients) drain(c);  // welcomes: cheap while there is no load yet
     }
   }
+  ::close(timer);
   ::close(ep);
 }
 
@@ -368,8 +429,9 @@ int FreePort() {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    // A flag without its value falls through to the usage text.
+    const std::string k = i + 1 < argc ? argv[i] : "--help", v = i + 1 < argc ? argv[i + 1] : "";
     if (k == "--clients")
       o.clients = std::stoi(v);
     else if (k == "--rate")
@@ -380,6 +442,8 @@ int main(int argc, char** argv) {
       o.threads = std::stoi(v);
     else if (k == "--ranks-per-job")
       o.ranks_per_job = std::stoi(v);
+    else if (k == "--churn")
+      o.churn = std::stoi(v);
     else if (k == "--endpoint")
       o.endpoint = v;
     else if (k == "--http")
@@ -389,7 +453,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--clients N] [--rate HZ] [--duration S] [--threads T] "
-                   "[--ranks-per-job R] [--scheduler PATH | --endpoint tcp://.. --http H:P]\n",
+                   "[--ranks-per-job R] [--churn JOBS_PER_S] "
+                   "[--scheduler PATH | --endpoint tcp://.. --http H:P]\n",
                    argv[0]);
       return 2;
     }
@@ -479,6 +544,7 @@ int main(int argc, char** argv) {
       Metric(metrics, "metronome_messages_received_total{type=\"profile_report\"}");
   const double sched_hellos = Metric(metrics, "metronome_messages_received_total{type=\"hello\"}");
   const double sched_regs = Metric(metrics, "metronome_registrations_total");
+  const double sched_byes = Metric(metrics, "metronome_messages_received_total{type=\"bye\"}");
   const double sched_pings =
       Metric(metrics, "metronome_messages_received_total{type=\"clock_ping\"}");
   const double rejected = std::max(0.0, Metric(metrics, "metronome_rejected_messages_total"));
@@ -496,6 +562,8 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(total.welcomes), sched_regs);
   std::printf("%-34s %12llu %12.0f\n", "reports sent / received",
               static_cast<unsigned long long>(total.reports), sched_reports);
+  std::printf("%-34s %12llu %12.0f\n", "byes sent / received (churn)",
+              static_cast<unsigned long long>(total.byes), std::max(0.0, sched_byes));
   std::printf("%-34s %12llu %12.0f\n", "pings sent / received",
               static_cast<unsigned long long>(total.pings), sched_pings);
   std::printf("%-34s %12llu %12s\n", "pongs received", static_cast<unsigned long long>(total.pongs),
@@ -512,7 +580,8 @@ int main(int argc, char** argv) {
                 v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()), v.size());
   };
   row("registration (hello -> welcome)", total.register_ms);
-  row("timetable push (profile -> push)", total.push_ms);
+  row("push at start (all jobs at once)", total.push_ms);
+  row("push in steady state (churn)", total.churn_push_ms);
   row("clock pong (ping -> pong)", total.pong_ms);
   std::printf("\nscheduler side (its histograms; bucket upper bounds):\n");
   auto bound = [&](const char* family, double q) {
@@ -530,6 +599,7 @@ int main(int argc, char** argv) {
               bound("metronome_plan_duration_seconds", 0.5).c_str(),
               bound("metronome_plan_duration_seconds", 0.99).c_str());
   const bool lossless = total.hellos == total.welcomes &&
+                        static_cast<double>(total.byes) == std::max(0.0, sched_byes) &&
                         static_cast<double>(total.reports) == sched_reports && total.errors == 0 &&
                         rejected == 0;
   if (pid > 0) {

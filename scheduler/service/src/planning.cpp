@@ -136,6 +136,70 @@ struct PlanningAdapter::Impl {
     return job;
   }
 
+  // The plan as evaluated at `generation` (the adapter's count of changes). Evaluating costs
+  // more than a small re-plan on a large cluster, so it is done once per change and shared by
+  // the next re-plan (its running state) and Summary().
+  mutable std::optional<pl::Plan> evaluated;
+  mutable uint64_t evaluated_generation = 0;
+  const pl::Plan& Current(uint64_t generation) const {
+    if (!evaluated || evaluated_generation != generation) {
+      evaluated = online.snapshot();
+      evaluated_generation = generation;
+    }
+    return *evaluated;
+  }
+
+  // The jobs of `all` that share a link with one of `seeds`, directly or through other jobs:
+  // the part of the plan that re-planning for the seeds can change. The rest crosses none of
+  // its links and keeps its place whatever the seeds do.
+  static std::vector<pl::Job> Component(const pl::Topology& topology,
+                                        const std::vector<pl::Job>& all,
+                                        const std::set<uint64_t>& seeds) {
+    std::vector<size_t> parent(all.size());
+    for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+    auto root = [&](size_t i) {
+      while (parent[i] != i) i = parent[i] = parent[parent[i]];
+      return i;
+    };
+    std::unordered_map<pl::LinkId, size_t> first_on_link;
+    for (size_t i = 0; i < all.size(); ++i) {
+      for (const pl::LinkId l : pl::job_links(topology, all[i])) {
+        const auto [it, fresh] = first_on_link.emplace(l, i);
+        if (!fresh) parent[root(i)] = root(it->second);
+      }
+    }
+    std::set<size_t> roots;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (seeds.count(all[i].id) != 0) roots.insert(root(i));
+    }
+    std::vector<pl::Job> part;
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (roots.count(root(i)) != 0) part.push_back(all[i]);
+    }
+    return part;
+  }
+
+  // Re-plans `all` (the planner's jobs with the seeds added or replaced) in priority order with
+  // the current plan as the running state, but only the seeds' component (Component() above):
+  // on a large cluster one newcomer must not cost a plan of every job.
+  void ReplanAround(const std::vector<pl::Job>& all, const std::set<uint64_t>& seeds,
+                    uint64_t generation) {
+    const pl::Plan& current = Current(generation);
+    std::vector<pl::Job> part = Component(online.topology(), all, seeds);
+    if (part.size() == all.size()) {
+      online.plan_all(all, &current);
+      return;
+    }
+    pl::Problem problem;
+    problem.topology = online.topology();
+    problem.jobs = std::move(part);
+    const pl::Plan sub = pl::plan(problem, options, &current);
+    pl::Plan merged = current;
+    std::erase_if(merged.jobs, [&](const pl::JobPlan& j) { return sub.find(j.id) != nullptr; });
+    merged.jobs.insert(merged.jobs.end(), sub.jobs.begin(), sub.jobs.end());
+    online.adopt(all, merged);
+  }
+
   // Whether `job` has a higher priority than some other planned job that shares a link with it.
   bool OutranksANeighbour(const pl::Job& job) const {
     const auto mine = pl::job_links(online.topology(), job);
@@ -175,14 +239,13 @@ void PlanningAdapter::AddJob(const PlanJob& job) {
   try {
     if (impl_->OutranksANeighbour(pj)) {
       // A job that outranks one already planned on its links must not be fitted around it
-      // (harmonized to its period, or pushed into its gaps): re-plan all in priority order,
+      // (harmonized to its period, or pushed into its gaps): re-plan in priority order,
       // with the current plan as the running state, so that the lower-priority jobs move only
       // where the newcomer needs their place.
       std::vector<pl::Job> jobs = impl_->online.jobs();
       std::erase_if(jobs, [&](const pl::Job& j) { return j.id == pj.id; });
       jobs.push_back(pj);
-      const pl::Plan current = impl_->online.snapshot();
-      impl_->online.plan_all(jobs, &current);
+      impl_->ReplanAround(jobs, {pj.id}, generation_);
     } else {
       (void)impl_->online.add_job(pj);
     }
@@ -210,15 +273,14 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
     if (ok.size() == 1 && !outranks) {
       (void)impl_->online.add_job(ok.front());
     } else if (outranks) {
-      // As in AddJob, but one full re-plan for the whole batch (a burst of joins after a restart
-      // costs one plan_all, not one per job).
+      // As in AddJob, but one re-plan for the whole batch (a burst of joins after a restart
+      // costs one plan, not one per job).
       std::set<uint64_t> ids;
       for (const auto& j : ok) ids.insert(j.id);
       std::vector<pl::Job> jobs = impl_->online.jobs();
       std::erase_if(jobs, [&](const pl::Job& j) { return ids.count(j.id) != 0; });
       jobs.insert(jobs.end(), ok.begin(), ok.end());
-      const pl::Plan current = impl_->online.snapshot();
-      impl_->online.plan_all(jobs, &current);
+      impl_->ReplanAround(jobs, ids, generation_);
     } else {
       for (const auto& j : ok) (void)impl_->online.add_job(j);
     }
@@ -238,7 +300,7 @@ void PlanningAdapter::ReplanAll(const std::vector<PlanJob>& jobs) {
   std::vector<pl::Job> pjs;
   pjs.reserve(jobs.size());
   for (const auto& j : jobs) pjs.push_back(impl_->Checked(j));
-  const pl::Plan current = impl_->online.snapshot();
+  const pl::Plan& current = impl_->Current(generation_);
   try {
     impl_->online.plan_all(pjs, &current);
   } catch (const std::invalid_argument& e) {
@@ -275,7 +337,7 @@ std::vector<uint32_t> PlanningAdapter::JobLinks(const PlanJob& job) const {
 }
 
 PlanSummary PlanningAdapter::Summary() const {
-  const pl::Plan plan = impl_->online.snapshot();
+  const pl::Plan& plan = impl_->Current(generation_);
   PlanSummary s;
   s.epoch_ns = impl_->config.epoch_ns + plan.epoch_ns;
   s.utilization = plan.score.utilization;
@@ -346,7 +408,7 @@ std::shared_ptr<OfflineTask> PlanningAdapter::PrepareOffline() const {
   task->generation = generation_;
   task->problem.topology = impl_->online.topology();
   task->problem.jobs = impl_->online.jobs();
-  task->current = impl_->online.snapshot();
+  task->current = impl_->Current(generation_);
   task->options = impl_->options;
   return task;
 }

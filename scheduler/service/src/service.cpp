@@ -1,6 +1,9 @@
 #include "metronome/service/service.hpp"
 
 #include <spdlog/spdlog.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -43,7 +46,7 @@ std::string Printable(const std::string& identity) {
   return out;
 }
 
-constexpr size_t kMaxBatch = 4096;  // messages handled before planning and flushing
+constexpr size_t kMaxBatch = 4096;  // messages handled before the tick and the plan listener
 constexpr size_t kMaxDecisions = 16;
 
 }  // namespace
@@ -51,7 +54,8 @@ constexpr size_t kMaxDecisions = 16;
 Service::Service(ServiceConfig config)
     : config_(Resolve(std::move(config))),
       http_(std::make_unique<HttpServer>(metrics_)),
-      planner_(config_.topology, config_.planning) {
+      planner_(config_.topology, config_.planning),
+      link_names_(planner_.LinkNames()) {
   summary_ = planner_.Summary();
   links_ = summary_.links;
   http_->AddRouteGroup(std::make_shared<StatusRoutes>(*this));
@@ -105,9 +109,21 @@ void Service::Start() {
   spdlog::info("scheduler: listening zmq={} http={}:{} links={} rank_timeout={}ms", bound_endpoint_,
                host, http_->port(), planner_.link_count(), config_.registry.rank_timeout_ms);
 
-  endpoint_thread_ = std::thread([this] { EndpointLoop(); });
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw std::runtime_error("scheduler: eventfd failed");
+  endpoint_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "mtr-endpoint");  // names show in top -H, perf, gdb
+    EndpointLoop();
+  });
+  planning_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "mtr-planner");
+    PlanningLoop();
+  });
   if (config_.controller.offline_interval_ms > 0) {
-    offline_thread_ = std::jthread([this](std::stop_token st) { OfflineLoop(st); });
+    offline_thread_ = std::jthread([this](std::stop_token st) {
+      pthread_setname_np(pthread_self(), "mtr-offline");
+      OfflineLoop(st);
+    });
   }
 }
 
@@ -118,7 +134,14 @@ void Service::Stop() {
     offline_cv_.notify_all();
     offline_thread_.join();
   }
+  {
+    std::lock_guard lock(mu_);  // no lost wake-up between the planner's check and its wait
+  }
+  plan_cv_.notify_all();
+  if (planning_thread_.joinable()) planning_thread_.join();
   if (endpoint_thread_.joinable()) endpoint_thread_.join();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  wake_fd_ = -1;
   if (http_) http_->Stop();
   socket_.reset();
   context_.reset();
@@ -131,13 +154,18 @@ void Service::Stop() {
 void Service::EndpointLoop() {
   const int64_t tick_ns = config_.controller.tick_ms * 1'000'000;
   int64_t next_tick = RealtimeNs() + tick_ns;
-  std::vector<zmq::pollitem_t> items = {{socket_->handle(), 0, ZMQ_POLLIN, 0}};
+  std::vector<zmq::pollitem_t> items = {{socket_->handle(), 0, ZMQ_POLLIN, 0},
+                                        {nullptr, wake_fd_, ZMQ_POLLIN, 0}};
   std::vector<zmq::message_t> parts;
   std::vector<std::string> frames;
   while (!stopping_) {
     const int64_t now0 = RealtimeNs();
     const auto wait_ms = std::clamp<int64_t>((next_tick - now0) / 1'000'000, 0, 50);
     zmq::poll(items.data(), items.size(), std::chrono::milliseconds(wait_ms));
+    if ((items[1].revents & ZMQ_POLLIN) != 0) {
+      uint64_t n = 0;
+      (void)!::read(wake_fd_, &n, sizeof n);
+    }
     for (size_t i = 0; i < kMaxBatch; ++i) {
       parts.clear();
       zmq::recv_result_t got;
@@ -151,22 +179,33 @@ void Service::EndpointLoop() {
       const int64_t t_recv = RealtimeNs();
       frames.clear();
       for (auto& p : parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
-      std::lock_guard lock(mu_);
-      HandleFrames(frames, t_recv);
-      FlushOutbox();
+      bool plan_work = false;
+      {
+        std::lock_guard lock(mu_);
+        HandleFrames(frames, t_recv);
+        FlushOutbox();  // also sends what the planning thread queued meanwhile
+        plan_work = !pending_.empty();
+      }
+      if (plan_work) plan_cv_.notify_one();  // now, not after the batch: joins wait for no one
     }
+    bool plan_work = false;
     {
       std::lock_guard lock(mu_);
-      ApplyPending();
       const int64_t now = RealtimeNs();
       if (now >= next_tick) {
         Tick(now);
         next_tick = now + tick_ns;
       }
       FlushOutbox();
+      plan_work = !pending_.empty();
     }
-    NotifyPlanListener();
+    if (plan_work) plan_cv_.notify_one();
   }
+}
+
+void Service::WakeEndpoint() {
+  const uint64_t one = 1;
+  (void)!::write(wake_fd_, &one, sizeof one);
 }
 
 ClusterView Service::View() {
@@ -366,10 +405,8 @@ void Service::HandleHello(ClientState& client, const proto::Hello& m, int64_t no
   }
   if (job.planned && job.has_profile) {
     // Node set may have changed (a rank moved): the links follow from the nodes.
-    const auto links = planner_.JobLinks(ToPlanJob(job));
-    const auto names = planner_.LinkNames();
     std::vector<std::string> now_links;
-    for (uint32_t l : links) now_links.push_back(names[l]);
+    for (uint32_t l : planner_.JobLinks(ToPlanJob(job))) now_links.push_back(link_names_[l]);
     if (now_links != job.links) {
       pending_.push_back({Pending::kReplan, job.id, "nodes", now});
     }
@@ -495,76 +532,131 @@ PlanJob Service::ToPlanJob(const JobState& job) const {
   return p;
 }
 
-// Runs the planner for everything that changed since the last batch, then pushes.
-void Service::ApplyPending() {
-  if (pending_.empty()) return;
-  std::vector<Pending> work;
-  work.swap(pending_);
-  int64_t trigger = work.front().trigger_ns;
-  std::map<std::string, int> reasons;
-  const auto t0 = std::chrono::steady_clock::now();
-  // Leaves first, then every join and re-plan of the batch in one planner call.
-  std::vector<PlanJob> adds;
-  std::map<uint64_t, const Pending*> add_reason;
-  for (const auto& p : work) {
-    trigger = std::min(trigger, p.trigger_ns);
-    if (p.kind == Pending::kLeave) {
-      try {
-        planner_.RemoveJob(p.id);
-      } catch (const std::exception& e) {
-        metrics_.PlanningErrors().Increment();
-        spdlog::error("planner: cannot remove job {}: {}", p.id, e.what());
+// The planning thread: one round takes every change queued since the last, plans them with the
+// registry unlocked, then applies the plan under the lock and wakes the endpoint to send.
+void Service::PlanningLoop() {
+  NotifyPlanListener();  // the empty plan, once at start
+  while (true) {
+    std::vector<Pending> work;
+    std::vector<PlanJob> adds;  // as the registry has them now, one per job
+    std::map<uint64_t, const Pending*> add_reason;
+    std::optional<OfflineResult> offline;
+    {
+      std::unique_lock lock(mu_);
+      plan_cv_.wait(lock, [&] { return stopping_ || !pending_.empty() || offline_result_.has_value(); });
+      if (stopping_) return;
+      work.swap(pending_);
+      offline.swap(offline_result_);
+      for (const auto& p : work) {
+        if (p.kind == Pending::kLeave) continue;
+        const auto name = job_names_.find(p.id);
+        if (name == job_names_.end()) continue;  // left meanwhile
+        const JobState& job = jobs_.at(name->second);
+        if (!job.has_profile || add_reason.contains(p.id)) continue;
+        add_reason[p.id] = &p;
+        adds.push_back(ToPlanJob(job));
       }
-      ++reasons[p.reason];
-      continue;
     }
-    const auto name = job_names_.find(p.id);
-    if (name == job_names_.end()) continue;  // left meanwhile
-    const JobState& job = jobs_.at(name->second);
-    if (!job.has_profile || add_reason.contains(p.id)) continue;
-    add_reason[p.id] = &p;
-    adds.push_back(ToPlanJob(job));
-  }
-  std::set<uint64_t> refused_ids;
-  if (!adds.empty()) {
-    std::vector<std::pair<uint64_t, std::string>> refused;
-    try {
-      refused = planner_.AddJobs(adds);
-    } catch (const std::exception& e) {
-      for (const auto& a : adds) refused.emplace_back(a.id, e.what());
+    int64_t trigger = RealtimeNs();
+    std::map<std::string, int> reasons;
+    std::set<uint64_t> refused_ids;
+    std::optional<PlanSummary> plan;
+    const char* plan_reason = "plan";
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      std::lock_guard plan_lock(plan_mu_);
+      // Leaves first, then every join and re-plan of the round in one planner call.
+      for (const auto& p : work) {
+        trigger = std::min(trigger, p.trigger_ns);
+        if (p.kind != Pending::kLeave) continue;
+        try {
+          planner_.RemoveJob(p.id);
+        } catch (const std::exception& e) {
+          metrics_.PlanningErrors().Increment();
+          spdlog::error("planner: cannot remove job {}: {}", p.id, e.what());
+        }
+        ++reasons[p.reason];
+      }
+      if (!adds.empty()) {
+        std::vector<std::pair<uint64_t, std::string>> refused;
+        try {
+          refused = planner_.AddJobs(adds);
+        } catch (const std::exception& e) {
+          for (const auto& a : adds) refused.emplace_back(a.id, e.what());
+        }
+        for (const auto& [id, why] : refused) {
+          refused_ids.insert(id);
+          metrics_.PlanningErrors().Increment();
+          spdlog::error("planner: cannot plan job {}: {}", id, why);
+        }
+      }
+      if (!work.empty()) {
+        metrics_.PlanDuration().Observe(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        plan = planner_.Summary();
+      }
+      if (offline && AdoptOffline(*offline)) {
+        plan = planner_.Summary();
+        if (work.empty()) plan_reason = "offline";
+      }
     }
-    for (const auto& [id, why] : refused) {
-      refused_ids.insert(id);
-      metrics_.PlanningErrors().Increment();
-      spdlog::error("planner: cannot plan job {}: {}",
-                    job_names_.contains(id) ? job_names_[id] : "?", why);
+    if (!plan) continue;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& a : adds) {
+        const auto name = job_names_.find(a.id);
+        if (refused_ids.contains(a.id) || name == job_names_.end()) continue;
+        JobState& job = jobs_.at(name->second);
+        job.planned_period_ns = a.period_ns;
+        job.planned_comm_ns = a.comm_ns;
+        job.planned_bytes_per_phase = a.bytes_per_phase;
+        job.planned_min_comm_ns = a.min_comm_ns;
+        const Pending& p = *add_reason.at(a.id);
+        if (p.kind == Pending::kReplan) ++job.replans;
+        ++reasons[p.reason];
+      }
+      for (const auto& [reason, n] : reasons) {
+        metrics_.Replans(reason).Increment(n);
+        spdlog::debug("planner: re-planned {} change(s) for {}", n, reason);
+      }
+      ApplyPlan(*plan, trigger, plan_reason);
     }
+    WakeEndpoint();
+    NotifyPlanListener();
   }
-  for (const auto& a : adds) {
-    if (refused_ids.contains(a.id)) continue;
-    JobState& job = jobs_.at(job_names_.at(a.id));
-    job.planned_period_ns = job.period_ns;
-    job.planned_comm_ns = job.comm_ns;
-    job.planned_bytes_per_phase = job.bytes_per_phase;
-    job.planned_min_comm_ns = job.min_comm_ns;
-    const Pending& p = *add_reason.at(a.id);
-    if (p.kind == Pending::kReplan) ++job.replans;
-    ++reasons[p.reason];
-  }
-  metrics_.PlanDuration().Observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  for (const auto& [reason, n] : reasons) {
-    metrics_.Replans(reason).Increment(n);
-    spdlog::debug("planner: re-planned {} change(s) for {}", n, reason);
-  }
-  ApplyPlan(trigger, "plan");
 }
 
-// Copies the planner's current plan into the jobs' timetables and pushes every change.
-void Service::ApplyPlan(int64_t trigger_ns, const char* reason) {
-  summary_ = planner_.Summary();
+// Under plan_mu_: adopts a better plan from the background search unless the jobs changed since
+// it started or it would move too many of them.
+bool Service::AdoptOffline(const OfflineResult& r) {
+  if (!r.improved) {
+    metrics_.OfflineRuns("no_gain").Increment();
+    spdlog::debug("offline: no better plan ({})", r.summary);
+    return false;
+  }
+  if (r.generation != planner_.generation()) {
+    metrics_.OfflineRuns("stale").Increment();
+    spdlog::info("offline: better plan discarded, the jobs changed meanwhile ({})", r.summary);
+    return false;
+  }
+  if (r.moved.size() > config_.controller.offline_max_moves) {
+    metrics_.OfflineRuns("too_disruptive").Increment();
+    spdlog::info("offline: better plan skipped: it moves {} jobs (max {}) ({})", r.moved.size(),
+                 config_.controller.offline_max_moves, r.summary);
+    return false;
+  }
+  if (!planner_.AdoptOffline(r)) return false;
+  metrics_.OfflineRuns("applied").Increment();
+  metrics_.Replans("offline").Increment();
+  metrics_.ControllerDecisions("offline_apply").Increment();
+  spdlog::info("controller: decision=offline_apply moves {} job(s) ({})", r.moved.size(),
+               r.summary);
+  return true;
+}
+
+void Service::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char* reason) {
+  summary_ = plan;
   links_ = summary_.links;
-  const auto names = planner_.LinkNames();
   ++plan_version_;
   last_plan_ns_ = RealtimeNs();
   size_t pushed = 0;
@@ -604,7 +696,7 @@ void Service::ApplyPlan(int64_t trigger_ns, const char* reason) {
     job.best_effort = s.best_effort;
     job.consecutive_late_reports = 0;
     job.links.clear();
-    for (uint32_t l : planner_.JobLinks(ToPlanJob(job))) job.links.push_back(names[l]);
+    for (uint32_t l : planner_.JobLinks(ToPlanJob(job))) job.links.push_back(link_names_[l]);
     spdlog::info(
         "planner: job={} v{} {} period={}ns offset={}ns window={}ns slack={}ns max_wait={}ns "
         "links={} slowdown={:.3f}",
@@ -648,31 +740,6 @@ void Service::Tick(int64_t now) {
       ++c;
     }
   }
-  ApplyPending();
-
-  // A better plan from the background search.
-  if (offline_result_) {
-    OfflineResult r = std::move(*offline_result_);
-    offline_result_.reset();
-    if (!r.improved) {
-      metrics_.OfflineRuns("no_gain").Increment();
-      spdlog::debug("offline: no better plan ({})", r.summary);
-    } else if (r.generation != planner_.generation()) {
-      metrics_.OfflineRuns("stale").Increment();
-      spdlog::info("offline: better plan discarded, the jobs changed meanwhile ({})", r.summary);
-    } else if (r.moved.size() > config_.controller.offline_max_moves) {
-      metrics_.OfflineRuns("too_disruptive").Increment();
-      spdlog::info("offline: better plan skipped: it moves {} jobs (max {}) ({})", r.moved.size(),
-                   config_.controller.offline_max_moves, r.summary);
-    } else if (planner_.AdoptOffline(r)) {
-      metrics_.OfflineRuns("applied").Increment();
-      metrics_.Replans("offline").Increment();
-      metrics_.ControllerDecisions("offline_apply").Increment();
-      spdlog::info("controller: decision=offline_apply moves {} job(s) ({})", r.moved.size(),
-                   r.summary);
-      ApplyPlan(now, "offline");
-    }
-  }
 }
 
 void Service::OfflineLoop(std::stop_token stop) {
@@ -685,16 +752,22 @@ void Service::OfflineLoop(std::stop_token stop) {
                            [] { return false; });
     }
     if (stop.stop_requested()) break;
-    std::shared_ptr<OfflineTask> task;
     {
       std::lock_guard lock(mu_);
       if (offline_result_ || summary_.jobs.size() < 2) continue;
+    }
+    std::shared_ptr<OfflineTask> task;
+    {
+      std::lock_guard plan_lock(plan_mu_);
       task = planner_.PrepareOffline();
     }
     OfflineResult r =
         PlanningAdapter::RunOffline(*task, config_.controller.offline_budget_ms, stop);
-    std::lock_guard lock(mu_);
-    offline_result_ = std::move(r);
+    {
+      std::lock_guard lock(mu_);
+      offline_result_ = std::move(r);
+    }
+    plan_cv_.notify_one();
   }
 }
 

@@ -237,11 +237,15 @@ nlohmann::json Service::WhatIfJson(const nlohmann::json& req) {
   if (req.contains("bytes_per_phase")) {
     job.bytes_per_phase = static_cast<uint64_t>(need_number("bytes_per_phase", 0, 1e15));
   }
-  std::lock_guard lock(mu_);
-  std::map<uint64_t, std::string> names(job_names_.begin(), job_names_.end());
-  job.id = next_job_id_ + 1'000'000;  // never collides with a registered job
+  std::map<uint64_t, std::string> names;
+  {
+    std::lock_guard lock(mu_);
+    names.insert(job_names_.begin(), job_names_.end());
+    job.id = next_job_id_ + 1'000'000;  // never collides with a registered job
+  }
   std::vector<WhatIfEntry> entries;
   try {
+    std::lock_guard plan_lock(plan_mu_);
     entries = planner_.WhatIf(job, names);
   } catch (const PlanningError& e) {
     throw HttpError(400, "bad_field", e.what());
@@ -254,10 +258,8 @@ nlohmann::json Service::WhatIfJson(const nlohmann::json& req) {
                    {"slowdown_after", e.slowdown_after},
                    {"best_effort_after", e.best_effort_after}});
   }
-  const auto links = planner_.JobLinks(job);
-  const auto link_names = planner_.LinkNames();
   json crossed = json::array();
-  for (uint32_t l : links) crossed.push_back(link_names[l]);
+  for (uint32_t l : planner_.JobLinks(job)) crossed.push_back(link_names_[l]);
   return json{{"job", job.name}, {"links", crossed}, {"jobs", out}};
 }
 

@@ -93,6 +93,45 @@ TEST(PlanningAdapter, ExplicitTopologyAndBetaFromBytes) {
   EXPECT_FALSE(Find(s, 2).best_effort);
 }
 
+// An outranking newcomer is planned with the jobs that share its links (transitively), not with
+// the whole cluster: jobs elsewhere keep their places, and the newcomer's part of the plan is
+// the one it would get if the rest of the cluster did not exist.
+TEST(PlanningAdapter, AnOutrankingNewcomerReplansOnlyItsComponent) {
+  TopologyConfig t;
+  t.racks.push_back({"r0", 1e9, {{"n0", 1e9}, {"n1", 1e9}}});
+  t.racks.push_back({"r1", 1e9, {{"n2", 1e9}, {"n3", 1e9}}});
+  PlanningAdapter whole(t, {});
+  PlanningAdapter alone(t, {});
+  for (PlanningAdapter* p : {&whole, &alone}) {
+    p->AddJob(Job(1, {"n0", "n1"}, 100 * kMs, 30 * kMs, 0));
+    p->AddJob(Job(2, {"n0", "n1"}, 150 * kMs, 30 * kMs, 0));
+  }
+  whole.AddJob(Job(3, {"n2", "n3"}, 100 * kMs, 40 * kMs, 0));
+  whole.AddJob(Job(4, {"n2", "n3"}, 120 * kMs, 40 * kMs, 0));
+  const PlanSummary before = whole.Summary();
+
+  // Job 5 outranks jobs 1 and 2 on rack r0's nodes.
+  const PlanJob newcomer = Job(5, {"n0", "n1"}, 100 * kMs, 30 * kMs, 5);
+  whole.AddJobs({newcomer});
+  alone.AddJobs({newcomer});
+  const PlanSummary after = whole.Summary();
+  const PlanSummary reference = alone.Summary();
+  for (uint64_t id : {3u, 4u}) {
+    EXPECT_EQ(Find(after, id).period_ns, Find(before, id).period_ns) << id;
+    EXPECT_EQ(Find(after, id).offset_ns, Find(before, id).offset_ns) << id;
+    EXPECT_EQ(Find(after, id).late_slack_ns, Find(before, id).late_slack_ns) << id;
+  }
+  for (uint64_t id : {1u, 2u, 5u}) {
+    EXPECT_EQ(Find(after, id).best_effort, Find(reference, id).best_effort) << id;
+    EXPECT_EQ(Find(after, id).period_ns, Find(reference, id).period_ns) << id;
+    EXPECT_EQ(Find(after, id).offset_ns, Find(reference, id).offset_ns) << id;
+    EXPECT_EQ(Find(after, id).window_ns, Find(reference, id).window_ns) << id;
+  }
+  // The newcomer got first pick: gated at (about) its natural period.
+  EXPECT_FALSE(Find(after, 5).best_effort);
+  EXPECT_LE(Find(after, 5).period_ns, 110 * kMs);
+}
+
 TEST(PlanningAdapter, InvalidJobIsRefusedWithAReason) {
   PlanningAdapter p(TopologyConfig::Default(), {});
   EXPECT_THROW(p.AddJob(Job(1, {"a", "b"}, 0, 0)), PlanningError);

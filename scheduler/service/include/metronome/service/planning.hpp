@@ -101,6 +101,8 @@ class PlanningAdapter {
 
   PlanSummary Summary() const;
   uint64_t generation() const { return generation_; }
+  // Topology queries (link_count, LinkNames, LinkCapacity, JobLinks) read only the topology,
+  // which never changes after construction: safe from any thread while the planner runs.
   size_t link_count() const;
   std::vector<std::string> LinkNames() const;
   double LinkCapacity(size_t link) const;

@@ -2,12 +2,18 @@
 // through the planner adapter, the controller, the background recalculation, and the HTTP
 // server with the status API, metrics and the timeline page.
 //
-// Threads:
+// Threads and locks:
 //   - the endpoint thread owns the ROUTER socket: it decodes messages, updates the registry,
-//     runs the planner on changes, sends pongs, welcomes, errors and timetable pushes, and every
-//     tick drops silent ranks and applies the background search's better plans;
+//     queues joins, leaves and re-plans for the planning thread, sends pongs, welcomes, errors
+//     and timetable pushes, and every tick drops silent ranks. It never runs the planner, so a
+//     long re-plan delays neither clock pongs nor registrations;
+//   - the planning thread takes every queued change at once (a burst of joins costs one planner
+//     call), plans without the registry lock, then turns the plan into timetable pushes under it
+//     and wakes the endpoint thread to send them; it also adopts the offline search's results
+//     and calls the plan listener;
 //   - httplib's worker threads serve HTTP, reading the registry under the same lock;
 //   - the offline thread runs the planner's recalculation on a copy of the problem, unlocked.
+// mu_ guards the registry, plan_mu_ the planner; no thread holds both at once.
 #pragma once
 
 #include <spdlog/common.h>
@@ -78,7 +84,7 @@ class Service {
   Metrics& metrics() { return metrics_; }
   const ServiceConfig& config() const { return config_; }
 
-  // Called (on the endpoint thread, without the service lock) after every plan change and once
+  // Called (on the planning thread, without the service lock) after every plan change and once
   // at start. Set it before Start().
   void SetPlanListener(std::function<void(const ClusterView&)> listener) {
     plan_listener_ = std::move(listener);
@@ -111,7 +117,9 @@ class Service {
   };
 
   void EndpointLoop();
+  void PlanningLoop();
   void OfflineLoop(std::stop_token stop);
+  void WakeEndpoint();
   void HandleFrames(std::vector<std::string>& frames, int64_t t_recv);
   void HandleHello(ClientState& client, const proto::Hello& m, int64_t now);
   void HandleReport(ClientState& client, const proto::ProfileReport& m, int64_t now);
@@ -121,8 +129,8 @@ class Service {
   void Queue(const std::string& identity, const proto::Message& m);
   void PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now);
   void RemoveJob(const std::string& name, const char* reason);
-  void ApplyPending();
-  void ApplyPlan(int64_t trigger_ns, const char* reason);
+  bool AdoptOffline(const OfflineResult& result);
+  void ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char* reason);
   void Tick(int64_t now);
   void FlushOutbox();
   void NotifyPlanListener();
@@ -140,15 +148,23 @@ class Service {
   std::string bound_endpoint_;
   std::atomic<bool> stopping_{false};
   std::thread endpoint_thread_;
+  std::thread planning_thread_;
+  std::condition_variable plan_cv_;  // with mu_: pending_ or offline_result_ has work
+  int wake_fd_ = -1;                 // eventfd: the planning thread has pushes to send
   std::jthread offline_thread_;
   std::condition_variable_any offline_cv_;
   int64_t started_ns_ = 0;
   std::function<void(const ClusterView&)> plan_listener_;
   uint64_t notified_version_ = UINT64_MAX;
 
+  // The planner's state: guarded by plan_mu_. Its topology queries (JobLinks, LinkNames) read
+  // only the immutable topology and need no lock.
+  std::mutex plan_mu_;
+  PlanningAdapter planner_;
+  const std::vector<std::string> link_names_;
+
   // Everything below is guarded by mu_.
   mutable std::mutex mu_;
-  PlanningAdapter planner_;
   std::unordered_map<std::string, ClientState> clients_;
   std::map<std::string, JobState> jobs_;
   std::unordered_map<uint64_t, std::string> job_names_;  // planner id -> name
