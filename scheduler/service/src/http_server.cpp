@@ -162,10 +162,6 @@ void HttpServer::EnableTls(const HttpTlsConfig& config) {
                                              : "required, signed by " + config.client_ca_file);
 }
 
-uint64_t HttpServer::tls_reloads() const {
-  return tls_ ? tls_->reloads() : 0;
-}
-
 void HttpServer::AddRouteGroup(std::shared_ptr<RouteGroup> group) {
   group->Register(*this);
   groups_.push_back(std::move(group));

@@ -137,7 +137,6 @@ std::shared_ptr<const TlsContext::Credentials> TlsContext::Current() {
   tried_ = std::move(id);  // a pair that fails is tried again only once it changes again
   try {
     current_ = Credentials::Load(config_);
-    ++reloads_;
     spdlog::info("http: TLS certificate reloaded from {}", config_.cert_file);
   } catch (const ConfigError& e) {
     spdlog::warn("http: keeping the TLS certificate in use: {}: {}", e.key(), e.reason());

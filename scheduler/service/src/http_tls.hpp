@@ -7,9 +7,7 @@
 
 #include <openssl/ssl.h>
 
-#include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,7 +32,6 @@ class TlsContext {
   bool Configure(SSL_CTX& ctx);
 
   const HttpTlsConfig& config() const { return config_; }
-  uint64_t reloads() const { return reloads_; }  // certificate/key pairs read after the first
 
   struct Credentials;  // one certificate chain and its key (http_tls.cpp)
 
@@ -47,7 +44,6 @@ class TlsContext {
   std::shared_ptr<const Credentials> current_;
   std::string tried_;  // identity (inode, size, mtime) of the files last read, good or bad
   std::chrono::steady_clock::time_point next_check_{};
-  std::atomic<uint64_t> reloads_{0};
 };
 
 }  // namespace metronome::service

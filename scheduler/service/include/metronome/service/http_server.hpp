@@ -66,7 +66,6 @@ class HttpServer {
   // file; std::logic_error after Start(). Routes added before or after it are all served.
   void EnableTls(const HttpTlsConfig& config);
   bool tls() const { return tls_ != nullptr; }
-  uint64_t tls_reloads() const;  // certificate/key pairs re-read since EnableTls
 
   // Binds and serves on a background thread. Throws std::runtime_error when it cannot bind.
   void Start(const std::string& host, int port);
