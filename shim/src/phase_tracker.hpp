@@ -37,6 +37,7 @@ struct PhaseEstimate {
   int64_t last_start_ns = 0;      // start of the latest phase
   int64_t period_ns = 0;          // 0 = not yet known
   int64_t natural_period_ns = 0;  // the period without the gate's holds (median, 0 = unknown)
+  int64_t jitter_ns = 0;  // σ of that period, robust (1.4826·MAD over kJitterWindow; 0 = unknown)
   int64_t next_start_ns = 0;      // predicted start of the next phase (0 = unknown)
   int64_t comm_ns = 0;            // median duration of a phase
   uint64_t bytes = 0;             // bytes moved in the last complete phase
@@ -54,6 +55,7 @@ class PhaseTracker {
   static constexpr size_t kStartHistory = 64;
   static constexpr size_t kPeriodWindow = 5;
   static constexpr size_t kDurationWindow = 8;
+  static constexpr size_t kJitterWindow = 32;
   static constexpr int64_t kMinGapNs = 2'000;  // gaps below are noise
 
   explicit PhaseTracker(int64_t default_gap_threshold_ns = 1'000'000);
@@ -93,7 +95,10 @@ class PhaseTracker {
   void UpdateThreshold();
   void ClosePhase();
   int64_t MedianInterval(double* spread) const;
+  // Natural intervals (release of a phase → arrival of the next), oldest first; returns how many.
+  size_t NaturalIntervals(int64_t* out, size_t max) const;
   int64_t MedianNaturalInterval() const;
+  int64_t NaturalJitter() const;
   int64_t MergeBelow() const;
 
   int64_t default_threshold_;

@@ -320,10 +320,17 @@ def plot_timeline(runs: list[RunResult], jobs: list[Job], link: str, path: Path)
     for ax, r in zip(axes[:, 0], runs):
         t0 = r.t0
         for k, j in enumerate(jobs):
-            spans = [(s - t0, e - s) for s, e in comm_intervals(r.phases[j.name])]
+            # Who sent when, as the wire saw it (rank 0's NIC counters): the trainers' phase
+            # timestamps would also count the time the gate held a phase as communication.
+            if r.sampler is not None:
+                wire = r.sampler.active_spans(f"tx:{j.name}", r.threshold_bps)
+            else:
+                wire = comm_intervals(r.phases[j.name])
+            spans = [(s - t0, e - s) for s, e in wire]
             ax.broken_barh(spans, (k - 0.4, 0.8), color=colors[k % len(colors)], label=j.name)
         ax.set_yticks(range(len(jobs)), [f"{j.name} ({j.priority})" for j in jobs])
-        ax.set_title(f"{r.label}: communication phases (bars) and {link} throughput (line)")
+        ax.set_title(f"{r.label}: each job on the wire (bars, its rank 0's NIC) and {link} "
+                     "throughput (line)")
         ax.set_xlabel("time since start (s)")
         if link in r.link_series:
             tw = ax.twinx()

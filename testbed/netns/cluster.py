@@ -374,6 +374,19 @@ class LinkSampler:
                 both += tb - ta
         return both / any_active if any_active > 0 else 0.0
 
+    def active_spans(self, key: str, threshold_bps: float) -> list[tuple[float, float]]:
+        """(start, end) of the sampled intervals in which `key` transmitted at least
+        `threshold_bps`, adjacent ones merged: when it was on the wire."""
+        spans: list[tuple[float, float]] = []
+        for (ta, ca), (tb, cb) in zip(self.samples, self.samples[1:]):
+            if tb <= ta or (cb[key] - ca[key]) * 8 / (tb - ta) < threshold_bps:
+                continue
+            if spans and spans[-1][1] >= ta:
+                spans[-1] = (spans[-1][0], tb)
+            else:
+                spans.append((ta, tb))
+        return spans
+
     def series(self, link: str) -> list[tuple[float, float]]:
         """(time, bits/s) per sampling interval."""
         out = []

@@ -62,6 +62,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
       job.min_comm_ns = std::min(job.min_comm_ns, report.comm_ns);
     }
     job.bytes_per_phase = report.bytes_per_phase;
+    if (report.jitter_ns > 0) job.jitter_ns = report.jitter_ns;
     job.confidence = report.confidence;
   }
 

@@ -528,6 +528,7 @@ PlanJob Service::ToPlanJob(const JobState& job) const {
   p.period_ns = job.period_ns;
   p.comm_ns = job.comm_ns;
   p.min_comm_ns = job.min_comm_ns;
+  p.jitter_ns = job.jitter_ns;
   p.bytes_per_phase = job.bytes_per_phase;
   return p;
 }

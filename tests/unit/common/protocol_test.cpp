@@ -36,6 +36,7 @@ std::vector<Message> OneOfEach() {
   rep.failed_open = 1;
   rep.phase_starts_ns = {1'700'000'000'000'000'000, 1'700'000'000'312'000'000};
   rep.hold_ns = 12'000'000;
+  rep.jitter_ns = 2'500'000;
 
   TimetablePush push;
   push.job_id = "bert-large-7";
@@ -83,6 +84,7 @@ TEST(Protocol, DecodedFieldsMatch) {
   ASSERT_EQ(rep.phase_starts_ns.size(), 2u);
   EXPECT_EQ(rep.phase_starts_ns[1], 1'700'000'000'312'000'000);
   EXPECT_EQ(rep.hold_ns, 12'000'000);
+  EXPECT_EQ(rep.jitter_ns, 2'500'000);
 }
 
 TEST(Protocol, ProfileReportWithoutTheOptionalHoldFieldDecodes) {
@@ -101,6 +103,7 @@ TEST(Protocol, ProfileReportWithoutTheOptionalHoldFieldDecodes) {
   const Decoded d = Decode(buf.data(), buf.size());
   ASSERT_TRUE(d.ok()) << d.detail;
   EXPECT_EQ(std::get<ProfileReport>(d.message).hold_ns, 0);
+  EXPECT_EQ(std::get<ProfileReport>(d.message).jitter_ns, 0);
 }
 
 TEST(Protocol, EncoderTruncatesOverlongFieldsSoTheResultDecodes) {
@@ -254,6 +257,12 @@ TEST(ProtocolReject, WrongFieldTypesMissingFieldsAndRanges) {
   rep.period_ns = 100;
   rep.hold_ns = 101;  // a hold longer than the period
   EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.hold_ns = 0;
+  rep.jitter_ns = -1;
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.jitter_ns = 101;  // varies by more than the period
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.jitter_ns = 0;
 
   // unknown error code
   d = Decode(Raw(kProtocolVersion, 8, [](auto& pk) {
