@@ -28,6 +28,9 @@ void HttpServer::Configure(httplib::Server& server) {
   server.set_read_timeout(5, 0);
   server.set_write_timeout(5, 0);
   server.set_keep_alive_max_count(100);
+  // Without TCP_NODELAY a reply written in two pieces waits for the client's delayed ACK: about
+  // 44 ms per call on a kept-alive connection (kube-scheduler's extender calls), 0.1 ms with it.
+  server.set_tcp_nodelay(true);
   // Requests no route matched (or a method the path does not take), and errors httplib itself
   // produced (413, 400 on a bad request line): a JSON body, counted.
   server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
