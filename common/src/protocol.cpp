@@ -59,7 +59,7 @@ void PackFields(Packer& pk, const ClockPong& m) {
 }
 
 void PackFields(Packer& pk, const ProfileReport& m) {
-  pk.pack_array(17);
+  pk.pack_array(18);
   PackStr(pk, m.job_id);
   pk.pack(m.rank);
   pk.pack(m.iterations);
@@ -83,6 +83,7 @@ void PackFields(Packer& pk, const ProfileReport& m) {
   }
   pk.pack(m.hold_ns);
   pk.pack(m.jitter_ns);
+  pk.pack(m.compute_ns);
 }
 
 void PackFields(Packer& pk, const TimetablePush& m) {
@@ -257,7 +258,8 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
         r.Int("timetable_version", m.timetable_version) && r.Int("gated", m.gated) &&
         r.Int("late", m.late) && r.Int("failed_open", m.failed_open) &&
         r.I64List("phase_starts_ns", m.phase_starts_ns, kMaxPhaseStarts) &&
-        r.OptionalInt("hold_ns", m.hold_ns) && r.OptionalInt("jitter_ns", m.jitter_ns))) {
+        r.OptionalInt("hold_ns", m.hold_ns) && r.OptionalInt("jitter_ns", m.jitter_ns) &&
+        r.OptionalInt("compute_ns", m.compute_ns))) {
     return false;
   }
   if (m.period_ns < 0) return r.Fail("period_ns", "is negative");
@@ -265,6 +267,9 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
   if (m.comm_ns < 0) return r.Fail("comm_ns", "is negative");
   if (m.jitter_ns < 0 || m.jitter_ns > m.period_ns) {
     return r.Fail("jitter_ns", "is not in [0, period]");
+  }
+  if (m.compute_ns < 0 || m.compute_ns > m.period_ns) {
+    return r.Fail("compute_ns", "is not in [0, period]");
   }
   if (!(m.confidence >= 0.0 && m.confidence <= 1.0))
     return r.Fail("confidence", "is not in [0, 1]");

@@ -389,6 +389,7 @@ void Client::SendReports(int64_t now) {
         r.hold_ns = std::clamp<int64_t>(e.period_ns - e.natural_period_ns, 0, e.period_ns);
       }
       r.jitter_ns = std::clamp<int64_t>(e.jitter_ns, 0, e.period_ns);
+      r.compute_ns = std::clamp<int64_t>(e.compute_ns, 0, e.period_ns);
     }
     r.clock_offset_ns = offset;
     r.clock_error_ns = sync_.ErrorBoundNs();

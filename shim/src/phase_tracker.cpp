@@ -73,7 +73,11 @@ bool PhaseTracker::Segment(const Past& e, int64_t gap) {
   ++events_;
   if (start) {
     if (gap >= 0) Push(boundary_gaps_, boundary_count_, boundary_next_, gap);
-    if (phases_ > 0) ClosePhase();
+    if (phases_ > 0) {
+      Push(compute_gaps_, compute_count_, compute_next_,
+           std::max<int64_t>(e.start - e.hold - cur_end_, 0));
+      ClosePhase();
+    }
     ++phases_;
     Push(starts_, start_count_, start_next_, e.start);
     Push(arrivals_, arrival_count_, arrival_next_, e.start - e.hold);
@@ -95,6 +99,7 @@ void PhaseTracker::Resegment() {
   const uint64_t phases = phases_;
   start_count_ = start_next_ = 0;
   arrival_count_ = arrival_next_ = 0;
+  compute_count_ = compute_next_ = 0;
   duration_count_ = duration_next_ = 0;
   boundary_count_ = boundary_next_ = 0;
   first_key_count_ = 0;
@@ -181,36 +186,31 @@ int64_t PhaseTracker::MedianInterval(double* spread) const {
 }
 
 // The period the job would have without the gate: from one phase's release to the next phase's
-// arrival (compute plus communication, no hold).
-size_t PhaseTracker::NaturalIntervals(int64_t* out, size_t max) const {
-  int64_t s[kStartHistory];
-  int64_t a[kStartHistory];
-  const size_t n = Last(starts_, start_count_, start_next_, max + 1, s);
-  const size_t na = Last(arrivals_, arrival_count_, arrival_next_, max + 1, a);
-  if (n < 2 || na != n) return 0;
-  for (size_t i = 0; i + 1 < n; ++i) out[i] = std::max<int64_t>(a[i + 1] - s[i], 0);
-  return n - 1;
-}
-
-// Median over the same window as the period.
+// arrival (compute plus communication, no hold), median over the same window as the period.
 int64_t PhaseTracker::MedianNaturalInterval() const {
+  int64_t s[kPeriodWindow + 1];
+  int64_t a[kPeriodWindow + 1];
+  const size_t n = Last(starts_, start_count_, start_next_, kPeriodWindow + 1, s);
+  const size_t na = Last(arrivals_, arrival_count_, arrival_next_, kPeriodWindow + 1, a);
+  if (n < 2 || na != n) return 0;
   int64_t iv[kPeriodWindow];
-  const size_t n = NaturalIntervals(iv, kPeriodWindow);
-  return n == 0 ? 0 : MedianOf(iv, n);
+  for (size_t i = 0; i + 1 < n; ++i) iv[i] = std::max<int64_t>(a[i + 1] - s[i], 0);
+  return MedianOf(iv, n - 1);
 }
 
-// How much a phase's arrival varies from one iteration to the next: what the scheduler's
-// cushions must absorb. Robust (a scaled median absolute deviation) so that one stall does not
-// widen every window; needs a few phases.
-int64_t PhaseTracker::NaturalJitter() const {
-  int64_t iv[kJitterWindow];
-  const size_t n = NaturalIntervals(iv, kJitterWindow);
-  if (n < 4) return 0;
+// The compute between phases: its median, and how much it varies from one iteration to the next
+// (what the scheduler's cushions must absorb). Robust (a scaled median absolute deviation) so
+// that one stall does not widen every window; needs a few phases.
+void PhaseTracker::ComputeStats(int64_t* median, int64_t* sigma) const {
+  *median = *sigma = 0;
+  int64_t gaps[kJitterWindow];
+  const size_t n = Last(compute_gaps_, compute_count_, compute_next_, kJitterWindow, gaps);
+  if (n < 4) return;
   int64_t copy[kJitterWindow];
-  std::copy(iv, iv + n, copy);
-  const int64_t med = MedianOf(copy, n);
-  for (size_t i = 0; i < n; ++i) iv[i] = std::llabs(iv[i] - med);
-  return static_cast<int64_t>(1.4826 * static_cast<double>(MedianOf(iv, n)));
+  std::copy(gaps, gaps + n, copy);
+  *median = MedianOf(copy, n);
+  for (size_t i = 0; i < n; ++i) gaps[i] = std::llabs(gaps[i] - *median);
+  *sigma = static_cast<int64_t>(1.4826 * static_cast<double>(MedianOf(gaps, n)));
 }
 
 PhaseEstimate PhaseTracker::Estimate() const {
@@ -225,7 +225,7 @@ PhaseEstimate PhaseTracker::Estimate() const {
   double spread = 1.0;
   e.period_ns = MedianInterval(&spread);
   e.natural_period_ns = MedianNaturalInterval();
-  e.jitter_ns = NaturalJitter();
+  ComputeStats(&e.compute_ns, &e.jitter_ns);
   if (e.period_ns > 0) {
     e.next_start_ns = e.last_start_ns + e.period_ns;
     const size_t intervals = std::min(start_count_ - 1, kPeriodWindow);

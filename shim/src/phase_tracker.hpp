@@ -37,7 +37,11 @@ struct PhaseEstimate {
   int64_t last_start_ns = 0;      // start of the latest phase
   int64_t period_ns = 0;          // 0 = not yet known
   int64_t natural_period_ns = 0;  // the period without the gate's holds (median, 0 = unknown)
-  int64_t jitter_ns = 0;  // σ of that period, robust (1.4826·MAD over kJitterWindow; 0 = unknown)
+  // σ of the compute between phases (a phase's end → the next one's arrival at the gate), robust:
+  // 1.4826·MAD over kJitterWindow phases; 0 = unknown. Communication time is left out: measured
+  // ungated it varies with the contention the scheduler is about to remove.
+  int64_t jitter_ns = 0;
+  int64_t compute_ns = 0;  // median of that compute (0 = unknown)
   int64_t next_start_ns = 0;      // predicted start of the next phase (0 = unknown)
   int64_t comm_ns = 0;            // median duration of a phase
   uint64_t bytes = 0;             // bytes moved in the last complete phase
@@ -95,10 +99,9 @@ class PhaseTracker {
   void UpdateThreshold();
   void ClosePhase();
   int64_t MedianInterval(double* spread) const;
-  // Natural intervals (release of a phase → arrival of the next), oldest first; returns how many.
-  size_t NaturalIntervals(int64_t* out, size_t max) const;
   int64_t MedianNaturalInterval() const;
-  int64_t NaturalJitter() const;
+  // Median and robust σ of the compute between phases (0, 0 while fewer than 4 were seen).
+  void ComputeStats(int64_t* median, int64_t* sigma) const;
   int64_t MergeBelow() const;
 
   int64_t default_threshold_;
@@ -123,6 +126,10 @@ class PhaseTracker {
   std::array<int64_t, kStartHistory> arrivals_{};
   size_t arrival_count_ = 0;
   size_t arrival_next_ = 0;
+  // From each phase's end to the next phase's arrival: the compute between them.
+  std::array<int64_t, kStartHistory> compute_gaps_{};
+  size_t compute_count_ = 0;
+  size_t compute_next_ = 0;
 
   std::array<int64_t, kDurationWindow> durations_{};
   size_t duration_count_ = 0;

@@ -63,6 +63,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     }
     job.bytes_per_phase = report.bytes_per_phase;
     if (report.jitter_ns > 0) job.jitter_ns = report.jitter_ns;
+    if (report.compute_ns > 0) job.compute_ns = report.compute_ns;
     job.confidence = report.confidence;
   }
 
@@ -114,13 +115,16 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   // Rule 2: changed profile.
   if (usable) {
     // With the bytes known, the window comes from the bytes and the link (planning.cpp), so
-    // only the compute part (period - comm) and the bytes describe the job: the measured comm
-    // time also moves with contention and with how far apart the ranks were released, which is
-    // not a change of the job. Without bytes, period and comm are the profile.
+    // only the compute part (as the shim measured it, else period - comm) and the bytes describe
+    // the job: the measured comm time also moves with contention and with how far apart the
+    // ranks were released, which is not a change of the job. Without bytes, period and comm are
+    // the profile.
     const double change =
         job.bytes_per_phase > 0
-            ? std::max({RelativeChange(job.period_ns - job.comm_ns,
-                                       job.planned_period_ns - job.planned_comm_ns),
+            ? std::max({job.compute_ns > 0 && job.planned_compute_ns > 0
+                            ? RelativeChange(job.compute_ns, job.planned_compute_ns)
+                            : RelativeChange(job.period_ns - job.comm_ns,
+                                             job.planned_period_ns - job.planned_comm_ns),
                         RelativeChange(static_cast<int64_t>(job.bytes_per_phase),
                                        static_cast<int64_t>(job.planned_bytes_per_phase)),
                         RelativeChange(job.min_comm_ns, job.planned_min_comm_ns)})

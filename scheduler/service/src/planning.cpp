@@ -108,10 +108,12 @@ struct PlanningAdapter::Impl {
     // phases down); at or near the bottleneck's capacity the job saturates it, and its window is
     // the wire time of its bytes there (a ring all-reduce over n ranks puts 2(n-1)/n of them on
     // each link). A slower job keeps its own pace, with a rectangle lower than the link that
-    // may stack. The compute part of the period is what was measured around the phase.
+    // may stack. The compute part of the period is what the shim measured between phases (else
+    // the period less the phase: medians over different windows, noisy under contention).
     double beta = min_cap;
     if (j.bytes_per_phase > 0) {
-      const int64_t compute = std::max<int64_t>(period - comm, 0);
+      const int64_t compute =
+          j.compute_ns > 0 ? std::min(j.compute_ns, period) : std::max<int64_t>(period - comm, 0);
       const int64_t fastest = j.min_comm_ns > 0 ? std::min(j.min_comm_ns, comm) : comm;
       beta = static_cast<double>(j.bytes_per_phase) * 1e9 / static_cast<double>(fastest);
       comm = fastest;

@@ -58,6 +58,8 @@ Service::Service(ServiceConfig config)
       link_names_(planner_.LinkNames()) {
   summary_ = planner_.Summary();
   links_ = summary_.links;
+  // HTTPS when configured, for every user of the library (a bad file: ConfigError).
+  if (config_.http_tls.enabled()) http_->EnableTls(config_.http_tls);
   http_->AddRouteGroup(std::make_shared<StatusRoutes>(*this));
   http_->AddRouteGroup(std::make_shared<TimelineRoutes>());
 }
@@ -528,6 +530,7 @@ PlanJob Service::ToPlanJob(const JobState& job) const {
   p.period_ns = job.period_ns;
   p.comm_ns = job.comm_ns;
   p.min_comm_ns = job.min_comm_ns;
+  p.compute_ns = job.compute_ns;
   p.jitter_ns = job.jitter_ns;
   p.bytes_per_phase = job.bytes_per_phase;
   return p;
@@ -612,6 +615,7 @@ void Service::PlanningLoop() {
         job.planned_comm_ns = a.comm_ns;
         job.planned_bytes_per_phase = a.bytes_per_phase;
         job.planned_min_comm_ns = a.min_comm_ns;
+        job.planned_compute_ns = a.compute_ns;
         const Pending& p = *add_reason.at(a.id);
         if (p.kind == Pending::kReplan) ++job.replans;
         ++reasons[p.reason];

@@ -46,6 +46,7 @@ json JobSummary(const JobState& job, int64_t now) {
   j["profile"] = job.has_profile ? json{{"period_ns", job.period_ns},
                                         {"comm_ns", job.comm_ns},
                                         {"bytes_per_phase", job.bytes_per_phase},
+                                        {"compute_ns", job.compute_ns},
                                         {"jitter_ns", job.jitter_ns},
                                         {"confidence", job.confidence}}
                                  : json(nullptr);

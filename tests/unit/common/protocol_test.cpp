@@ -37,6 +37,7 @@ std::vector<Message> OneOfEach() {
   rep.phase_starts_ns = {1'700'000'000'000'000'000, 1'700'000'000'312'000'000};
   rep.hold_ns = 12'000'000;
   rep.jitter_ns = 2'500'000;
+  rep.compute_ns = 280'000'000;
 
   TimetablePush push;
   push.job_id = "bert-large-7";
@@ -85,6 +86,7 @@ TEST(Protocol, DecodedFieldsMatch) {
   EXPECT_EQ(rep.phase_starts_ns[1], 1'700'000'000'312'000'000);
   EXPECT_EQ(rep.hold_ns, 12'000'000);
   EXPECT_EQ(rep.jitter_ns, 2'500'000);
+  EXPECT_EQ(rep.compute_ns, 280'000'000);
 }
 
 TEST(Protocol, ProfileReportWithoutTheOptionalHoldFieldDecodes) {
@@ -104,6 +106,7 @@ TEST(Protocol, ProfileReportWithoutTheOptionalHoldFieldDecodes) {
   ASSERT_TRUE(d.ok()) << d.detail;
   EXPECT_EQ(std::get<ProfileReport>(d.message).hold_ns, 0);
   EXPECT_EQ(std::get<ProfileReport>(d.message).jitter_ns, 0);
+  EXPECT_EQ(std::get<ProfileReport>(d.message).compute_ns, 0);
 }
 
 TEST(Protocol, EncoderTruncatesOverlongFieldsSoTheResultDecodes) {
@@ -263,6 +266,9 @@ TEST(ProtocolReject, WrongFieldTypesMissingFieldsAndRanges) {
   rep.jitter_ns = 101;  // varies by more than the period
   EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
   rep.jitter_ns = 0;
+  rep.compute_ns = 101;  // computes longer than the period
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.compute_ns = 0;
 
   // unknown error code
   d = Decode(Raw(kProtocolVersion, 8, [](auto& pk) {

@@ -181,25 +181,29 @@ TEST(PhaseTracker, NaturalPeriodLeavesOutTheGateHolds) {
   ExpectWithin(e.natural_period_ns, compute + comm, 0.02, "natural period");
 }
 
-TEST(PhaseTracker, JitterIsTheSpreadOfTheNaturalPeriodNotOfTheHolds) {
-  // Compute varies normally with σ = 3 ms; the gate holds every phase to a 150 ms grid (so the
-  // gated period does not vary at all). One stall of 60 ms must not widen the estimate.
+TEST(PhaseTracker, JitterIsTheSpreadOfTheComputeNotOfHoldsOrCommunication) {
+  // Compute varies normally with σ = 3 ms; communication varies much more (contention, ±15 ms);
+  // the gate holds every phase to a 150 ms grid (so the gated period does not vary at all). One
+  // stall of 60 ms must not widen the estimate.
   std::mt19937_64 rng(7);
   std::normal_distribution<double> noise(0.0, 3.0 * kMs);
   PhaseTracker t;
-  const int64_t comm = 20 * kMs;
+  std::uniform_int_distribution<int64_t> contention(0, 30 * kMs);
   int64_t release = 1'000 * kMs;
+  int64_t comm = 20 * kMs;
   for (int i = 0; i < 40; ++i) {
     int64_t compute = 80 * kMs + static_cast<int64_t>(noise(rng));
     if (i == 30) compute += 60 * kMs;
     const int64_t arrival = i == 0 ? release : release + comm + compute;
     if (i > 0) release += 150 * kMs;
+    comm = 10 * kMs + contention(rng);
     t.Add(CollEvent{release, release + 5 * kMs, 1, kMiB, release - arrival});
     t.Add(CollEvent{release + 5 * kMs, release + comm, 1, 8 * kMiB});
   }
   const PhaseEstimate e = t.Estimate();
   EXPECT_GT(e.jitter_ns, 2 * kMs);
   EXPECT_LT(e.jitter_ns, 4 * kMs);
+  EXPECT_NEAR(static_cast<double>(e.compute_ns), 80.0 * kMs, 2.0 * kMs);
   PhaseTracker fresh;
   EXPECT_EQ(fresh.Estimate().jitter_ns, 0);  // unknown until a few phases were seen
 }

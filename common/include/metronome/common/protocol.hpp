@@ -88,9 +88,13 @@ struct ProfileReport {
   // period_ns - hold_ns is the job's ungated rhythm, so that a stretched job's measured period
   // does not ratchet its profile upwards.
   int64_t hold_ns = 0;
-  // Optional (trailing; absent means 0 = unknown): how much the ungated period varies from one
-  // iteration to the next (a robust standard deviation). The planner's cushions absorb it.
+  // Optional (trailing; absent means 0 = unknown): how much the compute between two phases
+  // varies from one iteration to the next (a robust standard deviation). The planner's cushions
+  // absorb it.
   int64_t jitter_ns = 0;
+  // Optional (trailing; 0 = unknown): the median compute between two phases. Measured apart
+  // from the communication, it is the job's own, whatever contention stretched its phases.
+  int64_t compute_ns = 0;
 };
 
 struct TimetablePush {

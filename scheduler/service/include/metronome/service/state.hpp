@@ -55,13 +55,15 @@ struct JobState {
   int64_t comm_ns = 0;
   int64_t min_comm_ns = 0;  // fastest phase reported so far (reset when the bytes change)
   uint64_t bytes_per_phase = 0;
-  int64_t jitter_ns = 0;  // σ of the ungated period as the shims measure it (0: unknown)
+  int64_t compute_ns = 0;  // median compute between phases, as the shims measure it (0: unknown)
+  int64_t jitter_ns = 0;   // its σ (0: unknown)
   double confidence = 0.0;
   // The profile the current plan was made with.
   int64_t planned_period_ns = 0;
   int64_t planned_comm_ns = 0;
   uint64_t planned_bytes_per_phase = 0;
   int64_t planned_min_comm_ns = 0;
+  int64_t planned_compute_ns = 0;
 
   // Current timetable (version 0: none yet).
   bool planned = false;
