@@ -1,7 +1,8 @@
 // metronomectl: the command-line client of metronome-scheduler's HTTP API.
 //
-//   metronomectl [--server URL] [--json] status | jobs | links | timetable JOB |
-//                plan --what-if --nodes N1,N2 --period-ms P --comm-ms C [--priority K] [--job NAME]
+//   metronomectl [--server URL] [--cacert CA [--cert CRT --key KEY]] [--json] COMMAND
+//   COMMAND: status | jobs | links | timetable JOB |
+//            plan --what-if --nodes N1,N2 --period-ms P --comm-ms C [--priority K] [--job NAME]
 //
 // Tables by default, the API's JSON with --json. Exit codes: 0 ok, 1 the server could not be
 // reached or answered an error, 2 bad usage.
@@ -26,6 +27,11 @@ struct Options {
   std::string server = "http://127.0.0.1:7412";
   bool json_output = false;
   int timeout_s = 5;
+  // HTTPS (a https:// server URL): the CA that signed the scheduler's certificate, and a client
+  // certificate and key where the scheduler requires one (http.tls_client_ca_file).
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
 };
 
 class Failure : public std::runtime_error {
@@ -35,7 +41,9 @@ class Failure : public std::runtime_error {
 
 json Call(const Options& o, const std::string& method, const std::string& path,
           const std::string& body = "") {
-  httplib::Client cli(o.server);
+  httplib::Client cli(o.server, o.cert_file, o.key_file);
+  if (!cli.is_valid()) throw Failure("not a usable server URL: " + o.server);
+  if (!o.ca_file.empty()) cli.set_ca_cert_path(o.ca_file);
   cli.set_connection_timeout(o.timeout_s, 0);
   cli.set_read_timeout(o.timeout_s, 0);
   auto res =
@@ -245,6 +253,14 @@ int main(int argc, char** argv) {
   app.add_option("-s,--server", o.server,
                  "scheduler HTTP base URL [http://127.0.0.1:7412, or $METRONOME_HTTP]");
   app.add_flag("--json", o.json_output, "print the API's JSON instead of a table");
+  app.add_option("--cacert", o.ca_file, "HTTPS: CA certificate (PEM) that signed the server's")
+      ->check(CLI::ExistingFile);
+  auto* cert = app.add_option("--cert", o.cert_file, "HTTPS: client certificate (PEM)")
+                   ->check(CLI::ExistingFile);
+  auto* key =
+      app.add_option("--key", o.key_file, "HTTPS: its private key (PEM)")->check(CLI::ExistingFile);
+  cert->needs(key);
+  key->needs(cert);
   app.add_option("--timeout", o.timeout_s, "seconds to wait for the server [5]")
       ->check(CLI::Range(1, 600));
   app.require_subcommand(1);

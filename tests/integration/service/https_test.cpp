@@ -174,6 +174,22 @@ TEST_F(SchedulerHttps, ClientCaMakesAClientCertificateMandatory) {
                ->Post("/extender/filter", "{\"Pod\": [", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << "a malformed body still gets its JSON 400 over mutual TLS";
+
+  // metronomectl over mutual TLS: with the CA and a client certificate it answers; without the
+  // certificate the server refuses it (exit 1, the server could not be reached).
+  const std::vector<std::string> ctl = {METRONOMECTL_BIN, "--server",
+                                        "https://127.0.0.1:" + std::to_string(s.port()),
+                                        "--cacert", pki.Crt("ca")};
+  std::vector<std::string> with_cert = ctl;
+  with_cert.insert(with_cert.end(), {"--cert", pki.Crt("kube-scheduler"), "--key",
+                                     pki.Key("kube-scheduler"), "status"});
+  auto [rc, out] = RunToEnd(with_cert, "ctl-mtls");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("jobs"), std::string::npos) << out;
+  std::vector<std::string> without_cert = ctl;
+  without_cert.push_back("status");
+  std::tie(rc, out) = RunToEnd(without_cert, "ctl-no-cert");
+  EXPECT_EQ(rc, 1) << out;
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 

@@ -84,7 +84,9 @@ struct RegistryConfig {
 
 struct PlanningConfig {
   double min_confidence = 0.5;     // profiles below this confidence are not planned yet
-  double saturate_fraction = 0.6;  // fastest phase at ≥ this × capacity: the job saturates the link
+  // Fastest phase at ≥ this × capacity: the job saturates the link. Low, because a job is first
+  // measured ungated, sharing the link: with three jobs on it, a saturating one sees ~1/3.
+  double saturate_fraction = 0.3;
   double wire_margin = 0.1;     // saturating jobs: window = wire time of their bytes × (1 + this)
   double period_margin = 0.02;  // planned period ≥ measured natural period × (1 + this)
   int64_t epoch_ns = 0;         // the reference instant of all timetables (scheduler clock)

@@ -67,7 +67,8 @@ struct ClusterView {
 
 class Service {
  public:
-  // Loads the topology file named in the config (throws ConfigError on a bad one).
+  // Loads the topology file named in the config and, with http.tls_* set, the certificate and
+  // key (throws ConfigError on a bad one).
   explicit Service(ServiceConfig config);
   ~Service();
   Service(const Service&) = delete;
