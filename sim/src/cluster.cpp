@@ -1,12 +1,14 @@
 #include "metronome/sim/cluster.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace metronome::sim {
 
 Cluster Cluster::FromScenario(const Scenario& s) {
   Cluster c;
   c.intra_node_Bps = s.intra_node_gbps * kBytesPerGbit;
+  c.clock_error_ns = std::llround(2.0 * s.noise.clock_skew_us * 1e3);
   for (const RackSpec& rs : s.racks) {
     Rack rack;
     rack.name = rs.name;

@@ -28,10 +28,30 @@ namespace pl = metronome::planner;
 // The controller's drift watch (DESIGN.md §6): every kWindow iterations, the mean measured
 // compute phase of the last kWindow iterations is compared with the profile the plan was made
 // for; a difference beyond kTolerance of the period (and beyond 4 standard errors of the mean,
-// so that jitter alone does not trigger it), or repeated fail-opens, re-plans the job with the
-// measured profile.
+// so that jitter alone does not trigger it) re-plans the job with the measured mean. Repeated
+// fail-opens (phases later than their slack) with a measured jitter above the planned one
+// re-plan it with the measured jitter (a larger cushion).
 constexpr std::size_t kWindow = 16;
 constexpr double kTolerance = 0.02;
+constexpr double kJitterGrowth = 1.25;
+// Periods are planned on a grid, rounded up, as the scheduler service does: periods measured to
+// the nanosecond are almost never commensurate, and the planner interleaves by gcd. The grid is
+// 1 ms, finer for periods under 100 ms (pl::round_up_period: never more than 1 % of the period).
+constexpr std::int64_t kPeriodGrid = 1'000'000;
+
+std::int64_t RoundUpToGrid(std::int64_t ns) {
+  return pl::round_up_period(ns, kPeriodGrid);
+}
+
+// The profile the scheduler learns of a job from its first iterations (the shim's report).
+pl::JobProfile ProfileOf(const ActiveJob& a) {
+  pl::JobProfile p;
+  p.comm_ns = a.comm_ns;
+  p.period_ns = RoundUpToGrid(a.compute_ns + a.comm_ns);
+  p.beta_bps = a.beta_Bps;
+  p.jitter_ns = std::min(a.jitter_ns, p.period_ns);
+  return p;
+}
 
 class PlannerScheduler final : public TimeScheduler {
  public:
@@ -51,7 +71,10 @@ class PlannerScheduler final : public TimeScheduler {
         if (id != n) throw std::logic_error("planner adapter: node numbering differs");
       }
     }
-    if (!policy_.cushion) options_.cushion_sweeps = 0;
+    if (!policy_.cushion) options_.cushion = false;
+    // The least cushion between windows: what the nodes' clocks may disagree by.
+    options_.min_cushion_ns = cluster.clock_error_ns;
+    options_.period_grid_ns = kPeriodGrid;
     if (policy_.max_stretch > 0) options_.max_stretch = policy_.max_stretch;
     if (!policy_.stretch) options_.max_stretch = 1.0;
     if (policy_.scheduling == SchedulingKind::kMetronome) {
@@ -66,10 +89,9 @@ class PlannerScheduler final : public TimeScheduler {
     e.job.id = a.index;
     e.job.priority = a.priority;
     e.job.nodes.assign(a.nodes.begin(), a.nodes.end());
-    e.job.profile.comm_ns = a.comm_ns;
-    e.job.profile.period_ns = a.compute_ns + a.comm_ns;
-    e.job.profile.beta_bps = a.beta_Bps;
+    e.job.profile = ProfileOf(a);
     e.comm_ns = a.comm_ns;
+    e.compute_ns = a.compute_ns;
     if (online_) {
       Timed([&] { (void)online_->add_job(e.job); });
       ++stats_.adds;
@@ -101,6 +123,10 @@ class PlannerScheduler final : public TimeScheduler {
 
   void IterationDone(std::size_t index, const IterationObservation& obs,
                      std::int64_t now_ns) override {
+    if (offline_pending_ && now_ns - last_offline_ns_ >= kOfflineSpacingNs) {
+      Offline(now_ns);  // a search that was due but too soon after the last one
+      Refresh(online_->snapshot());
+    }
     Entry& e = entries_[index];
     if (!online_ || !policy_.controller || !e.active) return;
     e.recent_compute.push_back(obs.compute_ns);
@@ -116,25 +142,31 @@ class PlannerScheduler final : public TimeScheduler {
     for (std::int64_t c : e.recent_compute) {
       var += (static_cast<double>(c) - mean) * (static_cast<double>(c) - mean);
     }
-    const double std_error = std::sqrt(var / std::max(1.0, n - 1.0) / n);
-    const double planned = static_cast<double>(e.job.profile.period_ns - e.comm_ns);
+    const double sigma = std::sqrt(var / std::max(1.0, n - 1.0));
+    const double std_error = sigma / std::sqrt(n);
+    // The compute phase the plan assumes (before its period was rounded up to the grid).
+    const double planned = static_cast<double>(e.compute_ns);
     const double period = static_cast<double>(e.job.profile.period_ns);
     // Drift: beyond the tolerance and beyond what jitter alone explains (4 standard errors).
     const bool drifted = std::abs(mean - planned) > std::max(kTolerance * period, 4 * std_error);
-    if (!drifted && e.fail_opens < 2) return;
-    e.job.profile.period_ns = std::llround(mean) + e.comm_ns;
-    e.since_plan = 0;
+    // Late beyond the slack more than once, with more jitter than planned: a larger cushion.
+    // (A best-effort job's window has no cushion to grow.)
+    const bool jittery = !e.best_effort && e.fail_opens >= 2 &&
+                         sigma > kJitterGrowth * static_cast<double>(e.job.profile.jitter_ns);
     e.fail_opens = 0;
-    // As the scheduler service does on a changed profile: re-plan everything with the current
-    // plan as the starting point (running jobs stay unless moving them pays).
-    Timed([&] {
-      std::vector<pl::Job> jobs = online_->jobs();
-      for (pl::Job& j : jobs) {
-        if (j.id == index) j.profile = e.job.profile;
-      }
-      const pl::Plan current = online_->snapshot();
-      online_->plan_all(jobs, &current);
-    });
+    if (!drifted && !jittery) return;
+    if (drifted) {
+      e.compute_ns = std::llround(mean);
+      e.job.profile.period_ns = RoundUpToGrid(e.compute_ns + e.comm_ns);
+    }
+    if (jittery) {
+      e.job.profile.jitter_ns = std::min<std::int64_t>(std::llround(sigma), e.job.profile.period_ns);
+    }
+    e.since_plan = 0;
+    // Re-plan the job with its measured profile: it leaves and comes back (add_job), so that
+    // it takes a free place, or its equal- and lower-priority neighbours are packed again with
+    // it; the offline search below may improve on that.
+    Timed([&] { (void)online_->add_job(e.job); });
     ++stats_.drift_replans;
     Offline(now_ns);
     Refresh(online_->snapshot());
@@ -149,6 +181,19 @@ class PlannerScheduler final : public TimeScheduler {
       // lets it run freely: no per-iteration gate, no stop-and-wait.
       if (e.tt.version == e.consumed_version) return nullptr;
       e.consumed_version = e.tt.version;
+      e.align = true;
+    }
+    if (e.align) {
+      // The first phase under a moved slot enters it at its window: the job's phase has nothing
+      // to do with the new slot yet, so a phase that comes "late" is not late but misaligned,
+      // and going at once would collide with the neighbour the slot was placed against (and
+      // make it late in turn). This one phase may wait up to a period; the next ones use the
+      // planner's max wait (period − window).
+      e.align = false;
+      e.align_tt = e.tt;
+      e.align_tt.max_wait_ns = e.tt.period_ns;
+      (void)ValidateTimetable(e.align_tt);
+      return &e.align_tt;
     }
     return &e.tt;
   }
@@ -187,9 +232,7 @@ class PlannerScheduler final : public TimeScheduler {
         pl::Job job;
         job.id = kWhatIfId;
         job.priority = a.priority;
-        job.profile.comm_ns = a.comm_ns;
-        job.profile.period_ns = a.compute_ns + a.comm_ns;
-        job.profile.beta_bps = a.beta_Bps;
+        job.profile = ProfileOf(a);
         const std::vector<std::vector<pl::NodeId>> nodes = {
             std::vector<pl::NodeId>(a.nodes.begin(), a.nodes.end())};
         const pl::WhatIfResult r = pl::what_if(*online_, job, nodes).front();
@@ -206,10 +249,13 @@ class PlannerScheduler final : public TimeScheduler {
     bool active = false;
     pl::Job job;
     std::int64_t comm_ns = 0;
+    std::int64_t compute_ns = 0;  // the compute phase its profile assumes
     bool has_tt = false;
     bool best_effort = false;
     Timetable tt;
     std::uint64_t consumed_version = 0;
+    bool align = false;  // the next phase enters a moved slot (GateTimetable)
+    Timetable align_tt;
     std::deque<std::int64_t> recent_compute;
     std::size_t since_plan = 0;
     int fail_opens = 0;
@@ -228,7 +274,11 @@ class PlannerScheduler final : public TimeScheduler {
   // run is reproducible) whose plan is adopted only when it beats the current one.
   void Offline(std::int64_t now_ns) {
     if (!policy_.controller || policy_.offline_iterations <= 0) return;
-    if (now_ns - last_offline_ns_ < kOfflineSpacingNs && last_offline_ns_ >= 0) return;
+    if (now_ns - last_offline_ns_ < kOfflineSpacingNs && last_offline_ns_ >= 0) {
+      offline_pending_ = true;  // run it as soon as the spacing allows
+      return;
+    }
+    offline_pending_ = false;
     last_offline_ns_ = now_ns;
     pl::Problem problem;
     problem.topology = topology_;
@@ -288,6 +338,11 @@ class PlannerScheduler final : public TimeScheduler {
           tt.window_ns != e.tt.window_ns || tt.late_slack_ns != e.tt.late_slack_ns) {
         ++tt.version;
       }
+      // Its slot moved (or it was ungated): its next phase aligns to the new slot.
+      if (!e.has_tt || e.tt.window_ns >= e.tt.period_ns || tt.period_ns != e.tt.period_ns ||
+          tt.offset_ns != e.tt.offset_ns) {
+        e.align = true;
+      }
       e.tt = tt;
       e.has_tt = true;
     }
@@ -301,6 +356,7 @@ class PlannerScheduler final : public TimeScheduler {
   std::vector<std::size_t> active_;
   SchedulerStats stats_;
   std::int64_t last_offline_ns_ = -1;
+  bool offline_pending_ = false;
   static constexpr pl::JobId kWhatIfId = ~pl::JobId{0};
   static constexpr std::int64_t kOfflineSpacingNs = 1'000'000'000;  // at most once a second
 };

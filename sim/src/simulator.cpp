@@ -51,10 +51,7 @@ PolicyConfig PolicyByName(const std::string& name) {
     p.gate_best_effort = false;
   } else if (name == "metronome-no-cushion") {
     p.scheduling = SchedulingKind::kMetronome;
-    p.cushion = false;
-    // The planner's offline search always runs cushion_sweeps + 1 relaxation sweeps, so stage 3
-    // is off only without it.
-    p.offline_iterations = 0;
+    p.cushion = false;  // PlannerOptions::cushion: no stage 3, no minimum cushion, no slack
   } else if (name == "metronome-no-stretch") {
     p.scheduling = SchedulingKind::kMetronome;
     p.stretch = false;
@@ -457,6 +454,8 @@ class Engine {
     a.nodes = j.nodes;
     a.links = j.links;
     a.compute_ns = ToNs(j.compute_s * j.profile_factor);
+    a.jitter_ns =
+        ToNs(j.compute_s * j.spec->compute_jitter.value_or(scenario_.noise.compute_jitter));
     a.comm_ns = ToNs(j.volume / j.bottleneck_Bps);
     a.beta_Bps = j.bottleneck_Bps;
     a.volume_bytes = j.volume;

@@ -2,8 +2,9 @@
 //
 // The ungated load's distribution is computed by dynamic programming over jobs on a grid of
 // B/32 (capped at 8·B); the gated profile is swept over the least common multiple of the gated
-// periods. When that multiple is huge (periods that are not commensurate, as in the baselines),
-// the gated jobs' relative phases drift over time anyway, so they are treated as random too.
+// periods. When that multiple holds more than kMaxArcs (4,096) windows (periods that are not
+// commensurate, as in the baselines, or on a 1 ms grid but unrelated), the gated jobs' relative
+// phases sweep the circle anyway, so they are treated as random too.
 //
 // Cost: O(m·G) for m ungated jobs and G = 257 grid levels, plus O(s·G) per query for s
 // segments of the gated profile.
@@ -19,7 +20,7 @@ namespace metronome::planner::detail {
 namespace {
 constexpr int kUnitsPerCapacity = 32;
 constexpr int kLevels = 8 * kUnitsPerCapacity + 1;
-constexpr Nanos kMaxArcs = 200000;
+constexpr Nanos kMaxArcs = 4096;
 }  // namespace
 
 LinkContention::LinkContention(double capacity, std::span<const GatedArc> gated,

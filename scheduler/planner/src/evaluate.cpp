@@ -68,6 +68,14 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
   return lc.overload();
 }
 
+// True when no other job, gated or best-effort, uses any of the job's links.
+bool alone(const Workspace& ws, std::uint32_t j) {
+  for (const LinkId l : ws.jobs[j].shape.links) {
+    if (ws.link_jobs[l].size() > 1 || !ws.link_best_effort[l].empty()) return false;
+  }
+  return true;
+}
+
 JobPlan make_entry(const Workspace& ws, std::uint32_t j, Nanos slack, double extra) {
   const Slot& s = ws.slots[j];
   const JobShape& shape = ws.jobs[j].shape;
@@ -81,6 +89,14 @@ JobPlan make_entry(const Workspace& ws, std::uint32_t j, Nanos slack, double ext
       e.late_slack_ns = slack;
       e.predicted_slowdown =
           static_cast<double>(s.period - shape.P) / static_cast<double>(shape.P) + extra;
+      if (alone(ws, j)) {
+        // Nobody else on its links: nothing to take turns with, so no gate (window = period)
+        // and no headroom to pay; it runs at its natural pace. Its period and offset stay in
+        // the plan: a newcomer is placed around them, and the job is gated from then on.
+        e.window_ns = e.period_ns;
+        e.late_slack_ns = 0;
+        e.predicted_slowdown = extra;
+      }
       break;
     case SlotState::kBestEffort:
       e.best_effort = true;

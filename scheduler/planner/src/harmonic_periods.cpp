@@ -1,7 +1,9 @@
 // Stage 1, part one — harmonization.
 //
 // Objective: offer each job the periods T ≥ P at which it may be gated, least stretched first,
-// such that its windows can interleave with those of the other jobs on its links.
+// such that its windows can interleave with those of the other jobs on its links. (P here is
+// the natural period plus the jitter headroom, JobShape::T0: stop-and-wait needs a period a
+// little longer than the mean iteration.)
 //
 // Two periodic windows of periods T and T_i meet exactly when their offsets differ by less
 // than the windows modulo g = gcd(T, T_i) (occupancy.cpp). Harmonic periods — one dividing the
@@ -32,9 +34,9 @@ Nanos Workspace::hyperperiod(LinkId link) const {
 
 void Workspace::candidate_periods(const JobShape& shape, std::vector<Nanos>& out) const {
   out.clear();
-  const Nanos P = shape.P;
-  const Nanos max_period =
-      std::max(P, static_cast<Nanos>(std::floor(options.max_stretch * static_cast<double>(P))));
+  const Nanos P = shape.T0;  // the natural period plus its jitter headroom
+  const Nanos max_period = std::max(
+      P, static_cast<Nanos>(std::floor(options.max_stretch * static_cast<double>(shape.P))));
   std::vector<Nanos> bases;
   for (const LinkId l : shape.links) {
     for (const auto& [p, count] : chains[l]) bases.push_back(p);

@@ -29,6 +29,14 @@ std::vector<LinkId> job_links(const Topology& topology, const Job& job) {
   return links;
 }
 
+Nanos round_up_period(Nanos period, Nanos grid) {
+  if (grid <= 1 || period <= 0) return period;
+  Nanos g = 1;
+  while (g <= grid / 10 && g * 10 <= period / 100) g *= 10;
+  if (g > grid) g = grid;
+  return period + (g - period % g) % g;
+}
+
 double priority_weight(int priority) {
   return 1.0 + std::max(priority, 0);
 }
@@ -40,6 +48,9 @@ void validate_job(const Topology& topology, const Job& job, std::vector<std::str
   if (p.comm_ns < 0) errors.push_back(who + "communication time must be >= 0");
   if (p.comm_ns > p.period_ns) errors.push_back(who + "communication time exceeds the period");
   if (!(p.beta_bps > 0) || !std::isfinite(p.beta_bps)) errors.push_back(who + "beta must be > 0");
+  if (p.jitter_ns < 0 || (p.period_ns > 0 && p.jitter_ns > p.period_ns)) {
+    errors.push_back(who + "jitter must be in [0, period]");
+  }
   for (const NodeId n : job.nodes) {
     if (n >= topology.node_count()) errors.push_back(who + "unknown node " + std::to_string(n));
   }
@@ -72,9 +83,9 @@ const JobPlan* Plan::find(JobId id) const {
 }
 
 TimetableValues to_timetable(const JobPlan& job) {
-  const Nanos max_wait = std::max<Nanos>(0, job.period_ns - job.window_ns);
-  return {job.period_ns, job.offset_ns, job.window_ns, job.best_effort ? 0 : job.late_slack_ns,
-          max_wait};
+  const Nanos free_after = std::max<Nanos>(0, job.period_ns - job.window_ns);
+  return {job.period_ns, job.offset_ns, job.window_ns,
+          job.best_effort ? free_after : job.late_slack_ns, free_after};
 }
 
 bool better(const Score& a, const Score& b, const PlannerOptions& o) {

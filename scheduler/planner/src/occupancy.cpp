@@ -6,13 +6,15 @@
 //
 // Because the periods on a link nest (harmonic_periods.cpp), another job i with period T_i
 // forbids, for j, the open interval (φ_i − w, φ_i + w_i) folded modulo T when T divides T_i, and
-// T/T_i such intervals when T_i divides T. The forbidden intervals of all links are collected,
+// T/T_i such intervals when T_i divides T. Here w is the width a window reserves: the
+// communication plus the minimum cushion after it (PlannerOptions::min_cushion_ns, jitter). The forbidden intervals of all links are collected,
 // sorted and merged; their complement is the set of free ranges. When rectangles can stack
 // (h_i + h_j ≤ B for some i), the link's load profile over its hyperperiod is swept instead and
 // the stretches where load > B − h_j are what is forbidden.
 //
 // Cost: with a arcs (intervals) on the job's links, O(a log a) per query.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "workspace.h"
@@ -48,6 +50,15 @@ JobShape Workspace::shape_for(const Job& job) const {
   }
   s.P = job.profile.period_ns;
   s.w = job.profile.comm_ns;
+  const auto sigma = static_cast<double>(job.profile.jitter_ns);
+  const auto cap = static_cast<Nanos>(options.max_stretch * static_cast<double>(s.P));
+  const Nanos headroom = std::llround(options.jitter_headroom * sigma);
+  const Nanos t0 = headroom > 0 ? round_up_period(s.P + headroom, options.period_grid_ns) : s.P;
+  s.T0 = std::max(s.P, std::min(cap, t0));
+  if (options.cushion) {
+    const Nanos jitter_gap = std::llround(options.jitter_cushion * sigma);
+    s.gap = std::max(options.min_cushion_ns, jitter_gap);
+  }
   s.weight = priority_weight(job.priority);
   s.priority = job.priority;
   return s;
@@ -164,7 +175,7 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
   const double capacity = topology.link(l).capacity_bps;
   const double h = shape.height[k];
   const double eps = 1e-9 * capacity;
-  const Nanos w = shape.w;
+  const Nanos w = shape.w + shape.gap;  // each window reserves its minimum cushion after it
   bool exclusive = true;  // every other rectangle on the link is too tall to share with ours
   for (const Occupant& o : link_jobs[l]) {
     if (static_cast<std::int32_t>(o.job) != shape.self && o.height + h <= capacity + eps) {
@@ -177,7 +188,7 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
       const auto i = static_cast<std::int32_t>(o.job);
       if (i == shape.self) continue;
       const Slot& si = slots[o.job];
-      const Nanos wi = jobs[o.job].shape.w;
+      const Nanos wi = jobs[o.job].shape.w + jobs[o.job].shape.gap;
       // Windows of periods T and T_i meet iff their offsets differ by less than the windows
       // modulo g = gcd(T, T_i): one forbidden interval per g, T/g of them in [0, T). Nested
       // periods give g = min(T, T_i), the most room; unrelated ones fit only in a small g.
@@ -217,7 +228,7 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
     for (const Occupant& o : link_jobs[l]) {
       if (static_cast<std::int32_t>(o.job) == shape.self) continue;
       const Slot& si = slots[o.job];
-      const Nanos wi = jobs[o.job].shape.w;
+      const Nanos wi = jobs[o.job].shape.w + jobs[o.job].shape.gap;
       for (Nanos t = 0; t < q; t += si.period) {
         const Nanos s = mod(si.offset + t, q);
         const Nanos e = s + wi;

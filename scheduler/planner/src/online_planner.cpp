@@ -61,9 +61,12 @@ std::vector<std::uint32_t> neighbours_up_to(const Workspace& ws, std::uint32_t j
 }
 
 // Local re-plan around a job that found no free place: its equal- and lower-priority
-// neighbours are packed again together with it (as if new, best fit), in priority order.
-// Kept only if the job is now gated and no neighbour lost its gate (stage 1 gained); otherwise
-// everything goes back where it was. Returns the neighbours that moved.
+// neighbours are packed again together with it (as if new, best fit), in priority order; if
+// that fails, once more with the longer periods first within each priority (jobs whose natural
+// periods differ by a little, e.g. the same model measured with noise, then share the longer
+// period instead of the shorter one blocking the longer). Kept only if the job is now gated and
+// no neighbour lost its gate (stage 1 gained); otherwise everything goes back where it was.
+// Returns the neighbours that moved.
 std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
   const std::vector<std::uint32_t> victims = neighbours_up_to(ws, j);
   if (victims.empty()) return {};
@@ -74,17 +77,29 @@ std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
   std::vector<Saved> saved;
   for (const std::uint32_t v : victims) saved.push_back({v, ws.slots[v]});
   saved.push_back({j, ws.slots[j]});
-  for (const Saved& s : saved) {
-    ws.unplace(s.job);
-    ws.slots[s.job].has_prev = false;  // packed like new jobs
-  }
   std::vector<std::uint32_t> all = victims;
   all.push_back(j);
-  const std::vector<std::uint32_t> order = placement_order(ws, all);
-  bool ok = true;
-  for (const std::uint32_t k : order) {
-    place_job(ws, k);
-    ok = ok && ws.slots[k].state == SlotState::kGated;
+  auto attempt = [&](const std::vector<std::uint32_t>& order) {
+    for (const Saved& s : saved) {
+      ws.unplace(s.job);
+      ws.slots[s.job].has_prev = false;  // packed like new jobs
+    }
+    bool ok = true;
+    for (const std::uint32_t k : order) {
+      place_job(ws, k);
+      ok = ok && ws.slots[k].state == SlotState::kGated;
+    }
+    return ok;
+  };
+  std::vector<std::uint32_t> order = placement_order(ws, all);
+  bool ok = attempt(order);
+  if (!ok) {
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
+      const int px = ws.jobs[x].job.priority;
+      const int py = ws.jobs[y].job.priority;
+      return px != py ? px > py : ws.jobs[x].shape.T0 > ws.jobs[y].shape.T0;
+    });
+    ok = attempt(order);
   }
   if (!ok) {  // no gain: restore
     for (const std::uint32_t k : all) ws.unplace(k);
@@ -261,7 +276,7 @@ void OnlinePlanner::remove_job(JobId id) {
   for (const LinkId l : links) {
     for (const std::uint32_t k : ws.link_best_effort[l]) review.push_back(k);
     for (const auto& o : ws.link_jobs[l]) {
-      if (ws.slots[o.job].period > ws.jobs[o.job].shape.P) review.push_back(o.job);
+      if (ws.slots[o.job].period > ws.jobs[o.job].shape.T0) review.push_back(o.job);
     }
   }
   std::sort(review.begin(), review.end());

@@ -83,7 +83,8 @@ Nanos stretch_bound(const Workspace& ws, const JobShape& shape) {
   const auto cap = static_cast<Nanos>(ws.options.max_stretch * static_cast<double>(shape.P));
   const double worth = ungated_cost(ws, shape) / shape.weight;  // in units of (T − P)/P
   const auto bound = shape.P + static_cast<Nanos>(worth * static_cast<double>(shape.P));
-  return std::clamp(bound, shape.P, std::max(cap, shape.P));
+  // The jitter headroom (T0 − P) is never a stretch to justify: it is what gating costs.
+  return std::clamp(bound, shape.T0, std::max(cap, shape.T0));
 }
 
 namespace {

@@ -13,6 +13,11 @@
 // Jobs on a link that also carries best-effort traffic are not spread either: there the slack
 // is left in one piece, for the best-effort windows, whose overflow it reduces (stage 1).
 //
+// Every window also reserves a minimum cushion after it (JobShape::gap: PlannerOptions'
+// min_cushion_ns and jitter_cushion·σ), which the free ranges already leave out; the relaxation
+// spreads what remains on top. With PlannerOptions::cushion off (the ablation) there is no
+// stage 3, no reserved cushion and no late slack.
+//
 // Cost: one free-range query per movable job and sweep, O(sweeps·Σ a log a).
 #include <algorithm>
 #include <cmath>
@@ -22,6 +27,7 @@
 namespace metronome::planner::detail {
 
 void relax_cushions(Workspace& ws, const std::vector<std::uint32_t>& js, int sweeps) {
+  if (!ws.options.cushion) return;  // the no-cushion ablation: windows stay packed
   for (int s = 0; s < sweeps; ++s) {
     for (const std::uint32_t j : js) {
       Slot& slot = ws.slots[j];
@@ -43,14 +49,16 @@ void relax_cushions(Workspace& ws, const std::vector<std::uint32_t>& js, int swe
 
 Nanos late_slack(const Workspace& ws, std::uint32_t j, std::int64_t only_link) {
   const Slot& slot = ws.slots[j];
-  if (slot.state != SlotState::kGated) return 0;
+  if (slot.state != SlotState::kGated || !ws.options.cushion) return 0;
   const JobShape& shape = ws.jobs[j].shape;
   const Nanos free_after = slot.period - shape.w;
   FreeRange r;
   if (!ws.range_containing(shape, slot.period, slot.offset, r, only_link)) return 0;
   if (r.unbounded) return free_after;
+  // The free range is computed with the reserved widths (window + minimum cushion), so the
+  // gap after the window is what the offset could still slide, plus the reserved cushion.
   const Nanos phi = slot.offset >= r.a ? slot.offset : slot.offset + slot.period;
-  return std::clamp<Nanos>(r.b - phi, 0, free_after);
+  return std::clamp<Nanos>(r.b - phi + shape.gap, 0, free_after);
 }
 
 }  // namespace metronome::planner::detail

@@ -128,7 +128,7 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
       }
     };
     bool gated = shape.links.empty();
-    Nanos period = shape.P;
+    Nanos period = shape.P;  // crosses no link: ungated at its natural pace
     if (!gated) {  // stage 1 as in first_fit, on the cached per-link free segments
       ws.candidate_periods(shape, periods);
       const Nanos bound = detail::stretch_bound(ws, shape);
@@ -157,7 +157,7 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
       // Best-effort: it would take the window best_effort_slot() gives it and share bandwidth
       // with the windows it overlaps (first-order estimate: overlap time × excess height).
       detail::BestEffortSlot be;
-      be.period = shape.P;  // a best-effort job keeps its natural period (stage1_utilization.cpp)
+      be.period = shape.T0;  // best_effort_slot's period: P plus its headroom
       pointers.clear();
       for (std::size_t k = 0; k < shape.links.size(); ++k) {
         auto [it, fresh] = link_cache.try_emplace(shape.links[k]);

@@ -19,12 +19,15 @@ namespace metronome::planner::detail {
 
 inline constexpr std::int32_t kNoOwner = -1;
 
-// The geometry of a job on its links: what stages 1–3 need, nothing else.
+// The geometry of a job on its links: what stages 1–3 need, nothing else. On the circle a
+// gated job reserves w + gap: its window and the minimum cushion after it.
 struct JobShape {
   std::vector<LinkId> links;
   std::vector<double> height;  // per link: min(β, B_l)
   Nanos P = 0;                 // natural period
   Nanos w = 0;                 // window (communication time)
+  Nanos T0 = 0;                // the shortest period it is gated at: P + jitter headroom
+  Nanos gap = 0;               // the least cushion kept free after each of its windows
   double weight = 1.0;         // π
   int priority = 0;
   std::int32_t self = kNoOwner;  // index of the job itself (its own windows are ignored)

@@ -79,12 +79,15 @@ TEST(Timetable, UngatedJobNeverWaits) {
   EXPECT_EQ(to_timetable(e).max_wait_ns, 0);
 }
 
-TEST(Timetable, BestEffortJobKeepsItsWindowWithoutSlack) {
-  JobPlan e{7, 100 * kMs, 30 * kMs, 40 * kMs, 5 * kMs, true, 0.0};
+TEST(Timetable, BestEffortJobKeepsItsWindowAndALatePhaseGoesAtOnce) {
+  JobPlan e{7, 100 * kMs, 30 * kMs, 40 * kMs, 0, true, 0.0};
   const TimetableValues t = to_timetable(e);
   EXPECT_EQ(t.window_ns, 40 * kMs);
   EXPECT_EQ(t.offset_ns, 30 * kMs);
-  EXPECT_EQ(t.late_slack_ns, 0);
+  // Its window is not protected: a late phase goes at once, only one that comes within a
+  // window's length before the next window waits for it.
+  EXPECT_EQ(t.late_slack_ns, 60 * kMs);
+  EXPECT_EQ(t.max_wait_ns, 60 * kMs);
 }
 
 Score score(double high, double low, double latency, double cushion) {

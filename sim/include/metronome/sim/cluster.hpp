@@ -39,6 +39,9 @@ struct Cluster {
   std::vector<Link> links;
   std::unordered_map<std::string, std::uint32_t> node_index;
   double intra_node_Bps = 0.0;
+  // The largest clock difference between two nodes (2 × noise.clock_skew_us): what a gate
+  // release may be off by, so the least cushion a timetable should keep between windows.
+  std::int64_t clock_error_ns = 0;
 
   static Cluster FromScenario(const Scenario& scenario);
 

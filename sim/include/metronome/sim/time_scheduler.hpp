@@ -22,6 +22,7 @@ struct ActiveJob {
   std::vector<std::uint32_t> nodes;  // distinct nodes of its ranks
   std::vector<std::uint32_t> links;  // links its all-reduce crosses (may be empty)
   std::int64_t compute_ns = 0;       // profiled compute phase (may be off by the profile error)
+  std::int64_t jitter_ns = 0;        // its standard deviation from iteration to iteration
   std::int64_t comm_ns = 0;          // communication phase alone, at bandwidth beta
   double beta_Bps = 0.0;             // the bottleneck capacity along its links
   double volume_bytes = 0.0;         // V per link per iteration

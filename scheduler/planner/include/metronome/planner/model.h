@@ -25,6 +25,9 @@ struct JobProfile {
   Nanos period_ns = 0;    // P: natural period, compute + communication, alone
   Nanos comm_ns = 0;      // c: communication phase on the wire, at bandwidth beta
   double beta_bps = 0.0;  // β: the bandwidth the job can use (its NIC, its own pace)
+  // σ: standard deviation of the compute phase from one iteration to the next (0: unknown).
+  // It sets the job's minimum cushion and the headroom of its period (PlannerOptions).
+  Nanos jitter_ns = 0;
 
   // From the communication volume per link V (bytes) and β: c = V / β, P = compute + c.
   static JobProfile from_volume(Nanos compute_ns, double volume_bytes, double beta_bps);
@@ -48,11 +51,18 @@ struct Problem {
 // The links a job crosses: topology.links_crossed(nodes) ∪ extra_links, sorted, unique.
 [[nodiscard]] std::vector<LinkId> job_links(const Topology& topology, const Job& job);
 
+// A period rounded up to a grid: multiples of the largest power of ten (in ns) that is at most
+// both `grid` and period/100, so that the rounding never costs more than 1 % of the period.
+// Periods measured to the nanosecond are almost never commensurate, and the planner interleaves
+// periods by their gcd: the daemon rounds measured periods with this (grid 1 ms), and the
+// planner rounds the jitter headroom of a period the same way (PlannerOptions::period_grid_ns).
+[[nodiscard]] Nanos round_up_period(Nanos period, Nanos grid);
+
 // π_j, the weight of a priority in stages 2 and 3: 1 + max(priority, 0).
 [[nodiscard]] double priority_weight(int priority);
 
-// Checks a problem for inputs the planner cannot use (P ≤ 0, c < 0, c > P, β ≤ 0, unknown
-// node or link, duplicate job id). Returns one message per defect; empty means usable.
+// Checks a problem for inputs the planner cannot use (P ≤ 0, c < 0, c > P, β ≤ 0, jitter
+// outside [0, P], unknown node or link, duplicate job id). Returns one message per defect; empty means usable.
 [[nodiscard]] std::vector<std::string> validate(const Problem& problem);
 // The same checks for one job (all but the duplicate id), appended to `errors`.
 void validate_job(const Topology& topology, const Job& job, std::vector<std::string>& errors);

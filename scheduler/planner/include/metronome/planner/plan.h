@@ -19,7 +19,9 @@ struct JobPlan {
   Nanos late_slack_ns = 0;  // the cushion: how late the job may start and still collide with none
   // Best-effort: the job did not fit without contention. It is never starved: it keeps its
   // natural period and a window every period, where its overflow lands on the fewest and
-  // lowest-priority windows, and shares bandwidth while it overlaps them. Late slack is 0.
+  // lowest-priority windows, and shares bandwidth while it overlaps them. Its window is not
+  // protected, so it has no cushion (late_slack_ns 0); its timetable lets a late phase go at
+  // once (to_timetable).
   // (A job the planner knows nothing about, e.g. absent from an adopted plan, is ungated:
   // window = period.)
   bool best_effort = false;
@@ -68,8 +70,10 @@ struct TimetableValues {
   // waits for the next window, at most period − window.
   Nanos max_wait_ns = 0;
 };
-// A gated job's values as they are; a best-effort job's with no late slack (an ungated one has
-// window = period: the gate is always open, max wait 0).
+// A gated job's values as they are. A best-effort job's window is not protected, so waiting for
+// it gains little: its late slack is period − window (a late phase always goes at once; only one
+// that comes within a window's length before its next window waits for it, which keeps it
+// aimed). An ungated job has window = period: the gate is always open, max wait 0.
 [[nodiscard]] TimetableValues to_timetable(const JobPlan& job);
 
 struct PlannerOptions {
@@ -81,6 +85,26 @@ struct PlannerOptions {
   // Stretch or run ungated? The harm ungated traffic would do to a higher-priority job's
   // windows counts this many times over (stage 2; see stage2_latency.cpp).
   double higher_priority_protection = 2.0;
+  // Jitter (DESIGN.md §4, stage 3: the cushion absorbs jitter and drift). Every gated window
+  // is followed by a gap of at least max(min_cushion_ns, jitter_cushion·σ) before another job's
+  // window, σ = the job's JobProfile::jitter_ns: windows are never packed tighter than the
+  // clocks (min_cushion_ns: clock error between nodes, gate release error) and the compute
+  // jitter allow. Stage 3 spreads what is left on top.
+  Nanos min_cushion_ns = 0;
+  double jitter_cushion = 3.0;
+  // Stop-and-wait needs a period a little longer than the mean iteration: at T = P a phase that
+  // comes late is never caught up (the lateness is a random walk) and sooner or later misses
+  // its slack and waits. A gated job's period is at least P + jitter_headroom·σ (capped at
+  // max_stretch·P), so that lateness drifts back to zero.
+  double jitter_headroom = 1.0;
+  // P + headroom is rounded up with round_up_period(·, period_grid_ns) (model.h; 0: not
+  // rounded), so that periods the caller put on that grid (the daemon rounds measured periods
+  // the same way, grid 1 ms) stay on it.
+  Nanos period_grid_ns = 0;
+  // The cushion switch (the no-cushion ablation): false packs windows against each other (no
+  // minimum cushion), runs no stage 3 (also not in the offline search) and gives every job
+  // zero late slack.
+  bool cushion = true;
   // Lexicographic tolerances: a difference below these is a tie at that stage.
   double utilization_tolerance = 1e-9;
   double latency_tolerance = 1e-9;

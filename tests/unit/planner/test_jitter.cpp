@@ -1,0 +1,190 @@
+// Cushions against jitter, the period headroom of stop-and-wait, the cushion switch (the
+// no-cushion ablation) and nearly equal periods. Every plan goes through the checker.
+#include <gtest/gtest.h>
+
+#include "metronome/planner/planner.h"
+#include "test_util.h"
+
+namespace metronome::planner {
+namespace {
+
+using testing::entry;
+using testing::job;
+using testing::kMs;
+
+Job with_jitter(Job j, Nanos sigma_ms) {
+  j.profile.jitter_ns = sigma_ms * kMs;
+  return j;
+}
+
+TEST(Jitter, WindowsKeepTheMinimumCushionEvenWithoutStage3) {
+  // Three 20 ms windows every 100 ms: 40 ms to spare. Packed against each other they would
+  // leave 0 between the first two; a 10 ms minimum cushion keeps every gap at 10 ms or more.
+  const Problem p{testing::links(1),
+                  {job(1, 0, 100, 20, {0}), job(2, 0, 100, 20, {0}), job(3, 0, 100, 20, {0})}};
+  for (const int sweeps : {0, 2}) {
+    PlannerOptions o;
+    o.min_cushion_ns = 10 * kMs;
+    o.cushion_sweeps = sweeps;
+    const Plan plan = planner::plan(p, o);
+    EXPECT_FEASIBLE(p, plan);  // the checker verifies that each late slack is really free
+    for (const JobId id : {1, 2, 3}) {
+      EXPECT_FALSE(entry(plan, id).best_effort) << id;
+      EXPECT_GE(entry(plan, id).late_slack_ns, 10 * kMs) << id << " sweeps " << sweeps;
+    }
+    EXPECT_GE(plan.links[0].min_cushion_ns, 10 * kMs);
+  }
+}
+
+TEST(Jitter, TheCushionGrowsWithTheJobsJitter) {
+  // σ = 5 ms: each window reserves 3σ = 15 ms after it.
+  const Problem alone{testing::links(1),
+                      {with_jitter(job(1, 0, 100, 30, {0}), 5), job(2, 0, 100, 30, {0})}};
+  PlannerOptions o;
+  o.cushion_sweeps = 0;
+  o.jitter_headroom = 0;
+  const Plan plan = planner::plan(alone, o);
+  EXPECT_FEASIBLE(alone, plan);
+  EXPECT_GE(entry(plan, 1).late_slack_ns, 15 * kMs);
+  // Two 40 ms windows with σ = 5 ms need 2·(40 + 15) = 110 ms: they no longer fit into 100 ms
+  // side by side, so the second is not gated at 100 ms.
+  const Problem tight{testing::links(1), {with_jitter(job(1, 1, 100, 40, {0}), 5),
+                                          with_jitter(job(2, 0, 100, 40, {0}), 5)}};
+  const Plan t = planner::plan(tight, o);
+  EXPECT_FEASIBLE(tight, t);
+  EXPECT_FALSE(entry(t, 1).best_effort);
+  EXPECT_TRUE(entry(t, 2).best_effort || entry(t, 2).period_ns > 100 * kMs);
+  // Without jitter they fit (80 of 100 ms).
+  const Problem calm{testing::links(1), {job(1, 1, 100, 40, {0}), job(2, 0, 100, 40, {0})}};
+  const Plan c = planner::plan(calm, o);
+  EXPECT_FALSE(entry(c, 2).best_effort);
+  EXPECT_EQ(entry(c, 2).period_ns, 100 * kMs);
+}
+
+TEST(Jitter, AGatedPeriodHasHeadroomForTheJitter) {
+  const Problem p{testing::links(1),
+                  {with_jitter(job(1, 0, 100, 30, {0}), 2), job(2, 0, 100, 30, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  // σ = 2 ms: at least 102 ms, so that a late phase drifts back into its slack.
+  EXPECT_EQ(entry(plan, 1).period_ns, 102 * kMs);
+  EXPECT_NEAR(entry(plan, 1).predicted_slowdown, 0.02, 1e-9);
+  PlannerOptions none;
+  none.jitter_headroom = 0;
+  EXPECT_EQ(entry(planner::plan(p, none), 1).period_ns, 100 * kMs);
+}
+
+TEST(Jitter, CushionSwitchOffPacksWindowsWithNoLateSlack) {
+  const Problem p{testing::links(1), {with_jitter(job(1, 0, 100, 40, {0}), 2),
+                                      with_jitter(job(2, 0, 100, 50, {0}), 2)}};
+  PlannerOptions o;
+  o.cushion = false;
+  o.min_cushion_ns = 5 * kMs;  // ignored: the switch turns every cushion off
+  const Plan plan = planner::plan(p, o);
+  EXPECT_FEASIBLE(p, plan);
+  const JobPlan& a = entry(plan, 1);
+  const JobPlan& b = entry(plan, 2);
+  EXPECT_EQ(a.late_slack_ns, 0);
+  EXPECT_EQ(b.late_slack_ns, 0);
+  EXPECT_EQ(a.period_ns, b.period_ns);
+  // Packed: one window starts where the other ends.
+  const Nanos t = a.period_ns;
+  const Nanos d = ((b.offset_ns - a.offset_ns) % t + t) % t;
+  EXPECT_TRUE(d == a.window_ns || t - d == b.window_ns) << d;
+  EXPECT_DOUBLE_EQ(plan.score.cushion_ns, 0.0);
+}
+
+TEST(Jitter, NearlyEqualPeriodsShareTheLongerOne) {
+  // The same model measured with a little noise: 250 ms and 251 ms, 100 ms windows. The first
+  // is gated at 250 ms; the second cannot run every 250 ms (its period is longer) and 251 ms
+  // never interleaves with 250 ms (gcd 1 ms). Re-packed longest first, both share 251 ms.
+  OnlinePlanner online(testing::links(1));
+  const Job a = job(1, 0, 250, 100, {0});
+  const Job b = job(2, 0, 251, 100, {0});
+  online.add_job(a);
+  const AddResult r = online.add_job(b);
+  const Plan plan = online.snapshot();
+  EXPECT_FEASIBLE((Problem{testing::links(1), {a, b}}), plan);
+  EXPECT_FALSE(r.job.best_effort);
+  EXPECT_FALSE(entry(plan, 1).best_effort);
+  EXPECT_EQ(entry(plan, 1).period_ns, 251 * kMs);
+  EXPECT_EQ(entry(plan, 2).period_ns, 251 * kMs);
+  EXPECT_EQ(r.changed, std::vector<JobId>{1});
+}
+
+}  // namespace
+}  // namespace metronome::planner
+
+namespace metronome::planner {
+namespace {
+
+TEST(Jitter, JitterOutsideZeroToThePeriodIsRejected) {
+  Problem p{testing::links(1), {testing::job(1, 0, 100, 40, {0})}};
+  p.jobs[0].profile.jitter_ns = -1;
+  EXPECT_EQ(validate(p).size(), 1u);
+  p.jobs[0].profile.jitter_ns = 101 * testing::kMs;
+  EXPECT_EQ(validate(p).size(), 1u);
+  p.jobs[0].profile.jitter_ns = 3 * testing::kMs;
+  EXPECT_TRUE(validate(p).empty());
+}
+
+}  // namespace
+}  // namespace metronome::planner
+
+namespace metronome::planner {
+namespace {
+
+TEST(Jitter, TheHeadroomKeepsPeriodsOnTheCallersGrid) {
+  const Problem p{testing::links(1), {testing::job(1, 0, 100, 30, {0})}};
+  Problem q = p;
+  q.jobs[0].profile.jitter_ns = 1'300'000;  // 1.3 ms
+  PlannerOptions o;
+  o.period_grid_ns = testing::kMs;
+  EXPECT_EQ(testing::entry(planner::plan(q, o), 1).period_ns, 102 * testing::kMs);
+  o.period_grid_ns = 0;
+  EXPECT_EQ(testing::entry(planner::plan(q, o), 1).period_ns, 101'300'000);
+}
+
+}  // namespace
+}  // namespace metronome::planner
+
+namespace metronome::planner {
+namespace {
+
+TEST(Jitter, PeriodsAreRoundedToAGridThatNeverCostsMoreThanOnePercent) {
+  constexpr Nanos ms = testing::kMs;
+  EXPECT_EQ(round_up_period(250 * ms, ms), 250 * ms);        // already on the grid
+  EXPECT_EQ(round_up_period(250 * ms + 1, ms), 251 * ms);    // 1 ms grid from 100 ms up
+  EXPECT_EQ(round_up_period(14'720'000, ms), 14'800'000);    // 100 µs grid for 10–100 ms
+  EXPECT_EQ(round_up_period(1'234'567, ms), 1'240'000);      // 10 µs grid for 1–10 ms
+  EXPECT_EQ(round_up_period(123'456'789, 0), 123'456'789);   // no grid
+}
+
+}  // namespace
+}  // namespace metronome::planner
+
+namespace metronome::planner {
+namespace {
+
+TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
+  Job a = testing::job(1, 0, 100, 40, {0});
+  a.profile.jitter_ns = 2 * testing::kMs;
+  OnlinePlanner online(testing::links(2));
+  online.add_job(a);
+  const JobPlan alone = testing::entry(online.snapshot(), 1);
+  EXPECT_FALSE(alone.best_effort);
+  EXPECT_EQ(alone.window_ns, alone.period_ns);  // always open
+  EXPECT_EQ(to_timetable(alone).max_wait_ns, 0);
+  EXPECT_DOUBLE_EQ(alone.predicted_slowdown, 0.0);
+  // A newcomer on its link is placed around its planned slot, and from then on it is gated.
+  const Job b = testing::job(2, 0, 100, 30, {0});
+  online.add_job(b);
+  const Plan plan = online.snapshot();
+  EXPECT_FEASIBLE((Problem{testing::links(2), {a, b}}), plan);
+  EXPECT_EQ(testing::entry(plan, 1).window_ns, 40 * testing::kMs);
+  EXPECT_EQ(testing::entry(plan, 1).period_ns, alone.period_ns);
+  EXPECT_EQ(testing::entry(plan, 1).offset_ns, alone.offset_ns);
+}
+
+}  // namespace
+}  // namespace metronome::planner
