@@ -123,7 +123,9 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
                   {"wire_margin", Dbl(p.wire_margin, 0.0, 1.0)},
                   {"period_margin", Dbl(p.period_margin, 0.0, 0.5)},
                   {"epoch_ns", Int(p.epoch_ns, -(int64_t{1} << 61), int64_t{1} << 61)},
-                  {"max_stretch", Dbl(p.max_stretch, 1.0, 1000.0)}});
+                  {"max_stretch", Dbl(p.max_stretch, 1.0, 1000.0)},
+                  {"min_cushion_us", Int(p.min_cushion_us, 0, 10'000'000)},
+                  {"jitter_cushion", Dbl(p.jitter_cushion, 0.0, 100.0)}});
        }},
       {"timetable",
        [&](const YAML::Node& n, const std::string& key) {

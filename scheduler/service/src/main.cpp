@@ -47,6 +47,8 @@ Configuration file keys (YAML, --config; flags override them):
   planning.period_margin: 0.02         planned period >= measured natural period x (1+this)
   planning.epoch_ns: 0                 reference instant of every timetable (scheduler clock)
   planning.max_stretch: 4.0            a gated job's period is at most this x its own
+  planning.min_cushion_us: 2000        gap after every gated window, at least (clock + gate error)
+  planning.jitter_cushion: 3.0         ... and at least this x the job's measured jitter (sigma)
   timetable.max_wait_ms: 10000         cap on max_wait (max_wait = min(period - window, cap))
   timetable.late_slack_scale: 1.0      late_slack = scale x the planned cushion
   controller.tick_ms: 100              timeouts / offline results checked this often

@@ -31,6 +31,7 @@ struct OfflinePlan {
 };
 
 constexpr double kFallbackCapacity = 100e9 / 8.0;  // for jobs that cross no link
+constexpr int64_t kPeriodGrid = 1'000'000;          // measured periods are rounded up to 1 ms
 
 pl::Topology BuildTopology(const TopologyConfig& cfg) {
   pl::Topology t;
@@ -73,6 +74,9 @@ struct PlanningAdapter::Impl {
   static pl::PlannerOptions MakeOptions(const PlanningConfig& cfg) {
     pl::PlannerOptions o;
     o.max_stretch = cfg.max_stretch;
+    o.min_cushion_ns = cfg.min_cushion_us * 1'000;
+    o.jitter_cushion = cfg.jitter_cushion;
+    o.period_grid_ns = kPeriodGrid;
     return o;
   }
 
@@ -130,11 +134,11 @@ struct PlanningAdapter::Impl {
     // windows phase after phase; then rounded up to a millisecond, since periods measured to the
     // nanosecond are almost never commensurate and the planner interleaves by their gcd.
     period += static_cast<int64_t>(static_cast<double>(period) * config.period_margin);
-    constexpr int64_t kGrid = 1'000'000;
-    period = (period + kGrid - 1) / kGrid * kGrid;
+    period = pl::round_up_period(period, kPeriodGrid);
     job.profile.period_ns = period;
     job.profile.comm_ns = comm;
     job.profile.beta_bps = std::max(beta, 1.0);
+    job.profile.jitter_ns = std::clamp<int64_t>(j.jitter_ns, 0, period);
     return job;
   }
 
@@ -354,6 +358,7 @@ PlanSummary PlanningAdapter::Summary() const {
     js.offset_ns = tv.offset_ns;
     js.window_ns = tv.window_ns;
     js.late_slack_ns = tv.late_slack_ns;
+    js.max_wait_ns = tv.max_wait_ns;
     js.predicted_slowdown = j.predicted_slowdown;
     s.jobs.push_back(js);
   }

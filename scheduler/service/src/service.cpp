@@ -676,11 +676,9 @@ void Service::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char*
     tt.window_ns = s.window_ns;
     tt.late_slack_ns = static_cast<int64_t>(static_cast<double>(s.late_slack_ns) *
                                             config_.timetable.late_slack_scale);
-    // A phase that missed its window's slack by less than a window length goes at once (it
-    // overlaps the next window by at most that much); a later or early one waits for the next
-    // window. Holding a barely late phase for a whole period would cost far more than the
-    // overlap.
-    tt.max_wait_ns = std::min(s.period_ns - s.window_ns, config_.timetable.max_wait_ms * 1'000'000);
+    // The planner's max wait (period − window: a phase that missed its slack by less than a
+    // window length goes at once rather than wait a whole period), capped by the config.
+    tt.max_wait_ns = std::min(s.max_wait_ns, config_.timetable.max_wait_ms * 1'000'000);
     const uint32_t check = ValidateTimetable(tt);
     if ((check & kTimetableRejectMask) != 0) {
       spdlog::error("planner: job {} got an unusable timetable (check {:#x}); not pushed", job.name,

@@ -250,6 +250,8 @@ TEST(SchedulerConfig, HelpDocumentsEverySetting) {
                           "planning.period_margin",
                           "planning.epoch_ns",
                           "planning.max_stretch",
+                          "planning.min_cushion_us",
+                          "planning.jitter_cushion",
                           "timetable.max_wait_ms",
                           "timetable.late_slack_scale",
                           "controller.tick_ms",

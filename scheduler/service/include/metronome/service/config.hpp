@@ -91,6 +91,11 @@ struct PlanningConfig {
   double period_margin = 0.02;  // planned period ≥ measured natural period × (1 + this)
   int64_t epoch_ns = 0;         // the reference instant of all timetables (scheduler clock)
   double max_stretch = 4.0;     // planner: a gated period is at most max_stretch × P
+  // Planner cushions: every gated window is followed by at least max(min_cushion, jitter_cushion ×
+  // the job's σ) before another job's window. min_cushion covers what is not the job's own
+  // jitter: clock error between nodes and the gate's release error.
+  int64_t min_cushion_us = 2'000;
+  double jitter_cushion = 3.0;
 };
 
 struct TimetableConfig {

@@ -42,6 +42,7 @@ struct JobSchedule {
   int64_t offset_ns = 0;
   int64_t window_ns = 0;
   int64_t late_slack_ns = 0;
+  int64_t max_wait_ns = 0;  // the planner's: period − window (0: ungated)
   double predicted_slowdown = 0.0;
 };
 
