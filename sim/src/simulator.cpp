@@ -427,10 +427,14 @@ class Engine {
 
   std::optional<Placement> PlaceScored(Job& j, const std::vector<int>& free_gpus) {
     std::vector<Placement> candidates = PackCandidates(cluster_, free_gpus, *j.spec);
-    if (candidates.size() <= 1) {
-      if (candidates.empty()) return std::nullopt;
-      return std::move(candidates.front());
-    }
+    if (candidates.empty()) return std::nullopt;
+    // At least as network-aware as Pack: only the candidates that cross no more links than
+    // Pack's own choice (the first) are scored; the time scheduler then picks among them.
+    const std::size_t fewest = cluster_.LinksCrossed(candidates.front().Nodes()).size();
+    std::erase_if(candidates, [&](const Placement& c) {
+      return cluster_.LinksCrossed(c.Nodes()).size() > fewest;
+    });
+    if (candidates.size() == 1) return std::move(candidates.front());
     std::vector<ActiveJob> views;
     for (const Placement& c : candidates) {
       j.placement = c;

@@ -68,10 +68,14 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
   return lc.overload();
 }
 
-// True when no other job, gated or best-effort, uses any of the job's links.
+// True when no other job on the job's links has a window: nobody there is gated, and the
+// best-effort jobs there (if any) drift ungated. Its own window would then protect nothing.
 bool alone(const Workspace& ws, std::uint32_t j) {
   for (const LinkId l : ws.jobs[j].shape.links) {
-    if (ws.link_jobs[l].size() > 1 || !ws.link_best_effort[l].empty()) return false;
+    if (ws.link_jobs[l].size() > 1) return false;
+    for (const std::uint32_t b : ws.link_best_effort[l]) {
+      if (!ws.slots[b].drifting) return false;
+    }
   }
   return true;
 }
@@ -90,9 +94,10 @@ JobPlan make_entry(const Workspace& ws, std::uint32_t j, Nanos slack, double ext
       e.predicted_slowdown =
           static_cast<double>(s.period - shape.P) / static_cast<double>(shape.P) + extra;
       if (alone(ws, j)) {
-        // Nobody else on its links: nothing to take turns with, so no gate (window = period)
-        // and no headroom to pay; it runs at its natural pace. Its period and offset stay in
-        // the plan: a newcomer is placed around them, and the job is gated from then on.
+        // No other window on its links: nothing to take turns with, so no gate (window =
+        // period) and no headroom to pay; it runs at its natural pace (sharing bandwidth with
+        // drifting best-effort traffic, if any, as it would gated). Its period and offset stay
+        // in the plan: a newcomer is placed around them, and the job is gated from then on.
         e.window_ns = e.period_ns;
         e.late_slack_ns = 0;
         e.predicted_slowdown = extra;

@@ -50,11 +50,11 @@ JobShape Workspace::shape_for(const Job& job) const {
   }
   s.P = job.profile.period_ns;
   s.w = job.profile.comm_ns;
+  // The headroom is what stop-and-wait needs, not a harmonic stretch: max_stretch does not
+  // bound it (also not in the no-stretch ablation); it is at most P.
   const auto sigma = static_cast<double>(job.profile.jitter_ns);
-  const auto cap = static_cast<Nanos>(options.max_stretch * static_cast<double>(s.P));
-  const Nanos headroom = std::llround(options.jitter_headroom * sigma);
-  const Nanos t0 = headroom > 0 ? round_up_period(s.P + headroom, options.period_grid_ns) : s.P;
-  s.T0 = std::max(s.P, std::min(cap, t0));
+  const Nanos headroom = std::clamp<Nanos>(std::llround(options.jitter_headroom * sigma), 0, s.P);
+  s.T0 = headroom > 0 ? round_up_period(s.P + headroom, options.period_grid_ns) : s.P;
   if (options.cushion) {
     const Nanos jitter_gap = std::llround(options.jitter_cushion * sigma);
     s.gap = std::max(options.min_cushion_ns, jitter_gap);

@@ -80,6 +80,10 @@ bool first_fit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_p
 
 namespace {
 
+// Another window whose period makes more than this many distinct positions on the circle of the
+// job being placed sweeps it (nearly) evenly: it cannot be aimed at or away from.
+constexpr Nanos kMaxFoldCopies = 16;
+
 Nanos circular_overlap(Nanos x, Nanos w, Nanos s, Nanos len, Nanos t) {
   Nanos total = 0;
   for (Nanos k = -1; k * t <= len + t; ++k) {
@@ -108,7 +112,7 @@ void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos 
     // Periods T and T_i: i's windows fall on every multiple of g = gcd(T, T_i) of the circle
     // T, each as often: g/(T·T_i) of them per unit time.
     const Nanos g = std::gcd(t, s.period);
-    if (t / g > 16) return;  // nearly unrelated periods: i's windows sweep the circle evenly
+    if (t / g > kMaxFoldCopies) return;  // nearly unrelated periods: i's windows sweep the circle
     const double scale =
         static_cast<double>(g) / (static_cast<double>(t) * static_cast<double>(s.period));
     const double coef = ws.jobs[i].shape.weight * excess * scale;
@@ -188,6 +192,36 @@ Nanos minimize_curves(std::span<const CostCurve* const> curves, Nanos t) {
   return best_x;
 }
 
+namespace {
+
+// Whether a window of period t can be aimed at all: every window it cannot stack with on its
+// links has a period commensurate with t (at most kMaxFoldCopies positions on the circle).
+// Otherwise those windows sweep across it whatever its offset, and holding the job to a window
+// would only cost it its gate waits.
+bool aimable(const Workspace& ws, const JobShape& shape, Nanos t) {
+  for (std::size_t k = 0; k < shape.links.size(); ++k) {
+    const LinkId l = shape.links[k];
+    const double capacity = ws.topology.link(l).capacity_bps;
+    auto related = [&](std::uint32_t i, double hi) {
+      if (static_cast<std::int32_t>(i) == shape.self || ws.slots[i].drifting) return true;
+      if (shape.height[k] + hi <= capacity * (1 + 1e-9)) return true;  // they stack
+      return t / std::gcd(t, ws.slots[i].period) <= kMaxFoldCopies;
+    };
+    for (const auto& o : ws.link_jobs[l]) {
+      if (!related(o.job, o.height)) return false;
+    }
+    for (const std::uint32_t i : ws.link_best_effort[l]) {
+      const JobShape& other = ws.jobs[i].shape;
+      const auto pos = static_cast<std::size_t>(
+          std::lower_bound(other.links.begin(), other.links.end(), l) - other.links.begin());
+      if (!related(i, other.height[pos])) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape) {
   static thread_local std::vector<Nanos> periods;
   ws.candidate_periods(shape, periods);
@@ -195,9 +229,10 @@ BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape) {
   slot.period = periods.empty() ? shape.P : periods.front();
   // A stretched window is only worth it when the stretch costs less than running ungated at
   // P would (see stretch_bound in stage2_latency.cpp).
-  if (periods.empty() || slot.period > stretch_bound(ws, shape)) {
+  if (periods.empty() || slot.period > stretch_bound(ws, shape) ||
+      !aimable(ws, shape, slot.period)) {
     slot.period = shape.P;
-    return slot;  // drifting
+    return slot;  // drifting: ungated at its natural pace
   }
   slot.drifting = false;
   static thread_local std::vector<CostCurve> curves;

@@ -136,8 +136,8 @@ bool place_job(Workspace& ws, std::uint32_t j) {
   bool can_stay = false;
   // Its place is still free (checked exactly, whatever the other periods): it may stay.
   if (running && slot.prev_period >= shape.P &&
-      static_cast<double>(slot.prev_period) <=
-          ws.options.max_stretch * static_cast<double>(shape.P)) {
+      (slot.prev_period <= shape.T0 || static_cast<double>(slot.prev_period) <=
+                                           ws.options.max_stretch * static_cast<double>(shape.P))) {
     FreeRange r;
     can_stay = ws.range_containing(shape, slot.prev_period, slot.prev_offset, r);
   }

@@ -188,3 +188,46 @@ TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
 
 }  // namespace
 }  // namespace metronome::planner
+
+namespace metronome::planner {
+namespace {
+
+TEST(Jitter, TheHeadroomIsNotAStretchTheNoStretchAblationForbids) {
+  Problem p{testing::links(1), {testing::job(1, 0, 100, 30, {0}), testing::job(2, 0, 100, 30, {0})}};
+  for (Job& j : p.jobs) j.profile.jitter_ns = 2 * testing::kMs;
+  PlannerOptions o;
+  o.max_stretch = 1.0;
+  const Plan plan = planner::plan(p, o);
+  EXPECT_FEASIBLE(p, plan);
+  EXPECT_EQ(testing::entry(plan, 1).period_ns, 102 * testing::kMs);
+  EXPECT_EQ(testing::entry(plan, 2).period_ns, 102 * testing::kMs);
+  // Planned again as running jobs: they stay where they are.
+  const Plan again = planner::plan(p, o, &plan);
+  EXPECT_EQ(testing::entry(again, 1).offset_ns, testing::entry(plan, 1).offset_ns);
+  EXPECT_EQ(testing::entry(again, 2).offset_ns, testing::entry(plan, 2).offset_ns);
+}
+
+}  // namespace
+}  // namespace metronome::planner
+
+namespace metronome::planner {
+namespace {
+
+TEST(BestEffort, AWindowThatCannotBeAimedIsNotHeld) {
+  // 60 + 30 ms of windows every 100 ms leave 10 ms; the third job (40 ms every 137 ms) fits at
+  // no period. Its period has nothing in common with 100 ms (gcd 1 ms): the other windows sweep
+  // across any window it would get, so it drifts ungated instead of waiting for one.
+  const Problem p{testing::links(1), {testing::job(1, 2, 100, 60, {0}),
+                                      testing::job(2, 1, 100, 30, {0}),
+                                      testing::job(3, 0, 137, 40, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  const JobPlan& low = testing::entry(plan, 3);
+  EXPECT_TRUE(low.best_effort);
+  EXPECT_EQ(low.window_ns, low.period_ns);
+  EXPECT_EQ(low.period_ns, 137 * testing::kMs);
+  EXPECT_GT(plan.links[0].contention, 0.0);  // predicted as a random source
+}
+
+}  // namespace
+}  // namespace metronome::planner

@@ -94,8 +94,8 @@ struct PlannerOptions {
   double jitter_cushion = 3.0;
   // Stop-and-wait needs a period a little longer than the mean iteration: at T = P a phase that
   // comes late is never caught up (the lateness is a random walk) and sooner or later misses
-  // its slack and waits. A gated job's period is at least P + jitter_headroom·σ (capped at
-  // max_stretch·P), so that lateness drifts back to zero.
+  // its slack and waits. A gated job's period is at least P + jitter_headroom·σ (not bounded by
+  // max_stretch: it is not a harmonic stretch), so that lateness drifts back to zero.
   double jitter_headroom = 1.0;
   // P + headroom is rounded up with round_up_period(·, period_grid_ns) (model.h; 0: not
   // rounded), so that periods the caller put on that grid (the daemon rounds measured periods
