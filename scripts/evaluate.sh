@@ -8,7 +8,7 @@
 #   scripts/evaluate.sh                 # build in build/eval, run everything (a few minutes)
 #   METRONOME_SIM=path/to/metronome-sim scripts/evaluate.sh    # use an existing binary
 #   METRONOME_TESTBED_RESULTS=out/demo/results.json ...        # testbed figures to compare
-#                                                              # (default: that path if present)
+#                      (default: out/demo/results.json if present, else out/testbed/results.json)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -55,7 +55,12 @@ for seed in 1 2 3 4 5 6 7 8 9 10; do
     >> "$OUT/testbed-seeds.jsonl"
 done
 
+# The CPU testbed's figures: scripts/demo.sh writes out/demo/results.json; without it, a copy of
+# an earlier demo run kept in out/testbed/results.json (the report states which file it read).
 TESTBED="${METRONOME_TESTBED_RESULTS:-$REPO/out/demo/results.json}"
+if [[ -z "${METRONOME_TESTBED_RESULTS:-}" && ! -f "$TESTBED" ]]; then
+  TESTBED="$REPO/out/testbed/results.json"
+fi
 echo "evaluate: report" >&2
 "$PY" sim/eval/make_report.py --runs "$OUT" --testbed "$TESTBED" \
   --sim-version "$("$SIM" --version 2>/dev/null || echo metronome-sim)" \
