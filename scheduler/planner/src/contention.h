@@ -19,11 +19,13 @@ struct GatedArc {
   Nanos offset = 0;
   Nanos window = 0;
   double height = 0.0;
+  bool operator==(const GatedArc&) const = default;
 };
 
 struct RandomLoad {
   double duty = 0.0;
   double height = 0.0;
+  bool operator==(const RandomLoad&) const = default;
 };
 
 class LinkContention {

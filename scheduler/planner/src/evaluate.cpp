@@ -50,7 +50,23 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
       arc_ids.push_back(k);
     }
   }
-  const LinkContention lc(ws.topology.link(l).capacity_bps, arcs, random);
+  const double capacity = ws.topology.link(l).capacity_bps;
+  if (ws.contention_memo.size() < ws.topology.link_count()) {
+    ws.contention_memo.resize(ws.topology.link_count());
+  }
+  Workspace::ContentionMemo& memo = ws.contention_memo[l];
+  if (!memo.valid || memo.capacity != capacity || memo.arcs != arcs || memo.random != random) {
+    const LinkContention lc(capacity, arcs, random);
+    memo.valid = true;
+    memo.capacity = capacity;
+    memo.arcs = arcs;
+    memo.random = random;
+    memo.overload = lc.overload();
+    memo.gated_stretch.resize(arcs.size());
+    for (std::size_t i = 0; i < arcs.size(); ++i) memo.gated_stretch[i] = lc.gated_stretch(i);
+    memo.random_stretch.resize(random.size());
+    for (std::size_t k = 0; k < random.size(); ++k) memo.random_stretch[k] = lc.random_stretch(k);
+  }
   if (extra != nullptr) {
     constexpr auto kAll = std::numeric_limits<std::uint32_t>::max();
     auto bump = [&](std::uint32_t j, double factor) {
@@ -59,13 +75,15 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
       e = std::max(e, (factor - 1.0) * static_cast<double>(shape.w) / static_cast<double>(shape.P));
     };
     for (std::size_t i = 0; i < arc_ids.size(); ++i) {
-      if (only_job == kAll || arc_ids[i] == only_job) bump(arc_ids[i], lc.gated_stretch(i));
+      if (only_job == kAll || arc_ids[i] == only_job) bump(arc_ids[i], memo.gated_stretch[i]);
     }
     for (std::size_t k = 0; k < random_ids.size(); ++k) {
-      if (only_job == kAll || random_ids[k] == only_job) bump(random_ids[k], lc.random_stretch(k));
+      if (only_job == kAll || random_ids[k] == only_job) {
+        bump(random_ids[k], memo.random_stretch[k]);
+      }
     }
   }
-  return lc.overload();
+  return memo.overload;
 }
 
 // True when no other job on the job's links has a window: nobody there is gated, and the

@@ -164,6 +164,7 @@ OnlinePlanner& OnlinePlanner::operator=(OnlinePlanner&&) noexcept = default;
 void OnlinePlanner::plan_all(const std::vector<Job>& jobs, const Plan* current) {
   detail::require_valid(ws_->topology, jobs);
   auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
+  fresh->contention_memo = std::move(ws_->contention_memo);  // keyed by inputs: still valid
   detail::load_jobs(*fresh, jobs, current);
   detail::run_greedy(*fresh);
   ws_ = std::move(fresh);
@@ -172,6 +173,7 @@ void OnlinePlanner::plan_all(const std::vector<Job>& jobs, const Plan* current) 
 void OnlinePlanner::adopt(const std::vector<Job>& jobs, const Plan& plan) {
   detail::require_valid(ws_->topology, jobs);
   auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
+  fresh->contention_memo = std::move(ws_->contention_memo);  // keyed by inputs: still valid
   detail::load_jobs(*fresh, jobs, &plan);
   std::vector<std::uint32_t> missing;
   for (std::uint32_t j = 0; j < fresh->jobs.size(); ++j) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "contention.h"
 #include "metronome/planner/model.h"
 #include "metronome/planner/plan.h"
 
@@ -112,6 +113,20 @@ class Workspace {
   std::unordered_map<JobId, std::uint32_t> index;
   std::vector<std::uint32_t> free_indices;  // indices of removed jobs, reused by add_job
   std::mt19937_64* rng = nullptr;           // set by the offline search: randomized choices
+
+  // evaluate()'s memo of each link's contention model, by link: a change touches a few links,
+  // and rebuilding the model of every link with best-effort traffic dominated the cost of a
+  // snapshot on large clusters. An entry is reused only when its inputs are equal.
+  struct ContentionMemo {
+    bool valid = false;
+    double capacity = 0.0;
+    std::vector<GatedArc> arcs;
+    std::vector<RandomLoad> random;
+    double overload = 0.0;
+    std::vector<double> gated_stretch;   // per arc
+    std::vector<double> random_stretch;  // per random load
+  };
+  mutable std::vector<ContentionMemo> contention_memo;
 
  private:
   struct Blocked {

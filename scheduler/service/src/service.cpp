@@ -121,6 +121,12 @@ void Service::Start() {
     pthread_setname_np(pthread_self(), "mtr-planner");
     PlanningLoop();
   });
+  if (plan_listener_) {
+    listener_thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "mtr-listener");
+      ListenerLoop();
+    });
+  }
   if (config_.controller.offline_interval_ms > 0) {
     offline_thread_ = std::jthread([this](std::stop_token st) {
       pthread_setname_np(pthread_self(), "mtr-offline");
@@ -140,7 +146,9 @@ void Service::Stop() {
     std::lock_guard lock(mu_);  // no lost wake-up between the planner's check and its wait
   }
   plan_cv_.notify_all();
+  listener_cv_.notify_all();
   if (planning_thread_.joinable()) planning_thread_.join();
+  if (listener_thread_.joinable()) listener_thread_.join();
   if (endpoint_thread_.joinable()) endpoint_thread_.join();
   if (wake_fd_ >= 0) ::close(wake_fd_);
   wake_fd_ = -1;
@@ -539,7 +547,6 @@ PlanJob Service::ToPlanJob(const JobState& job) const {
 // The planning thread: one round takes every change queued since the last, plans them with the
 // registry unlocked, then applies the plan under the lock and wakes the endpoint to send.
 void Service::PlanningLoop() {
-  NotifyPlanListener();  // the empty plan, once at start
   while (true) {
     std::vector<Pending> work;
     std::vector<PlanJob> adds;  // as the registry has them now, one per job
@@ -627,7 +634,19 @@ void Service::PlanningLoop() {
       ApplyPlan(*plan, trigger, plan_reason);
     }
     WakeEndpoint();
+    listener_cv_.notify_one();
+  }
+}
+
+// The plan listener's thread: the extender rebuilds its state from the view (milliseconds at
+// hundreds of jobs), which must not hold up the next planning round. Plan changes that come
+// while it runs are coalesced into one call with the latest view.
+void Service::ListenerLoop() {
+  while (true) {
     NotifyPlanListener();
+    std::unique_lock lock(mu_);
+    listener_cv_.wait(lock, [&] { return stopping_ || plan_version_ != notified_version_; });
+    if (stopping_) return;
   }
 }
 

@@ -9,8 +9,8 @@
 //     long re-plan delays neither clock pongs nor registrations;
 //   - the planning thread takes every queued change at once (a burst of joins costs one planner
 //     call), plans without the registry lock, then turns the plan into timetable pushes under it
-//     and wakes the endpoint thread to send them; it also adopts the offline search's results
-//     and calls the plan listener;
+//     and wakes the endpoint thread to send them; it also adopts the offline search's results;
+//   - the listener thread (with a plan listener) calls it after plan changes, coalesced;
 //   - httplib's worker threads serve HTTP, reading the registry under the same lock;
 //   - the offline thread runs the planner's recalculation on a copy of the problem, unlocked.
 // mu_ guards the registry, plan_mu_ the planner; no thread holds both at once.
@@ -85,8 +85,9 @@ class Service {
   Metrics& metrics() { return metrics_; }
   const ServiceConfig& config() const { return config_; }
 
-  // Called (on the planning thread, without the service lock) after every plan change and once
-  // at start. Set it before Start().
+  // Called (on a thread of its own, without the service lock) once at start and after plan
+  // changes; changes that come while it runs are coalesced into one call with the latest view.
+  // Set it before Start().
   void SetPlanListener(std::function<void(const ClusterView&)> listener) {
     plan_listener_ = std::move(listener);
   }
@@ -119,6 +120,7 @@ class Service {
 
   void EndpointLoop();
   void PlanningLoop();
+  void ListenerLoop();
   void OfflineLoop(std::stop_token stop);
   void WakeEndpoint();
   void HandleFrames(std::vector<std::string>& frames, int64_t t_recv);
@@ -151,6 +153,8 @@ class Service {
   std::thread endpoint_thread_;
   std::thread planning_thread_;
   std::condition_variable plan_cv_;  // with mu_: pending_ or offline_result_ has work
+  std::thread listener_thread_;
+  std::condition_variable listener_cv_;  // with mu_: plan_version_ moved past notified_version_
   int wake_fd_ = -1;                 // eventfd: the planning thread has pushes to send
   std::jthread offline_thread_;
   std::condition_variable_any offline_cv_;
