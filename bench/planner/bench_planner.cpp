@@ -7,6 +7,8 @@
 //   BM_WhatIf1000Nodes/N  what-if for one job over 1,000 candidate node sets
 //   BM_Snapshot/N         evaluate a plan (cushions, link entries, contention, score)
 //   BM_Cassini/N, BM_NoTimeScheduling/N   the baselines, for comparison
+//   BM_FullPlanJitter/N   BM_FullPlan with 2 % compute jitter and a 100 µs minimum cushion:
+//                         every window reserves its cushion, every period its headroom
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -27,10 +29,14 @@ mp::GeneratorSpec spec(std::int64_t jobs) {
   return s;
 }
 
-const mp::Problem& problem(std::int64_t jobs) {
-  static std::map<std::int64_t, mp::Problem> cache;
-  auto it = cache.find(jobs);
-  if (it == cache.end()) it = cache.emplace(jobs, mp::generate(spec(jobs))).first;
+const mp::Problem& problem(std::int64_t jobs, double jitter = 0.0) {
+  static std::map<std::pair<std::int64_t, double>, mp::Problem> cache;
+  auto it = cache.find({jobs, jitter});
+  if (it == cache.end()) {
+    mp::GeneratorSpec s = spec(jobs);
+    s.compute_jitter = jitter;
+    it = cache.emplace(std::make_pair(jobs, jitter), mp::generate(s)).first;
+  }
   return it->second;
 }
 
@@ -53,6 +59,18 @@ void BM_FullPlan(benchmark::State& state) {
   mp::Plan plan;
   for (auto _ : state) {
     plan = mp::plan(p);
+    benchmark::DoNotOptimize(plan.jobs.data());
+  }
+  report(state, p, plan);
+}
+
+void BM_FullPlanJitter(benchmark::State& state) {
+  const mp::Problem& p = problem(state.range(0), 0.02);
+  mp::PlannerOptions o;
+  o.min_cushion_ns = 100'000;
+  mp::Plan plan;
+  for (auto _ : state) {
+    plan = mp::plan(p, o);
     benchmark::DoNotOptimize(plan.jobs.data());
   }
   report(state, p, plan);
@@ -145,5 +163,6 @@ BENCHMARK(BM_WhatIf1000Nodes)->Apply(sizes);
 BENCHMARK(BM_Snapshot)->Apply(sizes);
 BENCHMARK(BM_Cassini)->Apply(sizes);
 BENCHMARK(BM_NoTimeScheduling)->Apply(sizes);
+BENCHMARK(BM_FullPlanJitter)->Apply(sizes);
 
 BENCHMARK_MAIN();

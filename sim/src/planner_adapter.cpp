@@ -74,7 +74,6 @@ class PlannerScheduler final : public TimeScheduler {
     if (!policy_.cushion) options_.cushion = false;
     // The least cushion between windows: what the nodes' clocks may disagree by.
     options_.min_cushion_ns = cluster.clock_error_ns;
-    options_.period_grid_ns = kPeriodGrid;
     if (policy_.max_stretch > 0) options_.max_stretch = policy_.max_stretch;
     if (!policy_.stretch) options_.max_stretch = 1.0;
     if (policy_.scheduling == SchedulingKind::kMetronome) {

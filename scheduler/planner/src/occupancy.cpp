@@ -51,10 +51,16 @@ JobShape Workspace::shape_for(const Job& job) const {
   s.P = job.profile.period_ns;
   s.w = job.profile.comm_ns;
   // The headroom is what stop-and-wait needs, not a harmonic stretch: max_stretch does not
-  // bound it (also not in the no-stretch ablation); it is at most P.
+  // bound it (also not in the no-stretch ablation); it is at most P. It is rounded up to a
+  // whole percent of P, so that jobs of equal or harmonic natural periods and similar relative
+  // jitter keep equal or harmonic periods (a fixed grid would break 123 ms : 246 ms).
   const auto sigma = static_cast<double>(job.profile.jitter_ns);
   const Nanos headroom = std::clamp<Nanos>(std::llround(options.jitter_headroom * sigma), 0, s.P);
-  s.T0 = headroom > 0 ? round_up_period(s.P + headroom, options.period_grid_ns) : s.P;
+  s.T0 = s.P;
+  if (headroom > 0) {
+    const Nanos percent = (headroom * 100 + s.P - 1) / s.P;  // ≤ 100; no overflow below ~1e16
+    s.T0 = s.P + (s.P * percent + 99) / 100;
+  }
   if (options.cushion) {
     const Nanos jitter_gap = std::llround(options.jitter_cushion * sigma);
     s.gap = std::max(options.min_cushion_ns, jitter_gap);

@@ -134,15 +134,17 @@ TEST(Jitter, JitterOutsideZeroToThePeriodIsRejected) {
 namespace metronome::planner {
 namespace {
 
-TEST(Jitter, TheHeadroomKeepsPeriodsOnTheCallersGrid) {
-  const Problem p{testing::links(1), {testing::job(1, 0, 100, 30, {0})}};
-  Problem q = p;
-  q.jobs[0].profile.jitter_ns = 1'300'000;  // 1.3 ms
-  PlannerOptions o;
-  o.period_grid_ns = testing::kMs;
-  EXPECT_EQ(testing::entry(planner::plan(q, o), 1).period_ns, 102 * testing::kMs);
-  o.period_grid_ns = 0;
-  EXPECT_EQ(testing::entry(planner::plan(q, o), 1).period_ns, 101'300'000);
+TEST(Jitter, TheHeadroomIsAWholePercentSoHarmonicPeriodsStayHarmonic) {
+  // 123 ms and 246 ms with σ = 1.0 and 2.0 ms: headroom rounded up to 1 % of each, 124.23 ms
+  // and 248.46 ms, still 1 : 2, so they interleave (their windows fit into 124.23 ms).
+  Problem p{testing::links(1), {testing::job(1, 0, 123, 23, {0}), testing::job(2, 0, 246, 46, {0})}};
+  p.jobs[0].profile.jitter_ns = 1'000'000;
+  p.jobs[1].profile.jitter_ns = 2'000'000;
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  EXPECT_EQ(testing::entry(plan, 1).period_ns, 124'230'000);
+  EXPECT_EQ(testing::entry(plan, 2).period_ns, 248'460'000);
+  EXPECT_FALSE(testing::entry(plan, 2).best_effort);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ struct GeneratorSpec {
   double rack_uplink_bps = 50e9;    // 400 Gb/s
   double cross_rack_share = 0.3;    // multi-node jobs spread over several racks
   double limited_beta_share = 0.2;  // jobs whose β is below the node uplink (they may stack)
+  double compute_jitter = 0.0;  // σ of each job's compute phase, relative (JobProfile::jitter_ns)
 };
 
 // Job sizes 1/2/4/8/16 nodes (20/35/25/15/5 %), priorities 0/1/2 (60/30/10 %), natural periods

@@ -54,8 +54,7 @@ struct Problem {
 // A period rounded up to a grid: multiples of the largest power of ten (in ns) that is at most
 // both `grid` and period/100, so that the rounding never costs more than 1 % of the period.
 // Periods measured to the nanosecond are almost never commensurate, and the planner interleaves
-// periods by their gcd: the daemon rounds measured periods with this (grid 1 ms), and the
-// planner rounds the jitter headroom of a period the same way (PlannerOptions::period_grid_ns).
+// periods by their gcd: the daemon rounds measured periods with this (grid 1 ms).
 [[nodiscard]] Nanos round_up_period(Nanos period, Nanos grid);
 
 // π_j, the weight of a priority in stages 2 and 3: 1 + max(priority, 0).

@@ -97,9 +97,9 @@ struct PlannerOptions {
   // its slack and waits. A gated job's period is at least P + jitter_headroom·σ (not bounded by
   // max_stretch: it is not a harmonic stretch), so that lateness drifts back to zero.
   double jitter_headroom = 1.0;
-  // P + headroom is rounded up with round_up_period(·, period_grid_ns) (model.h; 0: not
-  // rounded), so that periods the caller put on that grid (the daemon rounds measured periods
-  // the same way, grid 1 ms) stay on it.
+  // No effect (kept so that callers that set it still build): the headroom is rounded up to a
+  // whole percent of P instead, which keeps equal and harmonic natural periods equal and
+  // harmonic; rounding P + headroom to a fixed grid would not (123 ms : 246 ms).
   Nanos period_grid_ns = 0;
   // The cushion switch (the no-cushion ablation): false packs windows against each other (no
   // minimum cushion), runs no stage 3 (also not in the offline search) and gives every job
