@@ -112,11 +112,6 @@ TEST(Jitter, NearlyEqualPeriodsShareTheLongerOne) {
   EXPECT_EQ(r.changed, std::vector<JobId>{1});
 }
 
-}  // namespace
-}  // namespace metronome::planner
-
-namespace metronome::planner {
-namespace {
 
 TEST(Jitter, JitterOutsideZeroToThePeriodIsRejected) {
   Problem p{testing::links(1), {testing::job(1, 0, 100, 40, {0})}};
@@ -128,11 +123,6 @@ TEST(Jitter, JitterOutsideZeroToThePeriodIsRejected) {
   EXPECT_TRUE(validate(p).empty());
 }
 
-}  // namespace
-}  // namespace metronome::planner
-
-namespace metronome::planner {
-namespace {
 
 TEST(Jitter, TheHeadroomIsAWholePercentSoHarmonicPeriodsStayHarmonic) {
   // 123 ms and 246 ms with σ = 1.0 and 2.0 ms: headroom rounded up to 1 % of each, 124.23 ms
@@ -147,11 +137,6 @@ TEST(Jitter, TheHeadroomIsAWholePercentSoHarmonicPeriodsStayHarmonic) {
   EXPECT_FALSE(testing::entry(plan, 2).best_effort);
 }
 
-}  // namespace
-}  // namespace metronome::planner
-
-namespace metronome::planner {
-namespace {
 
 TEST(Jitter, PeriodsAreRoundedToAGridThatNeverCostsMoreThanOnePercent) {
   constexpr Nanos ms = testing::kMs;
@@ -162,11 +147,6 @@ TEST(Jitter, PeriodsAreRoundedToAGridThatNeverCostsMoreThanOnePercent) {
   EXPECT_EQ(round_up_period(123'456'789, 0), 123'456'789);   // no grid
 }
 
-}  // namespace
-}  // namespace metronome::planner
-
-namespace metronome::planner {
-namespace {
 
 TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
   Job a = testing::job(1, 0, 100, 40, {0});
@@ -188,11 +168,6 @@ TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
   EXPECT_EQ(testing::entry(plan, 1).offset_ns, alone.offset_ns);
 }
 
-}  // namespace
-}  // namespace metronome::planner
-
-namespace metronome::planner {
-namespace {
 
 TEST(Jitter, TheHeadroomIsNotAStretchTheNoStretchAblationForbids) {
   Problem p{testing::links(1), {testing::job(1, 0, 100, 30, {0}), testing::job(2, 0, 100, 30, {0})}};
@@ -209,11 +184,6 @@ TEST(Jitter, TheHeadroomIsNotAStretchTheNoStretchAblationForbids) {
   EXPECT_EQ(testing::entry(again, 2).offset_ns, testing::entry(plan, 2).offset_ns);
 }
 
-}  // namespace
-}  // namespace metronome::planner
-
-namespace metronome::planner {
-namespace {
 
 TEST(BestEffort, AWindowThatCannotBeAimedIsNotHeld) {
   // 60 + 30 ms of windows every 100 ms leave 10 ms; the third job (40 ms every 137 ms) fits at
