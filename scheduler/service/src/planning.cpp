@@ -76,7 +76,6 @@ struct PlanningAdapter::Impl {
     o.max_stretch = cfg.max_stretch;
     o.min_cushion_ns = cfg.min_cushion_us * 1'000;
     o.jitter_cushion = cfg.jitter_cushion;
-    o.period_grid_ns = kPeriodGrid;
     return o;
   }
 
