@@ -324,10 +324,11 @@ def testbed_section(data, testbed_path):
                 + ", ".join(f"{n} {w[n]['slowdown']:.3f}×" for n in sorted(w)) +
                 " their solo period; " + testbed_said +
                 (f" ({', '.join(worse)} slower than without Metronome)" if worse else "") +
-                ". The testbed run is driven by the scheduler service, whose timetables and gates "
-                "the simulator models only as the planner and DecideGate define them; a testbed "
-                "run with the service on the planner's current timetable values (max wait, jitter "
-                "headroom and cushion) is what this row needs.", ""]
+                ". The testbed run is driven by the scheduler service and the shims: the same "
+                "planner and gate decision, but profiles first measured ungated under contention, "
+                "re-plans as they settle, and real TCP and clock behaviour that the fluid model "
+                "leaves out. The gap is the testbed falling short of the plan (issue: the demo), "
+                "not the simulator mis-predicting the plan.", ""]
     if seeds:
         out += ["The simulator's figure depends on the jobs' initial phase offsets (the scenario's "
                 "`start_jitter_s`; ungated identical jobs keep the offset they start with). Over "
