@@ -222,15 +222,30 @@ bool aimable(const Workspace& ws, const JobShape& shape, Nanos t) {
 
 }  // namespace
 
-BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape) {
+namespace {
+
+// The period a best-effort window of this shape is aimed at, or 0 when it drifts instead.
+Nanos aimed_period(const Workspace& ws, const JobShape& shape) {
   static thread_local std::vector<Nanos> periods;
   ws.candidate_periods(shape, periods);
-  BestEffortSlot slot;
-  slot.period = periods.empty() ? shape.P : periods.front();
+  if (periods.empty()) return 0;
+  const Nanos t = periods.front();
   // A stretched window is only worth it when the stretch costs less than running ungated at
   // P would (see stretch_bound in stage2_latency.cpp).
-  if (periods.empty() || slot.period > stretch_bound(ws, shape) ||
-      !aimable(ws, shape, slot.period)) {
+  if (t > stretch_bound(ws, shape) || !aimable(ws, shape, t)) return 0;
+  return t;
+}
+
+}  // namespace
+
+bool best_effort_drifts(const Workspace& ws, const JobShape& shape) {
+  return aimed_period(ws, shape) == 0;
+}
+
+BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape) {
+  BestEffortSlot slot;
+  slot.period = aimed_period(ws, shape);
+  if (slot.period == 0) {
     slot.period = shape.P;
     return slot;  // drifting: ungated at its natural pace
   }

@@ -182,6 +182,9 @@ struct BestEffortSlot {
   bool drifting = true;
 };
 BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape);
+// Whether best_effort_slot() would leave the job drifting (ungated) against the gated periods
+// as they stand: decided by the periods alone, so stage 3 can ask before the windows are aimed.
+bool best_effort_drifts(const Workspace& ws, const JobShape& shape);
 // The best-effort cost of one link as a function of the offset x on the circle of period t:
 // value and slope at x = 0+ and the sorted slope changes. Curves of several links add up; the
 // what-if caches them per link across candidates.

@@ -44,6 +44,23 @@ TEST(Stages, HigherPriorityGetsTheLargerCushion) {
   EXPECT_EQ(entry(plan, 2).late_slack_ns, 2 * kMs);
 }
 
+TEST(Stages, ADriftingBestEffortJobDoesNotKeepTheSlackInOnePiece) {
+  // Jobs 1 (π = 3) and 2 (π = 2) take 2 × 170 ms of 485 ms; job 3 (230 ms, 100 ms on the wire)
+  // fits at no period and its 230 ms has 97 positions on the 485 ms circle: it drifts
+  // ungated, and one piece of slack would not be aimed at by anybody. The 145 ms left are
+  // spread 3 : 2 as on a link without best-effort traffic (stage 3 once skipped every link
+  // that carried any best-effort job, leaving the high-priority job no cushion at all).
+  const Problem p{testing::links(1),
+                  {job(1, 2, 485, 170, {0}), job(2, 1, 485, 170, {0}), job(3, 0, 230, 100, {0})}};
+  const Plan plan = planner::plan(p);
+  EXPECT_FEASIBLE(p, plan);
+  const JobPlan& drifting = entry(plan, 3);
+  ASSERT_TRUE(drifting.best_effort);
+  ASSERT_EQ(drifting.window_ns, drifting.period_ns);
+  EXPECT_EQ(entry(plan, 1).late_slack_ns, 87 * kMs);
+  EXPECT_EQ(entry(plan, 2).late_slack_ns, 58 * kMs);
+}
+
 TEST(Stages, OverloadedLinkLowestPriorityIsStretchedToAHarmonicPeriodThatFits) {
   // Duty cycles 0.4 + 0.4 + 0.3 = 1.1 on one link.
   const Problem p{testing::links(1),
