@@ -38,11 +38,30 @@ std::vector<std::uint32_t> alive_jobs(const Workspace& ws) {
   return out;
 }
 
-// The greedy method: place every job in priority order, then spread the cushions.
+// The greedy method: place every job in priority order, then spread the cushions; then every
+// job left best-effort is admitted once more, against the spread windows.
+//
+// Why the second admission: new jobs are packed against the window before them (best fit) and
+// spread only by stage 3, so a job placed among packed windows may find no room at a harmonic
+// period that the spread windows leave. Two windows of period T packed back to back cover the
+// whole circle of T/2, spread apart they leave a gap in it. (On the CPU testbed demo the
+// low-priority job, 23 ms every ~230 ms, fits at 485/2 ms beside two 170 ms windows of 485 ms
+// once they are spread, not while they are packed; when the high-priority job joined last, the
+// re-plan left it ungated, and adding it again gated it.) A job gated this way takes part of
+// the cushions (stage 1 before stage 3), so the cushions are spread again.
 void run_greedy(Workspace& ws) {
   const std::vector<std::uint32_t> order = placement_order(ws, alive_jobs(ws));
   for (const std::uint32_t j : order) place_job(ws, j);
   relax_cushions(ws, order, ws.options.cushion_sweeps);
+  if (ws.options.cushion) {  // without stage 3 nothing was spread: nothing new can fit
+    bool admitted = false;
+    for (const std::uint32_t j : order) {
+      if (ws.slots[j].state != SlotState::kBestEffort) continue;
+      place_job(ws, j);
+      admitted = admitted || ws.slots[j].state == SlotState::kGated;
+    }
+    if (admitted) relax_cushions(ws, order, ws.options.cushion_sweeps);
+  }
   refresh_best_effort(ws, order);
 }
 
