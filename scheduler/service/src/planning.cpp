@@ -205,6 +205,46 @@ struct PlanningAdapter::Impl {
     online.adopt(all, merged);
   }
 
+  // Jobs whose periods on shared links are within kPeriodSnap of each other are planned at one
+  // period, the largest: interleaving needs harmonic periods, and a job measured 0.2 % slower
+  // than a neighbour (compute noise) could otherwise only take twice the neighbour's period.
+  static constexpr double kPeriodSnap = 0.01;
+
+  // Raises `job`'s period to the largest period within kPeriodSnap above it among the planned
+  // jobs that share a link with it. Returns those whose period lies within kPeriodSnap below
+  // the result: they must be raised to it too.
+  std::vector<pl::Job> SnapPeriod(pl::Job& job) const {
+    const auto mine = pl::job_links(online.topology(), job);
+    const std::set<pl::LinkId> links(mine.begin(), mine.end());
+    std::vector<pl::Job> neighbours;
+    for (const pl::Job& other : online.jobs()) {
+      if (other.id == job.id) continue;
+      for (const pl::LinkId l : pl::job_links(online.topology(), other)) {
+        if (links.count(l) != 0) {
+          neighbours.push_back(other);
+          break;
+        }
+      }
+    }
+    const auto within = [](pl::Nanos low, pl::Nanos high) {
+      return low <= high && static_cast<double>(high) <= static_cast<double>(low) * (1 + kPeriodSnap);
+    };
+    for (const pl::Job& n : neighbours) {
+      if (within(job.profile.period_ns, n.profile.period_ns)) {
+        job.profile.period_ns = n.profile.period_ns;
+      }
+    }
+    std::vector<pl::Job> raise;
+    for (pl::Job n : neighbours) {
+      if (n.profile.period_ns < job.profile.period_ns &&
+          within(n.profile.period_ns, job.profile.period_ns)) {
+        n.profile.period_ns = job.profile.period_ns;
+        raise.push_back(n);
+      }
+    }
+    return raise;
+  }
+
   // Whether `job` has a higher priority than some other planned job that shares a link with it.
   bool OutranksANeighbour(const pl::Job& job) const {
     const auto mine = pl::job_links(online.topology(), job);
@@ -265,15 +305,27 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
   std::vector<std::pair<uint64_t, std::string>> refused;
   std::vector<pl::Job> ok;
   bool outranks = false;
+  std::map<uint64_t, pl::Job> raised;  // planned neighbours whose period must follow a newcomer's
   for (const auto& j : batch) {
     try {
       ok.push_back(impl_->Checked(j));
+      for (pl::Job& n : impl_->SnapPeriod(ok.back())) {
+        auto [it, fresh] = raised.emplace(n.id, n);
+        if (!fresh) it->second.profile.period_ns = std::max(it->second.profile.period_ns, n.profile.period_ns);
+      }
       outranks = outranks || impl_->OutranksANeighbour(ok.back());
     } catch (const PlanningError& e) {
       refused.emplace_back(j.id, e.what());
     }
   }
   if (ok.empty()) return refused;
+  for (auto& [id, n] : raised) {
+    const bool in_batch =
+        std::any_of(ok.begin(), ok.end(), [&](const pl::Job& j) { return j.id == id; });
+    if (!in_batch) ok.push_back(n);
+  }
+  // A raised neighbour is re-planned with the newcomer, running jobs keeping their places.
+  outranks = outranks || !raised.empty();
   try {
     if (ok.size() == 1 && !outranks) {
       (void)impl_->online.add_job(ok.front());

@@ -210,3 +210,27 @@ TEST(PlanningAdapter, TheDemosHighPriorityJobJoiningLastLeavesTheLowPriorityOneG
 
 }  // namespace
 }  // namespace metronome::service
+
+namespace metronome::service {
+namespace {
+
+// Two jobs measured 0.2 % apart share a link: they are planned at one period (the larger) and
+// take turns, whichever joins first; without that, the slower one could only take twice the
+// other's period.
+TEST(PlanningAdapter, NearlyEqualPeriodsOnASharedLinkArePlannedAtOnePeriod) {
+  for (const bool faster_first : {true, false}) {
+    PlanningAdapter p(TopologyConfig::Default(), {});
+    const PlanJob fast = Job(1, {"a", "b"}, 494'900'000, 180 * kMs, 2);
+    const PlanJob slow = Job(2, {"c", "d"}, 495'900'000, 180 * kMs, 1);
+    p.AddJobs({faster_first ? fast : slow});
+    p.AddJobs({faster_first ? slow : fast});
+    const PlanSummary s = p.Summary();
+    const JobSchedule a = Find(s, 1), b = Find(s, 2);
+    EXPECT_FALSE(a.best_effort || b.best_effort) << faster_first;
+    EXPECT_EQ(a.period_ns, b.period_ns) << faster_first;
+    EXPECT_LT(b.period_ns, 510 * kMs) << faster_first;  // not doubled
+  }
+}
+
+}  // namespace
+}  // namespace metronome::service
