@@ -31,7 +31,7 @@ struct OfflinePlan {
 };
 
 constexpr double kFallbackCapacity = 100e9 / 8.0;  // for jobs that cross no link
-constexpr int64_t kPeriodGrid = 1'000'000;          // measured periods are rounded up to 1 ms
+constexpr int64_t kPeriodGrid = 1'000'000;         // measured periods are rounded up to 1 ms
 
 pl::Topology BuildTopology(const TopologyConfig& cfg) {
   pl::Topology t;
@@ -227,7 +227,8 @@ struct PlanningAdapter::Impl {
       }
     }
     const auto within = [](pl::Nanos low, pl::Nanos high) {
-      return low <= high && static_cast<double>(high) <= static_cast<double>(low) * (1 + kPeriodSnap);
+      return low <= high &&
+             static_cast<double>(high) <= static_cast<double>(low) * (1 + kPeriodSnap);
     };
     for (const pl::Job& n : neighbours) {
       if (within(job.profile.period_ns, n.profile.period_ns)) {
@@ -311,7 +312,10 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
       ok.push_back(impl_->Checked(j));
       for (pl::Job& n : impl_->SnapPeriod(ok.back())) {
         auto [it, fresh] = raised.emplace(n.id, n);
-        if (!fresh) it->second.profile.period_ns = std::max(it->second.profile.period_ns, n.profile.period_ns);
+        if (!fresh) {
+          it->second.profile.period_ns =
+              std::max(it->second.profile.period_ns, n.profile.period_ns);
+        }
       }
       outranks = outranks || impl_->OutranksANeighbour(ok.back());
     } catch (const PlanningError& e) {

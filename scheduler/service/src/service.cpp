@@ -1,7 +1,7 @@
 #include "metronome/service/service.hpp"
 
-#include <spdlog/spdlog.h>
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -554,7 +554,8 @@ void Service::PlanningLoop() {
     std::optional<OfflineResult> offline;
     {
       std::unique_lock lock(mu_);
-      plan_cv_.wait(lock, [&] { return stopping_ || !pending_.empty() || offline_result_.has_value(); });
+      plan_cv_.wait(lock,
+                    [&] { return stopping_ || !pending_.empty() || offline_result_.has_value(); });
       if (stopping_) return;
       work.swap(pending_);
       offline.swap(offline_result_);
