@@ -57,7 +57,7 @@ struct Options {
   int duration_s = 30;
   int threads = 4;
   int ranks_per_job = 4;
-  int churn = 10;  // jobs replaced per second in the steady state
+  int churn = 10;        // jobs replaced per second in the steady state
   std::string endpoint;  // empty: start our own scheduler
   std::string http;
   std::string scheduler = METRONOME_SCHEDULER_BIN;

@@ -41,16 +41,16 @@ struct PhaseEstimate {
   // 1.4826·MAD over kJitterWindow phases; 0 = unknown. Communication time is left out: measured
   // ungated it varies with the contention the scheduler is about to remove.
   int64_t jitter_ns = 0;
-  int64_t compute_ns = 0;  // median of that compute (0 = unknown)
-  int64_t next_start_ns = 0;      // predicted start of the next phase (0 = unknown)
-  int64_t comm_ns = 0;            // median duration of a phase
-  uint64_t bytes = 0;             // bytes moved in the last complete phase
-  uint32_t ops = 0;               // collectives in the last complete phase
-  double confidence = 0.0;        // 0..1: how regular the recent periods are
-  int64_t gap_threshold_ns = 0;   // a gap above this starts a phase
-  uint64_t first_key = 0;         // signature of a phase's first collective (0 = not settled)
-  int64_t merge_below_ns = 0;     // with first_key: a gap below this before another collective
-                                  // does not start a phase (0 = rule not in force)
+  int64_t compute_ns = 0;        // median of that compute (0 = unknown)
+  int64_t next_start_ns = 0;     // predicted start of the next phase (0 = unknown)
+  int64_t comm_ns = 0;           // median duration of a phase
+  uint64_t bytes = 0;            // bytes moved in the last complete phase
+  uint32_t ops = 0;              // collectives in the last complete phase
+  double confidence = 0.0;       // 0..1: how regular the recent periods are
+  int64_t gap_threshold_ns = 0;  // a gap above this starts a phase
+  uint64_t first_key = 0;        // signature of a phase's first collective (0 = not settled)
+  int64_t merge_below_ns = 0;    // with first_key: a gap below this before another collective
+                                 // does not start a phase (0 = rule not in force)
 };
 
 class PhaseTracker {

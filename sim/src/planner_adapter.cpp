@@ -159,7 +159,8 @@ class PlannerScheduler final : public TimeScheduler {
       e.job.profile.period_ns = RoundUpToGrid(e.compute_ns + e.comm_ns);
     }
     if (jittery) {
-      e.job.profile.jitter_ns = std::min<std::int64_t>(std::llround(sigma), e.job.profile.period_ns);
+      e.job.profile.jitter_ns =
+          std::min<std::int64_t>(std::llround(sigma), e.job.profile.period_ns);
     }
     e.since_plan = 0;
     // Re-plan the job with its measured profile: it leaves and comes back (add_job), so that

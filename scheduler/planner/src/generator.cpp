@@ -55,8 +55,8 @@ Job draw_job(const GeneratorSpec& spec, Draw& d, JobId id) {
   job.profile.beta_bps = d.uniform() < spec.limited_beta_share
                              ? spec.node_uplink_bps * (0.25 + 0.35 * d.uniform())
                              : spec.node_uplink_bps;
-  job.profile.jitter_ns = static_cast<Nanos>(
-      spec.compute_jitter * static_cast<double>(period - job.profile.comm_ns));
+  job.profile.jitter_ns =
+      static_cast<Nanos>(spec.compute_jitter * static_cast<double>(period - job.profile.comm_ns));
   return job;
 }
 

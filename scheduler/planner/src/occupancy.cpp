@@ -7,10 +7,10 @@
 // Because the periods on a link nest (harmonic_periods.cpp), another job i with period T_i
 // forbids, for j, the open interval (φ_i − w, φ_i + w_i) folded modulo T when T divides T_i, and
 // T/T_i such intervals when T_i divides T. Here w is the width a window reserves: the
-// communication plus the minimum cushion after it (PlannerOptions::min_cushion_ns, jitter). The forbidden intervals of all links are collected,
-// sorted and merged; their complement is the set of free ranges. When rectangles can stack
-// (h_i + h_j ≤ B for some i), the link's load profile over its hyperperiod is swept instead and
-// the stretches where load > B − h_j are what is forbidden.
+// communication plus the minimum cushion after it (PlannerOptions::min_cushion_ns, jitter). The
+// forbidden intervals of all links are collected, sorted and merged; their complement is the set of
+// free ranges. When rectangles can stack (h_i + h_j ≤ B for some i), the link's load profile over
+// its hyperperiod is swept instead and the stretches where load > B − h_j are what is forbidden.
 //
 // Cost: with a arcs (intervals) on the job's links, O(a log a) per query.
 #include <algorithm>

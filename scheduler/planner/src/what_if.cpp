@@ -129,7 +129,7 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
     };
     bool gated = shape.links.empty();
     Nanos period = shape.P;  // crosses no link: ungated at its natural pace
-    if (!gated) {  // stage 1 as in first_fit, on the cached per-link free segments
+    if (!gated) {            // stage 1 as in first_fit, on the cached per-link free segments
       ws.candidate_periods(shape, periods);
       const Nanos bound = detail::stretch_bound(ws, shape);
       for (const Nanos t : periods) {

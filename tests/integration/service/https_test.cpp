@@ -178,8 +178,8 @@ TEST_F(SchedulerHttps, ClientCaMakesAClientCertificateMandatory) {
   // metronomectl over mutual TLS: with the CA and a client certificate it answers; without the
   // certificate the server refuses it (exit 1, the server could not be reached).
   const std::vector<std::string> ctl = {METRONOMECTL_BIN, "--server",
-                                        "https://127.0.0.1:" + std::to_string(s.port()),
-                                        "--cacert", pki.Crt("ca")};
+                                        "https://127.0.0.1:" + std::to_string(s.port()), "--cacert",
+                                        pki.Crt("ca")};
   std::vector<std::string> with_cert = ctl;
   with_cert.insert(with_cert.end(), {"--cert", pki.Crt("kube-scheduler"), "--key",
                                      pki.Key("kube-scheduler"), "status"});

@@ -48,8 +48,9 @@ TEST(Jitter, TheCushionGrowsWithTheJobsJitter) {
   EXPECT_GE(entry(plan, 1).late_slack_ns, 15 * kMs);
   // Two 40 ms windows with σ = 5 ms need 2·(40 + 15) = 110 ms: they no longer fit into 100 ms
   // side by side, so the second is not gated at 100 ms.
-  const Problem tight{testing::links(1), {with_jitter(job(1, 1, 100, 40, {0}), 5),
-                                          with_jitter(job(2, 0, 100, 40, {0}), 5)}};
+  const Problem tight{
+      testing::links(1),
+      {with_jitter(job(1, 1, 100, 40, {0}), 5), with_jitter(job(2, 0, 100, 40, {0}), 5)}};
   const Plan t = planner::plan(tight, o);
   EXPECT_FEASIBLE(tight, t);
   EXPECT_FALSE(entry(t, 1).best_effort);
@@ -75,8 +76,9 @@ TEST(Jitter, AGatedPeriodHasHeadroomForTheJitter) {
 }
 
 TEST(Jitter, CushionSwitchOffPacksWindowsWithNoLateSlack) {
-  const Problem p{testing::links(1), {with_jitter(job(1, 0, 100, 40, {0}), 2),
-                                      with_jitter(job(2, 0, 100, 50, {0}), 2)}};
+  const Problem p{
+      testing::links(1),
+      {with_jitter(job(1, 0, 100, 40, {0}), 2), with_jitter(job(2, 0, 100, 50, {0}), 2)}};
   PlannerOptions o;
   o.cushion = false;
   o.min_cushion_ns = 5 * kMs;  // ignored: the switch turns every cushion off
@@ -112,7 +114,6 @@ TEST(Jitter, NearlyEqualPeriodsShareTheLongerOne) {
   EXPECT_EQ(r.changed, std::vector<JobId>{1});
 }
 
-
 TEST(Jitter, JitterOutsideZeroToThePeriodIsRejected) {
   Problem p{testing::links(1), {testing::job(1, 0, 100, 40, {0})}};
   p.jobs[0].profile.jitter_ns = -1;
@@ -123,11 +124,11 @@ TEST(Jitter, JitterOutsideZeroToThePeriodIsRejected) {
   EXPECT_TRUE(validate(p).empty());
 }
 
-
 TEST(Jitter, TheHeadroomIsAWholePercentSoHarmonicPeriodsStayHarmonic) {
   // 123 ms and 246 ms with σ = 1.0 and 2.0 ms: headroom rounded up to 1 % of each, 124.23 ms
   // and 248.46 ms, still 1 : 2, so they interleave (their windows fit into 124.23 ms).
-  Problem p{testing::links(1), {testing::job(1, 0, 123, 23, {0}), testing::job(2, 0, 246, 46, {0})}};
+  Problem p{testing::links(1),
+            {testing::job(1, 0, 123, 23, {0}), testing::job(2, 0, 246, 46, {0})}};
   p.jobs[0].profile.jitter_ns = 1'000'000;
   p.jobs[1].profile.jitter_ns = 2'000'000;
   const Plan plan = planner::plan(p);
@@ -137,16 +138,14 @@ TEST(Jitter, TheHeadroomIsAWholePercentSoHarmonicPeriodsStayHarmonic) {
   EXPECT_FALSE(testing::entry(plan, 2).best_effort);
 }
 
-
 TEST(Jitter, PeriodsAreRoundedToAGridThatNeverCostsMoreThanOnePercent) {
   constexpr Nanos ms = testing::kMs;
-  EXPECT_EQ(round_up_period(250 * ms, ms), 250 * ms);        // already on the grid
-  EXPECT_EQ(round_up_period(250 * ms + 1, ms), 251 * ms);    // 1 ms grid from 100 ms up
-  EXPECT_EQ(round_up_period(14'720'000, ms), 14'800'000);    // 100 µs grid for 10–100 ms
-  EXPECT_EQ(round_up_period(1'234'567, ms), 1'240'000);      // 10 µs grid for 1–10 ms
-  EXPECT_EQ(round_up_period(123'456'789, 0), 123'456'789);   // no grid
+  EXPECT_EQ(round_up_period(250 * ms, ms), 250 * ms);       // already on the grid
+  EXPECT_EQ(round_up_period(250 * ms + 1, ms), 251 * ms);   // 1 ms grid from 100 ms up
+  EXPECT_EQ(round_up_period(14'720'000, ms), 14'800'000);   // 100 µs grid for 10–100 ms
+  EXPECT_EQ(round_up_period(1'234'567, ms), 1'240'000);     // 10 µs grid for 1–10 ms
+  EXPECT_EQ(round_up_period(123'456'789, 0), 123'456'789);  // no grid
 }
-
 
 TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
   Job a = testing::job(1, 0, 100, 40, {0});
@@ -168,9 +167,9 @@ TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
   EXPECT_EQ(testing::entry(plan, 1).offset_ns, alone.offset_ns);
 }
 
-
 TEST(Jitter, TheHeadroomIsNotAStretchTheNoStretchAblationForbids) {
-  Problem p{testing::links(1), {testing::job(1, 0, 100, 30, {0}), testing::job(2, 0, 100, 30, {0})}};
+  Problem p{testing::links(1),
+            {testing::job(1, 0, 100, 30, {0}), testing::job(2, 0, 100, 30, {0})}};
   for (Job& j : p.jobs) j.profile.jitter_ns = 2 * testing::kMs;
   PlannerOptions o;
   o.max_stretch = 1.0;
@@ -184,14 +183,13 @@ TEST(Jitter, TheHeadroomIsNotAStretchTheNoStretchAblationForbids) {
   EXPECT_EQ(testing::entry(again, 2).offset_ns, testing::entry(plan, 2).offset_ns);
 }
 
-
 TEST(BestEffort, AWindowThatCannotBeAimedIsNotHeld) {
   // 60 + 30 ms of windows every 100 ms leave 10 ms; the third job (40 ms every 137 ms) fits at
   // no period. Its period has nothing in common with 100 ms (gcd 1 ms): the other windows sweep
   // across any window it would get, so it drifts ungated instead of waiting for one.
-  const Problem p{testing::links(1), {testing::job(1, 2, 100, 60, {0}),
-                                      testing::job(2, 1, 100, 30, {0}),
-                                      testing::job(3, 0, 137, 40, {0})}};
+  const Problem p{testing::links(1),
+                  {testing::job(1, 2, 100, 60, {0}), testing::job(2, 1, 100, 30, {0}),
+                   testing::job(3, 0, 137, 40, {0})}};
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
   const JobPlan& low = testing::entry(plan, 3);

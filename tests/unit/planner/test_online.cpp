@@ -75,16 +75,17 @@ TEST(Replan, AHigherPriorityNewcomerLeavesTheLowPriorityJobGatedAtTheHarmonicHal
   // every 485 ms, job 3 (low) 23 ms every 228 ms; 1 ms jitter, so 3 ms reserved after each
   // window and periods of 489.85 ms (1 % headroom). 2 × (170 + 3) + 2 × (23 + 3) = 398 ms of
   // 489.85: job 3 fits gated at half of it, 244.925 ms (a 7 % stretch, far cheaper than its
-  // ungated bursts across the others' windows, counted twice for the higher priorities). Jobs 2 and 3 run; job 1 joins and the service re-plans with
-  // the current plan. Job 1 is packed against job 2's window, and two windows back to back
-  // cover the whole 242.5 ms circle: before the second admission after stage 3 the re-plan
-  // left job 3 best-effort, drifting, although adding it again gated it.
+  // ungated bursts across the others' windows, counted twice for the higher priorities). Jobs 2 and
+  // 3 run; job 1 joins and the service re-plans with the current plan. Job 1 is packed against job
+  // 2's window, and two windows back to back cover the whole 242.5 ms circle: before the second
+  // admission after stage 3 the re-plan left job 3 best-effort, drifting, although adding it again
+  // gated it.
   auto jittered = [](Job j) {
     j.profile.jitter_ns = 1 * kMs;
     return j;
   };
-  Problem p{testing::links(1), {jittered(job(2, 1, 485, 170, {0})),
-                                jittered(job(3, 0, 228, 23, {0}))}};
+  Problem p{testing::links(1),
+            {jittered(job(2, 1, 485, 170, {0})), jittered(job(3, 0, 228, 23, {0}))}};
   const Plan before = plan(p);
   EXPECT_FEASIBLE(p, before);
   ASSERT_FALSE(entry(before, 2).best_effort);

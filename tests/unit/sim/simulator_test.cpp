@@ -93,8 +93,8 @@ TEST(Simulator, TwoJobsWithMetronomeInterleave) {
 
 TEST(Simulator, NoCushionAblationLeavesNoLateSlack) {
   if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
-  const RunResult r = RunYaml(TwoRacks(2, "{compute_jitter: 0.02, clock_skew_us: 50}"),
-                              "metronome-no-cushion");
+  const RunResult r =
+      RunYaml(TwoRacks(2, "{compute_jitter: 0.02, clock_skew_us: 50}"), "metronome-no-cushion");
   const JobResult& j = r.jobs[0];  // finishes while the other still runs: its last timetable
   EXPECT_GT(j.window_ms, 0.0);
   EXPECT_LT(j.window_ms, j.period_ms);

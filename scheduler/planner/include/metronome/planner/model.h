@@ -61,7 +61,8 @@ struct Problem {
 [[nodiscard]] double priority_weight(int priority);
 
 // Checks a problem for inputs the planner cannot use (P ≤ 0, c < 0, c > P, β ≤ 0, jitter
-// outside [0, P], unknown node or link, duplicate job id). Returns one message per defect; empty means usable.
+// outside [0, P], unknown node or link, duplicate job id). Returns one message per defect; empty
+// means usable.
 [[nodiscard]] std::vector<std::string> validate(const Problem& problem);
 // The same checks for one job (all but the duplicate id), appended to `errors`.
 void validate_job(const Topology& topology, const Job& job, std::vector<std::string>& errors);

@@ -83,7 +83,7 @@ struct RegistryConfig {
 };
 
 struct PlanningConfig {
-  double min_confidence = 0.5;     // profiles below this confidence are not planned yet
+  double min_confidence = 0.5;  // profiles below this confidence are not planned yet
   // Fastest phase at ≥ this × capacity: the job saturates the link. Low, because a job is first
   // measured ungated, sharing the link: with three jobs on it, a saturating one sees ~1/3.
   double saturate_fraction = 0.3;

@@ -155,7 +155,7 @@ class Service {
   std::condition_variable plan_cv_;  // with mu_: pending_ or offline_result_ has work
   std::thread listener_thread_;
   std::condition_variable listener_cv_;  // with mu_: plan_version_ moved past notified_version_
-  int wake_fd_ = -1;                 // eventfd: the planning thread has pushes to send
+  int wake_fd_ = -1;                     // eventfd: the planning thread has pushes to send
   std::jthread offline_thread_;
   std::condition_variable_any offline_cv_;
   int64_t started_ns_ = 0;
