@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include <httplib.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -429,37 +431,25 @@ int FreePort() {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; i += 2) {
-    // A flag without its value falls through to the usage text.
-    const std::string k = i + 1 < argc ? argv[i] : "--help", v = i + 1 < argc ? argv[i + 1] : "";
-    if (k == "--clients")
-      o.clients = std::stoi(v);
-    else if (k == "--rate")
-      o.rate = std::stoi(v);
-    else if (k == "--duration")
-      o.duration_s = std::stoi(v);
-    else if (k == "--threads")
-      o.threads = std::stoi(v);
-    else if (k == "--ranks-per-job")
-      o.ranks_per_job = std::stoi(v);
-    else if (k == "--churn")
-      o.churn = std::stoi(v);
-    else if (k == "--endpoint")
-      o.endpoint = v;
-    else if (k == "--http")
-      o.http = v;
-    else if (k == "--scheduler")
-      o.scheduler = v;
-    else {
-      std::fprintf(stderr,
-                   "usage: %s [--clients N] [--rate HZ] [--duration S] [--threads T] "
-                   "[--ranks-per-job R] [--churn JOBS_PER_S] "
-                   "[--scheduler PATH | --endpoint tcp://.. --http H:P]\n",
-                   argv[0]);
-      return 2;
-    }
-  }
-  if (o.clients % o.ranks_per_job != 0 || o.clients <= 0 || o.rate <= 0 || o.threads <= 0) {
+  CLI::App app{"service_load_driver: metronome-scheduler under reporting clients (bounded)"};
+  app.add_option("--clients", o.clients, "protocol clients [2000]")->check(CLI::PositiveNumber);
+  app.add_option("--rate", o.rate, "reports per second per client [10]")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--duration", o.duration_s, "seconds of reporting [30]")
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--threads", o.threads, "client threads [4]")->check(CLI::Range(1, 64));
+  app.add_option("--ranks-per-job", o.ranks_per_job, "ranks per job [4]")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--churn", o.churn, "jobs replaced per second in the steady state [10]")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--scheduler", o.scheduler, "metronome-scheduler to start");
+  auto* endpoint_opt =
+      app.add_option("--endpoint", o.endpoint, "a running scheduler's ZeroMQ endpoint instead");
+  auto* http_opt = app.add_option("--http", o.http, "... and its HTTP HOST:PORT");
+  endpoint_opt->needs(http_opt);
+  http_opt->needs(endpoint_opt);
+  CLI11_PARSE(app, argc, argv);
+  if (o.clients % o.ranks_per_job != 0) {
     std::fprintf(stderr, "clients must be a positive multiple of ranks-per-job\n");
     return 2;
   }
