@@ -210,10 +210,8 @@ struct PlanningAdapter::Impl {
   // than a neighbour (compute noise) could otherwise only take twice the neighbour's period.
   static constexpr double kPeriodSnap = 0.01;
 
-  // Raises `job`'s period to the largest period within kPeriodSnap above it among the planned
-  // jobs that share a link with it. Returns those whose period lies within kPeriodSnap below
-  // the result: they must be raised to it too.
-  std::vector<pl::Job> SnapPeriod(pl::Job& job) const {
+  // The planned jobs (other than `job`) that share a link with it.
+  std::vector<pl::Job> Neighbours(const pl::Job& job) const {
     const auto mine = pl::job_links(online.topology(), job);
     const std::set<pl::LinkId> links(mine.begin(), mine.end());
     std::vector<pl::Job> neighbours;
@@ -226,6 +224,13 @@ struct PlanningAdapter::Impl {
         }
       }
     }
+    return neighbours;
+  }
+
+  // Raises `job`'s period to the largest period within kPeriodSnap above it among its
+  // neighbours. Returns those whose period lies within kPeriodSnap below the result, raised to
+  // it: they must be re-planned with it.
+  static std::vector<pl::Job> SnapPeriod(pl::Job& job, const std::vector<pl::Job>& neighbours) {
     const auto within = [](pl::Nanos low, pl::Nanos high) {
       return low <= high &&
              static_cast<double>(high) <= static_cast<double>(low) * (1 + kPeriodSnap);
@@ -246,17 +251,10 @@ struct PlanningAdapter::Impl {
     return raise;
   }
 
-  // Whether `job` has a higher priority than some other planned job that shares a link with it.
-  bool OutranksANeighbour(const pl::Job& job) const {
-    const auto mine = pl::job_links(online.topology(), job);
-    const std::set<pl::LinkId> links(mine.begin(), mine.end());
-    for (const pl::Job& other : online.jobs()) {
-      if (other.id == job.id || other.priority >= job.priority) continue;
-      for (const pl::LinkId l : pl::job_links(online.topology(), other)) {
-        if (links.count(l) != 0) return true;
-      }
-    }
-    return false;
+  // Whether `job` has a higher priority than one of its neighbours.
+  static bool Outranks(const pl::Job& job, const std::vector<pl::Job>& neighbours) {
+    return std::any_of(neighbours.begin(), neighbours.end(),
+                       [&](const pl::Job& n) { return n.priority < job.priority; });
   }
 
   pl::Job Checked(const PlanJob& j) const {
@@ -283,7 +281,7 @@ PlanningAdapter::~PlanningAdapter() = default;
 void PlanningAdapter::AddJob(const PlanJob& job) {
   const pl::Job pj = impl_->Checked(job);
   try {
-    if (impl_->OutranksANeighbour(pj)) {
+    if (Impl::Outranks(pj, impl_->Neighbours(pj))) {
       // A job that outranks one already planned on its links must not be fitted around it
       // (harmonized to its period, or pushed into its gaps): re-plan in priority order,
       // with the current plan as the running state, so that the lower-priority jobs move only
@@ -310,14 +308,15 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
   for (const auto& j : batch) {
     try {
       ok.push_back(impl_->Checked(j));
-      for (pl::Job& n : impl_->SnapPeriod(ok.back())) {
+      const std::vector<pl::Job> neighbours = impl_->Neighbours(ok.back());
+      for (pl::Job& n : Impl::SnapPeriod(ok.back(), neighbours)) {
         auto [it, fresh] = raised.emplace(n.id, n);
         if (!fresh) {
           it->second.profile.period_ns =
               std::max(it->second.profile.period_ns, n.profile.period_ns);
         }
       }
-      outranks = outranks || impl_->OutranksANeighbour(ok.back());
+      outranks = outranks || Impl::Outranks(ok.back(), neighbours);
     } catch (const PlanningError& e) {
       refused.emplace_back(j.id, e.what());
     }
