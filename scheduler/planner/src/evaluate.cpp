@@ -86,6 +86,31 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
   return memo.overload;
 }
 
+// The cushion of each gated job on a link shared by several, in link_jobs order: memoized
+// (Workspace::SlackMemo) by the link's windows, which are all that the query reads.
+const std::vector<Nanos>& link_slacks(const Workspace& ws, LinkId l) {
+  if (ws.slack_memo.size() < ws.topology.link_count()) {
+    ws.slack_memo.resize(ws.topology.link_count());
+  }
+  Workspace::SlackMemo& memo = ws.slack_memo[l];
+  const double capacity = ws.topology.link(l).capacity_bps;
+  static thread_local std::vector<Workspace::WindowKey> windows;
+  windows.clear();
+  for (const auto& o : ws.link_jobs[l]) {
+    const Slot& s = ws.slots[o.job];
+    const JobShape& shape = ws.jobs[o.job].shape;
+    windows.push_back({ws.jobs[o.job].job.id, s.period, s.offset, shape.w, shape.gap, o.height});
+  }
+  if (!memo.valid || memo.capacity != capacity || memo.windows != windows) {
+    memo.valid = true;
+    memo.capacity = capacity;
+    memo.windows = windows;
+    memo.slack.clear();
+    for (const auto& o : ws.link_jobs[l]) memo.slack.push_back(late_slack(ws, o.job, l));
+  }
+  return memo.slack;
+}
+
 // True when no other job on the job's links has a window: nobody there is gated, and the
 // best-effort jobs there (if any) drift ungated. Its own window would then protect nothing.
 bool alone(const Workspace& ws, std::uint32_t j) {
@@ -187,14 +212,16 @@ Plan evaluate(const Workspace& ws) {
     lp.best_effort_jobs = static_cast<std::uint32_t>(ws.link_best_effort[l].size());
     const double capacity = ws.topology.link(l).capacity_bps;
     lp.min_cushion_ns = -1;
-    for (const auto& o : occupants) {
+    const std::vector<Nanos>* slacks = occupants.size() > 1 ? &link_slacks(ws, l) : nullptr;
+    for (std::size_t k = 0; k < occupants.size(); ++k) {
+      const auto& o = occupants[k];
       const Slot& s = ws.slots[o.job];
       const JobShape& shape = ws.jobs[o.job].shape;
       lp.served_load +=
           static_cast<double>(shape.w) * o.height / (static_cast<double>(s.period) * capacity);
       Nanos gap = s.period - shape.w;
       if (occupants.size() > 1) {
-        gap = late_slack(ws, o.job, l);
+        gap = (*slacks)[k];
         shares[o.job] = 1;
         lp.min_cushion_ns = lp.min_cushion_ns < 0 ? gap : std::min(lp.min_cushion_ns, gap);
       }

@@ -116,7 +116,6 @@ void Workspace::place_gated(std::uint32_t j, Nanos period, Nanos offset) {
   s.state = SlotState::kGated;
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
-    profiles_[l].q = 0;
     link_jobs[l].push_back({j, shape.height[k]});
     auto& chain = chains[l];
     auto it = std::lower_bound(chain.begin(), chain.end(), std::pair<Nanos, int>{period, 0});
@@ -125,6 +124,7 @@ void Workspace::place_gated(std::uint32_t j, Nanos period, Nanos offset) {
     } else {
       chain.insert(it, {period, 1});
     }
+    update_profile(l, j, shape.height[k], +1.0);
   }
 }
 
@@ -142,12 +142,13 @@ void Workspace::unplace(std::uint32_t j) {
   Slot& s = slots[j];
   const JobShape& shape = jobs[j].shape;
   if (s.state == SlotState::kGated) {
-    for (const LinkId l : shape.links) {
-      profiles_[l].q = 0;
+    for (std::size_t k = 0; k < shape.links.size(); ++k) {
+      const LinkId l = shape.links[k];
       std::erase_if(link_jobs[l], [j](const Occupant& o) { return o.job == j; });
       auto& chain = chains[l];
       auto it = std::lower_bound(chain.begin(), chain.end(), std::pair<Nanos, int>{s.period, 0});
       if (it != chain.end() && it->first == s.period && --it->second == 0) chain.erase(it);
+      update_profile(l, j, shape.height[k], -1.0);
     }
   } else if (s.state == SlotState::kBestEffort) {
     for (const LinkId l : shape.links) std::erase(link_best_effort[l], j);
@@ -157,8 +158,70 @@ void Workspace::unplace(std::uint32_t j) {
 
 void Workspace::set_offset(std::uint32_t j, Nanos offset) {
   Slot& s = slots[j];
+  const JobShape& shape = jobs[j].shape;
+  for (std::size_t k = 0; k < shape.links.size(); ++k) {
+    update_profile(shape.links[k], j, shape.height[k], -1.0);
+  }
   s.offset = mod(offset, s.period);
-  for (const LinkId l : jobs[j].shape.links) profiles_[l].q = 0;
+  for (std::size_t k = 0; k < shape.links.size(); ++k) {
+    update_profile(shape.links[k], j, shape.height[k], +1.0);
+  }
+}
+
+// Appends job j's windows over [0, q) (its slot, each w + gap long) to events_ as a step
+// function: (instant, +height) where one opens, (instant, −height) where it closes.
+void Workspace::window_events(std::uint32_t j, double height, Nanos q) const {
+  const Slot& sj = slots[j];
+  const Nanos width = jobs[j].shape.w + jobs[j].shape.gap;
+  for (Nanos t = 0; t < q; t += sj.period) {
+    const Nanos a = mod(sj.offset + t, q);
+    const Nanos e = a + width;
+    events_.emplace_back(a, height);
+    if (e <= q) {
+      events_.emplace_back(e, -height);
+    } else {
+      events_.emplace_back(q, -height);
+      events_.emplace_back(0, height);
+      events_.emplace_back(e - q, -height);
+    }
+  }
+}
+
+void Workspace::add_windows(const Profile& in, std::uint32_t j, double height, Profile& out) const {
+  const Nanos q = in.q;
+  events_.clear();
+  window_events(j, height, q);
+  std::sort(events_.begin(), events_.end());
+  out.q = q;
+  out.seg.clear();
+  double base = 0.0;
+  double mine = 0.0;
+  std::size_t i = 0;  // next segment of `in`
+  std::size_t e = 0;  // next event of the job's windows
+  while (i < in.seg.size() || e < events_.size()) {
+    const Nanos at = std::min(i < in.seg.size() ? in.seg[i].first : q,
+                              e < events_.size() ? events_[e].first : q);
+    if (at >= q) break;
+    while (i < in.seg.size() && in.seg[i].first == at) base = in.seg[i++].second;
+    while (e < events_.size() && events_[e].first == at) mine += events_[e++].second;
+    if (!out.seg.empty() && out.seg.back().second == base + mine) continue;
+    out.seg.emplace_back(at, base + mine);
+  }
+}
+
+// Keeps a current profile current when job j's windows come (sign +1) or go (−1), rather than
+// rebuilding it at the next query: stage 3 slides jobs one at a time, and a rebuild sorts every
+// window of the link. A change of the link's hyperperiod makes it stale instead.
+void Workspace::update_profile(LinkId l, std::uint32_t j, double height, double sign) const {
+  Profile& prof = profiles_[l];
+  if (prof.q == 0) return;
+  if (prof.q != hyperperiod(l)) {
+    prof.q = 0;
+    return;
+  }
+  static thread_local Profile next;
+  add_windows(prof, j, sign * height, next);
+  std::swap(prof.seg, next.seg);
 }
 
 void Workspace::block(Nanos start, Nanos len, Nanos period, std::int32_t owner) const {
@@ -174,6 +237,25 @@ void Workspace::block(Nanos start, Nanos len, Nanos period, std::int32_t owner) 
     blocked_.push_back({s, period - 1, owner});
     blocked_.push_back({0, s + len - 1 - period, owner});
   }
+}
+
+const Workspace::Profile& Workspace::link_profile(LinkId l) const {
+  Profile& prof = profiles_[l];
+  const Nanos q = hyperperiod(l);
+  if (prof.q == q) return prof;
+  prof.q = q;
+  prof.seg.clear();
+  events_.clear();
+  for (const Occupant& o : link_jobs[l]) window_events(o.job, o.height, q);
+  std::sort(events_.begin(), events_.end());
+  double load = 0.0;
+  std::size_t i = 0;
+  while (i < events_.size()) {
+    const Nanos at = events_[i].first;
+    while (i < events_.size() && events_[i].first == at) load += events_[i++].second;
+    if (at < q) prof.seg.emplace_back(at, load);
+  }
+  return prof;
 }
 
 void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) const {
@@ -220,49 +302,35 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
     all_blocked_ = true;
     return;
   }
-  // The load profile of the link over Q (cached per link until its windows change, unless the
-  // job itself is on the link and must be left out).
-  bool self_here = false;
-  for (const Occupant& o : link_jobs[l])
-    self_here |= static_cast<std::int32_t>(o.job) == shape.self;
-  static thread_local Profile own;
-  Profile& prof = self_here ? own : profiles_[l];
-  if (self_here || prof.q != q) {
-    prof.q = q;
-    prof.seg.clear();
-    events_.clear();
-    for (const Occupant& o : link_jobs[l]) {
-      if (static_cast<std::int32_t>(o.job) == shape.self) continue;
-      const Slot& si = slots[o.job];
-      const Nanos wi = jobs[o.job].shape.w + jobs[o.job].shape.gap;
-      for (Nanos t = 0; t < q; t += si.period) {
-        const Nanos s = mod(si.offset + t, q);
-        const Nanos e = s + wi;
-        events_.emplace_back(s, o.height);
-        if (e <= q) {
-          events_.emplace_back(e, -o.height);
-        } else {
-          events_.emplace_back(q, -o.height);
-          events_.emplace_back(0, o.height);
-          events_.emplace_back(e - q, -o.height);
-        }
-      }
-    }
-    std::sort(events_.begin(), events_.end());
-    double load = 0.0;
-    std::size_t i = 0;
-    while (i < events_.size()) {
-      const Nanos at = events_[i].first;
-      while (i < events_.size() && events_[i].first == at) load += events_[i++].second;
-      if (at < q) prof.seg.emplace_back(at, load);
-    }
+  // The load profile of the link over its hyperperiod H, cached per link until its windows
+  // change; over Q it repeats Q/H times. A job on the link leaves its own windows out:
+  // subtracted from the cached profile (a merge of two sorted step functions) rather than a
+  // profile rebuilt per job, which made the cushions of a link with k jobs cost k sorts of all
+  // its windows.
+  const Profile& all = link_profile(l);
+  const Profile* use = &all;
+  std::int32_t self_job = kNoOwner;
+  for (const Occupant& o : link_jobs[l]) {
+    if (static_cast<std::int32_t>(o.job) == shape.self) self_job = shape.self;
   }
-  for (std::size_t i = 0; i < prof.seg.size(); ++i) {
-    const Nanos at = prof.seg[i].first;
-    const Nanos next = i + 1 < prof.seg.size() ? prof.seg[i + 1].first : q;
-    if (next > at && prof.seg[i].second > capacity - h + eps) {
-      block(at - w + 1, next - at + w - 1, period, kNoOwner);
-      if (all_blocked_) return;
+  static thread_local Profile own;
+  if (self_job != kNoOwner) {
+    double hs = 0.0;
+    for (const Occupant& o : link_jobs[l]) {
+      if (static_cast<std::int32_t>(o.job) == self_job) hs = o.height;
+    }
+    add_windows(all, static_cast<std::uint32_t>(self_job), -hs, own);
+    use = &own;
+  }
+  const Profile& prof = *use;
+  for (Nanos base = 0; base < q; base += h_link) {
+    for (std::size_t i = 0; i < prof.seg.size(); ++i) {
+      const Nanos at = prof.seg[i].first;
+      const Nanos next = i + 1 < prof.seg.size() ? prof.seg[i + 1].first : h_link;
+      if (next > at && prof.seg[i].second > capacity - h + eps) {
+        block(base + at - w + 1, next - at + w - 1, period, kNoOwner);
+        if (all_blocked_) return;
+      }
     }
   }
 }

@@ -184,6 +184,7 @@ void OnlinePlanner::plan_all(const std::vector<Job>& jobs, const Plan* current) 
   detail::require_valid(ws_->topology, jobs);
   auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
   fresh->contention_memo = std::move(ws_->contention_memo);  // keyed by inputs: still valid
+  fresh->slack_memo = std::move(ws_->slack_memo);
   detail::load_jobs(*fresh, jobs, current);
   detail::run_greedy(*fresh);
   ws_ = std::move(fresh);
@@ -193,6 +194,7 @@ void OnlinePlanner::adopt(const std::vector<Job>& jobs, const Plan& plan) {
   detail::require_valid(ws_->topology, jobs);
   auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
   fresh->contention_memo = std::move(ws_->contention_memo);  // keyed by inputs: still valid
+  fresh->slack_memo = std::move(ws_->slack_memo);
   detail::load_jobs(*fresh, jobs, &plan);
   std::vector<std::uint32_t> missing;
   for (std::uint32_t j = 0; j < fresh->jobs.size(); ++j) {
@@ -219,7 +221,6 @@ AddResult OnlinePlanner::add_job(const Job& job) {
   remove_job(job.id);
   const std::uint32_t j = ws.add_job(job);
   detail::place_job(ws, j);
-  AddResult result;
   std::vector<std::uint32_t> moved{j};
   if (ws.slots[j].state == detail::SlotState::kBestEffort) {
     // No free place. First, pack the job's equal- and lower-priority neighbours again with it.
@@ -248,6 +249,61 @@ AddResult OnlinePlanner::add_job(const Job& job) {
       }
     }
   }
+  return finish_add(j, moved);
+}
+
+AddResult OnlinePlanner::add_job_first(const Job& job) {
+  detail::require_valid(ws_->topology, {job});
+  Workspace& ws = *ws_;
+  remove_job(job.id);
+  const std::uint32_t j = ws.add_job(job);
+  // Its lower-priority neighbours leave its links, it takes its place among the jobs that
+  // outrank or equal it, and they come back around it (each where it ran, if still free).
+  std::vector<std::uint32_t> victims;
+  for (const LinkId l : ws.jobs[j].shape.links) {
+    for (const auto& o : ws.link_jobs[l]) {
+      if (ws.jobs[o.job].job.priority < job.priority) victims.push_back(o.job);
+    }
+    for (const std::uint32_t b : ws.link_best_effort[l]) {
+      if (ws.jobs[b].job.priority < job.priority) victims.push_back(b);
+    }
+  }
+  std::sort(victims.begin(), victims.end());
+  victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
+  for (const std::uint32_t v : victims) {
+    detail::mark_running(ws, v);
+    ws.unplace(v);
+  }
+  detail::place_job(ws, j);
+  std::vector<std::uint32_t> moved{j};
+  if (ws.slots[j].state == detail::SlotState::kBestEffort) {
+    // Its equals fill its links: pack them again with it, as add_job does.
+    std::vector<std::uint32_t> repacked = detail::repack_around(ws, j);
+    if (ws.slots[j].state == detail::SlotState::kGated) {
+      moved.insert(moved.end(), repacked.begin(), repacked.end());
+    }
+  }
+  const std::vector<std::uint32_t> order = detail::placement_order(ws, victims);
+  for (const std::uint32_t v : order) {
+    if (detail::place_job(ws, v)) moved.push_back(v);
+  }
+  if (ws.options.cushion) {
+    // As in plan(): once stage 3 has spread the cushions, a neighbour left best-effort may fit.
+    detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
+    for (const std::uint32_t v : order) {
+      if (ws.slots[v].state != detail::SlotState::kBestEffort) continue;
+      detail::place_job(ws, v);
+      if (ws.slots[v].state == detail::SlotState::kGated) moved.push_back(v);
+    }
+  }
+  return finish_add(j, moved);
+}
+
+// The end of an addition: cushions spread around the jobs that moved, best-effort windows that
+// they now hit re-aimed, and the result.
+AddResult OnlinePlanner::finish_add(std::uint32_t j, const std::vector<std::uint32_t>& moved) {
+  Workspace& ws = *ws_;
+  AddResult result;
   detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
   // Best-effort windows that the new or moved windows now hit are re-aimed; the others stay.
   std::vector<std::uint32_t> moved_sorted = moved;

@@ -128,6 +128,23 @@ class Workspace {
   };
   mutable std::vector<ContentionMemo> contention_memo;
 
+  // evaluate()'s memo of each shared link's cushions (late slack of each gated job on it): they
+  // depend on the link's gated windows alone, and a change touches a few links, while the
+  // free-range query behind each cushion dominated a snapshot of hundreds of jobs.
+  struct WindowKey {
+    JobId job;  // not the index: a rebuilt workspace (adopt, plan_all) keeps the memo valid
+    Nanos period, offset, w, gap;
+    double height;
+    bool operator==(const WindowKey&) const = default;
+  };
+  struct SlackMemo {
+    bool valid = false;
+    double capacity = 0.0;
+    std::vector<WindowKey> windows;  // the link's gated jobs, in link_jobs order
+    std::vector<Nanos> slack;        // per gated job, same order
+  };
+  mutable std::vector<SlackMemo> slack_memo;
+
  private:
   struct Blocked {
     Nanos lo;
@@ -144,6 +161,13 @@ class Workspace {
     std::vector<std::pair<Nanos, double>> seg;
   };
   mutable std::vector<Profile> profiles_;
+  // The link's load over its hyperperiod from all its gated windows (profiles_[l], rebuilt when
+  // stale).
+  const Profile& link_profile(LinkId l) const;
+  void window_events(std::uint32_t j, double height, Nanos q) const;
+  // out = in + job j's windows (its slot, width w + gap) at `height` (negative: taken out).
+  void add_windows(const Profile& in, std::uint32_t j, double height, Profile& out) const;
+  void update_profile(LinkId l, std::uint32_t j, double height, double sign) const;
 };
 
 // Nanos helpers. lcm_capped returns 0 when the result would exceed kMaxHyperperiod.

@@ -1,6 +1,8 @@
 // Re-planning with the current plan as input, and the stateful online planner.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "metronome/planner/planner.h"
 #include "test_util.h"
 
@@ -149,6 +151,65 @@ TEST(OnlinePlanner, AddJobThatOutranksMakesRoomByMovingLowerPriorities) {
   int best_effort = 0;
   for (const JobPlan& e : after.jobs) best_effort += e.best_effort ? 1 : 0;
   EXPECT_EQ(best_effort, 1);  // one of the three low-priority jobs gives way
+}
+
+// A newcomer that outranks the job on its link is placed as if that job were not there: at its
+// natural period (150 ms and 100 ms windows of 50 and 40 ms cannot both be gated at those
+// periods: gcd 50 ms); the lower-priority job is placed again around it. A job on another link
+// does not move.
+TEST(OnlinePlanner, AddJobFirstGivesTheNewcomerFirstPickOnItsLinksOnly) {
+  OnlinePlanner planner(testing::links(2));
+  planner.add_job(job(1, 0, 100, 50, {0}));
+  planner.add_job(job(2, 0, 120, 30, {1}));
+  const Plan before = planner.snapshot();
+  const AddResult r = planner.add_job_first(job(3, 5, 150, 40, {0}));
+  const Plan after = planner.snapshot();
+  EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), after);
+  EXPECT_FALSE(r.job.best_effort);
+  EXPECT_EQ(entry(after, 3).period_ns, 150 * kMs);
+  EXPECT_FALSE(entry(after, 1).best_effort);  // stretched to take turns with it
+  EXPECT_GT(entry(after, 1).period_ns, 100 * kMs);
+  EXPECT_EQ(entry(after, 2).offset_ns, entry(before, 2).offset_ns);
+  EXPECT_EQ(entry(after, 2).period_ns, entry(before, 2).period_ns);
+}
+
+// Link load profiles are kept up to date job by job (place, unplace, slide) rather than rebuilt;
+// after a long random sequence of additions and removals on stacking links (rectangles lower
+// than the link), every cushion and slowdown must equal that of the same plan loaded afresh.
+TEST(OnlinePlanner, IncrementallyKeptLinkProfilesAgreeWithFreshOnes) {
+  std::mt19937_64 rng(7);
+  OnlinePlanner planner(testing::links(3));
+  const Nanos periods[] = {100, 150, 200, 300};
+  JobId next = 1;
+  std::vector<JobId> live;
+  for (int step = 0; step < 200; ++step) {
+    if (live.size() > 4 && rng() % 3 == 0) {
+      const std::size_t k = rng() % live.size();
+      planner.remove_job(live[k]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      continue;
+    }
+    const auto link = static_cast<LinkId>(rng() % 3);
+    const Job j =
+        job(next, static_cast<int>(rng() % 3), periods[rng() % 4],
+            static_cast<Nanos>(5 + rng() % 20), {link}, 0.3 + 0.1 * static_cast<double>(rng() % 5));
+    if (rng() % 2 == 0) {
+      planner.add_job(j);
+    } else {
+      planner.add_job_first(j);
+    }
+    live.push_back(next++);
+  }
+  const Plan kept = planner.snapshot();
+  OnlinePlanner fresh(planner.topology());
+  fresh.adopt(planner.jobs(), kept);
+  const Plan again = fresh.snapshot();
+  EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), kept);
+  ASSERT_EQ(again.jobs.size(), kept.jobs.size());
+  for (const JobPlan& e : kept.jobs) {
+    EXPECT_EQ(entry(again, e.id).late_slack_ns, e.late_slack_ns) << e.id;
+    EXPECT_EQ(entry(again, e.id).predicted_slowdown, e.predicted_slowdown) << e.id;
+  }
 }
 
 TEST(OnlinePlanner, RemoveJobLetsABestEffortJobIn) {

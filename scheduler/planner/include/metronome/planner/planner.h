@@ -58,6 +58,11 @@ class OnlinePlanner {
   // Adds one job without re-planning the rest: it takes a free place if there is one; if not
   // and it outranks jobs on its links, those lower-priority jobs are re-placed around it.
   AddResult add_job(const Job& job);
+  // Adds one job before its lower-priority neighbours: they leave its links, it is placed
+  // among the jobs that outrank or equal it, and they are placed again around it, each where
+  // it ran if that place is still free. Only the job's links are re-planned; jobs elsewhere
+  // stay still.
+  AddResult add_job_first(const Job& job);
   // Removes a job; the others stay still; best-effort or stretched jobs on its links are
   // re-examined (they may now fit or shrink their period).
   void remove_job(JobId id);
@@ -70,6 +75,8 @@ class OnlinePlanner {
   [[nodiscard]] const detail::Workspace& workspace() const { return *ws_; }
 
  private:
+  AddResult finish_add(std::uint32_t j, const std::vector<std::uint32_t>& moved);
+
   std::unique_ptr<detail::Workspace> ws_;
 };
 
