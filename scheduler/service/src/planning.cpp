@@ -154,57 +154,6 @@ struct PlanningAdapter::Impl {
     return *evaluated;
   }
 
-  // The jobs of `all` that share a link with one of `seeds`, directly or through other jobs:
-  // the part of the plan that re-planning for the seeds can change. The rest crosses none of
-  // its links and keeps its place whatever the seeds do.
-  static std::vector<pl::Job> Component(const pl::Topology& topology,
-                                        const std::vector<pl::Job>& all,
-                                        const std::set<uint64_t>& seeds) {
-    std::vector<size_t> parent(all.size());
-    for (size_t i = 0; i < parent.size(); ++i) parent[i] = i;
-    auto root = [&](size_t i) {
-      while (parent[i] != i) i = parent[i] = parent[parent[i]];
-      return i;
-    };
-    std::unordered_map<pl::LinkId, size_t> first_on_link;
-    for (size_t i = 0; i < all.size(); ++i) {
-      for (const pl::LinkId l : pl::job_links(topology, all[i])) {
-        const auto [it, fresh] = first_on_link.emplace(l, i);
-        if (!fresh) parent[root(i)] = root(it->second);
-      }
-    }
-    std::set<size_t> roots;
-    for (size_t i = 0; i < all.size(); ++i) {
-      if (seeds.count(all[i].id) != 0) roots.insert(root(i));
-    }
-    std::vector<pl::Job> part;
-    for (size_t i = 0; i < all.size(); ++i) {
-      if (roots.count(root(i)) != 0) part.push_back(all[i]);
-    }
-    return part;
-  }
-
-  // Re-plans `all` (the planner's jobs with the seeds added or replaced) in priority order with
-  // the current plan as the running state, but only the seeds' component (Component() above):
-  // on a large cluster one newcomer must not cost a plan of every job.
-  void ReplanAround(const std::vector<pl::Job>& all, const std::set<uint64_t>& seeds,
-                    uint64_t generation) {
-    const pl::Plan& current = Current(generation);
-    std::vector<pl::Job> part = Component(online.topology(), all, seeds);
-    if (part.size() == all.size()) {
-      online.plan_all(all, &current);
-      return;
-    }
-    pl::Problem problem;
-    problem.topology = online.topology();
-    problem.jobs = std::move(part);
-    const pl::Plan sub = pl::plan(problem, options, &current);
-    pl::Plan merged = current;
-    std::erase_if(merged.jobs, [&](const pl::JobPlan& j) { return sub.find(j.id) != nullptr; });
-    merged.jobs.insert(merged.jobs.end(), sub.jobs.begin(), sub.jobs.end());
-    online.adopt(all, merged);
-  }
-
   // Jobs whose periods on shared links are within kPeriodSnap of each other are planned at one
   // period, the largest: interleaving needs harmonic periods, and a job measured 0.2 % slower
   // than a neighbour (compute noise) could otherwise only take twice the neighbour's period.
@@ -279,75 +228,60 @@ PlanningAdapter::PlanningAdapter(const TopologyConfig& topology, const PlanningC
 PlanningAdapter::~PlanningAdapter() = default;
 
 void PlanningAdapter::AddJob(const PlanJob& job) {
-  const pl::Job pj = impl_->Checked(job);
-  try {
-    if (Impl::Outranks(pj, impl_->Neighbours(pj))) {
-      // A job that outranks one already planned on its links must not be fitted around it
-      // (harmonized to its period, or pushed into its gaps): re-plan in priority order,
-      // with the current plan as the running state, so that the lower-priority jobs move only
-      // where the newcomer needs their place.
-      std::vector<pl::Job> jobs = impl_->online.jobs();
-      std::erase_if(jobs, [&](const pl::Job& j) { return j.id == pj.id; });
-      jobs.push_back(pj);
-      impl_->ReplanAround(jobs, {pj.id}, generation_);
-    } else {
-      (void)impl_->online.add_job(pj);
-    }
-  } catch (const std::invalid_argument& e) {
-    throw PlanningError("job " + job.name + ": " + e.what());
-  }
-  ++generation_;
+  const auto refused = AddJobs({job});
+  if (!refused.empty()) throw PlanningError(refused.front().second);
 }
 
 std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
     const std::vector<PlanJob>& batch) {
   std::vector<std::pair<uint64_t, std::string>> refused;
-  std::vector<pl::Job> ok;
-  bool outranks = false;
+  struct Add {
+    pl::Job job;
+    bool first = false;  // outranks a planned neighbour: placed before it (add_job_first)
+    std::string name;
+  };
+  std::vector<Add> adds;
   std::map<uint64_t, pl::Job> raised;  // planned neighbours whose period must follow a newcomer's
   for (const auto& j : batch) {
     try {
-      ok.push_back(impl_->Checked(j));
-      const std::vector<pl::Job> neighbours = impl_->Neighbours(ok.back());
-      for (pl::Job& n : Impl::SnapPeriod(ok.back(), neighbours)) {
+      Add a{impl_->Checked(j), false, j.name};
+      const std::vector<pl::Job> neighbours = impl_->Neighbours(a.job);
+      for (pl::Job& n : Impl::SnapPeriod(a.job, neighbours)) {
         auto [it, fresh] = raised.emplace(n.id, n);
         if (!fresh) {
           it->second.profile.period_ns =
               std::max(it->second.profile.period_ns, n.profile.period_ns);
         }
       }
-      outranks = outranks || Impl::Outranks(ok.back(), neighbours);
+      a.first = Impl::Outranks(a.job, neighbours);
+      adds.push_back(std::move(a));
     } catch (const PlanningError& e) {
       refused.emplace_back(j.id, e.what());
     }
   }
-  if (ok.empty()) return refused;
+  // A raised neighbour is placed again at its new period, as a newcomer.
   for (auto& [id, n] : raised) {
     const bool in_batch =
-        std::any_of(ok.begin(), ok.end(), [&](const pl::Job& j) { return j.id == id; });
-    if (!in_batch) ok.push_back(n);
+        std::any_of(adds.begin(), adds.end(), [&](const Add& a) { return a.job.id == id; });
+    if (!in_batch) adds.push_back({n, false, "id " + std::to_string(id)});
   }
-  // A raised neighbour is re-planned with the newcomer, running jobs keeping their places.
-  outranks = outranks || !raised.empty();
-  try {
-    if (ok.size() == 1 && !outranks) {
-      (void)impl_->online.add_job(ok.front());
-    } else if (outranks) {
-      // As in AddJob, but one re-plan for the whole batch (a burst of joins after a restart
-      // costs one plan, not one per job).
-      std::set<uint64_t> ids;
-      for (const auto& j : ok) ids.insert(j.id);
-      std::vector<pl::Job> jobs = impl_->online.jobs();
-      std::erase_if(jobs, [&](const pl::Job& j) { return ids.count(j.id) != 0; });
-      jobs.insert(jobs.end(), ok.begin(), ok.end());
-      impl_->ReplanAround(jobs, ids, generation_);
-    } else {
-      for (const auto& j : ok) (void)impl_->online.add_job(j);
+  // Highest priority first, so that a newcomer is never fitted around a lower-priority one
+  // from the same batch. Only the jobs on each newcomer's links are re-planned: on a large
+  // cluster one join must not cost a plan of every job.
+  std::stable_sort(adds.begin(), adds.end(),
+                   [](const Add& x, const Add& y) { return x.job.priority > y.job.priority; });
+  for (const Add& a : adds) {
+    try {
+      if (a.first) {
+        (void)impl_->online.add_job_first(a.job);
+      } else {
+        (void)impl_->online.add_job(a.job);
+      }
+    } catch (const std::invalid_argument& e) {
+      refused.emplace_back(a.job.id, "job " + a.name + ": " + e.what());
     }
-  } catch (const std::invalid_argument& e) {
-    for (const auto& j : ok) refused.emplace_back(j.id, e.what());
   }
-  ++generation_;
+  if (!adds.empty()) ++generation_;
   return refused;
 }
 

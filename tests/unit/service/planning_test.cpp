@@ -93,44 +93,35 @@ TEST(PlanningAdapter, ExplicitTopologyAndBetaFromBytes) {
   EXPECT_FALSE(Find(s, 2).best_effort);
 }
 
-// An outranking newcomer is planned with the jobs that share its links (transitively), not with
-// the whole cluster, and that part is merged back: jobs elsewhere keep their places and
-// cushions, and the newcomer's part is the plan it would get if the rest did not exist. (That
-// the smaller re-plan is cheaper is measured by service_load_driver, not asserted here.)
-TEST(PlanningAdapter, OutrankingNewcomerComponentPlanMatchesThatPartAloneAndKeepsTheRest) {
+// An outranking newcomer re-plans its own links only: it takes first pick among the jobs there,
+// the lower-priority ones are placed again around it, and jobs elsewhere keep their places and
+// cushions. (That this is cheaper than a re-plan of the cluster is measured by
+// bench_planning_adapter, not asserted here.)
+TEST(PlanningAdapter, OutrankingNewcomerTakesFirstPickOnItsLinksAndTheRestStays) {
   TopologyConfig t;
   t.racks.push_back({"r0", 1e9, {{"n0", 1e9}, {"n1", 1e9}}});
   t.racks.push_back({"r1", 1e9, {{"n2", 1e9}, {"n3", 1e9}}});
-  PlanningAdapter whole(t, {});
-  PlanningAdapter alone(t, {});
-  for (PlanningAdapter* p : {&whole, &alone}) {
-    p->AddJob(Job(1, {"n0", "n1"}, 100 * kMs, 30 * kMs, 0));
-    p->AddJob(Job(2, {"n0", "n1"}, 150 * kMs, 30 * kMs, 0));
-  }
-  whole.AddJob(Job(3, {"n2", "n3"}, 100 * kMs, 40 * kMs, 0));
-  whole.AddJob(Job(4, {"n2", "n3"}, 120 * kMs, 40 * kMs, 0));
-  const PlanSummary before = whole.Summary();
-
-  // Job 5 outranks jobs 1 and 2 on rack r0's nodes.
-  const PlanJob newcomer = Job(5, {"n0", "n1"}, 100 * kMs, 30 * kMs, 5);
-  whole.AddJobs({newcomer});
-  alone.AddJobs({newcomer});
-  const PlanSummary after = whole.Summary();
-  const PlanSummary reference = alone.Summary();
+  PlanningAdapter p(t, {});
+  p.AddJob(Job(1, {"n0", "n1"}, 100 * kMs, 30 * kMs, 0));
+  p.AddJob(Job(2, {"n0", "n1"}, 150 * kMs, 30 * kMs, 0));
+  p.AddJob(Job(3, {"n2", "n3"}, 100 * kMs, 40 * kMs, 0));
+  p.AddJob(Job(4, {"n2", "n3"}, 120 * kMs, 40 * kMs, 0));
+  const PlanSummary before = p.Summary();
+  // Job 5 outranks jobs 1 and 2 on rack r0's nodes and wants the window job 1 holds.
+  PlanningAdapter first_alone(t, {});
+  first_alone.AddJob(Job(5, {"n0", "n1"}, 100 * kMs, 30 * kMs, 5));
+  p.AddJobs({Job(5, {"n0", "n1"}, 100 * kMs, 30 * kMs, 5)});
+  const PlanSummary after = p.Summary();
   for (uint64_t id : {3u, 4u}) {
     EXPECT_EQ(Find(after, id).period_ns, Find(before, id).period_ns) << id;
     EXPECT_EQ(Find(after, id).offset_ns, Find(before, id).offset_ns) << id;
     EXPECT_EQ(Find(after, id).late_slack_ns, Find(before, id).late_slack_ns) << id;
   }
-  for (uint64_t id : {1u, 2u, 5u}) {
-    EXPECT_EQ(Find(after, id).best_effort, Find(reference, id).best_effort) << id;
-    EXPECT_EQ(Find(after, id).period_ns, Find(reference, id).period_ns) << id;
-    EXPECT_EQ(Find(after, id).offset_ns, Find(reference, id).offset_ns) << id;
-    EXPECT_EQ(Find(after, id).window_ns, Find(reference, id).window_ns) << id;
-  }
-  // The newcomer got first pick: gated at (about) its natural period.
+  // The newcomer got first pick: the period it would get alone, gated.
   EXPECT_FALSE(Find(after, 5).best_effort);
-  EXPECT_LE(Find(after, 5).period_ns, 110 * kMs);
+  EXPECT_EQ(Find(after, 5).period_ns, Find(first_alone.Summary(), 5).period_ns);
+  // Its lower-priority neighbours are still planned, around it.
+  for (uint64_t id : {1u, 2u}) EXPECT_FALSE(Find(after, id).best_effort) << id;
 }
 
 TEST(PlanningAdapter, InvalidJobIsRefusedWithAReason) {

@@ -96,8 +96,9 @@ class PlanningAdapter {
   // jobs still unless moving pays. Each bumps generation().
   void AddJob(const PlanJob& job);
   void RemoveJob(uint64_t id);
-  // Adds or re-places several jobs at once (one full re-plan when any of them outranks a
-  // planned neighbour). Returns the jobs refused, with the reason; the others are planned.
+  // Adds or re-places several jobs at once, highest priority first; one that outranks a
+  // planned neighbour is placed before it (the neighbours on its links are placed again around
+  // it). Returns the jobs refused, with the reason; the others are planned.
   std::vector<std::pair<uint64_t, std::string>> AddJobs(const std::vector<PlanJob>& batch);
   void ReplanAll(const std::vector<PlanJob>& jobs);
   bool Contains(uint64_t id) const;

@@ -1,0 +1,96 @@
+// The scheduler's planning round on a 512-node cluster (64 racks × 8 nodes, 100 Gb/s node
+// uplinks, 400 Gb/s rack uplinks), as the planning thread runs it when a job is replaced: the
+// leaver removed, the newcomer added, the plan summarized for the pushes. The argument is the
+// number of planned jobs (4 ranks each, priorities 0–2, profiles as the load driver reports
+// them): a newcomer that outranks a neighbour re-plans its component (PlanningAdapter).
+//
+//   BM_ReplaceJob/apart/N   jobs on 4 consecutive nodes of one rack: no link is shared (the
+//                           load driver's layout)
+//   BM_ReplaceJob/spread/N  jobs on 4 nodes of 4 racks: rack uplinks carry many jobs each
+//   BM_Summary/spread/N     Summary() alone after a change (what every push waits for)
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <string>
+
+#include "metronome/service/config.hpp"
+#include "metronome/service/planning.hpp"
+
+namespace ms = metronome::service;
+
+namespace {
+
+constexpr int kRacks = 64;
+constexpr int kNodesPerRack = 8;
+
+ms::TopologyConfig Topology() {
+  ms::TopologyConfig t;
+  t.two_tier = ms::TopologyConfig::TwoTier{kRacks, kNodesPerRack, 100e9 / 8, 400e9 / 8};
+  return t;
+}
+
+std::string Node(int n) {
+  n %= kRacks * kNodesPerRack;
+  char name[32];
+  std::snprintf(name, sizeof name, "r%dn%d", n / kNodesPerRack, n % kNodesPerRack);
+  return name;
+}
+
+// Job `id` (1-based) as the load driver's rank 0 reports it: period 200–400 ms, 20 ms phases.
+ms::PlanJob Job(uint64_t id, bool spread) {
+  ms::PlanJob j;
+  j.id = id;
+  j.name = std::to_string(id);
+  j.priority = static_cast<int>((id * 7919) % 3);  // 0–2, mixed among neighbours
+  const int i = static_cast<int>(id % 500);
+  for (int r = 0; r < 4; ++r) {
+    j.nodes.push_back(spread ? Node(r * kNodesPerRack * 16 + i) : Node(i * 4 + r));
+  }
+  j.period_ns = 200'000'000 + static_cast<int64_t>(id % 5) * 50'000'000;
+  j.comm_ns = 20'000'000;
+  return j;
+}
+
+void ReplaceJob(benchmark::State& state, bool spread, bool summary_only) {
+  const auto n = static_cast<uint64_t>(state.range(0));
+  ms::PlanningAdapter adapter(Topology(), ms::PlanningConfig{});
+  std::vector<ms::PlanJob> all;
+  for (uint64_t id = 1; id <= n; ++id) all.push_back(Job(id, spread));
+  (void)adapter.AddJobs(all);
+  (void)adapter.Summary();
+  uint64_t next = n + 1;
+  for (auto _ : state) {
+    // The newcomer takes the leaver's place (its nodes and profile), as under churn.
+    const uint64_t leaver = next - n;
+    if (summary_only) state.PauseTiming();
+    adapter.RemoveJob(leaver);
+    ms::PlanJob fresh = Job(leaver, spread);
+    fresh.id = next++;
+    (void)adapter.AddJobs({fresh});
+    if (summary_only) state.ResumeTiming();
+    benchmark::DoNotOptimize(adapter.Summary());
+  }
+}
+
+void BM_ReplaceJob_apart(benchmark::State& s) {
+  ReplaceJob(s, false, false);
+}
+void BM_ReplaceJob_spread(benchmark::State& s) {
+  ReplaceJob(s, true, false);
+}
+void BM_Summary_spread(benchmark::State& s) {
+  ReplaceJob(s, true, true);
+}
+
+}  // namespace
+
+BENCHMARK(BM_ReplaceJob_apart)
+    ->Name("BM_ReplaceJob/apart")
+    ->Arg(500)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ReplaceJob_spread)
+    ->Name("BM_ReplaceJob/spread")
+    ->Arg(500)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Summary_spread)->Name("BM_Summary/spread")->Arg(500)->Unit(benchmark::kMicrosecond);
+BENCHMARK_MAIN();
