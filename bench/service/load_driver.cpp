@@ -60,6 +60,7 @@ struct Options {
   int threads = 4;
   int ranks_per_job = 4;
   int churn = 10;        // jobs replaced per second in the steady state
+  bool spread = false;   // each job's ranks on different racks (rack uplinks shared)
   std::string endpoint;  // empty: start our own scheduler
   std::string http;
   std::string scheduler = METRONOME_SCHEDULER_BIN;
@@ -153,8 +154,10 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       c.socket->connect(endpoint);
       c.job = Name("load-%d", job_id);
       c.rank = static_cast<uint32_t>(r);
-      // Ranks of a job on consecutive nodes of the 512-node tree (racks of 8).
-      const int node = (job_id * o.ranks_per_job + r) % 512;
+      // Ranks of a job on consecutive nodes of the 512-node tree (racks of 8): its traffic
+      // stays under one rack switch. Spread: rank r on rack 16r + job/8 (mod 64), so every job
+      // crosses rack uplinks, each shared by dozens of jobs of different periods.
+      const int node = o.spread ? (r * 128 + job_id) % 512 : (job_id * o.ranks_per_job + r) % 512;
       c.node = Name("r%dn%d", node / 8, node % 8);
       job_list[j].ranks.push_back(clients.size());
       clients.push_back(std::move(c));
@@ -442,6 +445,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--churn", o.churn, "jobs replaced per second in the steady state [10]")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--spread", o.spread,
+               "each job's ranks on different racks (rack uplinks shared by many jobs)");
   app.add_option("--scheduler", o.scheduler, "metronome-scheduler to start");
   auto* endpoint_opt =
       app.add_option("--endpoint", o.endpoint, "a running scheduler's ZeroMQ endpoint instead");
@@ -543,8 +548,9 @@ int main(int argc, char** argv) {
 
   std::printf(
       "\nmetronome-scheduler load: %d clients (%d jobs x %d ranks) on %d threads, %d "
-      "reports/s each for %d s, two-tier topology 64x8\n",
-      o.clients, jobs, o.ranks_per_job, o.threads, o.rate, o.duration_s);
+      "reports/s each for %d s, two-tier topology 64x8, %s\n",
+      o.clients, jobs, o.ranks_per_job, o.threads, o.rate, o.duration_s,
+      o.spread ? "jobs across racks (--spread)" : "jobs within racks");
   std::printf("%-34s %12s %12s\n", "accounting", "clients", "scheduler");
   std::printf("%-34s %12llu %12.0f\n", "hellos sent / received",
               static_cast<unsigned long long>(total.hellos), sched_hellos);

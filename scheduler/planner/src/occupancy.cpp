@@ -303,33 +303,47 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
     return;
   }
   // The load profile of the link over its hyperperiod H, cached per link until its windows
-  // change; over Q it repeats Q/H times. A job on the link leaves its own windows out:
-  // subtracted from the cached profile (a merge of two sorted step functions) rather than a
-  // profile rebuilt per job, which made the cushions of a link with k jobs cost k sorts of all
-  // its windows.
-  const Profile& all = link_profile(l);
-  const Profile* use = &all;
-  std::int32_t self_job = kNoOwner;
+  // change; over Q it repeats Q/H times. A job on the link leaves its own windows out: they are
+  // subtracted on the fly (its window at an instant is a modulo), where a profile rebuilt per
+  // query made the cushions of a link with k jobs cost k sorts of all its windows.
+  const Profile& prof = link_profile(l);
+  bool self_here = false;
+  double self_height = 0.0;
   for (const Occupant& o : link_jobs[l]) {
-    if (static_cast<std::int32_t>(o.job) == shape.self) self_job = shape.self;
-  }
-  static thread_local Profile own;
-  if (self_job != kNoOwner) {
-    double hs = 0.0;
-    for (const Occupant& o : link_jobs[l]) {
-      if (static_cast<std::int32_t>(o.job) == self_job) hs = o.height;
+    if (static_cast<std::int32_t>(o.job) == shape.self) {
+      self_here = true;
+      self_height = o.height;
     }
-    add_windows(all, static_cast<std::uint32_t>(self_job), -hs, own);
-    use = &own;
   }
-  const Profile& prof = *use;
+  const Slot* self_slot = self_here ? &slots[static_cast<std::uint32_t>(shape.self)] : nullptr;
+  const Nanos self_width = self_here ? jobs[static_cast<std::uint32_t>(shape.self)].shape.w +
+                                           jobs[static_cast<std::uint32_t>(shape.self)].shape.gap
+                                     : 0;
+  // Forbids the offsets whose window would meet [at, next) if the load there is too high.
+  const auto check = [&](Nanos base, Nanos at, Nanos next, double load) {
+    if (next > at && load > capacity - h + eps) {
+      block(base + at - w + 1, next - at + w - 1, period, kNoOwner);
+    }
+    return all_blocked_;
+  };
   for (Nanos base = 0; base < q; base += h_link) {
     for (std::size_t i = 0; i < prof.seg.size(); ++i) {
       const Nanos at = prof.seg[i].first;
       const Nanos next = i + 1 < prof.seg.size() ? prof.seg[i + 1].first : h_link;
-      if (next > at && prof.seg[i].second > capacity - h + eps) {
-        block(base + at - w + 1, next - at + w - 1, period, kNoOwner);
-        if (all_blocked_) return;
+      const double load = prof.seg[i].second;
+      if (!self_here) {
+        if (check(base, at, next, load)) return;
+        continue;
+      }
+      // The job's own windows split the segment where they begin or end inside it (a window
+      // of another job may begin exactly where its own ends, at the same height).
+      for (Nanos t = at; t < next;) {
+        const Nanos into = mod(t - self_slot->offset, self_slot->period);
+        const bool inside = into < self_width;
+        const Nanos end =
+            std::min(next, t + (inside ? self_width - into : self_slot->period - into));
+        if (check(base, t, end, inside ? load - self_height : load)) return;
+        t = end;
       }
     }
   }
