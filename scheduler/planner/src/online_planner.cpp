@@ -375,6 +375,11 @@ Plan OnlinePlanner::snapshot() const {
   return detail::evaluate(*ws_);
 }
 
+const Job* OnlinePlanner::find(JobId id) const {
+  const std::int32_t j = ws_->find(id);
+  return j < 0 ? nullptr : &ws_->jobs[static_cast<std::uint32_t>(j)].job;
+}
+
 std::vector<Job> OnlinePlanner::jobs() const {
   std::vector<Job> out;
   for (const auto& r : ws_->jobs) {

@@ -1,6 +1,8 @@
 // The adapter between the service's registry and metronome::planner (see planning.hpp).
 #include "metronome/service/planning.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <set>
 #include <unordered_map>
@@ -125,7 +127,9 @@ struct PlanningAdapter::Impl {
         const double n = static_cast<double>(std::max<size_t>(j.nodes.size(), 2));
         const double wire_s = static_cast<double>(j.bytes_per_phase) * 2.0 * (n - 1.0) / n /
                               min_cap * (1.0 + config.wire_margin);
-        comm = std::min(std::max<int64_t>(static_cast<int64_t>(wire_s * 1e9), 1), fastest);
+        // The wire time alone, not the fastest phase when that is shorter: identical jobs then
+        // get identical windows (and periods), whichever of them happened to run a fast phase.
+        comm = std::max<int64_t>(static_cast<int64_t>(wire_s * 1e9), 1);
       }
       period = compute + comm;
     }
@@ -200,6 +204,24 @@ struct PlanningAdapter::Impl {
     return raise;
   }
 
+  // Whether a re-plan of `planned` as `now` would give the planner the same job: same nodes,
+  // priority, period (on its 1 ms grid), window and rate, and a jitter within 25 % (it sets
+  // the cushions and the headroom, in whole percent of the period). A profile that changed
+  // only in what the conversion discards (a faster phase of a saturating job, compute noise
+  // below the grid) then moves no job: every re-plan is a slot move for the job's neighbours.
+  static bool SameInputs(const pl::Job* planned, const pl::Job& now) {
+    if (planned == nullptr) return false;
+    const auto& a = planned->profile;
+    const auto& b = now.profile;
+    const auto jitter_close = [](pl::Nanos x, pl::Nanos y) {
+      return std::abs(static_cast<double>(x - y)) <= 0.25 * static_cast<double>(std::max(x, y));
+    };
+    return planned->nodes == now.nodes && planned->extra_links == now.extra_links &&
+           planned->priority == now.priority && a.period_ns == b.period_ns &&
+           a.comm_ns == b.comm_ns && a.beta_bps == b.beta_bps &&
+           jitter_close(a.jitter_ns, b.jitter_ns);
+  }
+
   // Whether `job` has a higher priority than one of its neighbours.
   static bool Outranks(const pl::Job& job, const std::vector<pl::Job>& neighbours) {
     return std::any_of(neighbours.begin(), neighbours.end(),
@@ -245,6 +267,7 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
   for (const auto& j : batch) {
     try {
       Add a{impl_->Checked(j), false, j.name};
+      if (Impl::SameInputs(impl_->online.find(a.job.id), a.job)) continue;  // nothing to re-plan
       const std::vector<pl::Job> neighbours = impl_->Neighbours(a.job);
       for (pl::Job& n : Impl::SnapPeriod(a.job, neighbours)) {
         auto [it, fresh] = raised.emplace(n.id, n);
@@ -271,6 +294,11 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
   std::stable_sort(adds.begin(), adds.end(),
                    [](const Add& x, const Add& y) { return x.job.priority > y.job.priority; });
   for (const Add& a : adds) {
+    // What the planner is given, after the conversion and the period snapping: the log line
+    // that explains a timetable.
+    spdlog::info("planner: input job={} P={}ns c={}ns beta={:.0f}B/s sigma={}ns priority={}{}",
+                 a.name, a.job.profile.period_ns, a.job.profile.comm_ns, a.job.profile.beta_bps,
+                 a.job.profile.jitter_ns, a.job.priority, a.first ? " (placed first)" : "");
     try {
       if (a.first) {
         (void)impl_->online.add_job_first(a.job);

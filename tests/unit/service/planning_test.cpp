@@ -226,3 +226,66 @@ TEST(PlanningAdapter, NearlyEqualPeriodsOnASharedLinkArePlannedAtOnePeriod) {
 
 }  // namespace
 }  // namespace metronome::service
+
+namespace metronome::service {
+namespace {
+
+// Two copies of one model on a shared 25 MB/s link, 4 MiB per all-reduce: the window of a
+// saturating job is the wire time of its bytes, so the copy that happened to run a faster phase
+// gets the same window and period as the other (periods 1.2 % apart could not interleave).
+PlanJob Saturating(uint64_t id, std::string a, std::string b, int64_t fastest) {
+  PlanJob j;
+  j.id = id;
+  j.name = std::to_string(id);
+  j.nodes = {std::move(a), std::move(b)};
+  j.period_ns = 500 * kMs;
+  j.comm_ns = 200 * kMs;
+  j.compute_ns = 300 * kMs;
+  j.min_comm_ns = fastest;
+  j.bytes_per_phase = 4'194'304;
+  j.jitter_ns = 1 * kMs;
+  return j;
+}
+
+TopologyConfig TwoRacks() {
+  TopologyConfig t;
+  t.racks.push_back({"r1", 25e6, {{"h1", 125e6}, {"h2", 125e6}}});
+  t.racks.push_back({"r2", 25e6, {{"h3", 125e6}, {"h4", 125e6}}});
+  return t;
+}
+
+TEST(PlanningAdapter, SaturatingJobsWindowIsTheWireTimeWhateverTheFastestPhase) {
+  PlanningAdapter p(TwoRacks(), {});
+  p.AddJobs({Saturating(1, "h1", "h3", 180 * kMs), Saturating(2, "h2", "h4", 200 * kMs)});
+  const PlanSummary s = p.Summary();
+  EXPECT_EQ(Find(s, 1).window_ns, Find(s, 2).window_ns);
+  EXPECT_EQ(Find(s, 1).period_ns, Find(s, 2).period_ns);
+  EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
+}
+
+// A re-plan whose profile converts to the same planner job (here only its fastest phase and
+// its compute by 0.1 ms moved) is skipped: no job moves, the plan's generation stays.
+TEST(PlanningAdapter, ReplanWithUnchangedPlannerInputsMovesNothing) {
+  PlanningAdapter p(TwoRacks(), {});
+  p.AddJobs({Saturating(1, "h1", "h3", 200 * kMs), Saturating(2, "h2", "h4", 200 * kMs)});
+  const PlanSummary before = p.Summary();
+  const uint64_t generation = p.generation();
+  PlanJob again = Saturating(1, "h1", "h3", 178 * kMs);
+  again.compute_ns += 100'000;
+  EXPECT_TRUE(p.AddJobs({again}).empty());
+  EXPECT_EQ(p.generation(), generation);
+  const PlanSummary after = p.Summary();
+  for (uint64_t id : {1u, 2u}) {
+    EXPECT_EQ(Find(after, id).offset_ns, Find(before, id).offset_ns) << id;
+    EXPECT_EQ(Find(after, id).period_ns, Find(before, id).period_ns) << id;
+  }
+  // A real change is planned.
+  PlanJob slower = Saturating(1, "h1", "h3", 200 * kMs);
+  slower.compute_ns = 400 * kMs;
+  (void)p.AddJobs({slower});
+  EXPECT_GT(p.generation(), generation);
+  EXPECT_GT(Find(p.Summary(), 1).period_ns, Find(before, 1).period_ns);
+}
+
+}  // namespace
+}  // namespace metronome::service

@@ -70,6 +70,8 @@ class OnlinePlanner {
   // The whole plan; jobs in no particular order (look them up with Plan::find).
   [[nodiscard]] Plan snapshot() const;
   [[nodiscard]] std::vector<Job> jobs() const;
+  // The planned job with this id, as it was given (nullptr: none).
+  [[nodiscard]] const Job* find(JobId id) const;
   [[nodiscard]] const Topology& topology() const;
   [[nodiscard]] const PlannerOptions& options() const;
   [[nodiscard]] const detail::Workspace& workspace() const { return *ws_; }
