@@ -27,8 +27,10 @@ int64_t SleepUntilRealtime(int64_t target_ns, int64_t spin_lead_ns) noexcept {
 }
 
 GateDecision DecideHostGate(const Timetable& tt, int64_t now_local_ns,
-                            int64_t server_minus_local_ns, int64_t max_wait_cap_ns) noexcept {
+                            int64_t server_minus_local_ns, int64_t max_wait_cap_ns,
+                            bool realign) noexcept {
   Timetable t = tt;
+  if (realign) t.max_wait_ns = t.period_ns;  // wait for the next window, wherever it is
   if (t.max_wait_ns > max_wait_cap_ns) t.max_wait_ns = max_wait_cap_ns;
   if (t.max_wait_ns < 0) t.max_wait_ns = 0;
   const int64_t now_server = SaturatingAdd(now_local_ns, server_minus_local_ns);
@@ -39,9 +41,10 @@ GateDecision DecideHostGate(const Timetable& tt, int64_t now_local_ns,
 }
 
 HostGateOutcome HostGate(const Timetable& tt, int64_t now_local_ns, int64_t server_minus_local_ns,
-                         int64_t max_wait_cap_ns, bool may_block) noexcept {
+                         int64_t max_wait_cap_ns, bool may_block, bool realign) noexcept {
   HostGateOutcome out;
-  const GateDecision d = DecideHostGate(tt, now_local_ns, server_minus_local_ns, max_wait_cap_ns);
+  const GateDecision d =
+      DecideHostGate(tt, now_local_ns, server_minus_local_ns, max_wait_cap_ns, realign);
   out.action = d.action;
   out.lateness_ns = d.lateness_ns;
   if (d.action == GateAction::kWaitUntil && may_block) {

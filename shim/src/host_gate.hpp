@@ -23,11 +23,13 @@ struct HostGateOutcome {
 
 // Decides (common's DecideGate, with the timetable's max wait capped by `max_wait_cap_ns`) and,
 // for kWaitUntil, waits. `server_minus_local_ns` converts the local clock to the scheduler's.
+// `realign` (common's MustRealign): a late phase waits for the next window, up to the cap.
 HostGateOutcome HostGate(const Timetable& tt, int64_t now_local_ns, int64_t server_minus_local_ns,
-                         int64_t max_wait_cap_ns, bool may_block) noexcept;
+                         int64_t max_wait_cap_ns, bool may_block, bool realign = false) noexcept;
 
 // Pure decision part of HostGate (for tests): the local time to release at, or now.
 GateDecision DecideHostGate(const Timetable& tt, int64_t now_local_ns,
-                            int64_t server_minus_local_ns, int64_t max_wait_cap_ns) noexcept;
+                            int64_t server_minus_local_ns, int64_t max_wait_cap_ns,
+                            bool realign = false) noexcept;
 
 }  // namespace metronome::shim

@@ -248,12 +248,13 @@ void Runtime::OnCommDestroyed(ncclComm_t comm, const char* how) noexcept {
       retired_.push_back(cur);
       MLOG_INFO(
           "communicator %p %s: job=%s rank=%u collectives=%llu phases=%llu gated=%llu "
-          "failed_open=%llu",
+          "failed_open=%llu realigned=%llu",
           static_cast<void*>(comm), how, cur->job->job_id.c_str(), cur->rank.load(),
           static_cast<unsigned long long>(cur->calls.load()),
           static_cast<unsigned long long>(cur->phase_starts.load()),
           static_cast<unsigned long long>(cur->gated.load()),
-          static_cast<unsigned long long>(cur->failed_open.load()));
+          static_cast<unsigned long long>(cur->failed_open.load()),
+          static_cast<unsigned long long>(cur->realigned.load()));
       return;
     }
   } catch (...) {
@@ -325,7 +326,12 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
     st->capture_passes.fetch_add(1, std::memory_order_relaxed);
     return 0;
   }
-  const HostGateOutcome o = HostGate(tt, RealtimeNs(), offset, config_.max_wait_ns, true);
+  const bool realign = MustRealign(st->gate_memory, tt);
+  const HostGateOutcome o = HostGate(tt, RealtimeNs(), offset, config_.max_wait_ns, true, realign);
+  Remember(st->gate_memory, tt, o.action);
+  if (realign && o.action == GateAction::kWaitUntil) {
+    st->realigned.fetch_add(1, std::memory_order_relaxed);
+  }
   switch (o.action) {
     case GateAction::kGoNow:
       break;

@@ -76,8 +76,10 @@ struct CommState {
   std::atomic<uint64_t> gated{0};
   std::atomic<uint64_t> late{0};
   std::atomic<uint64_t> failed_open{0};
+  std::atomic<uint64_t> realigned{0};  // late phases held to their window (MustRealign)
   std::atomic<uint64_t> capture_passes{0};
   std::atomic<int64_t> waited_ns{0};
+  GateMemory gate_memory;  // the host gate's, between phases (NCCL: one thread per comm)
   // Written by the background thread, read by the caller's.
   std::atomic<int64_t> gap_threshold_ns{1'000'000};
   std::atomic<uint64_t> first_key{0};

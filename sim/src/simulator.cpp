@@ -120,6 +120,7 @@ struct Job {
   double sum_comm = 0.0;
   double sum_gate = 0.0;
   std::uint64_t fail_opens = 0;
+  GateMemory gate_memory;  // the gate's memory between phases (MustRealign)
   bool best_effort = false;
   Timetable last_tt;
   double sum_period = 0.0;
@@ -288,11 +289,15 @@ class Engine {
     const std::int64_t now_ns = ToNs(now_);
     std::int64_t release_ns = now_ns;
     bool first = true;
+    // The shim's gate memory, one per job (its ranks see the same timetable and lateness).
+    const bool realign = MustRealign(j.gate_memory, *tt);
+    GateAction first_action = GateAction::kGoNow;
     for (std::uint32_t n : j.nodes) {
       const std::int64_t local = now_ns + skew_ns_[n];
-      const GateDecision d = DecideGate(*tt, local);
+      const GateDecision d = DecideGate(*tt, local, realign);
       if (first) {
         j.obs.lateness_ns = d.lateness_ns;
+        first_action = d.action;
         first = false;
       }
       if (d.action == GateAction::kWaitUntil) {
@@ -303,6 +308,7 @@ class Engine {
       }
     }
     if (j.obs.failed_open) ++j.fail_opens;
+    Remember(j.gate_memory, *tt, first_action);
     const double release = static_cast<double>(release_ns) * 1e-9;
     if (release <= now_ + kEps) {
       StartComm(j);

@@ -147,8 +147,11 @@ struct GateDecision {
   int64_t lateness_ns = 0;  // how long after the latest window opened the arrival came
 };
 
-// The gate: what to do with a communication phase that wants to start at `now`.
-METRONOME_HD constexpr GateDecision DecideGate(const Timetable& tt, int64_t now) {
+// The gate: what to do with a communication phase that wants to start at `now`. A phase later
+// than the late slack goes at once (fails open) when the next window is further than max_wait,
+// unless `realign` (MustRealign below): then it waits for the next window whatever max_wait.
+METRONOME_HD constexpr GateDecision DecideGate(const Timetable& tt, int64_t now,
+                                               bool realign = false) {
   GateDecision d;
   const int64_t phase = PhaseInPeriod(tt, now);
   d.lateness_ns = phase;
@@ -158,13 +161,43 @@ METRONOME_HD constexpr GateDecision DecideGate(const Timetable& tt, int64_t now)
     return d;
   }
   const int64_t wait = tt.period_ns - phase;  // in (0, period): until the next window opens
-  if (wait > tt.max_wait_ns || now > kInt64Max - wait) {
+  if ((!realign && wait > tt.max_wait_ns) || now > kInt64Max - wait) {
     d.action = GateAction::kFailOpen;
     return d;
   }
   d.until_ns = now + wait;
   d.action = GateAction::kWaitUntil;
   return d;
+}
+
+// What a gate remembers from one phase to the next: the slot its last phase was decided in and
+// how many phases in a row failed open.
+struct GateMemory {
+  int64_t period_ns = 0;
+  int64_t offset_ns = 0;
+  int64_t window_ns = 0;
+  uint32_t failed_open = 0;
+};
+
+// Late phases in a row that may fail open before the next late one waits for its window.
+inline constexpr uint32_t kRealignAfterFailOpens = 4;
+
+// Whether the next late phase must wait for its window instead of failing open: the first
+// phase in a new slot (the job is anywhere relative to it), or after kRealignAfterFailOpens
+// phases in a row failed open. Failing open can keep a late job late: its phases overlap a
+// neighbour's window, take longer, and its iterations then last about its planned period, so
+// the lateness does not shrink. One wait puts it back on its windows; a hiccup of a phase or
+// two still costs nothing.
+METRONOME_HD constexpr bool MustRealign(const GateMemory& m, const Timetable& tt) {
+  return m.failed_open >= kRealignAfterFailOpens || m.period_ns != tt.period_ns ||
+         m.offset_ns != tt.offset_ns || m.window_ns != tt.window_ns;
+}
+
+METRONOME_HD constexpr void Remember(GateMemory& m, const Timetable& tt, GateAction action) {
+  m.period_ns = tt.period_ns;
+  m.offset_ns = tt.offset_ns;
+  m.window_ns = tt.window_ns;
+  m.failed_open = action == GateAction::kFailOpen ? m.failed_open + 1 : 0;
 }
 
 }  // namespace metronome
