@@ -59,6 +59,8 @@ class RunResult:
     sampler: "netns.LinkSampler | None" = None
     senders: list[str] = field(default_factory=list)
     threshold_bps: float = 0.0
+    drops: dict[str, int] = field(default_factory=dict)  # bottleneck link -> shaper drops
+    tcp: dict[str, dict[str, int]] = field(default_factory=dict)  # job -> its nodes' TCP counters
 
 
 def load_jobs(doc: dict, topo: netns.Topology, iterations: int | None) -> list[Job]:
@@ -196,6 +198,11 @@ class Demo:
         res.sampler = sampler
         res.senders = [f"tx:{j.name}" for j in jobs]
         res.threshold_bps = 0.1 * min((cap for _, cap in self.links.values()), default=1e8)
+        # Losses at the shapers and TCP retransmissions: a lost tail segment stalls a phase for a
+        # retransmission timeout (≥ 200 ms), which shows as a slow iteration.
+        node_ns = {j.name: sorted({self.cluster.node_ns(n) for n in j.nodes}) for j in jobs}
+        drops0 = {k: self.cluster.qdisc_drops(*v[0]) for k, v in self.links.items()}
+        tcp0 = {j: self._tcp(nss) for j, nss in node_ns.items()}
         sched = self._start_scheduler(run_dir) if with_scheduler else None
         self.scheduler_proc = sched  # tests kill it mid-run (by this pid, never by name)
         res.t0 = time.time()
@@ -237,7 +244,17 @@ class Demo:
         for name, ((_ns_dev), cap) in self.links.items():
             res.link_util[name] = sampler.utilization(name, cap, res.t0, res.t1)
             res.link_series[name] = sampler.series(name)
+            res.drops[name] = self.cluster.qdisc_drops(*self.links[name][0]) - drops0[name]
+        for j, nss in node_ns.items():
+            res.tcp[j] = {k: v - tcp0[j][k] for k, v in self._tcp(nss).items()}
         return res
+
+    def _tcp(self, namespaces: list[str]) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for ns in namespaces:
+            for k, v in self.cluster.tcp_counters(ns).items():
+                total[k] = total.get(k, 0) + v
+        return total
 
 
 # -- analysis ------------------------------------------------------------------------------------
@@ -304,6 +321,11 @@ def print_table(jobs: list[Job], solo: dict[str, float], runs: list[RunResult]) 
         lines.append(f"{r.label:>8}: mean JCT {statistics.mean(jcts):.1f} s, makespan "
                      f"{r.t1 - r.t0:.1f} s, wire overlap {wire_overlap(r) * 100:.1f} %, "
                      f"link utilization: {utils}")
+        drops = ", ".join(f"{k} {v}" for k, v in r.drops.items())
+        tcp = ", ".join(f"{k} {v['RetransSegs']}/{v['TCPTimeouts']}/{v['TCPLossProbes']}"
+                        for k, v in r.tcp.items())
+        lines.append(f"{'':>8}  shaper drops: {drops}; TCP retransmitted/timeouts/loss probes: "
+                     f"{tcp}")
     text = "\n".join(lines)
     print(text)
     return text
@@ -385,6 +407,7 @@ def main() -> int:
         "solo_ms": solo,
         "runs": {r.label: {"jobs": r.summaries, "link_utilization": r.link_util,
                            "wire_overlap": wire_overlap(r), "duration_s": r.t1 - r.t0,
+                           "shaper_drops": r.drops, "tcp": r.tcp,
                            "scheduler_jobs": r.scheduler_status}
                  for r in (without, with_m)},
     }

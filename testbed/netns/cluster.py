@@ -23,6 +23,7 @@ import argparse
 import atexit
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -196,6 +197,25 @@ class Cluster:
                 if name.strip() == dev:
                     return int(rest.split()[8])
         raise ClusterError(f"no interface {dev} in {ns}")
+
+    def qdisc_drops(self, ns: str, dev: str) -> int:
+        """Packets the link's shaper dropped (queue full) since it was set up (tc -s)."""
+        out = run("ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", dev).stdout
+        m = re.search(r"dropped (\d+)", out)
+        return int(m.group(1)) if m else 0
+
+    def tcp_counters(self, ns: str) -> dict[str, int]:
+        """The namespace's TCP counters that explain stalls: segments retransmitted
+        (Tcp: RetransSegs), retransmission timeouts (TcpExt: TCPTimeouts) and tail loss probes
+        (TcpExt: TCPLossProbes), from /proc/PID/net/snmp and /proc/PID/net/netstat."""
+        out = {}
+        for table, prefix, keys in (("snmp", "Tcp:", ("RetransSegs",)),
+                                    ("netstat", "TcpExt:", ("TCPTimeouts", "TCPLossProbes"))):
+            with open(f"/proc/{self.anchors[ns].pid}/net/{table}") as f:
+                rows = [line.split() for line in f if line.startswith(prefix)]
+            for k in keys:
+                out[k] = int(rows[1][rows[0].index(k)])
+        return out
 
     def _veth(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str) -> None:
         tmp_a, tmp_b = f"t{os.getpid() % 100000}a{len(self.namespaces)}", f"t{os.getpid() % 100000}b{len(self.namespaces)}"
