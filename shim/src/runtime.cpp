@@ -326,9 +326,9 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
     st->capture_passes.fetch_add(1, std::memory_order_relaxed);
     return 0;
   }
-  const bool realign = MustRealign(st->gate_memory, tt);
+  const bool realign = MustRealign(st->gate_memory);
   const HostGateOutcome o = HostGate(tt, RealtimeNs(), offset, config_.max_wait_ns, true, realign);
-  Remember(st->gate_memory, tt, o.action);
+  Remember(st->gate_memory, o.action);
   if (realign && o.action == GateAction::kWaitUntil) {
     st->realigned.fetch_add(1, std::memory_order_relaxed);
   }

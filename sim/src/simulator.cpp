@@ -290,7 +290,7 @@ class Engine {
     std::int64_t release_ns = now_ns;
     bool first = true;
     // The shim's gate memory, one per job (its ranks see the same timetable and lateness).
-    const bool realign = MustRealign(j.gate_memory, *tt);
+    const bool realign = MustRealign(j.gate_memory);
     GateAction first_action = GateAction::kGoNow;
     for (std::uint32_t n : j.nodes) {
       const std::int64_t local = now_ns + skew_ns_[n];
@@ -308,7 +308,7 @@ class Engine {
       }
     }
     if (j.obs.failed_open) ++j.fail_opens;
-    Remember(j.gate_memory, *tt, first_action);
+    Remember(j.gate_memory, first_action);
     const double release = static_cast<double>(release_ns) * 1e-9;
     if (release <= now_ + kEps) {
       StartComm(j);

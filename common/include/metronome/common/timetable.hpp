@@ -170,33 +170,25 @@ METRONOME_HD constexpr GateDecision DecideGate(const Timetable& tt, int64_t now,
   return d;
 }
 
-// What a gate remembers from one phase to the next: the slot its last phase was decided in and
-// how many phases in a row failed open.
+// What a gate remembers from one phase to the next: how many phases in a row failed open.
 struct GateMemory {
-  int64_t period_ns = 0;
-  int64_t offset_ns = 0;
-  int64_t window_ns = 0;
   uint32_t failed_open = 0;
 };
 
 // Late phases in a row that may fail open before the next late one waits for its window.
 inline constexpr uint32_t kRealignAfterFailOpens = 4;
 
-// Whether the next late phase must wait for its window instead of failing open: the first
-// phase in a new slot (the job is anywhere relative to it), or after kRealignAfterFailOpens
-// phases in a row failed open. Failing open can keep a late job late: its phases overlap a
-// neighbour's window, take longer, and its iterations then last about its planned period, so
-// the lateness does not shrink. One wait puts it back on its windows; a hiccup of a phase or
-// two still costs nothing.
-METRONOME_HD constexpr bool MustRealign(const GateMemory& m, const Timetable& tt) {
-  return m.failed_open >= kRealignAfterFailOpens || m.period_ns != tt.period_ns ||
-         m.offset_ns != tt.offset_ns || m.window_ns != tt.window_ns;
+// Whether the next late phase must wait for its window instead of failing open: after
+// kRealignAfterFailOpens phases in a row failed open. Failing open can keep a late job late: its
+// phases overlap a neighbour's window and take longer, its iterations then last about its
+// planned period, and the lateness does not shrink. One wait puts it back on its windows; a
+// phase or a few late cost nothing. (Realigning also the first late phase in a new slot cost a
+// period at every re-plan while jobs were being learned, and made the demo slower.)
+METRONOME_HD constexpr bool MustRealign(const GateMemory& m) {
+  return m.failed_open >= kRealignAfterFailOpens;
 }
 
-METRONOME_HD constexpr void Remember(GateMemory& m, const Timetable& tt, GateAction action) {
-  m.period_ns = tt.period_ns;
-  m.offset_ns = tt.offset_ns;
-  m.window_ns = tt.window_ns;
+METRONOME_HD constexpr void Remember(GateMemory& m, GateAction action) {
   m.failed_open = action == GateAction::kFailOpen ? m.failed_open + 1 : 0;
 }
 
