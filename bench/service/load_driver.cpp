@@ -155,9 +155,12 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       c.job = Name("load-%d", job_id);
       c.rank = static_cast<uint32_t>(r);
       // Ranks of a job on consecutive nodes of the 512-node tree (racks of 8): its traffic
-      // stays under one rack switch. Spread: rank r on rack 16r + job/8 (mod 64), so every job
-      // crosses rack uplinks, each shared by dozens of jobs of different periods.
-      const int node = o.spread ? (r * 128 + job_id) % 512 : (job_id * o.ranks_per_job + r) % 512;
+      // stays under one rack switch. Spread: ranks 512/ranks-per-job nodes apart (4 ranks: on
+      // racks 16 apart), so every job crosses rack uplinks, each shared by dozens of jobs of
+      // different periods.
+      const int stride = std::max(1, 512 / o.ranks_per_job);
+      const int node =
+          o.spread ? (r * stride + job_id) % 512 : (job_id * o.ranks_per_job + r) % 512;
       c.node = Name("r%dn%d", node / 8, node % 8);
       job_list[j].ranks.push_back(clients.size());
       clients.push_back(std::move(c));

@@ -79,6 +79,34 @@ std::vector<std::uint32_t> neighbours_up_to(const Workspace& ws, std::uint32_t j
   return out;
 }
 
+// The jobs of lower priority than job j on its links: the gated ones and, with `best_effort`,
+// the best-effort ones too.
+std::vector<std::uint32_t> neighbours_below(const Workspace& ws, std::uint32_t j,
+                                            bool best_effort) {
+  std::vector<std::uint32_t> out;
+  const int priority = ws.jobs[j].job.priority;
+  for (const LinkId l : ws.jobs[j].shape.links) {
+    for (const auto& o : ws.link_jobs[l]) {
+      if (ws.jobs[o.job].job.priority < priority) out.push_back(o.job);
+    }
+    if (!best_effort) continue;
+    for (const std::uint32_t b : ws.link_best_effort[l]) {
+      if (ws.jobs[b].job.priority < priority) out.push_back(b);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// Takes jobs off their slots, remembering where they ran (stage 2 puts them back if it can).
+void take_off(Workspace& ws, const std::vector<std::uint32_t>& js) {
+  for (const std::uint32_t v : js) {
+    mark_running(ws, v);
+    ws.unplace(v);
+  }
+}
+
 // Local re-plan around a job that found no free place: its equal- and lower-priority
 // neighbours are packed again together with it (as if new, best fit), in priority order; if
 // that fails, once more with the longer periods first within each priority (jobs whose natural
@@ -229,19 +257,9 @@ AddResult OnlinePlanner::add_job(const Job& job) {
       moved.insert(moved.end(), repacked.begin(), repacked.end());
     } else {
       // Still none: if it outranks gated jobs on its links, they are re-placed around it.
-      std::vector<std::uint32_t> victims;
-      for (const LinkId l : ws.jobs[j].shape.links) {
-        for (const auto& o : ws.link_jobs[l]) {
-          if (ws.jobs[o.job].job.priority < job.priority) victims.push_back(o.job);
-        }
-      }
-      std::sort(victims.begin(), victims.end());
-      victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
+      const std::vector<std::uint32_t> victims = detail::neighbours_below(ws, j, false);
       if (!victims.empty()) {
-        for (const std::uint32_t v : victims) {
-          detail::mark_running(ws, v);
-          ws.unplace(v);
-        }
+        detail::take_off(ws, victims);
         detail::place_job(ws, j);
         for (const std::uint32_t v : detail::placement_order(ws, victims)) {
           if (detail::place_job(ws, v)) moved.push_back(v);
@@ -259,21 +277,8 @@ AddResult OnlinePlanner::add_job_first(const Job& job) {
   const std::uint32_t j = ws.add_job(job);
   // Its lower-priority neighbours leave its links, it takes its place among the jobs that
   // outrank or equal it, and they come back around it (each where it ran, if still free).
-  std::vector<std::uint32_t> victims;
-  for (const LinkId l : ws.jobs[j].shape.links) {
-    for (const auto& o : ws.link_jobs[l]) {
-      if (ws.jobs[o.job].job.priority < job.priority) victims.push_back(o.job);
-    }
-    for (const std::uint32_t b : ws.link_best_effort[l]) {
-      if (ws.jobs[b].job.priority < job.priority) victims.push_back(b);
-    }
-  }
-  std::sort(victims.begin(), victims.end());
-  victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
-  for (const std::uint32_t v : victims) {
-    detail::mark_running(ws, v);
-    ws.unplace(v);
-  }
+  const std::vector<std::uint32_t> victims = detail::neighbours_below(ws, j, true);
+  detail::take_off(ws, victims);
   detail::place_job(ws, j);
   std::vector<std::uint32_t> moved{j};
   if (ws.slots[j].state == detail::SlotState::kBestEffort) {

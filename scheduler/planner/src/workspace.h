@@ -157,7 +157,7 @@ class Workspace {
   mutable bool all_blocked_ = false;
   mutable std::vector<std::pair<Nanos, double>> events_;
   struct Profile {  // a link's load over [0, q): (start, load) per segment
-    Nanos q = 0;    // 0: not computed since the link last changed
+    Nanos q = 0;    // the link's hyperperiod; 0: stale (rebuilt at the next query)
     std::vector<std::pair<Nanos, double>> seg;
   };
   mutable std::vector<Profile> profiles_;

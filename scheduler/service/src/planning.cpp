@@ -147,7 +147,7 @@ struct PlanningAdapter::Impl {
 
   // The plan as evaluated at `generation` (the adapter's count of changes). Evaluating costs
   // more than a small re-plan on a large cluster, so it is done once per change and shared by
-  // the next re-plan (its running state) and Summary().
+  // ReplanAll (its running state) and Summary().
   mutable std::optional<pl::Plan> evaluated;
   mutable uint64_t evaluated_generation = 0;
   const pl::Plan& Current(uint64_t generation) const {

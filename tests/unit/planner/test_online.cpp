@@ -153,24 +153,37 @@ TEST(OnlinePlanner, AddJobThatOutranksMakesRoomByMovingLowerPriorities) {
   EXPECT_EQ(best_effort, 1);  // one of the three low-priority jobs gives way
 }
 
-// A newcomer that outranks the job on its link is placed as if that job were not there: at its
-// natural period (150 ms and 100 ms windows of 50 and 40 ms cannot both be gated at those
-// periods: gcd 50 ms); the lower-priority job is placed again around it. A job on another link
-// does not move.
+// A newcomer that outranks the jobs on its link takes its pick first: it gets the period it
+// would get alone there, and the lower-priority jobs are placed again around it, each gated
+// (once stage 3 has spread the cushions, those left best-effort get a second try). add_job,
+// making room for it the same way but without that second try, leaves one of them best-effort.
+// A job on another link does not move.
 TEST(OnlinePlanner, AddJobFirstGivesTheNewcomerFirstPickOnItsLinksOnly) {
-  OnlinePlanner planner(testing::links(2));
-  planner.add_job(job(1, 0, 100, 50, {0}));
-  planner.add_job(job(2, 0, 120, 30, {1}));
+  const auto start = [] {
+    OnlinePlanner p(testing::links(2));
+    p.add_job(job(1, 0, 100, 30, {0}));
+    p.add_job(job(2, 0, 150, 30, {0}));
+    p.add_job(job(4, 0, 120, 30, {1}));
+    return p;
+  };
+  const Job newcomer = job(3, 5, 100, 30, {0});
+  OnlinePlanner alone(testing::links(2));
+  const Nanos own_period = alone.add_job(newcomer).job.period_ns;
+  OnlinePlanner around = start();
+  (void)around.add_job(newcomer);
+  const Plan fitted = around.snapshot();
+  EXPECT_TRUE(entry(fitted, 1).best_effort || entry(fitted, 2).best_effort);
+
+  OnlinePlanner planner = start();
   const Plan before = planner.snapshot();
-  const AddResult r = planner.add_job_first(job(3, 5, 150, 40, {0}));
+  const AddResult r = planner.add_job_first(newcomer);
   const Plan after = planner.snapshot();
   EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), after);
   EXPECT_FALSE(r.job.best_effort);
-  EXPECT_EQ(entry(after, 3).period_ns, 150 * kMs);
-  EXPECT_FALSE(entry(after, 1).best_effort);  // stretched to take turns with it
-  EXPECT_GT(entry(after, 1).period_ns, 100 * kMs);
-  EXPECT_EQ(entry(after, 2).offset_ns, entry(before, 2).offset_ns);
-  EXPECT_EQ(entry(after, 2).period_ns, entry(before, 2).period_ns);
+  EXPECT_EQ(entry(after, 3).period_ns, own_period);
+  for (const JobId id : {1u, 2u}) EXPECT_FALSE(entry(after, id).best_effort) << id;
+  EXPECT_EQ(entry(after, 4).offset_ns, entry(before, 4).offset_ns);
+  EXPECT_EQ(entry(after, 4).period_ns, entry(before, 4).period_ns);
 }
 
 // Link load profiles are kept up to date job by job (place, unplace, slide) rather than rebuilt;
