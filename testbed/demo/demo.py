@@ -247,7 +247,24 @@ class Demo:
             res.drops[name] = self.cluster.qdisc_drops(*self.links[name][0]) - drops0[name]
         for j, nss in node_ns.items():
             res.tcp[j] = {k: v - tcp0[j][k] for k, v in self._tcp(nss).items()}
+        self._write_net_diagnostics(run_dir / "net-diagnostics.txt")
+        with open(run_dir / "link-samples.csv", "w") as f:  # the raw counters behind the figures
+            keys = list(counters)
+            f.write("time_s," + ",".join(f"{k}_tx_bytes" for k in keys) + "\n")
+            for t, c in sampler.samples:
+                f.write(f"{t:.6f}," + ",".join(str(c[k]) for k in keys) + "\n")
         return res
+
+    def _write_net_diagnostics(self, path: Path) -> None:
+        """Every namespace's qdisc statistics and its non-zero TCP counters (cumulative since the
+        cluster was built): where packets were dropped or queued, and how TCP recovered."""
+        with open(path, "w") as f:
+            for ns in self.cluster.namespaces:
+                f.write(f"== {ns}\n")
+                f.write(netns.run("ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show",
+                                  check=False).stdout)
+                f.write(netns.run("ip", "netns", "exec", ns, "nstat", "-as", check=False).stdout
+                        .replace("\n", "\n  ").rstrip() + "\n")
 
     def _tcp(self, namespaces: list[str]) -> dict[str, int]:
         total: dict[str, int] = {}

@@ -125,6 +125,18 @@ class Topology:
             return Topology.from_dict(yaml.safe_load(f))
 
 
+def _cpu_mask(cpus: int) -> str:
+    """The sysfs CPU mask of CPUs 0..cpus-1: hex, in comma-separated groups of 32 bits."""
+    value = (1 << cpus) - 1
+    groups = []
+    while True:
+        groups.append(f"{value & 0xFFFFFFFF:08x}")
+        value >>= 32
+        if not value:
+            break
+    return ",".join(reversed(groups))
+
+
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     p = subprocess.run(argv, capture_output=True, text=True)
     if check and p.returncode != 0:
@@ -227,6 +239,19 @@ class Cluster:
             run("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
                 "gro", "off", check=False)
             run("ip", "-n", ns, "link", "set", dev, "up")
+            self._steer_by_flow(ns, dev)
+
+    @staticmethod
+    def _steer_by_flow(ns: str, dev: str) -> None:
+        # A veth hands each packet to the backlog of the CPU that sent it. When a link's shaper
+        # is drained now from one CPU, now from the other, a flow's packets sit in two backlogs
+        # and arrive out of order: the receiver then drops segments by PAWS (about 2,000 per
+        # demo run) and the sender retransmits spuriously (about 300). Receive packet steering
+        # by flow hash keeps each flow on one CPU's backlog, in order, as a real switch keeps a
+        # flow on one path.
+        mask = _cpu_mask(os.cpu_count() or 1)
+        run("ip", "netns", "exec", ns, "sh", "-c",
+            f"echo {mask} > /sys/class/net/{dev}/queues/rx-0/rps_cpus")
 
     @staticmethod
     def _shape(ns: str, dev: str, rate_bps: int) -> None:
