@@ -339,10 +339,10 @@ def print_table(jobs: list[Job], solo: dict[str, float], runs: list[RunResult]) 
                      f"{r.t1 - r.t0:.1f} s, wire overlap {wire_overlap(r) * 100:.1f} %, "
                      f"link utilization: {utils}")
         drops = ", ".join(f"{k} {v}" for k, v in r.drops.items())
-        tcp = ", ".join(f"{k} {v['RetransSegs']}/{v['TCPTimeouts']}/{v['TCPLossProbes']}"
-                        for k, v in r.tcp.items())
-        lines.append(f"{'':>8}  shaper drops: {drops}; TCP retransmitted/timeouts/loss probes: "
-                     f"{tcp}")
+        tcp = ", ".join(f"{k} {v['RetransSegs']}/{v['TCPTimeouts']}/{v['TCPLossProbes']}/"
+                        f"{v['TCPOFOQueue']}" for k, v in r.tcp.items())
+        lines.append(f"{'':>8}  shaper drops: {drops}; TCP retransmitted/timeouts/loss probes/"
+                     f"out of order: {tcp}")
     text = "\n".join(lines)
     print(text)
     return text
