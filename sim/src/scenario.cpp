@@ -199,13 +199,22 @@ Scenario ParseScenario(const std::string& yaml_text, const std::string& source) 
     }
     if (const YAML::Node noise = root["noise"]) {
       CheckKeys(noise, "noise",
-                {"compute_jitter", "clock_skew_us", "profile_error", "start_jitter_s"});
+                {"compute_jitter", "clock_skew_us", "profile_error", "start_jitter_s",
+                 "slow_phase_p", "slow_phase_factor"});
       s.noise.start_jitter_s = NonNegative(noise, "noise", "start_jitter_s", 0.0);
       s.noise.compute_jitter = NonNegative(noise, "noise", "compute_jitter", 0.0);
       s.noise.clock_skew_us = NonNegative(noise, "noise", "clock_skew_us", 0.0);
       s.noise.profile_error = NonNegative(noise, "noise", "profile_error", 0.0);
       if (s.noise.compute_jitter > 0.5) Fail("noise.compute_jitter", "must be <= 0.5");
       if (s.noise.profile_error > 0.5) Fail("noise.profile_error", "must be <= 0.5");
+      s.noise.slow_phase_p = NonNegative(noise, "noise", "slow_phase_p", 0.0);
+      if (s.noise.slow_phase_p > 1.0) Fail("noise.slow_phase_p", "must be <= 1");
+      if (noise["slow_phase_factor"]) {
+        s.noise.slow_phase_factor = Positive(noise, "noise", "slow_phase_factor");
+        if (s.noise.slow_phase_factor < 1.0 || s.noise.slow_phase_factor > 10.0) {
+          Fail("noise.slow_phase_factor", "must be in [1, 10]");
+        }
+      }
     }
     const YAML::Node topo = root["topology"];
     if (!topo) Fail("topology", "required key is missing");

@@ -97,6 +97,7 @@ struct Job {
   double natural_s = 0.0;
   std::mt19937_64 rng;
   std::normal_distribution<double> jitter{0.0, 1.0};
+  std::mt19937_64 slow_rng;  // its own stream: other noise draws stay as they were
   double profile_factor = 1.0;
   double start_delay = 0.0;  // launch delay before the first iteration
 
@@ -151,6 +152,7 @@ class Engine {
       j.spec = &s.jobs[i];
       j.index = i;
       j.rng.seed(SplitMix(s.seed * 1000003ull + i + 1));
+      j.slow_rng.seed(SplitMix(s.seed * 2000003ull + i + 5));
       std::mt19937_64 prng(SplitMix(s.seed * 7919ull + i + 17));
       if (s.noise.start_jitter_s > 0) {
         j.start_delay = std::uniform_real_distribution<double>(0.0, s.noise.start_jitter_s)(prng);
@@ -327,6 +329,12 @@ class Engine {
     }
     j.state = State::kComm;
     j.remaining = j.volume;
+    const Noise& noise = scenario_.noise;
+    if (noise.slow_phase_p > 0 &&
+        std::uniform_real_distribution<double>(0.0, 1.0)(j.slow_rng) < noise.slow_phase_p) {
+      j.remaining *=
+          std::uniform_real_distribution<double>(1.0, noise.slow_phase_factor)(j.slow_rng);
+    }
     j.rate = 0.0;
     j.rate_t = now_;
     j.phase_end = kInf;

@@ -68,6 +68,8 @@ TEST(Scenario, ErrorsNameTheKey) {
   ExpectError("uplink_gbps: 100", "uplink_gbps: 0", "topology.racks[0].uplink_gbps");
   ExpectError("nic_gbps: 50", "nic_gbps: x", "topology.racks[0].nodes[1].nic_gbps");
   ExpectError("compute_jitter: 0.02", "compute_jiter: 0.02", "noise.compute_jiter");
+  ExpectError("compute_jitter: 0.02", "slow_phase_p: 1.5", "noise.slow_phase_p");
+  ExpectError("compute_jitter: 0.02", "slow_phase_factor: 0.5", "noise.slow_phase_factor");
   ExpectError("arrival_s: 1.5", "arrival_s: -1", "jobs[0].arrival_s");
   ExpectError("nodes: [n1, n2]", "nodes: [n1, n9]", "jobs[0].nodes[1]");
   ExpectError("nodes: [n1, n2]", "nodes: [n1]", "jobs[0].nodes");

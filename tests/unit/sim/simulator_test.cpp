@@ -53,6 +53,17 @@ TEST(Simulator, SingleJobRunsAtItsNaturalPeriod) {
   }
 }
 
+// Slow phases (noise.slow_phase_p / slow_phase_factor): every phase moves U(1, f) times its
+// bytes, so a job alone averages 150 + 100·(1 + f)/2 ms per iteration; with p = 0, exactly 250.
+TEST(Simulator, SlowPhasesStretchCommunicationByTheirFactor) {
+  const RunResult all =
+      RunYaml(TwoRacks(1, "{slow_phase_p: 1, slow_phase_factor: 2}"), "k8s-default");
+  EXPECT_NEAR(all.jobs[0].mean_iteration_ms, 150.0 + 100.0 * 1.5, 5.0);
+  const RunResult none =
+      RunYaml(TwoRacks(1, "{slow_phase_p: 0, slow_phase_factor: 2}"), "k8s-default");
+  EXPECT_NEAR(none.jobs[0].mean_iteration_ms, 250.0, 1e-6);
+}
+
 // Without time scheduling, two identical jobs start together and their transfers overlap
 // completely: each gets half of 1.25 GB/s, so communication takes 200 ms and every iteration
 // 150 + 200 = 350 ms; the rack uplinks carry 2·125 MB per 350 ms = 0.714 GB/s while busy.

@@ -24,6 +24,11 @@ struct Noise {
   double profile_error = 0.0;   // the planner's profile of a job is off by U(-e, +e) (relative)
   double start_jitter_s = 0.0;  // a started job's first iteration begins after U(0, x) seconds
                                 // (process launch, rendezvous); counted in its JCT
+  // Transport hiccups: each communication phase, with probability slow_phase_p, moves
+  // U(1, slow_phase_factor) times its bytes (a phase on the CPU testbed's TCP sometimes needs up
+  // to twice its wire time, its two directions taking turns; see docs/testbed.md).
+  double slow_phase_p = 0.0;
+  double slow_phase_factor = 1.0;
 };
 
 struct NodeSpec {
