@@ -30,11 +30,15 @@ GateDecision DecideHostGate(const Timetable& tt, int64_t now_local_ns,
                             int64_t server_minus_local_ns, int64_t max_wait_cap_ns,
                             bool realign) noexcept {
   Timetable t = tt;
-  if (realign) t.max_wait_ns = t.period_ns;  // wait for the next window, wherever it is
   if (t.max_wait_ns > max_wait_cap_ns) t.max_wait_ns = max_wait_cap_ns;
   if (t.max_wait_ns < 0) t.max_wait_ns = 0;
   const int64_t now_server = SaturatingAdd(now_local_ns, server_minus_local_ns);
-  GateDecision d = DecideGate(t, now_server);
+  GateDecision d = DecideGate(t, now_server, realign);
+  if (d.realigned && d.until_ns - now_server > max_wait_cap_ns) {  // never past the cap
+    d.action = GateAction::kFailOpen;
+    d.until_ns = now_server;
+    d.realigned = false;
+  }
   d.until_ns = d.action == GateAction::kWaitUntil ? SaturatingSub(d.until_ns, server_minus_local_ns)
                                                   : now_local_ns;
   return d;
@@ -47,6 +51,7 @@ HostGateOutcome HostGate(const Timetable& tt, int64_t now_local_ns, int64_t serv
       DecideHostGate(tt, now_local_ns, server_minus_local_ns, max_wait_cap_ns, realign);
   out.action = d.action;
   out.lateness_ns = d.lateness_ns;
+  out.realigned = d.realigned;
   if (d.action == GateAction::kWaitUntil && may_block) {
     // The decision bounded the wait by max_wait; bound it again against clock steps.
     int64_t target = d.until_ns;

@@ -19,11 +19,13 @@ struct HostGateOutcome {
   GateAction action = GateAction::kGoNow;
   int64_t waited_ns = 0;    // how long the caller was held
   int64_t lateness_ns = 0;  // arrival after the latest window opened (scheduler clock)
+  bool realigned = false;   // a late phase held to its next window (common's MustRealign)
 };
 
 // Decides (common's DecideGate, with the timetable's max wait capped by `max_wait_cap_ns`) and,
 // for kWaitUntil, waits. `server_minus_local_ns` converts the local clock to the scheduler's.
-// `realign` (common's MustRealign): a late phase waits for the next window, up to the cap.
+// `realign` (common's MustRealign): a late phase waits for the next window if that is within the
+// cap, and fails open otherwise.
 HostGateOutcome HostGate(const Timetable& tt, int64_t now_local_ns, int64_t server_minus_local_ns,
                          int64_t max_wait_cap_ns, bool may_block, bool realign = false) noexcept;
 

@@ -328,10 +328,11 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
   }
   const bool realign = MustRealign(st->gate_memory);
   const HostGateOutcome o = HostGate(tt, RealtimeNs(), offset, config_.max_wait_ns, true, realign);
-  Remember(st->gate_memory, o.action);
-  if (realign && o.action == GateAction::kWaitUntil) {
-    st->realigned.fetch_add(1, std::memory_order_relaxed);
-  }
+  GateDecision decided;
+  decided.action = o.action;
+  decided.realigned = o.realigned;
+  Remember(st->gate_memory, decided);
+  if (o.realigned) st->realigned.fetch_add(1, std::memory_order_relaxed);
   switch (o.action) {
     case GateAction::kGoNow:
       break;

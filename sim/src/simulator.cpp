@@ -293,13 +293,13 @@ class Engine {
     bool first = true;
     // The shim's gate memory, one per job (its ranks see the same timetable and lateness).
     const bool realign = MustRealign(j.gate_memory);
-    GateAction first_action = GateAction::kGoNow;
+    GateDecision first_decision;
     for (std::uint32_t n : j.nodes) {
       const std::int64_t local = now_ns + skew_ns_[n];
       const GateDecision d = DecideGate(*tt, local, realign);
       if (first) {
         j.obs.lateness_ns = d.lateness_ns;
-        first_action = d.action;
+        first_decision = d;
         first = false;
       }
       if (d.action == GateAction::kWaitUntil) {
@@ -310,7 +310,7 @@ class Engine {
       }
     }
     if (j.obs.failed_open) ++j.fail_opens;
-    Remember(j.gate_memory, first_action);
+    Remember(j.gate_memory, first_decision);
     const double release = static_cast<double>(release_ns) * 1e-9;
     if (release <= now_ + kEps) {
       StartComm(j);

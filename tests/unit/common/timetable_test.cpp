@@ -111,27 +111,40 @@ TEST(GateDecision, GoesInsideSlackWaitsAfterItFailsOpenBeyondMaxWait) {
   EXPECT_EQ(wait.until_ns, 200 * kMs);
 }
 
-// Late phases fail open kRealignAfterFailOpens times in a row; the next late one waits for its
-// window (one lost period puts the job back on its windows). A phase on time resets the count.
-TEST(GateDecision, FailsOpenAFewTimesInARowThenRealigns) {
+// A late phase waits for its next window even past max_wait (it realigns); a late phase within
+// kRealignSpacing phases of that fails open, as the timetable may not fit the job; after that
+// many phases a late one realigns again.
+TEST(GateDecision, RealignsALatePhaseAtMostOnceInSoManyPhases) {
+  // Period 100 ms, window 30 ms, slack 5 ms, max wait 70 ms: 10 ms late means a 90 ms wait.
   Timetable t = Make(0, 100 * kMs, 0, 30 * kMs, 5 * kMs, 70 * kMs);
   ASSERT_EQ(ValidateTimetable(t), kTimetableOk);
-  GateMemory m;
   const auto late_at = [](int k) { return k * 100 * kMs + 10 * kMs; };
-  Remember(m, DecideGate(t, late_at(1), MustRealign(m)).action);
-  Remember(m, DecideGate(t, 200 * kMs, MustRealign(m)).action);  // on time: the count restarts
-  for (int k = 3; k < 3 + static_cast<int>(kRealignAfterFailOpens); ++k) {
+  GateMemory m;
+  ASSERT_TRUE(MustRealign(m));  // nothing realigned yet
+  const GateDecision first = DecideGate(t, late_at(1), MustRealign(m));
+  EXPECT_EQ(first.action, GateAction::kWaitUntil);
+  EXPECT_EQ(first.until_ns, 200 * kMs);
+  EXPECT_TRUE(first.realigned);
+  Remember(m, first);
+  for (int k = 2; k < 2 + static_cast<int>(kRealignSpacing); ++k) {
     ASSERT_FALSE(MustRealign(m)) << k;
     const GateDecision late = DecideGate(t, late_at(k), MustRealign(m));
     EXPECT_EQ(late.action, GateAction::kFailOpen) << k;
-    Remember(m, late.action);
+    EXPECT_FALSE(late.realigned) << k;
+    Remember(m, late);
   }
   ASSERT_TRUE(MustRealign(m));
-  const GateDecision again = DecideGate(t, 910 * kMs, MustRealign(m));
+  // Within the slack it goes at once, and an early arrival waits as always: neither realigns.
+  const GateDecision on_time = DecideGate(t, 1'003 * kMs, true);
+  EXPECT_EQ(on_time.action, GateAction::kGoNow);
+  const GateDecision early = DecideGate(t, 1'095 * kMs, true);
+  EXPECT_EQ(early.action, GateAction::kWaitUntil);
+  EXPECT_FALSE(early.realigned);
+  Remember(m, early);
+  const GateDecision again = DecideGate(t, late_at(11), MustRealign(m));
   EXPECT_EQ(again.action, GateAction::kWaitUntil);
-  EXPECT_EQ(again.until_ns, 1'000 * kMs);
-  EXPECT_EQ(DecideGate(t, 903 * kMs, true).action, GateAction::kGoNow);  // within slack: go
-  Remember(m, again.action);
+  EXPECT_TRUE(again.realigned);
+  Remember(m, again);
   EXPECT_FALSE(MustRealign(m));
 }
 

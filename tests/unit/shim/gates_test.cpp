@@ -44,6 +44,21 @@ TEST(HostGate, FailsOpenBeyondMaxWaitAndTheLocalCap) {
   EXPECT_EQ(DecideHostGate(t, 1090 * kMs, 0, 20 * kMs).action, GateAction::kWaitUntil);   // 10 < 20
 }
 
+// Realigning waits past the timetable's max wait, never past the local cap (then it fails open).
+TEST(HostGate, RealignsPastMaxWaitButNotPastTheLocalCap) {
+  const Timetable t = Tt(0, 100 * kMs, 10 * kMs, 5 * kMs, 80 * kMs);
+  const GateDecision d = DecideHostGate(t, 1010 * kMs, 0, 1000 * kMs, true);  // 90 > 80
+  EXPECT_EQ(d.action, GateAction::kWaitUntil);
+  EXPECT_EQ(d.until_ns, 1100 * kMs);
+  EXPECT_TRUE(d.realigned);
+  const GateDecision capped = DecideHostGate(t, 1010 * kMs, 0, 60 * kMs, true);  // 90 > 60
+  EXPECT_EQ(capped.action, GateAction::kFailOpen);
+  EXPECT_FALSE(capped.realigned);
+  const GateDecision early = DecideHostGate(t, 1090 * kMs, 0, 1000 * kMs, true);
+  EXPECT_EQ(early.action, GateAction::kWaitUntil);  // an ordinary wait, not a realignment
+  EXPECT_FALSE(early.realigned);
+}
+
 TEST(HostGate, WaitReleasesAtTheWindow) {
   const int64_t now = RealtimeNs();
   // A window opens 3 ms from now.

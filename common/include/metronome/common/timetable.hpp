@@ -145,6 +145,7 @@ struct GateDecision {
   GateAction action = GateAction::kGoNow;
   int64_t until_ns = 0;     // for kWaitUntil: when to release; otherwise `now`
   int64_t lateness_ns = 0;  // how long after the latest window opened the arrival came
+  bool realigned = false;   // waits although the wait exceeds max_wait (asked to realign)
 };
 
 // The gate: what to do with a communication phase that wants to start at `now`. A phase later
@@ -167,29 +168,37 @@ METRONOME_HD constexpr GateDecision DecideGate(const Timetable& tt, int64_t now,
   }
   d.until_ns = now + wait;
   d.action = GateAction::kWaitUntil;
+  d.realigned = wait > tt.max_wait_ns;
   return d;
 }
 
-// What a gate remembers from one phase to the next: how many phases in a row failed open.
+// What a gate remembers from one phase to the next: how many phases ago a late phase last
+// waited for its window (saturating).
 struct GateMemory {
-  uint32_t failed_open = 0;
+  uint32_t since_realign = UINT32_MAX;
 };
 
-// Late phases in a row that may fail open before the next late one waits for its window.
-inline constexpr uint32_t kRealignAfterFailOpens = 4;
+// At most one realignment in this many phases.
+inline constexpr uint32_t kRealignSpacing = 4;
 
-// Whether the next late phase must wait for its window instead of failing open: after
-// kRealignAfterFailOpens phases in a row failed open. Failing open can keep a late job late: its
-// phases overlap a neighbour's window and take longer, its iterations then last about its
-// planned period, and the lateness does not shrink. One wait puts it back on its windows; a
-// phase or a few late cost nothing. (Realigning also the first late phase in a new slot cost a
-// period at every re-plan while jobs were being learned, and made the demo slower.)
+// Whether a late phase must wait for its next window rather than fail open. A phase that
+// overran its window (on TCP a phase sometimes takes up to twice its wire time) makes the next
+// arrival late; failing open then sends it into a neighbour's window, both phases take longer,
+// the neighbour arrives late in turn, and the lateness travels round the link for many periods.
+// Waiting once costs this job part of a period and keeps the others on their windows. But a
+// job late again soon after a realignment more likely has a timetable that does not fit it
+// (a period shorter than its iteration): it fails open, as before, until the scheduler's next
+// plan, rather than lose a period every few iterations.
 METRONOME_HD constexpr bool MustRealign(const GateMemory& m) {
-  return m.failed_open >= kRealignAfterFailOpens;
+  return m.since_realign >= kRealignSpacing;
 }
 
-METRONOME_HD constexpr void Remember(GateMemory& m, GateAction action) {
-  m.failed_open = action == GateAction::kFailOpen ? m.failed_open + 1 : 0;
+METRONOME_HD constexpr void Remember(GateMemory& m, const GateDecision& d) {
+  if (d.realigned) {
+    m.since_realign = 0;
+  } else if (m.since_realign != UINT32_MAX) {
+    ++m.since_realign;
+  }
 }
 
 }  // namespace metronome
