@@ -87,10 +87,13 @@ struct PlanningConfig {
   // Fastest phase at ≥ this × capacity: the job saturates the link. Low, because a job is first
   // measured ungated, sharing the link: with three jobs on it, a saturating one sees ~1/3.
   double saturate_fraction = 0.3;
-  double wire_margin = 0.1;     // saturating jobs: window = wire time of their bytes × (1 + this)
-  double period_margin = 0.02;  // planned period ≥ measured natural period × (1 + this)
-  int64_t epoch_ns = 0;         // the reference instant of all timetables (scheduler clock)
-  double max_stretch = 4.0;     // planner: a gated period is at most max_stretch × P
+  double wire_margin = 0.1;  // saturating jobs: window = wire time of their bytes × (1 + this)
+  // Planned period ≥ measured natural period × (1 + this). 0: the planner already adds a
+  // headroom of the jitter (rounded up to whole percents: 1 % for any measurable jitter), and a
+  // late phase realigns to its next window rather than catching up.
+  double period_margin = 0.0;
+  int64_t epoch_ns = 0;      // the reference instant of all timetables (scheduler clock)
+  double max_stretch = 4.0;  // planner: a gated period is at most max_stretch × P
   // Planner cushions: every gated window is followed by at least max(min_cushion, jitter_cushion ×
   // the job's σ) before another job's window. min_cushion covers what is not the job's own
   // jitter: clock error between nodes and the gate's release error.
