@@ -340,9 +340,9 @@ def print_table(jobs: list[Job], solo: dict[str, float], runs: list[RunResult]) 
                      f"link utilization: {utils}")
         drops = ", ".join(f"{k} {v}" for k, v in r.drops.items())
         tcp = ", ".join(f"{k} {v['RetransSegs']}/{v['TCPTimeouts']}/{v['TCPLossProbes']}/"
-                        f"{v['TCPOFOQueue']}" for k, v in r.tcp.items())
+                        f"{v['TCPSACKReorder']}" for k, v in r.tcp.items())
         lines.append(f"{'':>8}  shaper drops: {drops}; TCP retransmitted/timeouts/loss probes/"
-                     f"out of order: {tcp}")
+                     f"reorderings: {tcp}")
     text = "\n".join(lines)
     print(text)
     return text

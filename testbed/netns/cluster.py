@@ -219,12 +219,13 @@ class Cluster:
     def tcp_counters(self, ns: str) -> dict[str, int]:
         """The namespace's TCP counters that explain stalls: segments retransmitted
         (Tcp: RetransSegs), retransmission timeouts (TcpExt: TCPTimeouts), tail loss probes
-        (TCPLossProbes), and what reordering costs: segments received out of order
-        (TCPOFOQueue) and dropped by PAWS (PAWSEstab), from /proc/PID/net/snmp and netstat."""
+        (TCPLossProbes), and reordering: detected by the sender (TCPSACKReorder; a loss alone
+        does not count) and segments the receiver dropped by PAWS (PAWSEstab), which reordering
+        causes, from /proc/PID/net/snmp and /proc/PID/net/netstat."""
         out = {}
         for table, prefix, keys in (("snmp", "Tcp:", ("RetransSegs",)),
                                     ("netstat", "TcpExt:", ("TCPTimeouts", "TCPLossProbes",
-                                                            "TCPOFOQueue", "PAWSEstab"))):
+                                                            "TCPSACKReorder", "PAWSEstab"))):
             with open(f"/proc/{self.anchors[ns].pid}/net/{table}") as f:
                 rows = [line.split() for line in f if line.startswith(prefix)]
             for k in keys:
