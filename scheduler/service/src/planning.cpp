@@ -141,7 +141,11 @@ struct PlanningAdapter::Impl {
     job.profile.period_ns = period;
     job.profile.comm_ns = comm;
     job.profile.beta_bps = std::max(beta, 1.0);
-    job.profile.jitter_ns = std::clamp<int64_t>(j.jitter_ns, 0, period);
+    // At least 1 ns: a measured jitter of 0 comes from too few samples, not from a perfectly
+    // periodic job. The planner rounds any jitter up to a whole percent of headroom and none to
+    // nothing, so a copy of a model that reported 0 would get a period 1 % off the other's,
+    // and one of them twice its period (seen on the demo with period_margin 0).
+    job.profile.jitter_ns = std::clamp<int64_t>(j.jitter_ns, 1, period);
     return job;
   }
 

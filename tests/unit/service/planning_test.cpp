@@ -263,6 +263,31 @@ TEST(PlanningAdapter, SaturatingJobsWindowIsTheWireTimeWhateverTheFastestPhase) 
   EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
 }
 
+// The demo's three jobs, in the order they were first planned: a small low-priority job, then the
+// high-priority copy of a model that reported no jitter yet (too few samples), then the other
+// copy. Both copies get the planner's headroom and one period; neither is stretched to twice it.
+TEST(PlanningAdapter, ACopyThatReportedNoJitterGetsTheSamePeriod) {
+  PlanningAdapter p(TwoRacks(), {});
+  PlanJob small = Saturating(3, "h1", "h3", 20 * kMs);
+  small.period_ns = 222 * kMs;
+  small.compute_ns = 200 * kMs;
+  small.comm_ns = 22 * kMs;
+  small.bytes_per_phase = 524'288;
+  small.priority = 0;
+  PlanJob calm = Saturating(1, "h1", "h3", 180 * kMs);
+  calm.jitter_ns = 0;
+  calm.priority = 2;
+  PlanJob jittery = Saturating(2, "h2", "h4", 180 * kMs);
+  jittery.priority = 1;
+  p.AddJobs({small});
+  p.AddJobs({calm});
+  p.AddJobs({jittery});
+  const PlanSummary s = p.Summary();
+  EXPECT_EQ(Find(s, 1).period_ns, Find(s, 2).period_ns);
+  EXPECT_LT(Find(s, 2).period_ns, 600 * kMs);  // not doubled
+  EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
+}
+
 // A re-plan whose profile converts to the same planner job (here only its fastest phase and
 // its compute by 0.1 ms moved) is skipped: no job moves, the plan's generation stays.
 TEST(PlanningAdapter, ReplanWithUnchangedPlannerInputsMovesNothing) {
