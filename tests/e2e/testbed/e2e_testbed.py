@@ -2,8 +2,8 @@
 """End-to-end tests on the namespace testbed (CTest label e2e; needs root).
 
   interleave        two jobs on one shaped link, without and with Metronome: with it, their
-                    sending on the wire overlaps far less, and no job is slowed beyond its
-                    planned stretch
+                    sending on the wire overlaps far less, no job is slowed beyond its
+                    planned stretch, and the shaped links deliver every flow in order
   scheduler_killed  metronome-scheduler is killed mid-run: the jobs still finish, at their
                     natural pace after the shims fail open
 
@@ -68,9 +68,9 @@ def interleave(d: demo.Demo) -> bool:
     # PAWS drops it causes) stretches phases for reasons that have nothing to do with link
     # sharing. (Segments after a lost one also arrive out of order; that is not counted here.)
     for r in (without, with_m):
-        ofo = sum(v["TCPSACKReorder"] + v["PAWSEstab"] for v in r.tcp.values())
-        print(f"{r.label}: reorderings detected or segments dropped by PAWS: {ofo}")
-        if ofo != 0:
+        reordered = sum(v["TCPSACKReorder"] + v["PAWSEstab"] for v in r.tcp.values())
+        print(f"{r.label}: reorderings detected or segments dropped by PAWS: {reordered}")
+        if reordered != 0:
             print("FAIL: the testbed's links reordered segments")
             ok = False
     jct = {r.label: statistics.mean(r.summaries[j.name]["completion_s"] for j in d.jobs)
