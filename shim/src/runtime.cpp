@@ -328,10 +328,7 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
   }
   const bool realign = MustRealign(st->gate_memory);
   const HostGateOutcome o = HostGate(tt, RealtimeNs(), offset, config_.max_wait_ns, true, realign);
-  GateDecision decided;
-  decided.action = o.action;
-  decided.realigned = o.realigned;
-  Remember(st->gate_memory, decided);
+  Remember(st->gate_memory, o.realigned);
   if (o.realigned) st->realigned.fetch_add(1, std::memory_order_relaxed);
   switch (o.action) {
     case GateAction::kGoNow:

@@ -293,13 +293,13 @@ class Engine {
     bool first = true;
     // The shim's gate memory, one per job (its ranks see the same timetable and lateness).
     const bool realign = MustRealign(j.gate_memory);
-    GateDecision first_decision;
+    bool first_realigned = false;
     for (std::uint32_t n : j.nodes) {
       const std::int64_t local = now_ns + skew_ns_[n];
       const GateDecision d = DecideGate(*tt, local, realign);
       if (first) {
         j.obs.lateness_ns = d.lateness_ns;
-        first_decision = d;
+        first_realigned = d.realigned;
         first = false;
       }
       if (d.action == GateAction::kWaitUntil) {
@@ -310,7 +310,7 @@ class Engine {
       }
     }
     if (j.obs.failed_open) ++j.fail_opens;
-    Remember(j.gate_memory, first_decision);
+    Remember(j.gate_memory, first_realigned);
     const double release = static_cast<double>(release_ns) * 1e-9;
     if (release <= now_ + kEps) {
       StartComm(j);

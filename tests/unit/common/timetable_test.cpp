@@ -125,13 +125,13 @@ TEST(GateDecision, RealignsALatePhaseAtMostOnceInSoManyPhases) {
   EXPECT_EQ(first.action, GateAction::kWaitUntil);
   EXPECT_EQ(first.until_ns, 200 * kMs);
   EXPECT_TRUE(first.realigned);
-  Remember(m, first);
+  Remember(m, first.realigned);
   for (int k = 2; k < 2 + static_cast<int>(kRealignSpacing); ++k) {
     ASSERT_FALSE(MustRealign(m)) << k;
     const GateDecision late = DecideGate(t, late_at(k), MustRealign(m));
     EXPECT_EQ(late.action, GateAction::kFailOpen) << k;
     EXPECT_FALSE(late.realigned) << k;
-    Remember(m, late);
+    Remember(m, late.realigned);
   }
   ASSERT_TRUE(MustRealign(m));
   // Within the slack it goes at once, and an early arrival waits as always: neither realigns.
@@ -140,11 +140,11 @@ TEST(GateDecision, RealignsALatePhaseAtMostOnceInSoManyPhases) {
   const GateDecision early = DecideGate(t, 1'095 * kMs, true);
   EXPECT_EQ(early.action, GateAction::kWaitUntil);
   EXPECT_FALSE(early.realigned);
-  Remember(m, early);
+  Remember(m, early.realigned);
   const GateDecision again = DecideGate(t, late_at(11), MustRealign(m));
   EXPECT_EQ(again.action, GateAction::kWaitUntil);
   EXPECT_TRUE(again.realigned);
-  Remember(m, again);
+  Remember(m, again.realigned);
   EXPECT_FALSE(MustRealign(m));
 }
 

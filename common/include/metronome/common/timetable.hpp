@@ -193,8 +193,9 @@ METRONOME_HD constexpr bool MustRealign(const GateMemory& m) {
   return m.since_realign >= kRealignSpacing;
 }
 
-METRONOME_HD constexpr void Remember(GateMemory& m, const GateDecision& d) {
-  if (d.realigned) {
+// After each gated phase: whether its decision realigned (GateDecision::realigned).
+METRONOME_HD constexpr void Remember(GateMemory& m, bool realigned) {
+  if (realigned) {
     m.since_realign = 0;
   } else if (m.since_realign != UINT32_MAX) {
     ++m.since_realign;
