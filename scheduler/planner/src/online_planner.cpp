@@ -129,7 +129,8 @@ std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
   auto attempt = [&](const std::vector<std::uint32_t>& order) {
     for (const Saved& s : saved) {
       ws.unplace(s.job);
-      ws.slots[s.job].has_prev = false;  // packed like new jobs
+      ws.slots[s.job].has_prev = false;  // packed like new jobs, as tight as they go
+      ws.jobs[s.job].job.next_phase_ns = kUnknownPhase;
     }
     bool ok = true;
     for (const std::uint32_t k : order) {
@@ -202,6 +203,17 @@ Plan plan(const Problem& problem, const PlannerOptions& options, const Plan* cur
   return detail::evaluate(ws);
 }
 
+namespace detail {
+
+// Job::next_phase_ns is a hint for the moment a job is added; a later re-plan of the job
+// (after another job leaves, in a repack, in the offline search) must not aim at a phase long
+// past.
+void forget_next_phases(Workspace& ws) {
+  for (ResolvedJob& r : ws.jobs) r.job.next_phase_ns = kUnknownPhase;
+}
+
+}  // namespace detail
+
 OnlinePlanner::OnlinePlanner(Topology topology, PlannerOptions options)
     : ws_(std::make_unique<Workspace>(std::move(topology), options)) {}
 OnlinePlanner::~OnlinePlanner() = default;
@@ -215,6 +227,7 @@ void OnlinePlanner::plan_all(const std::vector<Job>& jobs, const Plan* current) 
   fresh->slack_memo = std::move(ws_->slack_memo);
   detail::load_jobs(*fresh, jobs, current);
   detail::run_greedy(*fresh);
+  detail::forget_next_phases(*fresh);
   ws_ = std::move(fresh);
 }
 
@@ -240,6 +253,7 @@ void OnlinePlanner::adopt(const std::vector<Job>& jobs, const Plan& plan) {
     detail::place_job(*fresh, j);
   }
   detail::relax_cushions(*fresh, missing, fresh->options.cushion_sweeps);
+  detail::forget_next_phases(*fresh);
   ws_ = std::move(fresh);
 }
 
@@ -343,6 +357,7 @@ AddResult OnlinePlanner::finish_add(std::uint32_t j, const std::vector<std::uint
   result.changed.erase(std::unique(result.changed.begin(), result.changed.end()),
                        result.changed.end());
   result.job = detail::job_entry(ws, j);
+  ws.jobs[j].job.next_phase_ns = kUnknownPhase;  // a hint for this addition only
   return result;
 }
 

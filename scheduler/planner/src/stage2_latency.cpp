@@ -89,24 +89,33 @@ Nanos stretch_bound(const Workspace& ws, const JobShape& shape) {
 
 namespace {
 
+// The free offset reached with the least delay after x: x itself when it is free.
+Nanos least_delay(const Fit& fit, Nanos x) {
+  const Nanos t = fit.period;
+  x = mod(x, t);
+  Nanos best = 0;
+  Nanos best_delay = std::numeric_limits<Nanos>::max();
+  for (const FreeRange& r : fit.ranges) {
+    if ((r.a <= x && x <= r.b) || (r.a <= x + t && x + t <= r.b)) return x;
+    const Nanos d = mod(r.a - x, t);
+    if (d < best_delay) {
+      best_delay = d;
+      best = r.a;
+    }
+  }
+  return mod(best, t);
+}
+
 // Chooses an offset inside the free ranges of a fit.
 Nanos choose_offset(const Workspace& ws, std::uint32_t j, const Fit& fit) {
   const Slot& s = ws.slots[j];
   const Nanos t = fit.period;
-  if (s.has_prev && s.prev_gated) {  // running: least delay from where it was
-    const Nanos x = mod(s.prev_offset, t);
-    Nanos best = 0;
-    Nanos best_delay = std::numeric_limits<Nanos>::max();
-    for (const FreeRange& r : fit.ranges) {
-      if ((r.a <= x && x <= r.b) || (r.a <= x + t && x + t <= r.b)) return x;
-      const Nanos d = mod(r.a - x, t);
-      if (d < best_delay) {
-        best_delay = d;
-        best = r.a;
-      }
-    }
-    return mod(best, t);
-  }
+  // Running gated: least delay from where it was.
+  if (s.has_prev && s.prev_gated) return least_delay(fit, s.prev_offset);
+  // Running ungated, its next phase known: least delay from when that phase comes, so that it
+  // need not wait for its first window (a free place is worth more here than a tight one).
+  const Nanos next_phase = ws.jobs[j].job.next_phase_ns;
+  if (next_phase != kUnknownPhase && ws.rng == nullptr) return least_delay(fit, next_phase);
   if (ws.rng != nullptr) {  // offline search: a random range, its start or a random point
     auto& rng = *ws.rng;
     const FreeRange& r =
@@ -152,7 +161,11 @@ bool place_job(Workspace& ws, std::uint32_t j) {
     const double cost = stretch_cost(shape, fit.period) + move_cost(ws, j, fit.period, offset);
     if (!can_stay || cost < stay_cost - ws.options.min_move_gain) {
       ws.place_gated(j, fit.period, offset);
-      slot.movable = true;
+      // A window opened right where the job's next phase comes stays there (stage 3 slides the
+      // others), as a running job that stays does: moving it would make that phase wait.
+      const Nanos next_phase = ws.jobs[j].job.next_phase_ns;
+      slot.movable = running || next_phase == kUnknownPhase || ws.rng != nullptr ||
+                     offset != mod(next_phase, fit.period);
       return running;
     }
   }

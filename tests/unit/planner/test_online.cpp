@@ -186,6 +186,44 @@ TEST(OnlinePlanner, AddJobFirstGivesTheNewcomerFirstPickOnItsLinksOnly) {
   EXPECT_EQ(entry(after, 4).period_ns, entry(before, 4).period_ns);
 }
 
+// A job that runs ungated before it is planned has a phase of its own: its first window opens
+// where its next phase comes (when that place is free), so that the phase does not wait for it.
+// Without the hint the window goes wherever packing puts it (here 0), up to a period away.
+TEST(OnlinePlanner, ANewJobsFirstWindowOpensWhenItsNextPhaseComes) {
+  Job first = job(1, 0, 100, 30, {0});
+  first.next_phase_ns = 12'300 * kMs + 37 * kMs;  // any instant in the plan's frame
+  OnlinePlanner planner(testing::links(1));
+  EXPECT_EQ(planner.add_job(first).job.offset_ns, 37 * kMs);
+  OnlinePlanner unhinted(testing::links(1));
+  EXPECT_EQ(unhinted.add_job(job(1, 0, 100, 30, {0})).job.offset_ns, 0);
+
+  // Where the phase would land in another job's window, the first free place after it.
+  Job second = job(2, 0, 100, 30, {0});
+  second.next_phase_ns = 40 * kMs;  // inside job 1's window [37, 67)
+  const AddResult r = planner.add_job(second);
+  EXPECT_FALSE(r.job.best_effort);
+  EXPECT_GE(r.job.offset_ns, 67 * kMs);
+  EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), planner.snapshot());
+  // The hint is for that one addition: the planner does not keep it.
+  for (const Job& j : planner.jobs()) EXPECT_EQ(j.next_phase_ns, kUnknownPhase) << j.id;
+}
+
+// The CPU testbed demo: the low-priority job runs (alone, so ungated), then the high-priority
+// one joins and is placed first; its window opens at its next phase, whatever the low one's.
+TEST(OnlinePlanner, AHigherPriorityNewcomerPlacedFirstGetsItsOwnPhase) {
+  auto jittered = [](Job j, Nanos next_phase_ms) {
+    j.profile.jitter_ns = 1 * kMs;
+    j.next_phase_ns = next_phase_ms * kMs;
+    return j;
+  };
+  OnlinePlanner planner(testing::links(1));
+  (void)planner.add_job(jittered(job(3, 0, 228, 23, {0}), 5));
+  const AddResult high = planner.add_job_first(jittered(job(1, 2, 485, 170, {0}), 1'000'404));
+  EXPECT_FALSE(high.job.best_effort);
+  EXPECT_EQ(high.job.offset_ns, (1'000'404 * kMs) % high.job.period_ns);
+  EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), planner.snapshot());
+}
+
 // Link load profiles are kept up to date job by job (place, unplace, slide) rather than rebuilt;
 // after a long random sequence of additions and removals on stacking links (rectangles lower
 // than the link), every cushion and slowdown must equal that of the same plan loaded afresh.

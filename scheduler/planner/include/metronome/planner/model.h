@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -34,12 +35,21 @@ struct JobProfile {
   [[nodiscard]] double duty_cycle() const;  // d = c / P
 };
 
+// Job::next_phase_ns when the caller does not know when the job's next phase starts.
+inline constexpr Nanos kUnknownPhase = std::numeric_limits<Nanos>::min();
+
 struct Job {
   JobId id = 0;
   int priority = 0;                 // higher = more important
   std::vector<NodeId> nodes;        // nodes of its ranks (duplicates allowed)
   std::vector<LinkId> extra_links;  // explicit links crossed besides those the nodes imply
   JobProfile profile;
+  // When the job's next communication phase is expected to start, in the plan's frame (ns
+  // after the epoch), for a job that runs but is not gated yet. A hint used once, when the job
+  // is added: its window opens there if that place is free, else at the free place reached
+  // with the least delay after it, so that its first gated phase hardly waits (DESIGN.md §4,
+  // stage 2: the one-time delay of moving a running job). The planner forgets it afterwards.
+  Nanos next_phase_ns = kUnknownPhase;
 };
 
 // The planner's input. Job order is irrelevant to the result except as a last tie-break.
