@@ -95,12 +95,10 @@ struct PlannerOptions {
   // Stop-and-wait needs a period a little longer than the mean iteration: at T = P a phase that
   // comes late is never caught up (the lateness is a random walk) and sooner or later misses
   // its slack and waits. A gated job's period is at least P + jitter_headroom·σ (not bounded by
-  // max_stretch: it is not a harmonic stretch), so that lateness drifts back to zero.
+  // max_stretch: it is not a harmonic stretch), so that lateness drifts back to zero. The
+  // headroom is rounded up to a whole percent of P, which keeps equal and harmonic natural
+  // periods equal and harmonic (rounding P + headroom to a fixed grid would not: 123 : 246 ms).
   double jitter_headroom = 1.0;
-  // No effect (kept so that callers that set it still build): the headroom is rounded up to a
-  // whole percent of P instead, which keeps equal and harmonic natural periods equal and
-  // harmonic; rounding P + headroom to a fixed grid would not (123 ms : 246 ms).
-  Nanos period_grid_ns = 0;
   // The cushion switch (the no-cushion ablation): false packs windows against each other (no
   // minimum cushion), runs no stage 3 (also not in the offline search) and gives every job
   // zero late slack.
