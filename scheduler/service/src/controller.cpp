@@ -31,6 +31,32 @@ int64_t SignedLateness(const Timetable& tt, int64_t start_ns) {
   return phase > tt.period_ns / 2 ? phase - tt.period_ns : phase;
 }
 
+int64_t PredictNextPhase(const JobState& job, int64_t after_ns) {
+  const Timetable& tt = job.timetable;
+  if (job.planned && !job.best_effort && tt.version > 0 && tt.window_ns < tt.period_ns) {
+    return NextWindowStart(tt, after_ns);  // gated: its phases start as its windows open
+  }
+  // Ungated: only at a steady pace. A job learned under contention speeds up as its neighbours
+  // get gated (on the CPU demo 690, 635, 580, 550 ms, then 490): a phase predicted from that is
+  // off by 100 ms or more, and one that comes later than its window's cushion waits a period.
+  constexpr size_t kGaps = 4;
+  constexpr double kSteady = 0.02;  // spread of the gaps, relative to their median
+  if (job.phases.size() < kGaps + 1) return 0;
+  std::vector<int64_t> gaps;
+  for (size_t k = job.phases.size() - 1; k > 0 && gaps.size() < kGaps; --k) {
+    gaps.push_back(job.phases[k].start_ns - job.phases[k - 1].start_ns);
+  }
+  std::sort(gaps.begin(), gaps.end());
+  const int64_t period = gaps[gaps.size() / 2];
+  const int64_t spread = gaps.back() - gaps.front();
+  if (period <= 0 || static_cast<double>(spread) > kSteady * static_cast<double>(period)) return 0;
+  // Half the spread later: a phase that comes a little early waits that much, once.
+  const int64_t margin = spread / 2;
+  const int64_t last = job.phases.back().start_ns;
+  const int64_t periods = after_ns <= last ? 1 : (after_ns - last) / period + 1;
+  return last + periods * period + margin;
+}
+
 ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileReport& report,
                           const ControllerConfig& controller, const PlanningConfig& planning,
                           int64_t now_ns) {

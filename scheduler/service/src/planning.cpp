@@ -146,6 +146,7 @@ struct PlanningAdapter::Impl {
     // nothing, so a copy of a model that reported 0 would get a period 1 % off the other's,
     // and one of them twice its period (seen on the demo with period_margin 0).
     job.profile.jitter_ns = std::clamp<int64_t>(j.jitter_ns, 1, period);
+    if (j.next_phase_ns != 0) job.next_phase_ns = j.next_phase_ns - config.epoch_ns;
     return job;
   }
 

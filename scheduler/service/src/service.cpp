@@ -541,6 +541,10 @@ PlanJob Service::ToPlanJob(const JobState& job) const {
   p.compute_ns = job.compute_ns;
   p.jitter_ns = job.jitter_ns;
   p.bytes_per_phase = job.bytes_per_phase;
+  // Where its first window should open if it is placed now: its next phase after the plan and
+  // the timetable's push (well under kPlanLead), so that the phase hardly waits for it.
+  constexpr int64_t kPlanLead = 10'000'000;
+  p.next_phase_ns = PredictNextPhase(job, RealtimeNs() + kPlanLead);
   return p;
 }
 

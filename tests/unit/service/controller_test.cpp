@@ -58,6 +58,26 @@ TEST(Controller, SignedLatenessIsRelativeToTheNearestOpening) {
   EXPECT_EQ(SignedLateness(tt, 1'000 * kMs + 70 * kMs), 50 * kMs);
 }
 
+// The next phase of an ungated job at a steady pace: its last start plus whole periods of that
+// pace, plus half the gaps' spread (arriving a little early costs less than arriving late).
+// An unsteady pace predicts nothing. A gated job's next phase is its next window.
+TEST(Controller, TheNextPhaseFollowsASteadyPace) {
+  JobState job;
+  EXPECT_EQ(PredictNextPhase(job, 0), 0);  // nothing measured
+  for (int64_t s : {1'000, 1'100, 1'200, 1'300}) job.phases.push_back({s * kMs});
+  EXPECT_EQ(PredictNextPhase(job, 0), 0);  // three gaps: too few to call it steady
+  job.phases.push_back({1'402 * kMs});     // gaps 100, 100, 100, 102
+  EXPECT_EQ(PredictNextPhase(job, 1'403 * kMs), (1'502 + 1) * kMs);
+  EXPECT_EQ(PredictNextPhase(job, 1'700 * kMs), (1'702 + 1) * kMs);
+  EXPECT_EQ(PredictNextPhase(job, 1'300 * kMs), (1'502 + 1) * kMs);  // after the last start
+  job.phases.push_back({1'530 * kMs});  // a slow iteration (128 ms): not steady
+  EXPECT_EQ(PredictNextPhase(job, 1'531 * kMs), 0);
+
+  job.planned = true;
+  job.timetable = {2, 0, 100 * kMs, 20 * kMs, 30 * kMs, 10 * kMs, 70 * kMs};
+  EXPECT_EQ(PredictNextPhase(job, 1'661 * kMs), 1'720 * kMs);
+}
+
 TEST(Controller, FirstUsableProfileMakesTheJobPlannable) {
   Fixture f;
   f.job.has_profile = false;

@@ -59,6 +59,20 @@ TEST(PlanningAdapter, TwoJobsOnOneLinkGetDisjointWindows) {
   EXPECT_EQ(s.links[0].gated_jobs, 2u);
 }
 
+// A job's first window opens at its next phase (scheduler clock, whatever the epoch), so that
+// the phase does not wait for it.
+TEST(PlanningAdapter, AJobsFirstWindowOpensAtItsNextPhase) {
+  PlanningConfig config;
+  config.epoch_ns = 7 * kMs;
+  PlanningAdapter p(TopologyConfig::Default(), config);
+  PlanJob j = Job(1, {"a", "b"}, 100 * kMs, 40 * kMs, 2);
+  j.next_phase_ns = 1'000'000 * kMs + 130 * kMs;
+  p.AddJob(j);
+  const JobSchedule s = Find(p.Summary(), 1);
+  const int64_t opens = p.Summary().epoch_ns + s.offset_ns;
+  EXPECT_EQ(((j.next_phase_ns - opens) % s.period_ns + s.period_ns) % s.period_ns, 0);
+}
+
 TEST(PlanningAdapter, RemoveKeepsOthersAndBumpsGeneration) {
   PlanningAdapter p(TopologyConfig::Default(), {});
   p.AddJob(Job(1, {"a", "b"}, 100 * kMs, 30 * kMs));

@@ -43,6 +43,13 @@ struct ReportVerdict {
 // Signed lateness of a phase start relative to the nearest window opening, in (−P/2, P/2].
 int64_t SignedLateness(const Timetable& tt, int64_t start_ns);
 
+// When the job's first phase after `after_ns` (scheduler clock) should start: for a gated job its
+// next window; for an ungated one that runs at a steady pace (its last four gaps between phase
+// starts within 2 % of their median) the last start plus whole periods of that pace, plus half
+// the gaps' spread. 0 when unknown (too few phases, an unsteady pace). The planner opens a new
+// job's first window there.
+int64_t PredictNextPhase(const JobState& job, int64_t after_ns);
+
 // Applies one profile report from `rank` to `job` (measured phases, profile, controller counters)
 // and returns what the service should do. `now_ns` is the scheduler clock at receipt.
 ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileReport& report,

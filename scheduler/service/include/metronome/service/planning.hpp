@@ -32,6 +32,7 @@ struct PlanJob {
   uint64_t bytes_per_phase = 0;    // 0: unknown (the job is taken to saturate its links)
   int64_t compute_ns = 0;          // median compute between phases (0: unknown)
   int64_t jitter_ns = 0;           // its σ (0: unknown); widens the job's cushions
+  int64_t next_phase_ns = 0;       // its next phase start, scheduler clock (0: unknown)
 };
 
 // The planner's verdict for one job, in timetable terms.
