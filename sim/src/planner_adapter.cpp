@@ -91,6 +91,8 @@ class PlannerScheduler final : public TimeScheduler {
     e.job.profile = ProfileOf(a);
     e.comm_ns = a.comm_ns;
     e.compute_ns = a.compute_ns;
+    // Its first phase comes after its launch and first compute phase: the window opens there.
+    e.job.next_phase_ns = now_ns + a.start_delay_ns + a.compute_ns;
     if (online_) {
       Timed([&] { (void)online_->add_job(e.job); });
       ++stats_.adds;
@@ -163,6 +165,7 @@ class PlannerScheduler final : public TimeScheduler {
           std::min<std::int64_t>(std::llround(sigma), e.job.profile.period_ns);
     }
     e.since_plan = 0;
+    e.job.next_phase_ns = now_ns + e.compute_ns;  // this iteration just ended
     // Re-plan the job with its measured profile: it leaves and comes back (add_job), so that
     // it takes a free place, or its equal- and lower-priority neighbours are packed again with
     // it; the offline search below may improve on that.

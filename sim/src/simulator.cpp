@@ -477,6 +477,7 @@ class Engine {
     a.comm_ns = ToNs(j.volume / j.bottleneck_Bps);
     a.beta_Bps = j.bottleneck_Bps;
     a.volume_bytes = j.volume;
+    a.start_delay_ns = ToNs(j.start_delay);
     return a;
   }
 

@@ -26,6 +26,7 @@ struct ActiveJob {
   std::int64_t comm_ns = 0;          // communication phase alone, at bandwidth beta
   double beta_Bps = 0.0;             // the bottleneck capacity along its links
   double volume_bytes = 0.0;         // V per link per iteration
+  std::int64_t start_delay_ns = 0;   // launch delay before its first iteration
 };
 
 // What the controller observes after each iteration of a job (the shim's phase tracker).
