@@ -6,6 +6,7 @@
 #include <string>
 
 #include "log.hpp"
+#include "metronome/common/timetable.hpp"
 
 namespace metronome::shim {
 
@@ -15,7 +16,7 @@ enum class GateKind : int { kAuto = 0, kDevice = 1, kHost = 2 };
 struct Config {
   Mode mode = Mode::kEnforce;                      // METRONOME_MODE off|observe|enforce
   GateKind gate = GateKind::kAuto;                 // METRONOME_GATE auto|device|host
-  int64_t max_wait_ns = 1'000'000'000;             // METRONOME_MAX_WAIT_MS (caps the timetable's)
+  int64_t max_wait_ns = kDefaultMaxWaitCapNs;      // METRONOME_MAX_WAIT_MS (caps the timetable's)
   std::string scheduler = "tcp://127.0.0.1:7411";  // METRONOME_SCHEDULER
   std::string job;                                 // METRONOME_JOB ("" = hash of the unique id)
   std::string node;                                // NODE_NAME, else gethostname()

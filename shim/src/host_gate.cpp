@@ -29,16 +29,8 @@ int64_t SleepUntilRealtime(int64_t target_ns, int64_t spin_lead_ns) noexcept {
 GateDecision DecideHostGate(const Timetable& tt, int64_t now_local_ns,
                             int64_t server_minus_local_ns, int64_t max_wait_cap_ns,
                             bool realign) noexcept {
-  Timetable t = tt;
-  if (t.max_wait_ns > max_wait_cap_ns) t.max_wait_ns = max_wait_cap_ns;
-  if (t.max_wait_ns < 0) t.max_wait_ns = 0;
   const int64_t now_server = SaturatingAdd(now_local_ns, server_minus_local_ns);
-  GateDecision d = DecideGate(t, now_server, realign);
-  if (d.realigned && d.until_ns - now_server > max_wait_cap_ns) {  // never past the cap
-    d.action = GateAction::kFailOpen;
-    d.until_ns = now_server;
-    d.realigned = false;
-  }
+  GateDecision d = DecideCappedGate(tt, now_server, max_wait_cap_ns, realign);
   d.until_ns = d.action == GateAction::kWaitUntil ? SaturatingSub(d.until_ns, server_minus_local_ns)
                                                   : now_local_ns;
   return d;

@@ -296,7 +296,8 @@ class Engine {
     bool first_realigned = false;
     for (std::uint32_t n : j.nodes) {
       const std::int64_t local = now_ns + skew_ns_[n];
-      const GateDecision d = DecideGate(*tt, local, realign);
+      // The shim's gate with its default wait cap (METRONOME_MAX_WAIT_MS).
+      const GateDecision d = DecideCappedGate(*tt, local, kDefaultMaxWaitCapNs, realign);
       if (first) {
         j.obs.lateness_ns = d.lateness_ns;
         first_realigned = d.realigned;

@@ -111,6 +111,27 @@ TEST(GateDecision, GoesInsideSlackWaitsAfterItFailsOpenBeyondMaxWait) {
   EXPECT_EQ(wait.until_ns, 200 * kMs);
 }
 
+// Under a cap on any wait (the shim's METRONOME_MAX_WAIT_MS; the simulator applies the default)
+// the timetable's max_wait is capped, and a realignment that would wait past the cap fails open.
+TEST(GateDecision, NoWaitIsLongerThanTheCap) {
+  // Period 2 s, window 0.5 s, slack 50 ms, max wait 1.5 s.
+  Timetable t = Make(0, 2'000 * kMs, 0, 500 * kMs, 50 * kMs, 1'500 * kMs);
+  ASSERT_EQ(ValidateTimetable(t), kTimetableOk);
+  // 1.2 s to the next window: within max_wait, past the 1 s cap.
+  EXPECT_EQ(DecideGate(t, 800 * kMs).action, GateAction::kWaitUntil);
+  EXPECT_EQ(DecideCappedGate(t, 800 * kMs, kDefaultMaxWaitCapNs).action, GateAction::kFailOpen);
+  // A late phase 1.9 s from its next window: realigning would wait past the cap.
+  const GateDecision uncapped = DecideGate(t, 100 * kMs, true);
+  EXPECT_TRUE(uncapped.realigned);
+  const GateDecision capped = DecideCappedGate(t, 100 * kMs, kDefaultMaxWaitCapNs, true);
+  EXPECT_EQ(capped.action, GateAction::kFailOpen);
+  EXPECT_FALSE(capped.realigned);
+  // One 0.9 s from its window realigns under the cap as without it.
+  const GateDecision near = DecideCappedGate(t, 1'100 * kMs, kDefaultMaxWaitCapNs, true);
+  EXPECT_EQ(near.action, GateAction::kWaitUntil);
+  EXPECT_EQ(near.until_ns, 2'000 * kMs);
+}
+
 // A late phase waits for its next window even past max_wait (it realigns); a late phase within
 // kRealignSpacing phases of that fails open, as the timetable may not fit the job; after that
 // many phases a late one realigns again.

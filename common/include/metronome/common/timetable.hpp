@@ -172,6 +172,26 @@ METRONOME_HD constexpr GateDecision DecideGate(const Timetable& tt, int64_t now,
   return d;
 }
 
+// The shim's default cap on any gate wait (METRONOME_MAX_WAIT_MS).
+inline constexpr int64_t kDefaultMaxWaitCapNs = 1'000'000'000;
+
+// The gate under a cap on any wait, as the shim runs it: the timetable's max_wait is capped, and
+// a realignment that would wait past the cap fails open instead (a training job never waits
+// longer than its operator allows, whatever the timetable says).
+METRONOME_HD constexpr GateDecision DecideCappedGate(const Timetable& tt, int64_t now,
+                                                     int64_t cap_ns, bool realign = false) {
+  Timetable t = tt;
+  if (t.max_wait_ns > cap_ns) t.max_wait_ns = cap_ns;
+  if (t.max_wait_ns < 0) t.max_wait_ns = 0;
+  GateDecision d = DecideGate(t, now, realign);
+  if (d.realigned && d.until_ns - now > cap_ns) {
+    d.action = GateAction::kFailOpen;
+    d.until_ns = now;
+    d.realigned = false;
+  }
+  return d;
+}
+
 // What a gate remembers from one phase to the next: how many phases ago a late phase last
 // waited for its window (saturating).
 struct GateMemory {
