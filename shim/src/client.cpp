@@ -359,12 +359,10 @@ void Client::SendReports(int64_t now) {
       if (c->job != job) continue;
       if (c->device_gate) {
         // The kernel decides on the GPU: its own counters say what happened.
-        uint64_t waits = 0;
-        uint64_t failed = 0;
-        DeviceGate::KernelCounters(c->device_slot, &waits, &failed);
-        r.gated += waits;
-        r.late += waits + failed;
-        r.failed_open += failed;
+        const DeviceGate::Counters k = DeviceGate::KernelCounters(c->device_slot);
+        r.gated += k.waits;
+        r.late += k.waits + k.failed_open;
+        r.failed_open += k.failed_open;
       } else {
         r.gated += c->gated.load();
         r.late += c->late.load();

@@ -278,6 +278,8 @@ int DeviceGate::Prepare(ncclComm_t comm) noexcept {
     DeviceGateSlot& g = s.slots[i];
     g.seq = g.seq + 2;  // keep it even
     g.valid = 0;
+    g.since_realign = GateMemory{}.since_realign;
+    g.realigned = 0;
     g.release = s.issued[i].load();
     WriteServerOffset(s, i);
     s.any.store(true);
@@ -304,7 +306,9 @@ DeviceGateStatus DeviceGate::Status() noexcept {
 }
 
 bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
-                         int64_t server_minus_local_ns, int64_t max_wait_ns) noexcept {
+                         int64_t server_minus_local_ns, int64_t max_wait_ns, GateMemory& memory,
+                         bool& realigned) noexcept {
+  realigned = false;
   State& s = S();
   if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return false;
   const ContextEntry* e = s.slot_ctx[slot];
@@ -317,7 +321,11 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
            CUDA_SUCCESS;
   }
   if (e->status != DeviceGateStatus::kWaitValue || StreamIsCapturing(stream)) return false;
-  const GateDecision d = DecideHostGate(tt, RealtimeNs(), server_minus_local_ns, max_wait_ns);
+  // Decided here, at the call: the host's gate memory serves (the kernel keeps its own).
+  const GateDecision d =
+      DecideHostGate(tt, RealtimeNs(), server_minus_local_ns, max_wait_ns, MustRealign(memory));
+  Remember(memory, d.realigned);
+  realigned = d.realigned;
   if (d.action != GateAction::kWaitUntil) return true;
   const uint32_t ticket = s.issued[slot].fetch_add(1) + 1;
   CUdeviceptr flag = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot) +
@@ -384,6 +392,7 @@ void DeviceGate::Publish(int slot, const Timetable* tt, int64_t max_wait_cap_ns)
     g.window_ns = tt->window_ns;
     g.late_slack_ns = tt->late_slack_ns;
     g.max_wait_ns = std::min(tt->max_wait_ns, max_wait_cap_ns);
+    g.max_wait_cap_ns = max_wait_cap_ns;
     g.valid = 1;
   }
   __sync_synchronize();
@@ -444,13 +453,14 @@ void DeviceGate::ForgetAfterFork() noexcept {
   s.wake_fd.store(-1);
 }
 
-void DeviceGate::KernelCounters(int slot, uint64_t* waits, uint64_t* failed_open) noexcept {
+DeviceGate::Counters DeviceGate::KernelCounters(int slot) noexcept {
   State& s = S();
-  *waits = 0;
-  *failed_open = 0;
-  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return;
-  *waits = s.slots[slot].waits;
-  *failed_open = s.slots[slot].failed_open;
+  Counters c;
+  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return c;
+  c.waits = s.slots[slot].waits;
+  c.failed_open = s.slots[slot].failed_open;
+  c.realigned = s.slots[slot].realigned;
+  return c;
 }
 
 int64_t DeviceGate::HostMinusGpuNs() noexcept {

@@ -40,9 +40,12 @@ class DeviceGate {
   static void ReleaseSlot(int slot) noexcept;
   static DeviceGateStatus Status() noexcept;
 
-  // The caller's path, at a phase start. Returns true when the gate is on the stream.
+  // The caller's path, at a phase start. Returns true when the gate is on the stream. Where the
+  // host decides (stream waits), it uses and updates `memory` and sets `realigned`; the kernel
+  // keeps its own memory in the slot.
   static bool Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
-                      int64_t server_minus_local_ns, int64_t max_wait_ns) noexcept;
+                      int64_t server_minus_local_ns, int64_t max_wait_ns, GateMemory& memory,
+                      bool& realigned) noexcept;
 
   // Whether `stream` is being captured into a CUDA graph (false when no CUDA is loaded).
   static bool StreamIsCapturing(cudaStream_t stream) noexcept;
@@ -55,9 +58,14 @@ class DeviceGate {
   static void ReleaseAll() noexcept;
   static void ForgetAfterFork() noexcept;
 
-  // What the kernel counted on a slot: phases it held until a window, and phases it let go
-  // because the next window was beyond max wait.
-  static void KernelCounters(int slot, uint64_t* waits, uint64_t* failed_open) noexcept;
+  // What the kernel counted on a slot: phases it held until a window, phases it let go because
+  // the next window was beyond max wait, and late phases it held to their next window.
+  struct Counters {
+    uint64_t waits = 0;
+    uint64_t failed_open = 0;
+    uint64_t realigned = 0;
+  };
+  static Counters KernelCounters(int slot) noexcept;
 
   // The calibration (host CLOCK_REALTIME minus GPU %globaltimer), 0 when not calibrated.
   static int64_t HostMinusGpuNs() noexcept;

@@ -25,7 +25,11 @@ struct alignas(128) DeviceGateSlot {
   volatile int64_t last_target_gpu_ns;
   // The stream-memory-operation gate: the stream waits until `release >= ticket`.
   volatile uint32_t release;
-  uint32_t pad;
+  // The kernel's gate memory (common's GateMemory::since_realign) from one phase to the next;
+  // UINT32_MAX when the slot is prepared.
+  volatile uint32_t since_realign;
+  volatile int64_t max_wait_cap_ns;  // METRONOME_MAX_WAIT_MS: no wait is longer, realigning or not
+  volatile uint64_t realigned;       // written by the kernel: late phases it held to their window
 };
 
 }  // namespace metronome::shim

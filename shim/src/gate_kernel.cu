@@ -16,13 +16,16 @@ __device__ __forceinline__ int64_t GlobalTimerNs() {
 }  // namespace
 
 // One thread: decides at the moment the stream reaches it, then spins until the window opens,
-// never longer than the timetable's max wait (capped on the host by METRONOME_MAX_WAIT_MS).
+// never longer than the timetable's max wait (capped on the host by METRONOME_MAX_WAIT_MS), or,
+// for a late phase that realigns, than the cap itself. The gate memory (how many phases ago one
+// realigned) lives in the slot: launches on one communicator's stream run one after another.
 extern "C" __global__ void metronome_gate_kernel(metronome::shim::DeviceGateSlot* slot) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   const int64_t arrival = GlobalTimerNs();
   slot->launches = slot->launches + 1;
   metronome::Timetable tt;
   int64_t server_minus_gpu = 0;
+  int64_t cap = 0;
   bool ok = false;
   for (int attempt = 0; attempt < 32 && !ok; ++attempt) {
     const uint32_t s1 = slot->seq;
@@ -37,19 +40,24 @@ extern "C" __global__ void metronome_gate_kernel(metronome::shim::DeviceGateSlot
     tt.late_slack_ns = slot->late_slack_ns;
     tt.max_wait_ns = slot->max_wait_ns;
     server_minus_gpu = slot->server_minus_gpu_ns;
+    cap = slot->max_wait_cap_ns;
     __threadfence_system();
     ok = slot->seq == s1;
   }
   if (!ok || tt.period_ns <= 0) return;  // the host kept writing: go (fail open)
-  const metronome::GateDecision d =
-      metronome::DecideGate(tt, metronome::SaturatingAdd(arrival, server_minus_gpu));
+  metronome::GateMemory memory{slot->since_realign};
+  const metronome::GateDecision d = metronome::DecideCappedGate(
+      tt, metronome::SaturatingAdd(arrival, server_minus_gpu), cap, metronome::MustRealign(memory));
+  metronome::Remember(memory, d.realigned);
+  slot->since_realign = memory.since_realign;
+  if (d.realigned) slot->realigned = slot->realigned + 1;
   if (d.action == metronome::GateAction::kFailOpen) {
     slot->failed_open = slot->failed_open + 1;
     return;
   }
   if (d.action != metronome::GateAction::kWaitUntil) return;
   int64_t target = metronome::SaturatingSub(d.until_ns, server_minus_gpu);
-  const int64_t bound = metronome::SaturatingAdd(arrival, tt.max_wait_ns);
+  const int64_t bound = metronome::SaturatingAdd(arrival, d.realigned ? cap : tt.max_wait_ns);
   if (target > bound) target = bound;
   slot->last_target_gpu_ns = target;
   slot->waits = slot->waits + 1;

@@ -244,7 +244,11 @@ void Runtime::OnCommDestroyed(ncclComm_t comm, const char* how) noexcept {
       }
       cur->retired_at_ns = RealtimeNs();
       cur->job->comms.fetch_sub(1);
-      if (cur->device_slot >= 0) DeviceGate::ReleaseSlot(cur->device_slot);
+      DeviceGate::Counters kernel;  // what the gate kernel decided on the GPU (none: zeros)
+      if (cur->device_slot >= 0) {
+        kernel = DeviceGate::KernelCounters(cur->device_slot);
+        DeviceGate::ReleaseSlot(cur->device_slot);
+      }
       retired_.push_back(cur);
       MLOG_INFO(
           "communicator %p %s: job=%s rank=%u collectives=%llu phases=%llu gated=%llu "
@@ -253,8 +257,8 @@ void Runtime::OnCommDestroyed(ncclComm_t comm, const char* how) noexcept {
           static_cast<unsigned long long>(cur->calls.load()),
           static_cast<unsigned long long>(cur->phase_starts.load()),
           static_cast<unsigned long long>(cur->gated.load()),
-          static_cast<unsigned long long>(cur->failed_open.load()),
-          static_cast<unsigned long long>(cur->realigned.load()));
+          static_cast<unsigned long long>(cur->failed_open.load() + kernel.failed_open),
+          static_cast<unsigned long long>(cur->realigned.load() + kernel.realigned));
       return;
     }
   } catch (...) {
@@ -316,8 +320,11 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
   if (!clock_valid.load(std::memory_order_relaxed)) return 0;  // no common clock: go
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
   if (st->device_gate) {  // also on the legacy default stream (0)
-    if (DeviceGate::Enqueue(st->device_slot, stream, tt, offset, config_.max_wait_ns)) {
+    bool realigned = false;
+    if (DeviceGate::Enqueue(st->device_slot, stream, tt, offset, config_.max_wait_ns,
+                            st->gate_memory, realigned)) {
       st->gated.store(st->gated.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      if (realigned) st->realigned.fetch_add(1, std::memory_order_relaxed);
       return 0;
     }
   }
