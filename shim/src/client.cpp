@@ -357,16 +357,16 @@ void Client::SendReports(int64_t now) {
     CommState* main = nullptr;
     for (CommState* c : comms) {
       if (c->job != job) continue;
+      // Decisions made on the host (host gate, stream waits) are counted in the communicator's
+      // state; the gate kernel decides on the GPU and counts in its slot.
+      r.gated += c->gated.load();
+      r.late += c->late.load();
+      r.failed_open += c->failed_open.load();
       if (c->device_gate) {
-        // The kernel decides on the GPU: its own counters say what happened.
         const DeviceGate::Counters k = DeviceGate::KernelCounters(c->device_slot);
         r.gated += k.waits;
         r.late += k.waits + k.failed_open;
         r.failed_open += k.failed_open;
-      } else {
-        r.gated += c->gated.load();
-        r.late += c->late.load();
-        r.failed_open += c->failed_open.load();
       }
       if (main == nullptr || c->estimate.bytes > main->estimate.bytes) main = c;
     }

@@ -307,8 +307,8 @@ DeviceGateStatus DeviceGate::Status() noexcept {
 
 bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
                          int64_t server_minus_local_ns, int64_t max_wait_ns, GateMemory& memory,
-                         bool& realigned) noexcept {
-  realigned = false;
+                         HostDecision& decided) noexcept {
+  decided = HostDecision{};
   State& s = S();
   if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return false;
   const ContextEntry* e = s.slot_ctx[slot];
@@ -325,7 +325,7 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
   const GateDecision d =
       DecideHostGate(tt, RealtimeNs(), server_minus_local_ns, max_wait_ns, MustRealign(memory));
   Remember(memory, d.realigned);
-  realigned = d.realigned;
+  decided = {true, d};
   if (d.action != GateAction::kWaitUntil) return true;
   const uint32_t ticket = s.issued[slot].fetch_add(1) + 1;
   CUdeviceptr flag = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot) +

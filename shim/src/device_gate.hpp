@@ -40,12 +40,18 @@ class DeviceGate {
   static void ReleaseSlot(int slot) noexcept;
   static DeviceGateStatus Status() noexcept;
 
-  // The caller's path, at a phase start. Returns true when the gate is on the stream. Where the
-  // host decides (stream waits), it uses and updates `memory` and sets `realigned`; the kernel
-  // keeps its own memory in the slot.
+  // What Enqueue decided where the host decides (stream waits); the kernel decides on the GPU
+  // and counts in its slot (KernelCounters).
+  struct HostDecision {
+    bool decided = false;  // false: the kernel decides
+    GateDecision decision;
+  };
+  // The caller's path, at a phase start. Returns true when the gate is on the stream (or, where
+  // the host decides, when it decided that the phase goes now). Where the host decides, it uses
+  // and updates `memory`; the kernel keeps its own in the slot.
   static bool Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
                       int64_t server_minus_local_ns, int64_t max_wait_ns, GateMemory& memory,
-                      bool& realigned) noexcept;
+                      HostDecision& decided) noexcept;
 
   // Whether `stream` is being captured into a CUDA graph (false when no CUDA is loaded).
   static bool StreamIsCapturing(cudaStream_t stream) noexcept;

@@ -256,7 +256,7 @@ void Runtime::OnCommDestroyed(ncclComm_t comm, const char* how) noexcept {
           static_cast<void*>(comm), how, cur->job->job_id.c_str(), cur->rank.load(),
           static_cast<unsigned long long>(cur->calls.load()),
           static_cast<unsigned long long>(cur->phase_starts.load()),
-          static_cast<unsigned long long>(cur->gated.load()),
+          static_cast<unsigned long long>(cur->gated.load() + kernel.waits),
           static_cast<unsigned long long>(cur->failed_open.load() + kernel.failed_open),
           static_cast<unsigned long long>(cur->realigned.load() + kernel.realigned));
       return;
@@ -320,11 +320,13 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
   if (!clock_valid.load(std::memory_order_relaxed)) return 0;  // no common clock: go
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
   if (st->device_gate) {  // also on the legacy default stream (0)
-    bool realigned = false;
+    DeviceGate::HostDecision host;
     if (DeviceGate::Enqueue(st->device_slot, stream, tt, offset, config_.max_wait_ns,
-                            st->gate_memory, realigned)) {
-      st->gated.store(st->gated.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      if (realigned) st->realigned.fetch_add(1, std::memory_order_relaxed);
+                            st->gate_memory, host)) {
+      // The kernel counts its own decisions; a stream wait's are counted here, as the host
+      // gate's (the wait itself happens on the stream, so no waited time).
+      if (host.decided)
+        Count(st, host.decision.action, host.decision.lateness_ns, tt, 0, host.decision.realigned);
       return 0;
     }
   }
@@ -336,21 +338,26 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
   const bool realign = MustRealign(st->gate_memory);
   const HostGateOutcome o = HostGate(tt, RealtimeNs(), offset, config_.max_wait_ns, true, realign);
   Remember(st->gate_memory, o.realigned);
-  if (o.realigned) st->realigned.fetch_add(1, std::memory_order_relaxed);
-  switch (o.action) {
+  Count(st, o.action, o.lateness_ns, tt, o.waited_ns, o.realigned);
+  return o.action == GateAction::kWaitUntil ? RealtimeNs() : 0;
+}
+
+void Runtime::Count(CommState* st, GateAction action, int64_t lateness_ns, const Timetable& tt,
+                    int64_t waited_ns, bool realigned) noexcept {
+  if (realigned) st->realigned.fetch_add(1, std::memory_order_relaxed);
+  switch (action) {
     case GateAction::kGoNow:
       break;
     case GateAction::kWaitUntil:
       st->gated.fetch_add(1, std::memory_order_relaxed);
-      st->waited_ns.fetch_add(o.waited_ns, std::memory_order_relaxed);
-      if (o.lateness_ns < tt.period_ns / 2) st->late.fetch_add(1, std::memory_order_relaxed);
+      st->waited_ns.fetch_add(waited_ns, std::memory_order_relaxed);
+      if (lateness_ns < tt.period_ns / 2) st->late.fetch_add(1, std::memory_order_relaxed);
       break;
     case GateAction::kFailOpen:
       st->late.fetch_add(1, std::memory_order_relaxed);
       st->failed_open.fetch_add(1, std::memory_order_relaxed);
       break;
   }
-  return o.action == GateAction::kWaitUntil ? RealtimeNs() : 0;
 }
 
 std::vector<CommState*> Runtime::LiveComms() {

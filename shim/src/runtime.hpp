@@ -169,6 +169,9 @@ class Runtime {
  private:
   // Returns the local time the host gate released the caller, or 0 when it did not hold it.
   int64_t Gate(CommState* st, cudaStream_t stream) noexcept;
+  // Counts one gate decision made on the host (the host gate's, or a stream wait's).
+  static void Count(CommState* st, GateAction action, int64_t lateness_ns, const Timetable& tt,
+                    int64_t waited_ns, bool realigned) noexcept;
   bool Insert(CommState* st) noexcept;
   std::string DeriveJobId(const CommOrigin& o) const;
 
