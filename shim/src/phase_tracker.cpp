@@ -6,21 +6,6 @@
 namespace metronome::shim {
 namespace {
 
-template <size_t N>
-void Push(std::array<int64_t, N>& ring, size_t& count, size_t& next, int64_t v) {
-  ring[next] = v;
-  next = (next + 1) % N;
-  if (count < N) ++count;
-}
-
-// The last `k` values of a ring (newest last) into `out`; returns how many.
-template <size_t N>
-size_t Last(const std::array<int64_t, N>& ring, size_t count, size_t next, size_t k, int64_t* out) {
-  const size_t n = std::min(k, count);
-  for (size_t i = 0; i < n; ++i) out[i] = ring[(next + N - n + i) % N];
-  return n;
-}
-
 int64_t MedianOf(int64_t* v, size_t n) {
   if (n == 0) return 0;
   std::nth_element(v, v + n / 2, v + n);
@@ -49,13 +34,11 @@ bool PhaseTracker::Add(const CollEvent& e) {
   int64_t gap = -1;
   if (events_ > 0) {
     gap = std::max<int64_t>(0, e.start_ns - last_end_);
-    Push(gaps_, gap_count_, gap_next_, gap);
+    gaps_.Push(gap);
   }
   const bool start = Segment(p, gap);
   last_end_ = std::max(last_end_, p.end);
-  past_[past_next_] = p;
-  past_next_ = (past_next_ + 1) % kEventHistory;
-  if (past_count_ < kEventHistory) ++past_count_;
+  past_.Push(p);
   UpdateThreshold();
   const double ratio = static_cast<double>(std::max<int64_t>(threshold_, 1)) /
                        static_cast<double>(std::max<int64_t>(segmented_with_, 1));
@@ -72,15 +55,14 @@ bool PhaseTracker::Segment(const Past& e, int64_t gap) {
   }
   ++events_;
   if (start) {
-    if (gap >= 0) Push(boundary_gaps_, boundary_count_, boundary_next_, gap);
+    if (gap >= 0) boundary_gaps_.Push(gap);
     if (phases_ > 0) {
-      Push(compute_gaps_, compute_count_, compute_next_,
-           std::max<int64_t>(e.start - e.hold - cur_end_, 0));
+      compute_gaps_.Push(std::max<int64_t>(e.start - e.hold - cur_end_, 0));
       ClosePhase();
     }
     ++phases_;
-    Push(starts_, start_count_, start_next_, e.start);
-    Push(arrivals_, arrival_count_, arrival_next_, e.start - e.hold);
+    starts_.Push(e.start);
+    arrivals_.Push(e.start - e.hold);
     cur_start_ = e.start;
     cur_end_ = e.end;
     cur_bytes_ = 0;
@@ -97,44 +79,42 @@ void PhaseTracker::Resegment() {
   segmented_with_ = threshold_;
   const uint64_t events = events_;
   const uint64_t phases = phases_;
-  start_count_ = start_next_ = 0;
-  arrival_count_ = arrival_next_ = 0;
-  compute_count_ = compute_next_ = 0;
-  duration_count_ = duration_next_ = 0;
-  boundary_count_ = boundary_next_ = 0;
-  first_key_count_ = 0;
+  starts_.Clear();
+  arrivals_.Clear();
+  compute_gaps_.Clear();
+  durations_.Clear();
+  boundary_gaps_.Clear();
+  first_keys_.Clear();
   first_key_ = 0;
   events_ = 0;
   phases_ = 0;
   int64_t prev_end = 0;
-  for (size_t i = 0; i < past_count_; ++i) {
-    const Past& e = past_[(past_next_ + kEventHistory - past_count_ + i) % kEventHistory];
+  for (size_t i = 0; i < past_.size(); ++i) {
+    const Past& e = past_[i];
     Segment(e, i == 0 ? -1 : std::max<int64_t>(0, e.start - prev_end));
     prev_end = std::max(prev_end, e.end);
   }
   // Counters keep counting everything seen, not only what is remembered.
   events_ = events;
-  if (events > past_count_) phases_ = std::max(phases_, phases);
+  if (events > past_.size()) phases_ = std::max(phases_, phases);
 }
 
 void PhaseTracker::ClosePhase() {
-  Push(durations_, duration_count_, duration_next_, cur_end_ - cur_start_);
+  durations_.Push(cur_end_ - cur_start_);
   last_bytes_ = cur_bytes_;
   last_ops_ = cur_ops_;
   // Signature: settled when the last three phases began with the same collective.
-  first_keys_[first_key_count_ % first_keys_.size()] = cur_first_key_;
-  ++first_key_count_;
-  if (first_key_count_ >= first_keys_.size()) {
-    const bool same = std::all_of(first_keys_.begin(), first_keys_.end(),
-                                  [&](uint64_t k) { return k == first_keys_[0]; });
+  first_keys_.Push(cur_first_key_);
+  if (first_keys_.size() == 3) {
+    const bool same = first_keys_[0] == first_keys_[1] && first_keys_[1] == first_keys_[2];
     first_key_ = same ? first_keys_[0] : 0;
   }
 }
 
 void PhaseTracker::UpdateThreshold() {
-  if (gap_count_ < 3) return;
+  if (gaps_.size() < 3) return;
   int64_t g[kGapHistory];
-  const size_t n = gap_count_;
+  const size_t n = gaps_.size();
   for (size_t i = 0; i < n; ++i) g[i] = std::max(gaps_[i], kMinGapNs);
   std::sort(g, g + n);
   if (g[n - 1] < 3 * kMinGapNs) {
@@ -161,15 +141,15 @@ void PhaseTracker::UpdateThreshold() {
 }
 
 int64_t PhaseTracker::MergeBelow() const {
-  if (first_key_ == 0 || boundary_count_ < 3) return 0;
+  if (first_key_ == 0 || boundary_gaps_.size() < 3) return 0;
   int64_t tmp[kDurationWindow];
-  const size_t n = Last(boundary_gaps_, boundary_count_, boundary_next_, kDurationWindow, tmp);
+  const size_t n = boundary_gaps_.Last(kDurationWindow, tmp);
   return MedianOf(tmp, n) / 2;
 }
 
 int64_t PhaseTracker::MedianInterval(double* spread) const {
   int64_t s[kPeriodWindow + 1];
-  const size_t n = Last(starts_, start_count_, start_next_, kPeriodWindow + 1, s);
+  const size_t n = starts_.Last(kPeriodWindow + 1, s);
   if (n < 2) return 0;
   int64_t iv[kPeriodWindow];
   for (size_t i = 0; i + 1 < n; ++i) iv[i] = s[i + 1] - s[i];
@@ -190,8 +170,8 @@ int64_t PhaseTracker::MedianInterval(double* spread) const {
 int64_t PhaseTracker::MedianNaturalInterval() const {
   int64_t s[kPeriodWindow + 1];
   int64_t a[kPeriodWindow + 1];
-  const size_t n = Last(starts_, start_count_, start_next_, kPeriodWindow + 1, s);
-  const size_t na = Last(arrivals_, arrival_count_, arrival_next_, kPeriodWindow + 1, a);
+  const size_t n = starts_.Last(kPeriodWindow + 1, s);
+  const size_t na = arrivals_.Last(kPeriodWindow + 1, a);
   if (n < 2 || na != n) return 0;
   int64_t iv[kPeriodWindow];
   for (size_t i = 0; i + 1 < n; ++i) iv[i] = std::max<int64_t>(a[i + 1] - s[i], 0);
@@ -204,7 +184,7 @@ int64_t PhaseTracker::MedianNaturalInterval() const {
 void PhaseTracker::ComputeStats(int64_t* median, int64_t* sigma) const {
   *median = *sigma = 0;
   int64_t gaps[kJitterWindow];
-  const size_t n = Last(compute_gaps_, compute_count_, compute_next_, kJitterWindow, gaps);
+  const size_t n = compute_gaps_.Last(kJitterWindow, gaps);
   if (n < 4) return;
   int64_t copy[kJitterWindow];
   std::copy(gaps, gaps + n, copy);
@@ -220,20 +200,19 @@ PhaseEstimate PhaseTracker::Estimate() const {
   e.gap_threshold_ns = threshold_;
   e.first_key = first_key_;
   e.merge_below_ns = MergeBelow();
-  if (start_count_ > 0)
-    e.last_start_ns = starts_[(start_next_ + kStartHistory - 1) % kStartHistory];
+  if (starts_.size() > 0) e.last_start_ns = starts_.back();
   double spread = 1.0;
   e.period_ns = MedianInterval(&spread);
   e.natural_period_ns = MedianNaturalInterval();
   ComputeStats(&e.compute_ns, &e.jitter_ns);
   if (e.period_ns > 0) {
     e.next_start_ns = e.last_start_ns + e.period_ns;
-    const size_t intervals = std::min(start_count_ - 1, kPeriodWindow);
+    const size_t intervals = std::min(starts_.size() - 1, kPeriodWindow);
     const double fill = static_cast<double>(intervals) / static_cast<double>(kPeriodWindow);
     e.confidence = std::clamp(1.0 - 4.0 * spread, 0.0, 1.0) * fill;
   }
   int64_t d[kDurationWindow];
-  const size_t nd = Last(durations_, duration_count_, duration_next_, kDurationWindow, d);
+  const size_t nd = durations_.Last(kDurationWindow, d);
   e.comm_ns = MedianOf(d, nd);
   e.bytes = last_bytes_;
   e.ops = last_ops_;
@@ -241,7 +220,7 @@ PhaseEstimate PhaseTracker::Estimate() const {
 }
 
 size_t PhaseTracker::RecentStarts(int64_t* out, size_t max) const {
-  return Last(starts_, start_count_, start_next_, max, out);
+  return starts_.Last(max, out);
 }
 
 }  // namespace metronome::shim

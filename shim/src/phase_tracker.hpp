@@ -84,6 +84,32 @@ class PhaseTracker {
   void Reset();
 
  private:
+  // The last N values pushed, oldest first.
+  template <class T, size_t N>
+  class History {
+   public:
+    void Push(const T& v) {
+      values_[next_] = v;
+      next_ = (next_ + 1) % N;
+      if (count_ < N) ++count_;
+    }
+    void Clear() { count_ = next_ = 0; }
+    size_t size() const { return count_; }
+    const T& operator[](size_t i) const { return values_[(next_ + N - count_ + i) % N]; }
+    const T& back() const { return (*this)[count_ - 1]; }
+    // The last k values (newest last) into `out`; returns how many.
+    size_t Last(size_t k, T* out) const {
+      const size_t n = k < count_ ? k : count_;
+      for (size_t i = 0; i < n; ++i) out[i] = (*this)[count_ - n + i];
+      return n;
+    }
+
+   private:
+    std::array<T, N> values_{};
+    size_t count_ = 0;
+    size_t next_ = 0;
+  };
+
   struct Past {
     int64_t start;
     int64_t end;
@@ -108,39 +134,20 @@ class PhaseTracker {
   int64_t threshold_;
   int64_t segmented_with_;  // threshold the current phase history was built with
 
-  std::array<Past, kEventHistory> past_{};
-  size_t past_count_ = 0;
-  size_t past_next_ = 0;
+  History<Past, kEventHistory> past_;
   uint64_t events_ = 0;
   uint64_t phases_ = 0;
   int64_t last_end_ = 0;
 
-  std::array<int64_t, kGapHistory> gaps_{};
-  size_t gap_count_ = 0;
-  size_t gap_next_ = 0;
-
-  std::array<int64_t, kStartHistory> starts_{};
-  size_t start_count_ = 0;
-  size_t start_next_ = 0;
+  History<int64_t, kGapHistory> gaps_;
+  History<int64_t, kStartHistory> starts_;
   // In step with starts_: when each phase's first call arrived, before the gate held it.
-  std::array<int64_t, kStartHistory> arrivals_{};
-  size_t arrival_count_ = 0;
-  size_t arrival_next_ = 0;
+  History<int64_t, kStartHistory> arrivals_;
   // From each phase's end to the next phase's arrival: the compute between them.
-  std::array<int64_t, kStartHistory> compute_gaps_{};
-  size_t compute_count_ = 0;
-  size_t compute_next_ = 0;
-
-  std::array<int64_t, kDurationWindow> durations_{};
-  size_t duration_count_ = 0;
-  size_t duration_next_ = 0;
-
-  std::array<int64_t, kDurationWindow> boundary_gaps_{};
-  size_t boundary_count_ = 0;
-  size_t boundary_next_ = 0;
-
-  std::array<uint64_t, 3> first_keys_{};  // first keys of the last closed phases
-  size_t first_key_count_ = 0;
+  History<int64_t, kStartHistory> compute_gaps_;
+  History<int64_t, kDurationWindow> durations_;
+  History<int64_t, kDurationWindow> boundary_gaps_;
+  History<uint64_t, 3> first_keys_;  // first keys of the last closed phases
   uint64_t first_key_ = 0;
 
   // The phase in progress.
