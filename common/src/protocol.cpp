@@ -59,7 +59,7 @@ void PackFields(Packer& pk, const ClockPong& m) {
 }
 
 void PackFields(Packer& pk, const ProfileReport& m) {
-  pk.pack_array(18);
+  pk.pack_array(19);
   PackStr(pk, m.job_id);
   pk.pack(m.rank);
   pk.pack(m.iterations);
@@ -84,6 +84,7 @@ void PackFields(Packer& pk, const ProfileReport& m) {
   pk.pack(m.hold_ns);
   pk.pack(m.jitter_ns);
   pk.pack(m.compute_ns);
+  pk.pack(m.realigned);
 }
 
 void PackFields(Packer& pk, const TimetablePush& m) {
@@ -259,7 +260,7 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
         r.Int("late", m.late) && r.Int("failed_open", m.failed_open) &&
         r.I64List("phase_starts_ns", m.phase_starts_ns, kMaxPhaseStarts) &&
         r.OptionalInt("hold_ns", m.hold_ns) && r.OptionalInt("jitter_ns", m.jitter_ns) &&
-        r.OptionalInt("compute_ns", m.compute_ns))) {
+        r.OptionalInt("compute_ns", m.compute_ns) && r.OptionalInt("realigned", m.realigned))) {
     return false;
   }
   if (m.period_ns < 0) return r.Fail("period_ns", "is negative");

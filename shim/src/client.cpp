@@ -362,11 +362,13 @@ void Client::SendReports(int64_t now) {
       r.gated += c->gated.load();
       r.late += c->late.load();
       r.failed_open += c->failed_open.load();
+      r.realigned += c->realigned.load();
       if (c->device_gate) {
         const DeviceGate::Counters k = DeviceGate::KernelCounters(c->device_slot);
         r.gated += k.waits;
         r.late += k.waits + k.failed_open;
         r.failed_open += k.failed_open;
+        r.realigned += k.realigned;
       }
       if (main == nullptr || c->estimate.bytes > main->estimate.bytes) main = c;
     }

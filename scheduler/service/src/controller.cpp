@@ -70,6 +70,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   rank.gated = report.gated;
   rank.late = report.late;
   rank.failed_open = report.failed_open;
+  rank.realigned = report.realigned;
 
   // Profile.
   const bool usable = report.period_ns > 0 && report.comm_ns > 0 &&

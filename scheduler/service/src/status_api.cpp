@@ -115,7 +115,8 @@ std::optional<nlohmann::json> Service::JobJson(const std::string& name) {
                      {"timetable_version", rank.timetable_version},
                      {"gated", rank.gated},
                      {"late", rank.late},
-                     {"failed_open", rank.failed_open}});
+                     {"failed_open", rank.failed_open},
+                     {"realigned", rank.realigned}});
   }
   j["rank_list"] = ranks;
   j["decisions"] = job.decisions;

@@ -38,6 +38,7 @@ std::vector<Message> OneOfEach() {
   rep.hold_ns = 12'000'000;
   rep.jitter_ns = 2'500'000;
   rep.compute_ns = 280'000'000;
+  rep.realigned = 3;
 
   TimetablePush push;
   push.job_id = "bert-large-7";
@@ -87,6 +88,7 @@ TEST(Protocol, DecodedFieldsMatch) {
   EXPECT_EQ(rep.hold_ns, 12'000'000);
   EXPECT_EQ(rep.jitter_ns, 2'500'000);
   EXPECT_EQ(rep.compute_ns, 280'000'000);
+  EXPECT_EQ(rep.realigned, 3u);
 }
 
 TEST(Protocol, ProfileReportWithoutTheOptionalHoldFieldDecodes) {
@@ -107,6 +109,7 @@ TEST(Protocol, ProfileReportWithoutTheOptionalHoldFieldDecodes) {
   EXPECT_EQ(std::get<ProfileReport>(d.message).hold_ns, 0);
   EXPECT_EQ(std::get<ProfileReport>(d.message).jitter_ns, 0);
   EXPECT_EQ(std::get<ProfileReport>(d.message).compute_ns, 0);
+  EXPECT_EQ(std::get<ProfileReport>(d.message).realigned, 0u);
 }
 
 TEST(Protocol, EncoderTruncatesOverlongFieldsSoTheResultDecodes) {

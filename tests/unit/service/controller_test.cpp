@@ -78,6 +78,21 @@ TEST(Controller, TheNextPhaseFollowsASteadyPace) {
   EXPECT_EQ(PredictNextPhase(job, 1'661 * kMs), 1'720 * kMs);
 }
 
+// The shim's cumulative gate counters are kept per rank as last reported (status API).
+TEST(Controller, TheShimsGateCountersAreKeptPerRank) {
+  Fixture f;
+  proto::ProfileReport r = f.Report(f.Starts(3, 0));
+  r.gated = 7;
+  r.late = 4;
+  r.failed_open = 1;
+  r.realigned = 2;
+  (void)f.Apply(r);
+  EXPECT_EQ(f.rank.gated, 7u);
+  EXPECT_EQ(f.rank.late, 4u);
+  EXPECT_EQ(f.rank.failed_open, 1u);
+  EXPECT_EQ(f.rank.realigned, 2u);
+}
+
 TEST(Controller, FirstUsableProfileMakesTheJobPlannable) {
   Fixture f;
   f.job.has_profile = false;

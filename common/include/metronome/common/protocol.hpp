@@ -95,6 +95,9 @@ struct ProfileReport {
   // Optional (trailing; 0 = unknown): the median compute between two phases. Measured apart
   // from the communication, it is the job's own, whatever contention stretched its phases.
   int64_t compute_ns = 0;
+  // Optional (trailing; absent means 0): late phases the gate held to their next window rather
+  // than let go into a neighbour's (cumulative; see common's MustRealign).
+  uint64_t realigned = 0;
 };
 
 struct TimetablePush {

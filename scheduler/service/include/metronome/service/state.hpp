@@ -30,7 +30,8 @@ struct RankState {
   int64_t clock_error_ns = -1;
   uint64_t timetable_version = 0;  // the version in force at the shim, as last reported
   int64_t last_push_ns = 0;        // when the scheduler last sent it a timetable
-  uint64_t gated = 0, late = 0, failed_open = 0;  // the shim's cumulative gate counters
+  uint64_t gated = 0, late = 0, failed_open = 0,
+           realigned = 0;  // the shim's cumulative gate counters
 };
 
 // A communication phase a job actually ran (scheduler clock), as the controller judged it.
