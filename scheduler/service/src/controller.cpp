@@ -70,6 +70,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   rank.gated = report.gated;
   rank.late = report.late;
   rank.failed_open = report.failed_open;
+  v.realigned = report.realigned > rank.realigned ? report.realigned - rank.realigned : 0;
   rank.realigned = report.realigned;
 
   // Profile.

@@ -198,6 +198,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                       .Help("Phases that drifted past their cushion (held to the next window)")
                       .Register(r)
                       .Add({});
+  phases_realigned_ = &BuildCounter()
+                           .Name("metronome_phases_realigned_total")
+                           .Help("Late phases the shims held to their next window (all ranks)")
+                           .Register(r)
+                           .Add({});
   rank_timeouts_ = &BuildCounter()
                         .Name("metronome_rank_timeouts_total")
                         .Help("Ranks dropped because they stopped reporting")

@@ -468,6 +468,7 @@ void Service::HandleReport(ClientState& client, const proto::ProfileReport& m, i
     }
     metrics_.JobLateness(job.name).Set(job.lateness_ewma_ns * 1e-9);
   }
+  if (v.realigned > 0) metrics_.PhasesRealigned().Increment(static_cast<double>(v.realigned));
   if (v.late_phases > 0) {
     metrics_.PhasesLate().Increment(v.late_phases);
     // Logged at info when a streak starts, at debug while it lasts; always counted.

@@ -86,11 +86,13 @@ TEST(Controller, TheShimsGateCountersAreKeptPerRank) {
   r.late = 4;
   r.failed_open = 1;
   r.realigned = 2;
-  (void)f.Apply(r);
+  EXPECT_EQ(f.Apply(r).realigned, 2u);
   EXPECT_EQ(f.rank.gated, 7u);
   EXPECT_EQ(f.rank.late, 4u);
   EXPECT_EQ(f.rank.failed_open, 1u);
   EXPECT_EQ(f.rank.realigned, 2u);
+  r.realigned = 5;  // cumulative: the verdict carries what is new
+  EXPECT_EQ(f.Apply(r).realigned, 3u);
 }
 
 TEST(Controller, FirstUsableProfileMakesTheJobPlannable) {

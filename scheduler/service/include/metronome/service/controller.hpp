@@ -34,8 +34,9 @@ enum class Decision : uint8_t {
 struct ReportVerdict {
   Decision decision = Decision::kNone;
   uint32_t new_phases = 0;
-  uint32_t late_phases = 0;    // new phases past the late slack (held by the shim)
-  bool repush = false;         // the rank runs an older timetable version
+  uint32_t late_phases = 0;  // new phases past the late slack (held by the shim)
+  uint64_t realigned = 0;    // late phases the shim held to their next window since its last report
+  bool repush = false;       // the rank runs an older timetable version
   bool first_profile = false;  // the job can be planned now
   std::string reason;          // one line for the log
 };

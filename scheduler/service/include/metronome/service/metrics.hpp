@@ -46,6 +46,7 @@ class Metrics {
   prometheus::Counter& TimetablePushes(const std::string& reason);
   prometheus::Counter& PhasesMeasured() { return *phases_measured_; }
   prometheus::Counter& PhasesLate() { return *phases_late_; }
+  prometheus::Counter& PhasesRealigned() { return *phases_realigned_; }
   prometheus::Counter& RankTimeouts() { return *rank_timeouts_; }
   prometheus::Counter& PlanningErrors() { return *planning_errors_; }
   prometheus::Histogram& PlanDuration() { return *plan_duration_; }
@@ -108,6 +109,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* job_lateness_;
   prometheus::Counter* phases_measured_;
   prometheus::Counter* phases_late_;
+  prometheus::Counter* phases_realigned_;
   prometheus::Counter* rank_timeouts_;
   prometheus::Counter* planning_errors_;
   prometheus::Histogram* plan_duration_;
