@@ -322,11 +322,15 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
   }
   if (e->status != DeviceGateStatus::kWaitValue || StreamIsCapturing(stream)) return false;
   // Decided here, at the call: the host's gate memory serves (the kernel keeps its own).
+  // It counts (memory, decision) only once it stands: a stream wait that cannot be enqueued
+  // leaves the phase to the host gate, which decides again.
   const GateDecision d =
       DecideHostGate(tt, RealtimeNs(), server_minus_local_ns, max_wait_ns, MustRealign(memory));
-  Remember(memory, d.realigned);
-  decided = {true, d};
-  if (d.action != GateAction::kWaitUntil) return true;
+  if (d.action != GateAction::kWaitUntil) {
+    Remember(memory, d.realigned);
+    decided = {true, d};
+    return true;
+  }
   const uint32_t ticket = s.issued[slot].fetch_add(1) + 1;
   CUdeviceptr flag = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot) +
                      offsetof(DeviceGateSlot, release);
@@ -334,6 +338,8 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
     s.slots[slot].release = ticket;
     return false;
   }
+  Remember(memory, d.realigned);
+  decided = {true, d};
   s.pending_until[slot].store(d.until_ns, std::memory_order_relaxed);
   s.pending_ticket[slot].store(ticket, std::memory_order_release);
   const int fd = s.wake_fd.load(std::memory_order_relaxed);
