@@ -8,6 +8,10 @@
 // is calibrated against CLOCK_REALTIME here as in the shim. Printed: how far each release is from
 // the window it was aimed at (p50/p99/max µs), and how long the host was held (should be ~0:
 // the device gate holds the stream, not the thread).
+//
+// With a third argument, max_wait in ms below the period, it checks the gate memory instead: a
+// late phase (its next window further than max_wait) realigns (waits for that window) at most
+// once in 4 phases and fails open (goes at once) otherwise.
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <zmq.h>
@@ -62,6 +66,8 @@ __global__ void Ticker(volatile int64_t* out, volatile int* stop) {
 
 constexpr int64_t kPeriod = 20'000'000;
 constexpr int64_t kWindow = 1'000'000;
+constexpr int kRealignSpacing = 4;  // common's kRealignSpacing
+int64_t g_max_wait = kPeriod;
 
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_hellos{0};
@@ -111,7 +117,7 @@ void Scheduler(const char* endpoint) {
       last_push = now;
       proto::TimetablePush push;
       push.job_id = job;
-      push.timetable = metronome::Timetable{1, g_epoch, kPeriod, 0, kWindow, 0, kPeriod};
+      push.timetable = metronome::Timetable{1, g_epoch, kPeriod, 0, kWindow, 0, g_max_wait};
       const std::string bytes = proto::Encode(push);
       zmq_send(sock, id, id_len, ZMQ_SNDMORE);
       zmq_send(sock, bytes.data(), bytes.size(), 0);
@@ -124,6 +130,8 @@ void Scheduler(const char* endpoint) {
 int main(int argc, char** argv) {
   const char* endpoint = argc > 1 ? argv[1] : "tcp://127.0.0.1:7411";
   const int phases = argc > 2 ? std::atoi(argv[2]) : 60;
+  if (argc > 3) g_max_wait = std::clamp<int64_t>(std::atoll(argv[3]) * 1'000'000, 0, kPeriod);
+  const bool realign_check = g_max_wait < kPeriod;
   g_epoch = RealtimeNs();
   std::thread sched(Scheduler, endpoint);
 
@@ -168,6 +176,8 @@ int main(int argc, char** argv) {
 
   std::vector<double> err_us;
   std::vector<double> host_us;
+  std::vector<int> late_index;      // phases whose next window was further than max_wait
+  std::vector<bool> late_waited;    // ... and whether the gate held them to it
   for (int i = 0; i < phases; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(7 + i % 5));  // idle: a new phase
     *stamp = 0;
@@ -181,14 +191,21 @@ int main(int argc, char** argv) {
     // The window the gate aimed at: the latest opening at or before the release.
     const int64_t k = (release - g_epoch) / kPeriod;
     const int64_t open = g_epoch + k * kPeriod;
-    err_us.push_back(static_cast<double>(release - open) / 1e3);
     host_us.push_back(static_cast<double>(h1 - h0) / 1e3);
+    const int64_t arrival_phase = (h0 - g_epoch) % kPeriod;
+    const bool waited = release - h0 > 500'000;
+    if (realign_check && arrival_phase > 0 && kPeriod - arrival_phase > g_max_wait + 500'000) {
+      late_index.push_back(i);
+      late_waited.push_back(waited);
+    }
+    if (!realign_check || waited) err_us.push_back(static_cast<double>(release - open) / 1e3);
   }
   g_stop.store(true);
   sched.join();
   CHECK_NCCL(ncclCommDestroy(comm));
 
   auto pct = [](std::vector<double> v, double q) {
+    if (v.empty()) return 0.0;
     std::sort(v.begin(), v.end());
     return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
   };
@@ -201,6 +218,31 @@ int main(int argc, char** argv) {
   // stamp kernel included), and the host is never held by the gate.
   const bool ok = pct(err_us, 0.5) >= 0 && pct(err_us, 0.5) < 20 && pct(err_us, 0.99) < 1000 &&
                   pct(host_us, 0.5) < 1000;
-  std::printf("device_gate %s\n", ok ? "PASS" : "FAIL");
-  return ok ? 0 : 1;
+  if (!realign_check) {
+    std::printf("device_gate %s\n", ok ? "PASS" : "FAIL");
+    return ok ? 0 : 1;
+  }
+  // The gate memory: late phases realign (wait) at most once in kRealignSpacing phases.
+  int realigned = 0;
+  int failed_open = 0;
+  int min_gap = phases;
+  int last = -phases;
+  for (size_t j = 0; j < late_index.size(); ++j) {
+    if (!late_waited[j]) {
+      ++failed_open;
+      continue;
+    }
+    ++realigned;
+    min_gap = std::min(min_gap, late_index[j] - last);
+    last = late_index[j];
+  }
+  const bool memory_ok =
+      realigned >= 1 && failed_open >= 1 && min_gap >= kRealignSpacing && pct(err_us, 0.5) < 20;
+  std::printf(
+      "device_gate_realign max_wait_ms=%lld late=%zu realigned=%d failed_open=%d "
+      "min_gap_phases=%d\n",
+      static_cast<long long>(g_max_wait / 1'000'000), late_index.size(), realigned, failed_open,
+      min_gap);
+  std::printf("device_gate_realign %s\n", memory_ok ? "PASS" : "FAIL");
+  return memory_ok ? 0 : 1;
 }

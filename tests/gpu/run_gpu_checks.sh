@@ -6,6 +6,8 @@
 #   2. device gate: a world-size-1 NCCL program under LD_PRELOAD, served by its own in-process
 #      scheduler (1 ms windows every 20 ms), checks that the gate kernel loads and that the stream
 #      is released within a few µs after a window opens while the host is not held,
+#      and again with max_wait 10 ms: late phases realign at most once in 4 phases, else fail
+#      open (the kernel's gate memory),
 #   3. a PyTorch DDP job of world size 1 under LD_PRELOAD, unchanged (same loss as without),
 #   4. prints a table.
 # Needs: nvcc, g++, cmake, zmq.h + libzmq.so.5 (libzmq3-dev), msgpack-cxx headers, python3 with
@@ -79,6 +81,15 @@ if grep -q 'spin kernel loaded' "$build/gpu/gate.err"; then result[kernel]="load
 result[calibration]=$(grep -o 'host - gpu = [-0-9]* ns' "$build/gpu/gate.err" | head -1)
 result[gate]=$(grep '^device_gate phases' "$build/gpu/gate.out" | sed 's/^device_gate //')
 [ $gate_rc -eq 0 ] && result[gate_verdict]=PASS || result[gate_verdict]="FAIL (rc $gate_rc)"
+port=$((20000 + RANDOM % 20000))
+METRONOME_SCHEDULER=tcp://127.0.0.1:$port METRONOME_LOG=info METRONOME_GATE=auto \
+  LD_PRELOAD=$shim timeout 120 "$build/gpu/device_gate_check" "tcp://127.0.0.1:$port" 60 10 \
+  >"$build/gpu/realign.out" 2>"$build/gpu/realign.err"
+realign_rc=$?
+cat "$build/gpu/realign.out" "$build/gpu/realign.err" >>"$log"
+result[realign]=$(grep '^device_gate_realign max_wait' "$build/gpu/realign.out" | sed 's/^device_gate_realign //')
+result[realign_shim_log]=$(grep -o 'failed_open=[0-9]* realigned=[0-9]*' "$build/gpu/realign.err" | tail -1)
+[ $realign_rc -eq 0 ] && result[realign_verdict]=PASS || result[realign_verdict]="FAIL (rc $realign_rc)"
 
 # 3. PyTorch DDP, world size 1, unchanged.
 ddp_ok=FAIL
@@ -105,8 +116,9 @@ result[ddp_verdict]=$ddp_ok
 
 # 4. Table.
 printf '\n%-28s %s\n' "check" "result" | tee -a "$log"
-for k in build kernel calibration gate gate_verdict ddp_plain ddp_shim ddp_verdict; do
+for k in build kernel calibration gate gate_verdict realign realign_shim_log realign_verdict \
+  ddp_plain ddp_shim ddp_verdict; do
   printf '%-28s %s\n' "$k" "${result[$k]:-}" | tee -a "$log"
 done
 printf 'elapsed %d s; full log: %s\n' "$SECONDS" "$log"
-[ "${result[gate_verdict]}" = PASS ] && [ "$ddp_ok" = PASS ]
+[ "${result[gate_verdict]}" = PASS ] && [ "${result[realign_verdict]}" = PASS ] && [ "$ddp_ok" = PASS ]
