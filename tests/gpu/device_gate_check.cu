@@ -176,8 +176,8 @@ int main(int argc, char** argv) {
 
   std::vector<double> err_us;
   std::vector<double> host_us;
-  std::vector<int> late_index;      // phases whose next window was further than max_wait
-  std::vector<bool> late_waited;    // ... and whether the gate held them to it
+  std::vector<int> late_index;    // phases whose next window was further than max_wait
+  std::vector<bool> late_waited;  // ... and whether the gate held them to it
   for (int i = 0; i < phases; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(7 + i % 5));  // idle: a new phase
     *stamp = 0;
