@@ -1,6 +1,7 @@
 #include "metronome/service/controller.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace metronome::service {
@@ -42,12 +43,13 @@ int64_t PredictNextPhase(const JobState& job, int64_t after_ns) {
   constexpr size_t kGaps = 4;
   constexpr double kSteady = 0.02;  // spread of the gaps, relative to their median
   if (job.phases.size() < kGaps + 1) return 0;
-  std::vector<int64_t> gaps;
-  for (size_t k = job.phases.size() - 1; k > 0 && gaps.size() < kGaps; --k) {
-    gaps.push_back(job.phases[k].start_ns - job.phases[k - 1].start_ns);
+  std::array<int64_t, kGaps> gaps{};
+  const size_t last_k = job.phases.size() - 1;
+  for (size_t i = 0; i < kGaps; ++i) {
+    gaps[i] = job.phases[last_k - i].start_ns - job.phases[last_k - i - 1].start_ns;
   }
   std::sort(gaps.begin(), gaps.end());
-  const int64_t period = gaps[gaps.size() / 2];
+  const int64_t period = gaps[kGaps / 2];
   const int64_t spread = gaps.back() - gaps.front();
   if (period <= 0 || static_cast<double>(spread) > kSteady * static_cast<double>(period)) return 0;
   // Half the spread later: a phase that comes a little early waits that much, once.
