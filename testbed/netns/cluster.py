@@ -7,7 +7,8 @@ From the `topology:` part of a scenario file (the simulator's format) it builds
     node ns  --eth1 (unshaped)--  mgmt ns (bridge)  --  sched ns (where the scheduler listens)
 
 Every link is shaped in both directions with a token bucket (tc tbf) at the topology's capacity,
-so the rack uplinks are the shared bottleneck between racks. Addresses come from 198.18.0.0/15
+so the rack uplinks are the shared bottleneck between racks; under it, pure TCP ACKs are served
+before data. Addresses come from 198.18.0.0/15
 (reserved for benchmarking) and exist only inside these namespaces. Link utilization is read
 from the kernel's interface counters.
 
@@ -216,6 +217,14 @@ class Cluster:
         m = re.search(r"dropped (\d+)", out)
         return int(m.group(1)) if m else 0
 
+    def acks_first_packets(self, ns: str, dev: str) -> int | None:
+        """Packets the link sent ahead of data as pure ACKs since it was set up; None when the
+        link has no ACK priority (METRONOME_TESTBED_ACK_FIRST=0, or a kernel without it)."""
+        out = run("ip", "netns", "exec", ns, "tc", "-s", "class", "show", "dev", dev,
+                  "classid", "10:10", check=False).stdout
+        m = re.search(r"Sent \d+ bytes (\d+) pkt", out)
+        return int(m.group(1)) if m else None
+
     def tcp_counters(self, ns: str) -> dict[str, int]:
         """The namespace's TCP counters that explain stalls: segments retransmitted
         (Tcp: RetransSegs), retransmission timeouts (TcpExt: TCPTimeouts), tail loss probes
@@ -262,10 +271,46 @@ class Cluster:
     @staticmethod
     def _shape(ns: str, dev: str, rate_bps: int) -> None:
         # Bucket of ~2 ms at line rate (at least 16 KB), queue of ~50 ms: close to a switch port.
+        # Pure ACKs go first (METRONOME_TESTBED_ACK_FIRST=0: not).
         burst = max(16_000, rate_bps // 8 // 500)
         limit = max(64_000, rate_bps // 8 // 20)
-        run("ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "tbf",
+        tc = ("ip", "netns", "exec", ns, "tc")
+        run(*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf",
             "rate", f"{rate_bps}bit", "burst", str(burst), "limit", str(limit))
+        if os.environ.get("METRONOME_TESTBED_ACK_FIRST", "1") == "0":
+            return
+        try:
+            Cluster._acks_first(tc, dev, limit)
+        except ClusterError as e:  # a kernel without htb or u32: the plain tbf stays
+            run(*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf",
+                "rate", f"{rate_bps}bit", "burst", str(burst), "limit", str(limit))
+            print(f"cluster: warning: ACKs are not sent first on {ns}/{dev}: {e}", file=sys.stderr)
+
+    @staticmethod
+    def _acks_first(tc: tuple[str, ...], dev: str, limit: int) -> None:
+        # A collective sends both ways on one TCP connection, so each direction's ACKs queue
+        # behind the other direction's data: with the queue full (50 ms) the sender, out of
+        # window, stops for that long in the middle of a phase (docs/testbed.md). Under the tbf,
+        # an unshaped htb serves two FIFOs in strict priority: segments without payload (IP
+        # total length = 20 + TCP header length, for the header lengths of no options,
+        # timestamps, and timestamps with 1-3 SACK blocks), then everything else in order.
+        # Only pure ACKs overtake, so no data is reordered.
+        run(*tc, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "htb",
+            "default", "20", "r2q", "100000")
+        run(*tc, "class", "add", "dev", dev, "parent", "10:", "classid", "10:1", "htb",
+            "rate", "10gbit")
+        for cls, prio in (("10:10", "0"), ("10:20", "1")):
+            run(*tc, "class", "add", "dev", dev, "parent", "10:1", "classid", cls, "htb",
+                "rate", "5gbit", "ceil", "10gbit", "prio", prio)
+        run(*tc, "qdisc", "add", "dev", dev, "parent", "10:10", "pfifo", "limit", "1000")
+        run(*tc, "qdisc", "add", "dev", dev, "parent", "10:20", "bfifo", "limit", str(limit))
+        for total, doff in ((40, 5), (52, 8), (64, 11), (72, 13), (80, 15)):
+            run(*tc, "filter", "add", "dev", dev, "parent", "10:", "protocol", "ip", "prio", "1",
+                "u32", "match", "ip", "protocol", "6", "0xff",
+                "match", "u8", "0x05", "0x0f", "at", "0",           # IP header of 20 bytes
+                "match", "u16", str(total), "0xffff", "at", "2",   # IP total length
+                "match", "u8", hex(doff << 4), "0xf0", "at", "32",  # TCP header length
+                "flowid", "10:10")
 
     def up(self) -> "Cluster":
         require_privileges()

@@ -73,6 +73,13 @@ def interleave(d: demo.Demo) -> bool:
         if reordered != 0:
             print("FAIL: the testbed's links reordered segments")
             ok = False
+    # The links send pure ACKs ahead of data (docs/testbed.md): the filters must match them.
+    for name, ((ns, dev), _cap) in d.links.items():
+        acks = d.cluster.acks_first_packets(ns, dev)
+        print(f"{name}: pure ACKs sent first: {acks}")
+        if os.environ.get("METRONOME_TESTBED_ACK_FIRST", "1") != "0" and not acks:
+            print(f"FAIL: {name} sent no pure ACK ahead of data")
+            ok = False
     jct = {r.label: statistics.mean(r.summaries[j.name]["completion_s"] for j in d.jobs)
            for r in (without, with_m)}
     print(f"mean completion time: without {jct['without']:.2f} s, with {jct['with']:.2f} s")
