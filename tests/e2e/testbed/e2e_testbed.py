@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """End-to-end tests on the namespace testbed (CTest label e2e; needs root).
 
-  interleave        two jobs on one shaped link, without and with Metronome: with it, their
-                    sending on the wire overlaps far less, no job is slowed beyond its
-                    planned stretch, and the shaped links deliver every flow in order
-  scheduler_killed  metronome-scheduler is killed mid-run: the jobs still finish, at their
-                    natural pace after the shims fail open
+  interleave        a shorter run of the demo (three-jobs.yaml: three jobs on a shared shaped
+                    link), without and with Metronome: with it, their sending on the wire
+                    overlaps far less, every job iterates faster, and the shaped links deliver
+                    every flow in order
+  scheduler_killed  metronome-scheduler is killed mid-run (two-jobs.yaml): the jobs still
+                    finish, at their natural pace after the shims fail open
 
 Usage: e2e_testbed.py interleave|scheduler_killed BUILD_DIR
 Exit code 77 (CTest: skipped) when not root.
@@ -23,7 +24,7 @@ REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO / "testbed" / "demo"))
 import demo  # noqa: E402
 
-SCENARIO = HERE / "two-jobs.yaml"
+SCENARIOS = {"interleave": HERE / "three-jobs.yaml", "scheduler_killed": HERE / "two-jobs.yaml"}
 
 
 def steady_ms(run: demo.RunResult, job: str, skip: int = 10) -> float:
@@ -32,8 +33,8 @@ def steady_ms(run: demo.RunResult, job: str, skip: int = 10) -> float:
     return statistics.median(times)
 
 
-def make_demo(build: str, out: str) -> demo.Demo:
-    args = argparse.Namespace(scenario=str(SCENARIO), build_dir=build, out=out, iterations=None,
+def make_demo(scenario: Path, build: str, out: str) -> demo.Demo:
+    args = argparse.Namespace(scenario=str(scenario), build_dir=build, out=out, iterations=None,
                               timeout=300, skip_solo=True, prefix=f"mtre{os.getpid() % 10000}")
     return demo.Demo(args)
 
@@ -54,15 +55,13 @@ def interleave(d: demo.Demo) -> bool:
     if not ov_with < 0.75 * ov_without:
         print("FAIL: with Metronome the jobs should share the wire far less (< 0.75 x)")
         ok = False
-    # Iteration times: printed for the record. Asserted only where the result is stable on a
-    # shared 2-core machine: a job's iteration time may grow by the stretch the planner gave it
-    # (bounded by 15 % here), never by whole periods of waiting. (The issue also asks for every
-    # job to be faster: not met yet for the lower-priority job, see the issue note.)
+    # Iteration times (median past the first 10 iterations: learning, first plan): every job
+    # faster with Metronome.
     for j in d.jobs:
         a, b = steady_ms(without, j.name), steady_ms(with_m, j.name)
         print(f"{j.name} ({j.priority}): steady iteration without {a:.1f} ms, with {b:.1f} ms")
-        if not b < 1.15 * a:
-            print(f"FAIL: {j.name} iterates more than 15 % slower with Metronome")
+        if not b < a:
+            print(f"FAIL: {j.name} should iterate faster with Metronome")
             ok = False
     # The shaped links deliver each flow in order, as a real fabric does: reordering (and the
     # PAWS drops it causes) stretches phases for reasons that have nothing to do with link
@@ -118,7 +117,7 @@ def main() -> int:
         return 77
     which, build = sys.argv[1], sys.argv[2]
     out = Path(build) / "e2e" / which
-    d = make_demo(build, str(out))
+    d = make_demo(SCENARIOS[which], build, str(out))
     d.cluster.up()
     try:
         ok = {"interleave": interleave, "scheduler_killed": scheduler_killed}[which](d)
