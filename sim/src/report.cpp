@@ -68,6 +68,9 @@ nlohmann::json ToJson(const RunResult& run, bool with_links) {
                     {"window_ms", r.window_ms},
                     {"late_slack_ms", r.late_slack_ms}});
   }
+  if (with_links) {
+    for (std::size_t i = 0; i < run.jobs.size(); ++i) jobs[i]["links"] = run.jobs[i].links;
+  }
   j["jobs"] = std::move(jobs);
   j["summary"] = {{"avg_jct_s", run.summary.avg_jct_s},
                   {"weighted_jct_s", run.summary.weighted_jct_s},

@@ -548,6 +548,7 @@ class Engine {
       jr.iterations = j.spec->iterations;
       jr.nodes_used = static_cast<int>(j.nodes.size());
       jr.links_crossed = static_cast<int>(j.links.size());
+      for (const std::uint32_t l : j.links) jr.links.push_back(cluster_.links[l].name);
       jr.arrival_s = j.spec->arrival_s;
       jr.start_s = j.start_s;
       jr.finish_s = j.finish_s;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <set>
 
 #include "metronome/sim/cluster.hpp"
 #include "metronome/sim/placement.hpp"
@@ -122,6 +123,18 @@ TEST(Simulator, JobInsideOneNodeCrossesNoLink) {
   EXPECT_TRUE(r.links.empty());
   // 2·7/8 · 300 MB over the default 2400 Gbit/s intra-node bandwidth = 1.75 ms.
   EXPECT_NEAR(r.jobs[0].mean_iteration_ms, 100.0 + 525e6 / 300e9 * 1e3, 1e-6);
+}
+
+TEST(Simulator, JsonWithLinksNamesTheLinksEachJobCrossed) {
+  const RunResult r = RunYaml(TwoRacks(1), "k8s-default");
+  const nlohmann::json with = ToJson(r, true);
+  const nlohmann::json without = ToJson(r, false);
+  // a and b sit in different racks: the job crosses both nodes' and both racks' uplinks.
+  const auto links = with["jobs"][0]["links"].get<std::vector<std::string>>();
+  EXPECT_EQ(std::set<std::string>(links.begin(), links.end()),
+            (std::set<std::string>{"a/up", "b/up", "r1/up", "r2/up"}));
+  EXPECT_EQ(with["jobs"][0]["links_crossed"], 4);
+  EXPECT_FALSE(without["jobs"][0].contains("links"));
 }
 
 TEST(Simulator, SameSeedSameOutputOtherSeedOtherOutput) {

@@ -33,6 +33,7 @@ struct JobResult {
   int iterations = 0;
   int nodes_used = 0;
   int links_crossed = 0;
+  std::vector<std::string> links;  // the names of the links it crossed (JSON with --links)
   double arrival_s = 0.0;
   double start_s = 0.0;  // placed and started
   double finish_s = 0.0;
