@@ -8,9 +8,8 @@ From the `topology:` part of a scenario file (the simulator's format) it builds
 
 Every link is shaped in both directions with a token bucket (tc tbf) at the topology's capacity,
 so the rack uplinks are the shared bottleneck between racks; under it, pure TCP ACKs are served
-before data. Addresses come from 198.18.0.0/15
-(reserved for benchmarking) and exist only inside these namespaces. Link utilization is read
-from the kernel's interface counters.
+before data. Addresses come from 198.18.0.0/15 (reserved for benchmarking) and exist only inside
+these namespaces. Link utilization is read from the kernel's interface counters.
 
 Rates: `nic_gbps` / `uplink_gbps` as in the simulator, or `nic_mbps` / `uplink_mbps`; on one
 machine, rates of a few hundred Mbit/s keep the CPU cost of shaping honest.
@@ -281,8 +280,9 @@ class Cluster:
             return
         try:
             Cluster._acks_first(tc, dev, limit)
-        except ClusterError as e:  # a kernel without htb or u32: the plain tbf stays
-            run(*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf",
+        except ClusterError as e:  # a kernel without htb or u32: a plain tbf, built anew
+            run(*tc, "qdisc", "del", "dev", dev, "root", check=False)
+            run(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf",
                 "rate", f"{rate_bps}bit", "burst", str(burst), "limit", str(limit))
             print(f"cluster: warning: ACKs are not sent first on {ns}/{dev}: {e}", file=sys.stderr)
 
