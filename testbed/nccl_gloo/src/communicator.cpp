@@ -6,6 +6,7 @@
 #include <gloo/broadcast.h>
 #include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
@@ -23,6 +24,7 @@ namespace {
 // in the top byte) and a per-peer message number.
 constexpr std::uint64_t kPointToPointSlot = 0x5eull << 56;
 constexpr std::uint64_t kSlotNumberMask = (1ull << 48) - 1;
+constexpr std::uint64_t kExchangeSlot = 0x5full << 56;
 // Tag of the barrier of ncclCommFinalize (the barrier of connect() uses tag 0).
 constexpr std::uint32_t kFinalizeTag = 0x66696e;  // "fin"
 
@@ -131,6 +133,7 @@ Communicator::Communicator(int nranks, int rank, Rendezvous rendezvous, int devi
 // none, since an operation completes only after reading all the peer sent for it.)
 Communicator::~Communicator() {
   std::lock_guard<std::mutex> lock(mu_);
+  reverse_.reset();
   context_.reset();
 }
 
@@ -139,9 +142,11 @@ void Communicator::abort() noexcept {
   if (!context_) return;
   try {
     context_->closeConnections();
+    if (reverse_) reverse_->closeConnections();
   } catch (...) {
     // Best effort: the peers notice the closed sockets anyway.
   }
+  reverse_.reset();
   context_.reset();
 }
 
@@ -170,6 +175,13 @@ void Communicator::connect() {
   auto context = std::make_shared<gloo::rendezvous::Context>(rank_, nranks_);
   context->setTimeout(timeout_);
   context->connectFullMesh(*store, device);
+  if (nranks_ == 2) {
+    gloo::rendezvous::PrefixStore prefixed("reverse", *store);
+    auto reverse = std::make_shared<gloo::rendezvous::Context>(rank_, nranks_);
+    reverse->setTimeout(timeout_);
+    reverse->connectFullMesh(prefixed, device);
+    reverse_ = std::move(reverse);
+  }
   if (nranks_ > 1) {
     // Once every rank is connected nobody reads the store any more: rank 0 clears it.
     gloo::BarrierOptions barrier(context);
@@ -280,6 +292,7 @@ void Communicator::runCollective(const Operation& operation) {
 }
 
 void Communicator::allReduce(const Operation& operation) {
+  if (nranks_ == 2 && reverse_) return allReduceTwoRanks(operation);
   const std::size_t elementSize = typeSize(operation.type);
   const ReduceFn fn = requireReduceFunction(operation);
   copyIfDistinct(operation.recvbuff, operation.sendbuff, operation.count * elementSize);
@@ -293,6 +306,31 @@ void Communicator::allReduce(const Operation& operation) {
   }
   if (operation.op == ncclAvg)
     divideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
+}
+
+// Two ranks exchange their whole buffers, each direction on its own connection, and reduce
+// locally (a op b = b op a for every NCCL op, so both ranks get the same bits). Gloo's ring
+// sends both directions on one connection, where each receive-ready notice waits behind the
+// data queued before it and the directions end up taking turns (docs/testbed.md). The bytes on
+// the wire per direction are the same: the whole buffer.
+void Communicator::allReduceTwoRanks(const Operation& operation) {
+  const std::size_t bytes = operation.count * typeSize(operation.type);
+  const ReduceFn fn = requireReduceFunction(operation);
+  if (bytes == 0) return;
+  const int peer = 1 - rank_;
+  const std::uint64_t slot = kExchangeSlot | (exchanges_++ & kSlotNumberMask);
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  const auto& out = rank_ == 0 ? context_ : reverse_;
+  const auto& in = rank_ == 0 ? reverse_ : context_;
+  auto recv = in->createUnboundBuffer(scratch_.data(), bytes);
+  recv->recv(peer, slot);
+  auto send = out->createUnboundBuffer(const_cast<void*>(operation.sendbuff), bytes);
+  send->send(peer, slot);
+  if (!recv->waitRecv(timeout_)) throw Error(ncclSystemError, "ncclAllReduce timed out");
+  if (!send->waitSend(timeout_)) throw Error(ncclSystemError, "ncclAllReduce timed out");
+  fn(operation.recvbuff, operation.sendbuff, scratch_.data(), operation.count);
+  if (operation.op == ncclAvg)
+    divideInPlace(operation.recvbuff, operation.count, operation.type, 2);
 }
 
 void Communicator::broadcast(const Operation& operation) {

@@ -83,6 +83,7 @@ class Communicator {
  private:
   void runCollective(const Operation& operation);
   void allReduce(const Operation& operation);
+  void allReduceTwoRanks(const Operation& operation);
   void broadcast(const Operation& operation);
   void reduce(const Operation& operation);
   void allGather(const Operation& operation);
@@ -97,6 +98,12 @@ class Communicator {
   const std::chrono::milliseconds timeout_;
   std::mutex mu_;
   std::shared_ptr<gloo::Context> context_;
+  // Two ranks: a second connection, so that each direction of an all-reduce's data has a TCP
+  // stream of its own (rank 0 sends on context_, rank 1 on reverse_), and scratch for the peer's
+  // buffer.
+  std::shared_ptr<gloo::Context> reverse_;
+  std::vector<char> scratch_;
+  std::uint64_t exchanges_ = 0;
   std::atomic<bool> connected_{false};
   std::atomic<ncclResult_t> asyncError_{ncclSuccess};
   std::vector<std::uint64_t> sendCount_;  // point-to-point messages sent to / received from
