@@ -216,6 +216,11 @@ class Cluster:
         m = re.search(r"dropped (\d+)", out)
         return int(m.group(1)) if m else 0
 
+    @staticmethod
+    def acks_first_enabled() -> bool:
+        """Whether links are built with pure ACKs first (METRONOME_TESTBED_ACK_FIRST, default 1)."""
+        return os.environ.get("METRONOME_TESTBED_ACK_FIRST", "1") != "0"
+
     def acks_first_packets(self, ns: str, dev: str) -> int | None:
         """Packets the link sent ahead of data as pure ACKs since it was set up; None when the
         link has no ACK priority (METRONOME_TESTBED_ACK_FIRST=0, or a kernel without it)."""
@@ -276,7 +281,7 @@ class Cluster:
         tc = ("ip", "netns", "exec", ns, "tc")
         run(*tc, "qdisc", "replace", "dev", dev, "root", "handle", "1:", "tbf",
             "rate", f"{rate_bps}bit", "burst", str(burst), "limit", str(limit))
-        if os.environ.get("METRONOME_TESTBED_ACK_FIRST", "1") == "0":
+        if not Cluster.acks_first_enabled():
             return
         try:
             Cluster._acks_first(tc, dev, limit)

@@ -78,7 +78,7 @@ def interleave(d: demo.Demo) -> bool:
     for name, ((ns, dev), _cap) in d.links.items():
         acks = d.cluster.acks_first_packets(ns, dev)
         print(f"{name}: pure ACKs sent first: {acks}")
-        if os.environ.get("METRONOME_TESTBED_ACK_FIRST", "1") != "0" and not acks:
+        if d.cluster.acks_first_enabled() and not acks:
             print(f"FAIL: {name} sent no pure ACK ahead of data")
             ok = False
     jct = {r.label: statistics.mean(r.summaries[j.name]["completion_s"] for j in d.jobs)
