@@ -110,8 +110,8 @@ Nanos least_delay(const Fit& fit, Nanos x) {
 Nanos choose_offset(const Workspace& ws, std::uint32_t j, const Fit& fit) {
   const Slot& s = ws.slots[j];
   const Nanos t = fit.period;
-  // Running gated: least delay from where it was.
-  if (s.has_prev && s.prev_gated) return least_delay(fit, s.prev_offset);
+  // Running gated: least delay from where it was (the offline search explores, below).
+  if (s.has_prev && s.prev_gated && ws.rng == nullptr) return least_delay(fit, s.prev_offset);
   // Running ungated, its next phase known: least delay from when that phase comes, so that it
   // need not wait for its first window (a free place is worth more here than a tight one).
   const Nanos next_phase = ws.jobs[j].job.next_phase_ns;

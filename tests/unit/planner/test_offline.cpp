@@ -71,6 +71,37 @@ TEST(Offline, NeverServesALowerPriorityAtTheExpenseOfAHigherOne) {
   }
 }
 
+TEST(Offline, MovesARunningJobToLetANewcomerTakeTurns) {
+  // The CPU testbed's pair (a high- and a normal-priority job, 160 ms windows every 464 ms)
+  // running at 0 and 270 ms, and a low-priority job arriving with a 40 ms phase every 214 ms.
+  // At half the pair's period (232 ms) it would take turns with both, but the gaps (110 and
+  // 34 ms) have no two places 232 ms apart: one of the pair must move. The online planner never
+  // moves a higher priority for a newcomer, so it runs best-effort over both windows. The
+  // offline search must try moving a running job (not put it back where it was) to find it.
+  const Job j1 = job(1, 3, 464, 160, {0});
+  const Job j2 = job(2, 1, 464, 160, {0});
+  const Job j3 = job(3, 0, 214, 40, {0});
+  Plan pair = plan(Problem{testing::links(1), {j1, j2}});
+  for (JobPlan& e : pair.jobs) e.offset_ns = (e.id == 1 ? 0 : 270) * testing::kMs;
+  OnlinePlanner online(testing::links(1));
+  online.adopt({j1, j2}, pair);
+  (void)online.add_job(j3);
+  const Plan current = online.snapshot();
+  ASSERT_TRUE(testing::entry(current, 3).best_effort);
+  const Problem p{online.topology(), online.jobs()};
+  OfflineOptions o;
+  o.max_iterations = 40;
+  const std::optional<Plan> found = recalculate(p, current, o);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_FEASIBLE(p, *found);
+  const JobPlan& e3 = testing::entry(*found, 3);
+  EXPECT_FALSE(e3.best_effort);
+  EXPECT_EQ(e3.period_ns, 232 * testing::kMs);
+  EXPECT_EQ(testing::entry(*found, 1).period_ns, 464 * testing::kMs);
+  EXPECT_EQ(testing::entry(*found, 2).period_ns, 464 * testing::kMs);
+  EXPECT_EQ(found->links[0].contention, 0.0);
+}
+
 TEST(Offline, ReturnsNothingWhenTheCurrentPlanCannotBeBeaten) {
   const Problem p{testing::links(1), {job(1, 0, 100, 40, {0})}};
   const Plan current = plan(p);
