@@ -27,7 +27,8 @@ POLICIES="k8s-default,network-aware,cassini,metronome,metronome-pack,metronome-n
 
 echo "evaluate: scenarios" >&2
 "$PY" examples/scenarios/generate.py
-for s in two-jobs-one-link testbed-small mixed-priority-rack heterogeneous-13 large-cluster; do
+for s in two-jobs-one-link testbed-small newcomer-joins-pair mixed-priority-rack heterogeneous-13 \
+         large-cluster; do
   echo "  $s" >&2
   "$SIM" "examples/scenarios/$s.yaml" --compare "$POLICIES" --json --links --no-progress \
     > "$OUT/$s.json"

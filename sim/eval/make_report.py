@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 SCENARIOS = [
     ("two-jobs-one-link", "two jobs sharing a link"),
     ("testbed-small", "testbed-small (the CPU testbed's scenario)"),
+    ("newcomer-joins-pair", "a newcomer joins a pair that takes turns"),
     ("mixed-priority-rack", "a mixed-priority rack"),
     ("heterogeneous-13", "heterogeneous cluster, 13 models, Poisson arrivals (paper-like)"),
     ("large-cluster", "large cluster: 512 nodes, 1,200 jobs"),
@@ -552,7 +553,8 @@ def main():
               f"{len(any_run['jobs'])} jobs. Simulator run time per policy: "
               + ", ".join(f"{p} {runs[p]['summary']['wall_s']:.2f} s" for p in POLICIES if p in runs)
               + ".", "", summary_table(runs), ""]
-        if key in ("mixed-priority-rack", "heterogeneous-13", "large-cluster", "testbed-small"):
+        if key in ("mixed-priority-rack", "heterogeneous-13", "large-cluster", "testbed-small",
+                   "newcomer-joins-pair"):
             L += ["Slowdown by priority class:", "", class_table(runs, POLICIES), ""]
         m = runs["metronome"]
         be = sum(1 for j in m["jobs"] if j["best_effort"])
