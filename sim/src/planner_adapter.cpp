@@ -2,12 +2,14 @@
 // simulated cluster and jobs into the planner's Problem, keeps the plan current as jobs come
 // and go (and, with the controller, as their measured profiles drift), and hands each job's
 // gate the timetable the plan gives it. It implements no planning of its own.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
+#include <vector>
 
 #include "metronome/planner/baselines.h"
 #include "metronome/planner/offline.h"
@@ -34,10 +36,23 @@ namespace pl = metronome::planner;
 constexpr std::size_t kWindow = 16;
 constexpr double kTolerance = 0.02;
 constexpr double kJitterGrowth = 1.25;
+// Gated phases that take longer than their window (slowed by traffic the plan does not control:
+// drifting best-effort jobs) make the job later every iteration, and it waits at its gate for a
+// window it cannot keep; a median phase more than kOverrun times its window re-plans the job
+// with the window the phases take (and back towards its wire time once they are faster).
+constexpr double kOverrun = 1.1;
 // Periods are planned on a grid, rounded up, as the scheduler service does: periods measured to
 // the nanosecond are almost never commensurate, and the planner interleaves by gcd. The grid is
 // 1 ms, finer for periods under 100 ms (pl::round_up_period: never more than 1 % of the period).
 constexpr std::int64_t kPeriodGrid = 1'000'000;
+
+std::int64_t Median(const std::deque<std::int64_t>& xs) {
+  if (xs.empty()) return 0;
+  std::vector<std::int64_t> v(xs.begin(), xs.end());
+  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
 
 std::int64_t RoundUpToGrid(std::int64_t ns) {
   return pl::round_up_period(ns, kPeriodGrid);
@@ -90,6 +105,7 @@ class PlannerScheduler final : public TimeScheduler {
     e.job.nodes.assign(a.nodes.begin(), a.nodes.end());
     e.job.profile = ProfileOf(a);
     e.comm_ns = a.comm_ns;
+    e.base_comm_ns = a.comm_ns;
     e.compute_ns = a.compute_ns;
     // Its first phase comes after its launch and first compute phase: the window opens there.
     e.job.next_phase_ns = now_ns + a.start_delay_ns + a.compute_ns;
@@ -132,6 +148,9 @@ class PlannerScheduler final : public TimeScheduler {
     if (!online_ || !policy_.controller || !e.active) return;
     e.recent_compute.push_back(obs.compute_ns);
     if (e.recent_compute.size() > kWindow) e.recent_compute.pop_front();
+    ++e.phases_under_tt;
+    e.recent_comm.push_back(obs.comm_ns);
+    if (e.recent_comm.size() > kWindow) e.recent_comm.pop_front();
     if (obs.failed_open) ++e.fail_opens;
     if (++e.since_plan < kWindow) return;
     e.since_plan = 0;  // one check per window of fresh iterations
@@ -155,7 +174,26 @@ class PlannerScheduler final : public TimeScheduler {
     const bool jittery = !e.best_effort && e.fail_opens >= 2 &&
                          sigma > kJitterGrowth * static_cast<double>(e.job.profile.jitter_ns);
     e.fail_opens = 0;
-    if (!drifted && !jittery) return;
+    // Overrun: the window follows what the phases take (the median of the last kWindow), when
+    // that differs from it by more than kOverrun, but never below the job's wire time.
+    const std::int64_t phase = Median(e.recent_comm);
+    // Judged only on phases run under the current timetable (as the service does).
+    const bool gated = policy_.overrun && e.has_tt && !e.best_effort &&
+                       e.tt.window_ns < e.tt.period_ns && e.phases_under_tt >= kWindow;
+    std::int64_t window = e.comm_ns;
+    if (gated && static_cast<double>(phase) > kOverrun * static_cast<double>(e.comm_ns)) {
+      window = phase;
+    } else if (e.comm_ns > e.base_comm_ns &&
+               kOverrun * static_cast<double>(phase) < static_cast<double>(e.comm_ns)) {
+      window = std::max(e.base_comm_ns, phase);
+    }
+    const bool overran = window != e.comm_ns;
+    if (overran) {
+      e.comm_ns = window;
+      e.job.profile.comm_ns = window;
+      e.job.profile.period_ns = RoundUpToGrid(e.compute_ns + e.comm_ns);
+    }
+    if (!drifted && !jittery && !overran) return;
     if (drifted) {
       e.compute_ns = std::llround(mean);
       e.job.profile.period_ns = RoundUpToGrid(e.compute_ns + e.comm_ns);
@@ -171,6 +209,7 @@ class PlannerScheduler final : public TimeScheduler {
     // it; the offline search below may improve on that.
     Timed([&] { (void)online_->add_job(e.job); });
     ++stats_.drift_replans;
+    if (overran) ++stats_.overrun_replans;
     Offline(now_ns);
     Refresh(online_->snapshot());
   }
@@ -260,6 +299,9 @@ class PlannerScheduler final : public TimeScheduler {
     bool align = false;  // the next phase enters a moved slot (GateTimetable)
     Timetable align_tt;
     std::deque<std::int64_t> recent_compute;
+    std::deque<std::int64_t> recent_comm;
+    std::int64_t base_comm_ns = 0;    // its wire time, the least window
+    std::size_t phases_under_tt = 0;  // phases since its timetable last changed
     std::size_t since_plan = 0;
     int fail_opens = 0;
   };
@@ -340,6 +382,7 @@ class PlannerScheduler final : public TimeScheduler {
       if (!e.has_tt || tt.period_ns != e.tt.period_ns || tt.offset_ns != e.tt.offset_ns ||
           tt.window_ns != e.tt.window_ns || tt.late_slack_ns != e.tt.late_slack_ns) {
         ++tt.version;
+        e.phases_under_tt = 0;
       }
       // Its slot moved (or it was ungated): its next phase aligns to the new slot.
       if (!e.has_tt || e.tt.window_ns >= e.tt.period_ns || tt.period_ns != e.tt.period_ns ||

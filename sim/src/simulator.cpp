@@ -358,6 +358,7 @@ class Engine {
   bool EndIteration(Job& j) {
     if (j.state == State::kComm) RemoveFlow(j);
     j.sum_comm += now_ - j.comm_start;
+    j.obs.comm_ns = ToNs(now_ - j.comm_start);
     j.sum_iter += now_ - j.iter_start;
     ++j.iter;
     done_iterations_ += 1.0;

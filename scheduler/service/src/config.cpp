@@ -144,6 +144,7 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
                   {"late_fraction", Dbl(c.late_fraction, 0.0, 1.0)},
                   {"profile_change_threshold", Dbl(c.profile_change_threshold, 0.0, 100.0)},
                   {"profile_change_reports", Int(c.profile_change_reports, 1, 1'000'000)},
+                  {"overrun_ratio", Dbl(c.overrun_ratio, 0.0, 10.0)},
                   {"replan_cooldown_ms", Int(c.replan_cooldown_ms, 0, 86'400'000)},
                   {"offline_interval_ms", Int(c.offline_interval_ms, 0, 86'400'000)},
                   {"offline_budget_ms", Int(c.offline_budget_ms, 1, 600'000)},

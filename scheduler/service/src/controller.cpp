@@ -23,6 +23,8 @@ const char* DecisionName(Decision d) {
       return "replan_lateness";
     case Decision::kReplanProfile:
       return "replan_profile";
+    case Decision::kReplanOverrun:
+      return "replan_overrun";
   }
   return "?";
 }
@@ -171,6 +173,34 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
                  std::to_string(job.period_ns) + " ns, comm " +
                  std::to_string(job.planned_comm_ns) + " -> " + std::to_string(job.comm_ns) + " ns";
       job.consecutive_changed_reports = 0;
+      job.consecutive_late_reports = 0;
+      return v;
+    }
+  }
+
+  // Rule 4: overrun. The floor moves to the measured phase when that is longer than a gated
+  // window by the ratio, or (once set) when it is that much shorter than the window.
+  // The shim's median phase covers its last 8 phases: judged only once twice as many ran under
+  // the current timetable at this rank (phases learned ungated, under contention that the plan
+  // then removed, are no measure of a gated window).
+  constexpr uint64_t kSettledPhases = 16;
+  const bool settled = rank.timetable_version == job.timetable.version &&
+                       job.phases_seen >= job.phases_at_timetable + kSettledPhases;
+  if (usable && settled && controller.overrun_ratio > 0.0) {
+    const Timetable& tt = job.timetable;
+    const bool gated = !job.best_effort && tt.window_ns < tt.period_ns;
+    const double phase = static_cast<double>(report.comm_ns);
+    const double window = static_cast<double>(tt.window_ns);
+    const bool longer = gated && phase > controller.overrun_ratio * window;
+    const bool shorter = job.phase_floor_ns > 0 &&
+                         phase * controller.overrun_ratio < static_cast<double>(job.phase_floor_ns);
+    job.consecutive_overrun_reports = longer || shorter ? job.consecutive_overrun_reports + 1 : 0;
+    if (job.consecutive_overrun_reports >= controller.profile_change_reports && cooled) {
+      v.decision = Decision::kReplanOverrun;
+      v.reason = "phases take " + std::to_string(report.comm_ns) + " ns in a " +
+                 std::to_string(tt.window_ns) + " ns window";
+      job.phase_floor_ns = report.comm_ns;
+      job.consecutive_overrun_reports = 0;
       job.consecutive_late_reports = 0;
       return v;
     }

@@ -131,6 +131,10 @@ struct PlanningAdapter::Impl {
         // get identical windows (and periods), whichever of them happened to run a fast phase.
         comm = std::max<int64_t>(static_cast<int64_t>(wire_s * 1e9), 1);
       }
+      // Phases that took persistently longer than that window in a gated slot (traffic the
+      // plan does not control slowed them: the controller's overrun rule) get the window they
+      // take, or the job walks later every period and waits at its gate.
+      comm = std::max(comm, std::min(j.phase_floor_ns, period));
       period = compute + comm;
     }
     // A margin over the measured period, so that jitter does not make the job later than its

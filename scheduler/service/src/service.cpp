@@ -487,7 +487,10 @@ void Service::HandleReport(ClientState& client, const proto::ProfileReport& m, i
     Decide(job, DecisionName(v.decision), v.reason);
     job.last_replan_ns = now;
     pending_.push_back({Pending::kReplan, job.id,
-                        v.decision == Decision::kReplanLateness ? "lateness" : "profile", now});
+                        v.decision == Decision::kReplanLateness  ? "lateness"
+                        : v.decision == Decision::kReplanOverrun ? "overrun"
+                                                                 : "profile",
+                        now});
   }
   if (v.repush) {
     Decide(job, "repush",
@@ -539,6 +542,7 @@ PlanJob Service::ToPlanJob(const JobState& job) const {
   p.period_ns = job.period_ns;
   p.comm_ns = job.comm_ns;
   p.min_comm_ns = job.min_comm_ns;
+  p.phase_floor_ns = job.phase_floor_ns;
   p.compute_ns = job.compute_ns;
   p.jitter_ns = job.jitter_ns;
   p.bytes_per_phase = job.bytes_per_phase;
@@ -723,6 +727,8 @@ void Service::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char*
     job.planned = true;
     job.best_effort = s.best_effort;
     job.consecutive_late_reports = 0;
+    job.consecutive_overrun_reports = 0;
+    job.phases_at_timetable = job.phases_seen;
     job.links.clear();
     for (uint32_t l : planner_.JobLinks(ToPlanJob(job))) job.links.push_back(link_names_[l]);
     spdlog::info(

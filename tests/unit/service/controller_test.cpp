@@ -181,6 +181,46 @@ TEST(Controller, ChangedProfileTriggersReplanAfterConsecutiveReports) {
   EXPECT_EQ(f.job.period_ns, 150 * kMs);
 }
 
+// Phases longer than their gated window (30 ms) by more than overrun_ratio, with the bytes known
+// (so that the profile-change rule, which compares compute and bytes, stays quiet), re-plan the
+// job with the window they take; once they are that much shorter than the window, it follows
+// them down. Within the ratio, or for a best-effort job, nothing happens.
+TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
+  Fixture f;
+  f.controller.profile_change_reports = 2;
+  f.job.phases_seen = 100;  // the current timetable has run long enough to be judged
+  f.job.bytes_per_phase = f.job.planned_bytes_per_phase = 1'000'000;
+  f.job.min_comm_ns = f.job.planned_min_comm_ns = 30 * kMs;
+  auto report = [&](int64_t comm) {
+    proto::ProfileReport r = f.Report({}, 100 * kMs, comm);
+    r.bytes_per_phase = 1'000'000;
+    return r;
+  };
+  EXPECT_EQ(f.Apply(report(32 * kMs)).decision, Decision::kNone);  // within 10 %
+  EXPECT_EQ(f.Apply(report(32 * kMs)).decision, Decision::kNone);
+  EXPECT_EQ(f.Apply(report(36 * kMs)).decision, Decision::kNone);
+  const ReportVerdict v = f.Apply(report(36 * kMs));
+  EXPECT_EQ(v.decision, Decision::kReplanOverrun);
+  EXPECT_EQ(f.job.phase_floor_ns, 36 * kMs);
+  // Re-planned with a 36 ms window; the phases get faster again.
+  f.job.timetable.window_ns = 36 * kMs;
+  f.now += f.controller.replan_cooldown_ms * kMs;
+  EXPECT_EQ(f.Apply(report(30 * kMs)).decision, Decision::kNone);
+  EXPECT_EQ(f.Apply(report(30 * kMs)).decision, Decision::kReplanOverrun);
+  EXPECT_EQ(f.job.phase_floor_ns, 30 * kMs);
+
+  Fixture be;
+  be.job.best_effort = true;
+  be.job.phases_seen = 100;
+  be.controller.profile_change_reports = 1;
+  be.job.bytes_per_phase = be.job.planned_bytes_per_phase = 1'000'000;
+  be.job.min_comm_ns = be.job.planned_min_comm_ns = 30 * kMs;
+  proto::ProfileReport r = be.Report({}, 100 * kMs, 34 * kMs);
+  r.bytes_per_phase = 1'000'000;
+  EXPECT_EQ(be.Apply(r).decision, Decision::kNone);
+  EXPECT_EQ(be.job.phase_floor_ns, 0);
+}
+
 TEST(Controller, StaleTimetableIsPushedAgain) {
   Fixture f;
   auto r = f.Report({});

@@ -277,6 +277,25 @@ TEST(PlanningAdapter, SaturatingJobsWindowIsTheWireTimeWhateverTheFastestPhase) 
   EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
 }
 
+// Phases that took longer than the wire time in a gated window (the controller's overrun rule)
+// widen the window to what they take, and the period by as much; without a floor, or with one
+// below the wire time, the window is the wire time.
+TEST(PlanningAdapter, APhaseFloorWidensTheWindowAndThePeriod) {
+  PlanningAdapter p(TwoRacks(), {});
+  PlanJob slowed = Saturating(1, "h1", "h3", 180 * kMs);
+  slowed.phase_floor_ns = 250 * kMs;
+  PlanJob below = Saturating(2, "h2", "h4", 180 * kMs);
+  below.phase_floor_ns = 100 * kMs;
+  p.AddJobs({below, slowed});
+  const PlanSummary s = p.Summary();
+  // 4 MiB over a 25 MB/s uplink, plus the wire margin.
+  const double wire_ns = 4'194'304 / 25e6 * (1.0 + PlanningConfig{}.wire_margin) * 1e9;
+  EXPECT_NEAR(static_cast<double>(Find(s, 2).window_ns), wire_ns, 1e3);
+  EXPECT_EQ(Find(s, 1).window_ns, 250 * kMs);
+  EXPECT_GE(Find(s, 1).period_ns, 300 * kMs + 250 * kMs);
+  EXPECT_LT(Find(s, 1).period_ns, 300 * kMs + 250 * kMs + 30 * kMs);
+}
+
 // The demo's three jobs, in the order they were first planned: a small low-priority job, then the
 // high-priority copy of a model that reported no jitter yet (too few samples), then the other
 // copy. Both copies get the planner's headroom and one period; neither is stretched to twice it.

@@ -35,13 +35,15 @@ struct IterationObservation {
   std::int64_t lateness_ns = 0;  // gate arrival after its window opened (DecideGate)
   bool waited = false;           // the gate held the phase
   bool failed_open = false;      // the gate gave up waiting (max_wait)
+  std::int64_t comm_ns = 0;      // measured communication phase (its start to its end)
 };
 
 struct SchedulerStats {
   std::uint64_t plans = 0;  // full plans computed
   std::uint64_t adds = 0;   // incremental additions
   std::uint64_t removes = 0;
-  std::uint64_t drift_replans = 0;
+  std::uint64_t drift_replans = 0;      // re-plans of a job the controller measured anew
+  std::uint64_t overrun_replans = 0;    // ... of which for phases longer than their window
   std::uint64_t offline_runs = 0;       // offline recalculations run
   std::uint64_t offline_adopted = 0;    // ... whose plan beat the current one
   std::uint64_t placements_scored = 0;  // jobs placed by what-if scoring
@@ -57,6 +59,7 @@ struct PolicyConfig {
   bool cushion = true;           // planner stage 3
   bool stretch = true;           // harmonic period stretching
   bool controller = true;        // re-planning on departures and drift
+  bool overrun = true;           // the controller widens windows that phases overrun
   double max_stretch = 0.0;      // planner's max_stretch (0: the planner's default)
   bool gate_best_effort = true;  // false: best-effort jobs run ungated (an experiment)
   int offline_iterations = 40;   // offline search iterations per run (scaled down above 50 jobs)

@@ -113,6 +113,7 @@ struct ControllerConfig {
   double late_fraction = 0.5;             // a report is late when this share of its phases is
   double profile_change_threshold = 0.1;  // relative change of period or comm that counts
   uint32_t profile_change_reports = 3;    // consecutive changed reports before re-planning
+  double overrun_ratio = 1.1;             // phases this much over a gated window widen it (0: off)
   int64_t replan_cooldown_ms = 5'000;     // at most one controller re-plan per job this often
   int64_t offline_interval_ms = 10'000;   // background recalculation period (0: off)
   int64_t offline_budget_ms = 200;        // time budget of one background search

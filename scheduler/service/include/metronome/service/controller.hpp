@@ -13,6 +13,14 @@
 //      triggers a re-plan with the new profile.
 //   3. Stale timetable. A rank that reports an older timetable version than the current one is
 //      sent the timetable again.
+//   4. Overrun. A gated job whose median phase (as the shim measures it) is longer than its
+//      window by more than `overrun_ratio` in `profile_change_reports` reports in a row is
+//      re-planned with that phase as its least window (JobState::phase_floor_ns): traffic the
+//      plan does not control (drifting best-effort jobs) slows its phases, and a window shorter
+//      than they are makes it later every period, so that it waits at its gate for a window it
+//      cannot keep. Once its phases are that much shorter than that floor, it follows them down.
+//      Judged only on phases run under the current timetable (16 of them, twice the shim's
+//      median window).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +37,7 @@ enum class Decision : uint8_t {
   kNone,
   kReplanLateness,  // persistent lateness
   kReplanProfile,   // changed profile
+  kReplanOverrun,   // gated phases longer than their window
 };
 
 struct ReportVerdict {

@@ -29,6 +29,7 @@ struct PlanJob {
   int64_t period_ns = 0;           // measured natural period P
   int64_t comm_ns = 0;             // measured communication phase c
   int64_t min_comm_ns = 0;         // fastest phase measured so far (0: unknown)
+  int64_t phase_floor_ns = 0;      // the least window its phases need (0: its wire time)
   uint64_t bytes_per_phase = 0;    // 0: unknown (the job is taken to saturate its links)
   int64_t compute_ns = 0;          // median compute between phases (0: unknown)
   int64_t jitter_ns = 0;           // its σ (0: unknown); widens the job's cushions

@@ -65,6 +65,9 @@ struct JobState {
   uint64_t planned_bytes_per_phase = 0;
   int64_t planned_min_comm_ns = 0;
   int64_t planned_compute_ns = 0;
+  // The window its phases have shown they take when that is longer than their wire time (the
+  // overrun rule, controller.hpp); 0: none. The plan's window is never shorter.
+  int64_t phase_floor_ns = 0;
 
   // Current timetable (version 0: none yet).
   bool planned = false;
@@ -76,6 +79,8 @@ struct JobState {
   // Controller.
   uint32_t consecutive_late_reports = 0;
   uint32_t consecutive_changed_reports = 0;
+  uint32_t consecutive_overrun_reports = 0;
+  uint64_t phases_at_timetable = 0;  // phases_seen when the current timetable was made
   int64_t last_replan_ns = 0;
   double lateness_ewma_ns = 0.0;
   uint64_t phases_seen = 0;
