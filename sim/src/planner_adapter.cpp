@@ -40,6 +40,7 @@ constexpr double kJitterGrowth = 1.25;
 // drifting best-effort jobs) make the job later every iteration, and it waits at its gate for a
 // window it cannot keep; a median phase more than kOverrun times its window re-plans the job
 // with the window the phases take (and back towards its wire time once they are faster).
+// The service's rule 3 (docs/scheduler.md) with its default overrun_ratio.
 constexpr double kOverrun = 1.1;
 // Periods are planned on a grid, rounded up, as the scheduler service does: periods measured to
 // the nanosecond are almost never commensurate, and the planner interleaves by gcd. The grid is
@@ -174,8 +175,10 @@ class PlannerScheduler final : public TimeScheduler {
     const bool jittery = !e.best_effort && e.fail_opens >= 2 &&
                          sigma > kJitterGrowth * static_cast<double>(e.job.profile.jitter_ns);
     e.fail_opens = 0;
-    // Overrun: the window follows what the phases take (the median of the last kWindow), when
-    // that differs from it by more than kOverrun, but never below the job's wire time.
+    // Overrun: the window follows what the phases take (the median of the last kWindow) when
+    // that is longer than the window by more than kOverrun, or shorter than a window so widened
+    // by more than kOverrun² (a band, so that phases that overlap the drifting traffic now and
+    // then do not widen and narrow the window at every check), but never below the wire time.
     const std::int64_t phase = Median(e.recent_comm);
     // Judged only on phases run under the current timetable (as the service does).
     const bool gated = policy_.overrun && e.has_tt && !e.best_effort &&
@@ -184,7 +187,7 @@ class PlannerScheduler final : public TimeScheduler {
     if (gated && static_cast<double>(phase) > kOverrun * static_cast<double>(e.comm_ns)) {
       window = phase;
     } else if (e.comm_ns > e.base_comm_ns &&
-               kOverrun * static_cast<double>(phase) < static_cast<double>(e.comm_ns)) {
+               kOverrun * kOverrun * static_cast<double>(phase) < static_cast<double>(e.comm_ns)) {
       window = std::max(e.base_comm_ns, phase);
     }
     const bool overran = window != e.comm_ns;

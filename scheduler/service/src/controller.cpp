@@ -179,7 +179,9 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   }
 
   // Rule 4: overrun. The floor moves to the measured phase when that is longer than a gated
-  // window by the ratio, or (once set) when it is that much shorter than the window.
+  // window by the ratio, or (once set) when it is shorter than the floor by the ratio squared:
+  // a band, so that phases that overlap drifting traffic only now and then do not widen and
+  // narrow the window report after report.
   // The shim's median phase covers its last 8 phases: judged only once twice as many ran under
   // the current timetable at this rank (phases learned ungated, under contention that the plan
   // then removed, are no measure of a gated window).
@@ -192,8 +194,9 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     const double phase = static_cast<double>(report.comm_ns);
     const double window = static_cast<double>(tt.window_ns);
     const bool longer = gated && phase > controller.overrun_ratio * window;
-    const bool shorter = job.phase_floor_ns > 0 &&
-                         phase * controller.overrun_ratio < static_cast<double>(job.phase_floor_ns);
+    const double ratio2 = controller.overrun_ratio * controller.overrun_ratio;
+    const bool shorter =
+        job.phase_floor_ns > 0 && phase * ratio2 < static_cast<double>(job.phase_floor_ns);
     job.consecutive_overrun_reports = longer || shorter ? job.consecutive_overrun_reports + 1 : 0;
     if (job.consecutive_overrun_reports >= controller.profile_change_reports && cooled) {
       v.decision = Decision::kReplanOverrun;

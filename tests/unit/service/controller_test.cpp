@@ -183,8 +183,8 @@ TEST(Controller, ChangedProfileTriggersReplanAfterConsecutiveReports) {
 
 // Phases longer than their gated window (30 ms) by more than overrun_ratio, with the bytes known
 // (so that the profile-change rule, which compares compute and bytes, stays quiet), re-plan the
-// job with the window they take; once they are that much shorter than the window, it follows
-// them down. Within the ratio, or for a best-effort job, nothing happens.
+// job with the window they take; once they are shorter than that by the ratio squared, it
+// follows them down. Within the ratio or the band, or for a best-effort job, nothing happens.
 TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   Fixture f;
   f.controller.profile_change_reports = 2;
@@ -205,9 +205,11 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   // Re-planned with a 36 ms window; the phases get faster again.
   f.job.timetable.window_ns = 36 * kMs;
   f.now += f.controller.replan_cooldown_ms * kMs;
-  EXPECT_EQ(f.Apply(report(30 * kMs)).decision, Decision::kNone);
-  EXPECT_EQ(f.Apply(report(30 * kMs)).decision, Decision::kReplanOverrun);
-  EXPECT_EQ(f.job.phase_floor_ns, 30 * kMs);
+  EXPECT_EQ(f.Apply(report(33 * kMs)).decision, Decision::kNone);  // inside the band
+  EXPECT_EQ(f.Apply(report(33 * kMs)).decision, Decision::kNone);
+  EXPECT_EQ(f.Apply(report(29 * kMs)).decision, Decision::kNone);  // 36 / 1.1² = 29.75
+  EXPECT_EQ(f.Apply(report(29 * kMs)).decision, Decision::kReplanOverrun);
+  EXPECT_EQ(f.job.phase_floor_ns, 29 * kMs);
 
   Fixture be;
   be.job.best_effort = true;

@@ -18,7 +18,8 @@
 //      re-planned with that phase as its least window (JobState::phase_floor_ns): traffic the
 //      plan does not control (drifting best-effort jobs) slows its phases, and a window shorter
 //      than they are makes it later every period, so that it waits at its gate for a window it
-//      cannot keep. Once its phases are that much shorter than that floor, it follows them down.
+//      cannot keep. Once its phases are shorter than that floor by `overrun_ratio` squared (a
+//      band against flapping), it follows them down.
 //      Judged only on phases run under the current timetable (16 of them, twice the shim's
 //      median window).
 #pragma once
