@@ -34,6 +34,15 @@ for s in two-jobs-one-link testbed-small newcomer-joins-pair mixed-priority-rack
     > "$OUT/$s.json"
 done
 
+echo "evaluate: heterogeneous-13 over seeds 1-6" >&2
+: > "$OUT/paper-seeds.jsonl"
+for seed in 1 2 3 4 5 6; do
+  "$SIM" examples/scenarios/heterogeneous-13.yaml --compare network-aware,metronome --seed "$seed" \
+    --json --no-progress |
+    "$PY" -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({'seed': $seed, **{r['policy']: {'weighted_jct_s': r['summary']['weighted_jct_s'], 'high': r['by_priority']['high']['mean_slowdown']} for r in d['runs']}}))" \
+    >> "$OUT/paper-seeds.jsonl"
+done
+
 echo "evaluate: simulator run time against cluster size" >&2
 "$PY" examples/scenarios/generate.py --scaling "$OUT/scaling"
 : > "$OUT/scaling.jsonl"
