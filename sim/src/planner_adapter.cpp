@@ -40,7 +40,7 @@ constexpr double kJitterGrowth = 1.25;
 // drifting best-effort jobs) make the job later every iteration, and it waits at its gate for a
 // window it cannot keep; a median phase more than kOverrun times its window re-plans the job
 // with the window the phases take (and back towards its wire time once they are faster).
-// The service's rule 3 (docs/scheduler.md) with its default overrun_ratio.
+// The service's overrun rule (docs/scheduler.md) with its default overrun_ratio.
 constexpr double kOverrun = 1.1;
 // Periods are planned on a grid, rounded up, as the scheduler service does: periods measured to
 // the nanosecond are almost never commensurate, and the planner interleaves by gcd. The grid is

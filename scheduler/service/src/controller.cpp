@@ -178,7 +178,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     }
   }
 
-  // Rule 4: overrun. The floor moves to the measured phase when that is longer than a gated
+  // Rule 4 (controller.hpp): overrun. The floor moves to the measured phase when that is longer than a gated
   // window by the ratio, or (once set) when it is shorter than the floor by the ratio squared:
   // a band, so that phases that overlap drifting traffic only now and then do not widen and
   // narrow the window report after report.
