@@ -231,6 +231,10 @@ void ServiceConfig::Validate() const {
       controller.offline_budget_ms > controller.offline_interval_ms) {
     throw ConfigError("controller.offline_budget_ms", "must not exceed offline_interval_ms");
   }
+  // A ratio at or below 1 would call every phase an overrun, however well it fits its window.
+  if (controller.overrun_ratio > 0.0 && controller.overrun_ratio <= 1.0) {
+    throw ConfigError("controller.overrun_ratio", "must be 0 (off) or above 1");
+  }
 }
 
 }  // namespace metronome::service

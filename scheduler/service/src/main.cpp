@@ -57,6 +57,7 @@ Configuration file keys (YAML, --config; flags override them):
   controller.late_fraction: 0.5        share of a report's phases that makes it late
   controller.profile_change_threshold: 0.1   relative change of period or comm that counts
   controller.profile_change_reports: 3 changed reports in a row that trigger a re-plan
+  controller.overrun_ratio: 1.1        gated phases this much over their window widen it (0 = off)
   controller.replan_cooldown_ms: 5000  at most one controller re-plan per job this often
   controller.offline_interval_ms: 10000  background recalculation period (0 = off)
   controller.offline_budget_ms: 200    time budget of one background search

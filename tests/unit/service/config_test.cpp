@@ -108,6 +108,10 @@ TEST(Config, ErrorsNameTheKeyAndTheReason) {
   EXPECT_NE(ErrorKey("controller: {offline_interval_ms: 100, offline_budget_ms: 500}\n")
                 .find("controller.offline_budget_ms"),
             std::string::npos);
+  EXPECT_NE(ErrorKey("controller: {overrun_ratio: 1.0}\n")
+                .find("controller.overrun_ratio | must be 0 (off) or above 1"),
+            std::string::npos);
+  EXPECT_EQ(ErrorKey("controller: {overrun_ratio: 0}\n"), "");
   EXPECT_NE(ErrorKey("- a\n- b\n").find("(document) | must be a mapping"), std::string::npos);
 }
 
