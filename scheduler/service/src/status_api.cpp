@@ -48,6 +48,7 @@ json JobSummary(const JobState& job, int64_t now) {
                                         {"bytes_per_phase", job.bytes_per_phase},
                                         {"compute_ns", job.compute_ns},
                                         {"jitter_ns", job.jitter_ns},
+                                        {"phase_floor_ns", job.phase_floor_ns},
                                         {"confidence", job.confidence}}
                                  : json(nullptr);
   j["timetable"] = job.planned ? TimetableToJson(job, now) : json(nullptr);
