@@ -181,12 +181,14 @@ class PlannerScheduler final : public TimeScheduler {
     // then do not widen and narrow the window at every check), but never below the wire time.
     const std::int64_t phase = Median(e.recent_comm);
     // Judged only on phases run under the current timetable (as the service does).
-    const bool gated = policy_.overrun && e.has_tt && !e.best_effort &&
-                       e.tt.window_ns < e.tt.period_ns && e.phases_under_tt >= kWindow;
+    const bool settled = e.phases_under_tt >= kWindow;
+    const bool gated =
+        policy_.overrun && e.has_tt && !e.best_effort && e.tt.window_ns < e.tt.period_ns;
     std::int64_t window = e.comm_ns;
-    if (gated && static_cast<double>(phase) > kOverrun * static_cast<double>(e.comm_ns)) {
+    if (settled && gated &&
+        static_cast<double>(phase) > kOverrun * static_cast<double>(e.comm_ns)) {
       window = phase;
-    } else if (e.comm_ns > e.base_comm_ns &&
+    } else if (settled && e.comm_ns > e.base_comm_ns &&
                kOverrun * kOverrun * static_cast<double>(phase) < static_cast<double>(e.comm_ns)) {
       window = std::max(e.base_comm_ns, phase);
     }
