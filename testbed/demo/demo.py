@@ -164,10 +164,12 @@ class Demo:
 
     def _start_scheduler(self, run_dir: Path) -> subprocess.Popen:
         log = open(run_dir / "scheduler.log", "w")
-        p = self.cluster.popen(self.cluster.sched_ns, [
-            str(self.scheduler_bin), f"--listen=tcp://{self.cluster.sched_ip}:7411",
-            f"--http={self.cluster.sched_ip}:7412", f"--topology={self.topology_file}"],
-            stdout=log, stderr=subprocess.STDOUT)
+        argv = [str(self.scheduler_bin), f"--listen=tcp://{self.cluster.sched_ip}:7411",
+                f"--http={self.cluster.sched_ip}:7412", f"--topology={self.topology_file}"]
+        config = getattr(self.args, "scheduler_config", None)  # callers may build their own args
+        if config:
+            argv.append(f"--config={Path(config).resolve()}")
+        p = self.cluster.popen(self.cluster.sched_ns, argv, stdout=log, stderr=subprocess.STDOUT)
         time.sleep(1.0)
         if p.poll() is not None:
             raise SystemExit(f"demo: metronome-scheduler exited: see {run_dir / 'scheduler.log'}")
@@ -392,6 +394,9 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run before giving up")
     ap.add_argument("--skip-solo", action="store_true", help="no solo runs (slowdowns unknown)")
     ap.add_argument("--prefix", default="mtrdemo", help="namespace name prefix")
+    ap.add_argument("--scheduler-config", metavar="FILE",
+                    help="YAML configuration for metronome-scheduler (--config); default: its "
+                         "embedded defaults")
     args = ap.parse_args()
 
     demo = Demo(args)

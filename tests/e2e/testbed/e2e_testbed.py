@@ -35,7 +35,8 @@ def steady_ms(run: demo.RunResult, job: str, skip: int = 10) -> float:
 
 def make_demo(scenario: Path, build: str, out: str) -> demo.Demo:
     args = argparse.Namespace(scenario=str(scenario), build_dir=build, out=out, iterations=None,
-                              timeout=300, skip_solo=True, prefix=f"mtre{os.getpid() % 10000}")
+                              timeout=300, skip_solo=True, prefix=f"mtre{os.getpid() % 10000}",
+                              scheduler_config=None)
     return demo.Demo(args)
 
 
