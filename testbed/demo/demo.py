@@ -398,6 +398,8 @@ def main() -> int:
                     help="YAML configuration for metronome-scheduler (--config); default: its "
                          "embedded defaults")
     args = ap.parse_args()
+    if args.scheduler_config and not Path(args.scheduler_config).is_file():
+        ap.error(f"--scheduler-config {args.scheduler_config}: no such file")
 
     demo = Demo(args)
     try:
