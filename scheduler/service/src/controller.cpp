@@ -178,13 +178,12 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     }
   }
 
-  // Rule 4 (controller.hpp): overrun. The floor moves to the measured phase when that is longer than a gated
-  // window by the ratio, or (once set) when it is shorter than the floor by the ratio squared:
-  // a band, so that phases that overlap drifting traffic only now and then do not widen and
-  // narrow the window report after report.
-  // The shim's median phase covers its last 8 phases: judged only once twice as many ran under
-  // the current timetable at this rank (phases learned ungated, under contention that the plan
-  // then removed, are no measure of a gated window).
+  // Rule 4 (controller.hpp): overrun. The floor moves to the measured phase when that is longer
+  // than a gated window by the ratio, or (once set) when it is shorter than the floor by the
+  // ratio squared: a band, so that phases that overlap drifting traffic only now and then do not
+  // widen and narrow the window report after report. The shim's median phase covers its last 8
+  // phases: judged only once twice as many ran under the current timetable at this rank (phases
+  // learned ungated, under contention that the plan then removed, are no measure of a window).
   constexpr uint64_t kSettledPhases = 16;
   const bool settled = rank.timetable_version == job.timetable.version &&
                        job.phases_seen >= job.phases_at_timetable + kSettledPhases;
