@@ -211,6 +211,24 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   EXPECT_EQ(f.Apply(report(29 * kMs)).decision, Decision::kReplanOverrun);
   EXPECT_EQ(f.job.phase_floor_ns, 29 * kMs);
 
+  // Phases not yet settled under the current timetable (fewer than 16 since it was made, or a
+  // rank still on an older version) are no measure of it: nothing happens, however long.
+  Fixture early;
+  early.controller.profile_change_reports = 1;
+  early.job.phases_seen = 10;
+  early.job.bytes_per_phase = early.job.planned_bytes_per_phase = 1'000'000;
+  early.job.min_comm_ns = early.job.planned_min_comm_ns = 30 * kMs;
+  proto::ProfileReport slow = early.Report({}, 100 * kMs, 34 * kMs);
+  slow.bytes_per_phase = 1'000'000;
+  EXPECT_EQ(early.Apply(slow).decision, Decision::kNone);
+  early.job.phases_seen = 100;
+  early.rank.timetable_version = 2;
+  slow.timetable_version = 2;
+  EXPECT_NE(early.Apply(slow).decision, Decision::kReplanOverrun);
+  EXPECT_EQ(early.job.phase_floor_ns, 0);
+  slow.timetable_version = 3;
+  EXPECT_EQ(early.Apply(slow).decision, Decision::kReplanOverrun);
+
   Fixture be;
   be.job.best_effort = true;
   be.job.phases_seen = 100;
