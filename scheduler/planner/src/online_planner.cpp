@@ -1,5 +1,6 @@
 // The online planner: stages 1–3 run job by job in priority order (see planner.h).
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -107,16 +108,63 @@ void take_off(Workspace& ws, const std::vector<std::uint32_t>& js) {
   }
 }
 
+// The least common stretch s (a whole percent above 1) at which a group of jobs could take
+// turns on every link they cross: their windows plus cushions over s·T0, together with what the
+// other gated jobs there reserve, fill at most each link. 0 when no stretch can help (the
+// others fill a link already) or none is needed (s would be 1: the group fails for another
+// reason). Only a necessary condition: the repack checks whether the windows really fit.
+std::int64_t shared_stretch_percent(const Workspace& ws, const std::vector<std::uint32_t>& group) {
+  std::vector<LinkId> links;
+  for (const std::uint32_t k : group) {
+    links.insert(links.end(), ws.jobs[k].shape.links.begin(), ws.jobs[k].shape.links.end());
+  }
+  std::sort(links.begin(), links.end());
+  links.erase(std::unique(links.begin(), links.end()), links.end());
+  double need = 1.0;
+  for (const LinkId l : links) {
+    double fixed = 0.0;
+    double own = 0.0;
+    for (const auto& o : ws.link_jobs[l]) {
+      const JobShape& shape = ws.jobs[o.job].shape;
+      if (std::find(group.begin(), group.end(), o.job) == group.end()) {
+        fixed +=
+            static_cast<double>(shape.w + shape.gap) / static_cast<double>(ws.slots[o.job].period);
+      }
+    }
+    for (const std::uint32_t k : group) {
+      const JobShape& shape = ws.jobs[k].shape;
+      if (std::binary_search(shape.links.begin(), shape.links.end(), l)) {
+        own += static_cast<double>(shape.w + shape.gap) / static_cast<double>(shape.T0);
+      }
+    }
+    if (fixed >= 1.0) return 0;
+    need = std::max(need, own / (1.0 - fixed));
+  }
+  const auto percent = static_cast<std::int64_t>(std::ceil(need * 100.0 - 1e-9));
+  return percent > 100 ? percent : 0;
+}
+
 // Local re-plan around a job that found no free place: its equal- and lower-priority
 // neighbours are packed again together with it (as if new, best fit), in priority order; if
 // that fails, once more with the longer periods first within each priority (jobs whose natural
 // periods differ by a little, e.g. the same model measured with noise, then share the longer
 // period instead of the shorter one blocking the longer). Kept only if the job is now gated and
 // no neighbour lost its gate (stage 1 gained); otherwise everything goes back where it was.
+//
+// If both fail and the job's neighbours here are its equals, a third try stretches the whole
+// group by one factor, the least at which its windows and cushions fit (shared_stretch_percent):
+// two jobs whose phases take about half their period each fit neither at P nor at a harmonic
+// of each other's period, since the cushions overflow it by a few percent; both stretched by
+// those few percent take turns. It is a candidate only when the group's added stretch costs
+// less than the job would cost running ungated (stage 2's rule, as stretch_bound applies it to
+// one job) and within max_stretch; it is kept only when the class then serves more load (stage
+// 1: the stretch lowers every member's w/T).
 // Returns the neighbours that moved.
 std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
   const std::vector<std::uint32_t> victims = neighbours_up_to(ws, j);
   if (victims.empty()) return {};
+  const bool among_equals = neighbours_below(ws, j, false).empty();
+  const double ungated = ungated_cost(ws, ws.jobs[j].shape);
   struct Saved {
     std::uint32_t job;
     Slot slot;
@@ -148,6 +196,42 @@ std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
       return px != py ? px > py : ws.jobs[x].shape.T0 > ws.jobs[y].shape.T0;
     });
     ok = attempt(order);
+  }
+  if (!ok && among_equals) {
+    const std::int64_t percent = shared_stretch_percent(ws, all);
+    bool within = percent > 0;
+    for (const std::uint32_t k : all) {
+      const JobShape& shape = ws.jobs[k].shape;
+      within = within && static_cast<double>((shape.T0 * percent + 99) / 100) <=
+                             ws.options.max_stretch * static_cast<double>(shape.P);
+    }
+    if (within) {
+      std::vector<Nanos> natural_t0;
+      for (const std::uint32_t k : all) {  // the group's shortest period, for this try only
+        JobShape& shape = ws.jobs[k].shape;
+        natural_t0.push_back(shape.T0);
+        shape.T0 = (shape.T0 * percent + 99) / 100;
+      }
+      ok = attempt(order);
+      for (std::size_t i = 0; i < all.size(); ++i) ws.jobs[all[i]].shape.T0 = natural_t0[i];
+      // The periods the members got (one that found no room at s·T0 takes a harmonic of
+      // another's, which may stretch it more), against what they had.
+      double added_cost = 0.0;
+      double before_served = 0.0;
+      double after_served = 0.0;
+      for (const Saved& s : saved) {
+        const JobShape& shape = ws.jobs[s.job].shape;
+        const Nanos now = ws.slots[s.job].period;
+        added_cost += stretch_cost(shape, now);
+        after_served += static_cast<double>(shape.w) / static_cast<double>(now);
+        if (s.slot.state == SlotState::kGated) {
+          added_cost -= stretch_cost(shape, s.slot.period);
+          before_served += static_cast<double>(shape.w) / static_cast<double>(s.slot.period);
+        }
+      }
+      ok = ok && added_cost < ungated &&
+           after_served > before_served * (1 + ws.options.utilization_tolerance);
+    }
   }
   if (!ok) {  // no gain: restore
     for (const std::uint32_t k : all) ws.unplace(k);

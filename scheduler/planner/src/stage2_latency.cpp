@@ -57,6 +57,9 @@ double ungated_cost(const Workspace& ws, const JobShape& shape) {
   const double d = static_cast<double>(shape.w) / static_cast<double>(shape.P);
   double own = 0.0;
   double others = 0.0;
+  // A neighbour met on several links is slowed once (its one transfer), not once per link.
+  static thread_local std::vector<std::uint32_t> met;
+  met.clear();
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
     const double capacity = ws.topology.link(l).capacity_bps;
@@ -69,6 +72,8 @@ double ungated_cost(const Workspace& ws, const JobShape& shape) {
       const JobShape& other = ws.jobs[o.job].shape;
       const Slot& s = ws.slots[o.job];
       busy += static_cast<double>(other.w) / static_cast<double>(s.period);
+      if (std::find(met.begin(), met.end(), o.job) != met.end()) continue;
+      met.push_back(o.job);
       const double protect =
           other.priority > shape.priority ? ws.options.higher_priority_protection : 1.0;
       others +=

@@ -199,5 +199,82 @@ TEST(BestEffort, AWindowThatCannotBeAimedIsNotHeld) {
   EXPECT_GT(plan.links[0].contention, 0.0);  // predicted as a random source
 }
 
+// Two jobs whose phases take about half their period: 48 ms every 100 ms, σ = 2 ms, so each
+// is gated at 102 ms (2 % headroom) and keeps 6 ms of cushion after its window. 2 · (48 + 6)
+// = 108 ms overflow 102 ms: the second fits neither at its own period nor at a harmonic of the
+// first's. Stretching both to 102 · 1.06 ≈ 108 ms costs 6 % each, far less than colliding on
+// every iteration: they take turns at one period.
+TEST(SharedStretch, TwoHalfDutyJobsTakeTurnsAtAPeriodStretchedForTheirCushions) {
+  OnlinePlanner planner(testing::links(1));
+  planner.add_job(with_jitter(job(1, 0, 100, 48, {0}), 2));
+  const AddResult r = planner.add_job(with_jitter(job(2, 0, 100, 48, {0}), 2));
+  EXPECT_FALSE(r.job.best_effort);
+  EXPECT_EQ(r.changed, std::vector<JobId>{1});
+  const Plan plan = planner.snapshot();
+  EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), plan);
+  const Nanos t = entry(plan, 1).period_ns;
+  EXPECT_EQ(entry(plan, 2).period_ns, t);
+  EXPECT_GE(t, 108 * kMs);
+  EXPECT_LE(t, 109 * kMs);  // the least whole-percent stretch, no more
+  EXPECT_GE(entry(plan, 1).late_slack_ns, 6 * kMs);
+  EXPECT_GE(entry(plan, 2).late_slack_ns, 6 * kMs);
+  planner.remove_job(2);  // alone again, the first shrinks back to its own period
+  EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, 102 * kMs);
+}
+
+// A 30 ms phase beside a 60 ms one, both every 100 ms with σ = 8 ms (24 ms cushions, 8 %
+// headroom: gated at 108 ms). Together they would need 128 % of that, a 38 % stretch each
+// (0.69 in stage-2 units), while running the newcomer ungated costs about 0.35: it stays
+// best-effort and the first job keeps its period, though the stretch would serve more load.
+TEST(SharedStretch, NotWhenTheStretchCostsMoreThanTheNewcomersContention) {
+  OnlinePlanner planner(testing::links(1));
+  planner.add_job(with_jitter(job(1, 0, 100, 60, {0}), 8));
+  const AddResult r = planner.add_job(with_jitter(job(2, 0, 100, 30, {0}), 8));
+  EXPECT_TRUE(r.job.best_effort);
+  EXPECT_TRUE(r.changed.empty());
+  EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, 108 * kMs);
+}
+
+// Nor for a newcomer too small to pay for it: a 5 ms phase beside an 80 ms one (σ = 5 ms)
+// would stretch the 80 ms one by 10 %. That serves less load (stage 1) and costs more than the
+// small job's contention (stage 2); either refuses it.
+TEST(SharedStretch, NotForANewcomerTooSmallToPayForTheStretch) {
+  OnlinePlanner planner(testing::links(1));
+  planner.add_job(with_jitter(job(1, 0, 100, 80, {0}), 5));
+  const AddResult r = planner.add_job(with_jitter(job(2, 0, 100, 5, {0}), 5));
+  EXPECT_TRUE(r.job.best_effort);
+  EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, 105 * kMs);
+}
+
+// A newcomer that outranks its neighbour is not stretched to make room for it (stage 1 serves
+// the higher class first): it takes its own period and the lower-priority job gives way.
+TEST(SharedStretch, AHigherPriorityNewcomerIsNotStretchedForALowerOne) {
+  OnlinePlanner planner(testing::links(1));
+  planner.add_job(with_jitter(job(1, 0, 100, 48, {0}), 2));
+  const AddResult r = planner.add_job(with_jitter(job(2, 1, 100, 48, {0}), 2));
+  EXPECT_FALSE(r.job.best_effort);
+  EXPECT_EQ(r.job.period_ns, 102 * kMs);
+  EXPECT_TRUE(entry(planner.snapshot(), 1).best_effort);
+}
+
+// Whether a job stretches to a harmonic of its neighbour's period or runs ungated must not
+// depend on how many links the two share: the neighbour's one transfer is slowed once. A 55 ms
+// phase every 100 ms and a 20 ms phase every 70 ms (gcd 10 ms: no room at 70 ms); the harmonic
+// 100 ms would stretch the newcomer by 43 %, more than the ~31 % that running ungated costs.
+TEST(StretchOrUngated, ANeighbourMetOnSeveralLinksCountsOnce) {
+  for (const int shared : {1, 2}) {
+    const std::vector<LinkId> on = shared == 1 ? std::vector<LinkId>{0} : std::vector<LinkId>{0, 1};
+    OnlinePlanner planner(testing::links(2));
+    Job a = job(1, 0, 100, 55, {});
+    a.extra_links = on;
+    Job b = job(2, 0, 70, 20, {});
+    b.extra_links = on;
+    planner.add_job(a);
+    const AddResult r = planner.add_job(b);
+    EXPECT_TRUE(r.job.best_effort) << shared << " shared link(s)";
+    EXPECT_EQ(r.job.period_ns, 70 * kMs) << shared << " shared link(s)";
+  }
+}
+
 }  // namespace
 }  // namespace metronome::planner

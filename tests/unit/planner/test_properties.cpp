@@ -123,9 +123,12 @@ TEST(Properties, TheBenchmarkClusterGivesAFeasiblePlan) {
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
   expect_invariants(p, plan);
+  // Not degenerate: a large share is gated. Not all: a job is stretched to a harmonic only when
+  // that costs less than its contention (stage 2), and many of these multi-rack jobs meet
+  // unrelated periods. 463 of 1,000 since a neighbour met on several links counts once there.
   std::size_t gated = 0;
   for (const JobPlan& e : plan.jobs) gated += e.best_effort ? 0 : 1;
-  EXPECT_GT(gated, p.jobs.size() / 2);
+  EXPECT_GT(gated, p.jobs.size() * 2 / 5);
 }
 
 }  // namespace
