@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the evaluation report, docs/evaluation.md, and its plots, docs/img/eval-*.png.
 # Every number in the report comes from this command: it builds metronome-sim, runs every
-# scenario of examples/scenarios under every policy, measures the simulator's run time against
-# cluster size, and writes the report (sim/eval/make_report.py, matplotlib from Debian's
-# python3-matplotlib).
+# scenario of examples/scenarios under every policy, sweeps every pair of the 13 models on one
+# shared link, measures the simulator's run time against cluster size, and writes the report
+# (sim/eval/make_report.py, matplotlib from Debian's python3-matplotlib).
 #
 #   scripts/evaluate.sh                 # build in build/eval, run everything (a few minutes)
 #   METRONOME_SIM=path/to/metronome-sim scripts/evaluate.sh    # use an existing binary
@@ -41,6 +41,16 @@ for seed in 1 2 3 4 5 6; do
     --json --no-progress |
     "$PY" -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({'seed': $seed, **{r['policy']: {'weighted_jct_s': r['summary']['weighted_jct_s'], 'high': r['by_priority']['high']['mean_slowdown']} for r in d['runs']}}))" \
     >> "$OUT/paper-seeds.jsonl"
+done
+
+echo "evaluate: model pairs (91 pairs of the 13 models, on A100 and on T4 nodes)" >&2
+"$PY" examples/scenarios/generate.py --pairs "$OUT/pairs"
+: > "$OUT/pairs.jsonl"
+for f in "$OUT"/pairs/pair-*.yaml; do
+  name="$(basename "$f" .yaml)"
+  "$SIM" "$f" --compare k8s-default,cassini,metronome --json --no-progress |
+    "$PY" -c "import json,sys; d=json.load(sys.stdin); g,a,b='$name'.split('-')[1:]; print(json.dumps({'gpu': g, 'a': a, 'b': b, **{r['policy']: {'avg_jct_s': r['summary']['avg_jct_s'], 'util': r['summary']['avg_link_utilization'], 'overlap': r['summary']['overlap_fraction']} for r in d['runs']}}))" \
+    >> "$OUT/pairs.jsonl"
 done
 
 echo "evaluate: simulator run time against cluster size" >&2

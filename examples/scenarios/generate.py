@@ -10,8 +10,12 @@
   --scaling DIR          (not kept here) writes scale-<nodes>.yaml into DIR: the large cluster's
                          recipe at 64 to 1,024 nodes, with jobs in proportion (2.3 per node), for
                          the simulator-run-time measurement of scripts/evaluate.sh
+  --pairs DIR            (not kept here) writes pair-<gpu>-<model>-<model>.yaml into DIR: every
+                         pair of the 13 models (91, a model with itself included) sharing one rack
+                         uplink, on A100 and on T4 nodes, for the model-pair sweep of
+                         scripts/evaluate.sh
 
-Usage: /usr/bin/python3 examples/scenarios/generate.py [--scaling DIR]   (from anywhere)
+Usage: /usr/bin/python3 examples/scenarios/generate.py [--scaling DIR | --pairs DIR]   (from anywhere)
 Iteration counts are chosen from the model table's compute times so that each job would run for a
 few minutes alone; the simulator itself reads compute times and gradient sizes from the table.
 """
@@ -135,6 +139,28 @@ so that a whole run takes seconds to minutes on two cores.
 """, 512, {"compute_jitter": 0.02, "clock_skew_us": 50, "profile_error": 0.0}, racks, jobs)
 
 
+def pairs(models, out):
+    """Two jobs of 8 GPUs, each on one 4-GPU node of either rack: both all-reduces cross the
+    rack uplinks, which run at the nodes' NIC speed, so every pair contends on them and nowhere
+    else. Each job runs about 60 s alone; the same seed for every pair."""
+    keys = list(models)
+    for gpu, nic in (("A100", 100), ("T4", 25)):
+        racks = [{"name": f"r{r}", "uplink_gbps": nic,
+                  "nodes": [{"name": f"r{r}n{n}", "gpus": 4, "gpu": gpu, "nic_gbps": nic}
+                            for n in (1, 2)]} for r in (1, 2)]
+        for i, a in enumerate(keys):
+            for b in keys[i:]:
+                jobs = []
+                for slot, model in (("1", a), ("2", b)):
+                    iters = max(50, int(60 / natural_s(models, model, gpu, 8, nic)))
+                    jobs.append({"name": f"{model}-{slot}", "model": model, "gpus": 8,
+                                 "iterations": iters, "priority": "normal",
+                                 "nodes": [f"r1n{slot}", f"r2n{slot}"]})
+                write(out / f"pair-{gpu}-{a}-{b}.yaml", f"""
+Model-pair sweep: {a} and {b} on {gpu} nodes ({nic} Gbit/s NICs), sharing the rack uplinks.
+""", 91, {"compute_jitter": 0.02, "clock_skew_us": 50, "profile_error": 0.03}, racks, jobs)
+
+
 if __name__ == "__main__":
     import sys
     table = load_table()
@@ -143,6 +169,10 @@ if __name__ == "__main__":
         out.mkdir(parents=True, exist_ok=True)
         for racks in (8, 16, 32, 64, 128):
             large(table, racks, racks * 8 * 23 // 10, out / f"scale-{racks * 8}.yaml")
+    elif len(sys.argv) == 3 and sys.argv[1] == "--pairs":
+        out = Path(sys.argv[2])
+        out.mkdir(parents=True, exist_ok=True)
+        pairs(table, out)
     else:
         heterogeneous(table)
         large(table)
