@@ -238,6 +238,24 @@ TEST(PlanningAdapter, NearlyEqualPeriodsOnASharedLinkArePlannedAtOnePeriod) {
   }
 }
 
+// Two jobs whose phases take about half their period (240 ms every 500 ms, σ = 5 ms: 15 ms
+// cushions, 1 % headroom) overflow their 505 ms period by their cushions: through the service's
+// conversion too, both are gated at one period stretched by the least that fits (2 %), instead
+// of the second running ungated.
+TEST(PlanningAdapter, TwoHalfDutyJobsTakeTurnsAtOneSlightlyStretchedPeriod) {
+  PlanningAdapter p(TopologyConfig::Default(), {});
+  PlanJob a = Job(1, {"a", "b"}, 500 * kMs, 240 * kMs);
+  PlanJob b = Job(2, {"c", "d"}, 500 * kMs, 240 * kMs);
+  a.jitter_ns = b.jitter_ns = 5 * kMs;
+  p.AddJobs({a});
+  p.AddJobs({b});
+  const PlanSummary s = p.Summary();
+  EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
+  EXPECT_EQ(Find(s, 1).period_ns, Find(s, 2).period_ns);
+  EXPECT_GE(Find(s, 1).period_ns, 510 * kMs);
+  EXPECT_LT(Find(s, 1).period_ns, 520 * kMs);
+}
+
 }  // namespace
 }  // namespace metronome::service
 
