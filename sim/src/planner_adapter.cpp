@@ -39,7 +39,8 @@ constexpr double kJitterGrowth = 1.25;
 // Gated phases that take longer than their window (slowed by traffic the plan does not control:
 // drifting best-effort jobs) make the job later every iteration, and it waits at its gate for a
 // window it cannot keep; a median phase more than kOverrun times its window re-plans the job
-// with the window the phases take (and back towards its wire time once they are faster).
+// with the window the phases take (and back towards its wire time once they are faster),
+// unless the wider window would stretch its period (WideningStretches).
 // The service's overrun rule (docs/scheduler.md) with its default overrun_ratio.
 constexpr double kOverrun = 1.1;
 // Periods are planned on a grid, rounded up, as the scheduler service does: periods measured to
@@ -186,13 +187,17 @@ class PlannerScheduler final : public TimeScheduler {
         policy_.overrun && e.has_tt && !e.best_effort && e.tt.window_ns < e.tt.period_ns;
     std::int64_t window = e.comm_ns;
     if (settled && gated &&
-        static_cast<double>(phase) > kOverrun * static_cast<double>(e.comm_ns)) {
+        static_cast<double>(phase) > kOverrun * static_cast<double>(e.comm_ns) &&
+        static_cast<double>(phase) > kOverrun * static_cast<double>(e.refused_window_ns)) {
       window = phase;
     } else if (settled && e.comm_ns > e.base_comm_ns &&
                kOverrun * kOverrun * static_cast<double>(phase) < static_cast<double>(e.comm_ns)) {
       window = std::max(e.base_comm_ns, phase);
     }
     const bool overran = window != e.comm_ns;
+    const bool widened = window > e.comm_ns;
+    const std::int64_t old_comm = e.comm_ns;
+    const pl::Job old_job = e.job;
     if (overran) {
       e.comm_ns = window;
       e.job.profile.comm_ns = window;
@@ -212,7 +217,22 @@ class PlannerScheduler final : public TimeScheduler {
     // Re-plan the job with its measured profile: it leaves and comes back (add_job), so that
     // it takes a free place, or its equal- and lower-priority neighbours are packed again with
     // it; the offline search below may improve on that.
+    const bool widening_only = widened && !drifted && !jittery;
+    std::vector<pl::Job> jobs_before;
+    pl::Plan plan_before;
+    if (widening_only) {
+      jobs_before = online_->jobs();
+      plan_before = online_->snapshot();
+    }
     Timed([&] { (void)online_->add_job(e.job); });
+    if (widening_only && WideningStretches(plan_before, e.job.id, window - old_comm)) {
+      Timed([&] { online_->adopt(jobs_before, plan_before); });  // the plan as it was
+      e.comm_ns = old_comm;  // its phases overrun the window as before
+      e.job = old_job;
+      e.refused_window_ns = window;
+      ++stats_.overrun_refused;
+      return;
+    }
     ++stats_.drift_replans;
     if (overran) ++stats_.overrun_replans;
     Offline(now_ns);
@@ -309,7 +329,21 @@ class PlannerScheduler final : public TimeScheduler {
     std::size_t phases_under_tt = 0;  // phases since its timetable last changed
     std::size_t since_plan = 0;
     int fail_opens = 0;
+    std::int64_t refused_window_ns = 0;  // a widening not taken (it stretched the period)
   };
+
+  // Whether widening a gated job's window (the overrun rule), now planned, stretched its period
+  // by more than twice the widening: the wider window no longer fits at its harmonic, and the
+  // planner took a longer one (twice the period, on the CPU testbed) or none. Such a widening
+  // is not worth it; the caller puts the plan back as it was (as the service does,
+  // docs/scheduler.md).
+  bool WideningStretches(const pl::Plan& before, pl::JobId id, std::int64_t widening) const {
+    const pl::JobPlan* was = before.find(id);
+    if (was == nullptr || was->best_effort) return false;
+    const pl::Plan after = online_->snapshot();
+    const pl::JobPlan* now = after.find(id);
+    return now != nullptr && !now->best_effort && now->period_ns > was->period_ns + 2 * widening;
+  }
 
   template <class F>
   void Timed(F&& f) {
@@ -388,6 +422,7 @@ class PlannerScheduler final : public TimeScheduler {
           tt.window_ns != e.tt.window_ns || tt.late_slack_ns != e.tt.late_slack_ns) {
         ++tt.version;
         e.phases_under_tt = 0;
+        e.refused_window_ns = 0;  // a new slot: a widening may fit now
       }
       // Its slot moved (or it was ungated): its next phase aligns to the new slot.
       if (!e.has_tt || e.tt.window_ns >= e.tt.period_ns || tt.period_ns != e.tt.period_ns ||

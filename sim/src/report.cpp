@@ -91,6 +91,7 @@ nlohmann::json ToJson(const RunResult& run, bool with_links) {
                     {"removes", run.scheduler.removes},
                     {"drift_replans", run.scheduler.drift_replans},
                     {"overrun_replans", run.scheduler.overrun_replans},
+                    {"overrun_refused", run.scheduler.overrun_refused},
                     {"offline_runs", run.scheduler.offline_runs},
                     {"offline_adopted", run.scheduler.offline_adopted},
                     {"placements_scored", run.scheduler.placements_scored},
