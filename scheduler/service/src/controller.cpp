@@ -192,7 +192,9 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     const bool gated = !job.best_effort && tt.window_ns < tt.period_ns;
     const double phase = static_cast<double>(report.comm_ns);
     const double window = static_cast<double>(tt.window_ns);
-    const bool longer = gated && phase > controller.overrun_ratio * window;
+    const bool longer =
+        gated && phase > controller.overrun_ratio * window &&
+        phase > controller.overrun_ratio * static_cast<double>(job.overrun_refused_ns);
     const double ratio2 = controller.overrun_ratio * controller.overrun_ratio;
     const bool shorter =
         job.phase_floor_ns > 0 && phase * ratio2 < static_cast<double>(job.phase_floor_ns);

@@ -322,6 +322,20 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
   return refused;
 }
 
+bool PlanningAdapter::WidenWindow(const PlanJob& job) {
+  const std::vector<pl::Job> jobs = impl_->online.jobs();
+  const pl::Plan before = impl_->Current(generation_);
+  AddJob(job);
+  const pl::JobPlan* was = before.find(job.id);
+  const pl::JobPlan* now = impl_->Current(generation_).find(job.id);
+  if (was == nullptr || was->best_effort || now == nullptr || now->best_effort) return true;
+  const pl::Nanos widening = std::max<pl::Nanos>(now->window_ns - was->window_ns, 0);
+  if (now->period_ns <= was->period_ns + 2 * widening) return true;
+  impl_->online.adopt(jobs, before);
+  ++generation_;
+  return false;
+}
+
 void PlanningAdapter::RemoveJob(uint64_t id) {
   impl_->online.remove_job(id);
   ++generation_;

@@ -581,6 +581,7 @@ void Service::PlanningLoop() {
     int64_t trigger = RealtimeNs();
     std::map<std::string, int> reasons;
     std::set<uint64_t> refused_ids;
+    std::set<uint64_t> widen_refused;  // overrun widenings not taken
     std::optional<PlanSummary> plan;
     const char* plan_reason = "plan";
     const auto t0 = std::chrono::steady_clock::now();
@@ -599,11 +600,25 @@ void Service::PlanningLoop() {
         ++reasons[p.reason];
       }
       if (!adds.empty()) {
+        // Windows that the overrun rule widens are tried one by one, after the rest: one that
+        // would stretch its job's period is not taken (PlanningAdapter::WidenWindow).
+        std::vector<PlanJob> batch;
+        std::vector<PlanJob> widen;
+        for (const auto& a : adds) {
+          (add_reason.at(a.id)->reason == "overrun" ? widen : batch).push_back(a);
+        }
         std::vector<std::pair<uint64_t, std::string>> refused;
         try {
-          refused = planner_.AddJobs(adds);
+          refused = planner_.AddJobs(batch);
         } catch (const std::exception& e) {
-          for (const auto& a : adds) refused.emplace_back(a.id, e.what());
+          for (const auto& a : batch) refused.emplace_back(a.id, e.what());
+        }
+        for (const auto& w : widen) {
+          try {
+            if (!planner_.WidenWindow(w)) widen_refused.insert(w.id);
+          } catch (const std::exception& e) {
+            refused.emplace_back(w.id, e.what());
+          }
         }
         for (const auto& [id, why] : refused) {
           refused_ids.insert(id);
@@ -628,6 +643,15 @@ void Service::PlanningLoop() {
         const auto name = job_names_.find(a.id);
         if (refused_ids.contains(a.id) || name == job_names_.end()) continue;
         JobState& job = jobs_.at(name->second);
+        if (widen_refused.contains(a.id)) {
+          Decide(job, "overrun_refused", spdlog::level::info,
+                 "a " + std::to_string(a.phase_floor_ns) +
+                     " ns window would stretch the period; the plan stays as it was");
+          job.overrun_refused_ns = a.phase_floor_ns;
+          job.phase_floor_ns = job.planned_phase_floor_ns;
+          continue;
+        }
+        job.planned_phase_floor_ns = a.phase_floor_ns;
         job.planned_period_ns = a.period_ns;
         job.planned_comm_ns = a.comm_ns;
         job.planned_bytes_per_phase = a.bytes_per_phase;
@@ -728,6 +752,7 @@ void Service::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char*
     job.best_effort = s.best_effort;
     job.consecutive_late_reports = 0;
     job.consecutive_overrun_reports = 0;
+    job.overrun_refused_ns = 0;  // a new slot: a widening may fit now
     job.phases_at_timetable = job.phases_seen;
     job.links.clear();
     for (uint32_t l : planner_.JobLinks(ToPlanJob(job))) job.links.push_back(link_names_[l]);

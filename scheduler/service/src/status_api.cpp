@@ -49,6 +49,7 @@ json JobSummary(const JobState& job, int64_t now) {
                                         {"compute_ns", job.compute_ns},
                                         {"jitter_ns", job.jitter_ns},
                                         {"phase_floor_ns", job.phase_floor_ns},
+                                        {"overrun_refused_ns", job.overrun_refused_ns},
                                         {"confidence", job.confidence}}
                                  : json(nullptr);
   j["timetable"] = job.planned ? TimetableToJson(job, now) : json(nullptr);

@@ -241,6 +241,27 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   EXPECT_EQ(be.job.phase_floor_ns, 0);
 }
 
+// A widening the planning thread did not take (it would have stretched the period: the job's
+// overrun_refused_ns) is not asked for again while the phases stay near it; phases longer than
+// it by the ratio are.
+TEST(Controller, ARefusedWideningIsNotAskedForAgainUntilThePhasesGrowFurther) {
+  Fixture f;
+  f.controller.profile_change_reports = 1;
+  f.job.phases_seen = 100;
+  f.job.bytes_per_phase = f.job.planned_bytes_per_phase = 1'000'000;
+  f.job.min_comm_ns = f.job.planned_min_comm_ns = 30 * kMs;
+  f.job.overrun_refused_ns = 36 * kMs;
+  auto report = [&](int64_t comm) {  // the same 70 ms of compute: no change of profile
+    proto::ProfileReport r = f.Report({}, 70 * kMs + comm, comm);
+    r.bytes_per_phase = 1'000'000;
+    return r;
+  };
+  EXPECT_EQ(f.Apply(report(36 * kMs)).decision, Decision::kNone);
+  EXPECT_EQ(f.Apply(report(39 * kMs)).decision, Decision::kNone);  // 36 · 1.1 = 39.6
+  EXPECT_EQ(f.Apply(report(40 * kMs)).decision, Decision::kReplanOverrun);
+  EXPECT_EQ(f.job.phase_floor_ns, 40 * kMs);
+}
+
 TEST(Controller, StaleTimetableIsPushedAgain) {
   Fixture f;
   auto r = f.Report({});

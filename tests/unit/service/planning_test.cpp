@@ -363,5 +363,57 @@ TEST(PlanningAdapter, ReplanWithUnchangedPlannerInputsMovesNothing) {
   EXPECT_GT(Find(p.Summary(), 1).period_ns, Find(before, 1).period_ns);
 }
 
+// The overrun rule widens a gated window (PlanJob::phase_floor_ns), which lengthens the job's
+// period by as much. Two jobs on the 25 MB/s uplinks, 240 and 200 ms on the wire every 500 ms.
+// The high-priority job's wider window is taken: its lower-priority neighbour follows it to the
+// new period. The lower-priority job's (230 ms) is not: beside the other's 240 ms windows every
+// 505 ms it would fit only at twice the period (1010 ms), so the plan stays as it was.
+PlanJob Wired(uint64_t id, std::string a, std::string b, int64_t wire_ms, int priority) {
+  PlanJob j;
+  j.id = id;
+  j.name = std::to_string(id);
+  j.nodes = {std::move(a), std::move(b)};
+  j.priority = priority;
+  j.period_ns = 500 * kMs;
+  j.comm_ns = wire_ms * kMs;
+  j.compute_ns = (500 - wire_ms) * kMs;
+  j.min_comm_ns = wire_ms * kMs;
+  j.bytes_per_phase = static_cast<uint64_t>(static_cast<double>(wire_ms) / 1e3 / 1.1 * 25e6);
+  j.jitter_ns = 5 * kMs;
+  return j;
+}
+
+TEST(PlanningAdapter, AWiderWindowIsTakenUnlessItWouldStretchThePeriod) {
+  {
+    PlanningAdapter p(TwoRacks(), {});
+    PlanJob high = Wired(1, "h1", "h3", 240, 3);
+    p.AddJobs({high, Wired(2, "h2", "h4", 200, 1)});
+    high.phase_floor_ns = 270 * kMs;
+    EXPECT_TRUE(p.WidenWindow(high));
+    const PlanSummary s = p.Summary();
+    EXPECT_EQ(Find(s, 1).window_ns, 270 * kMs);
+    EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
+    EXPECT_EQ(Find(s, 2).period_ns, Find(s, 1).period_ns);
+    EXPECT_LT(Find(s, 1).period_ns, 540 * kMs);  // 260 + 270 ms and the 1 % headroom
+  }
+  {
+    PlanningAdapter p(TwoRacks(), {});
+    PlanJob low = Wired(2, "h2", "h4", 200, 1);
+    p.AddJobs({Wired(1, "h1", "h3", 240, 3), low});
+    const PlanSummary before = p.Summary();
+    const uint64_t generation = p.generation();
+    low.phase_floor_ns = 230 * kMs;
+    EXPECT_FALSE(p.WidenWindow(low));
+    const PlanSummary after = p.Summary();
+    for (const uint64_t id : {1u, 2u}) {
+      EXPECT_FALSE(Find(after, id).best_effort) << id;
+      EXPECT_EQ(Find(after, id).period_ns, Find(before, id).period_ns) << id;
+      EXPECT_EQ(Find(after, id).offset_ns, Find(before, id).offset_ns) << id;
+      EXPECT_EQ(Find(after, id).window_ns, Find(before, id).window_ns) << id;
+    }
+    EXPECT_GT(p.generation(), generation);
+  }
+}
+
 }  // namespace
 }  // namespace metronome::service

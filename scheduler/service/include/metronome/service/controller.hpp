@@ -21,7 +21,10 @@
 //      cannot keep. Once its phases are shorter than that floor by `overrun_ratio` squared (a
 //      band against flapping), it follows them down.
 //      Judged only on phases run under the current timetable (16 of them, twice the shim's
-//      median window).
+//      median window). A widening that would stretch the job's period (it no longer fits at
+//      its harmonic) is not taken by the planning thread (PlanningAdapter::WidenWindow,
+//      decision `overrun_refused`); the rule then waits for phases longer than the refused
+//      window by `overrun_ratio`, or for a new timetable (JobState::overrun_refused_ns).
 #pragma once
 
 #include <cstdint>

@@ -102,6 +102,11 @@ class PlanningAdapter {
   // planned neighbour is placed before it (the neighbours on its links are placed again around
   // it). Returns the jobs refused, with the reason; the others are planned.
   std::vector<std::pair<uint64_t, std::string>> AddJobs(const std::vector<PlanJob>& batch);
+  // Re-places a job whose window the controller's overrun rule widens (its phase_floor_ns).
+  // Not taken when the job stays gated but its period grows by more than twice the widening:
+  // the wider window no longer fits at its harmonic period. Then the plan is put back as it
+  // was and the answer is false. Throws PlanningError for a job the planner refuses.
+  bool WidenWindow(const PlanJob& job);
   void ReplanAll(const std::vector<PlanJob>& jobs);
   bool Contains(uint64_t id) const;
 

@@ -68,6 +68,10 @@ struct JobState {
   // The window its phases have shown they take when that is longer than their wire time (the
   // overrun rule, controller.hpp); 0: none. The plan's window is never shorter.
   int64_t phase_floor_ns = 0;
+  int64_t planned_phase_floor_ns = 0;  // the floor the current plan was made with
+  // A widening not taken because it would have stretched the period (0: none since the job's
+  // timetable last changed): the rule waits for phases longer than it by the ratio.
+  int64_t overrun_refused_ns = 0;
 
   // Current timetable (version 0: none yet).
   bool planned = false;
