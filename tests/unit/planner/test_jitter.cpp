@@ -222,28 +222,26 @@ TEST(SharedStretch, TwoHalfDutyJobsTakeTurnsAtAPeriodStretchedForTheirCushions) 
   EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, 102 * kMs);
 }
 
-// A 30 ms phase beside a 60 ms one, both every 100 ms with σ = 8 ms (24 ms cushions, 8 %
-// headroom: gated at 108 ms). Together they would need 128 % of that, a 38 % stretch each
-// (0.69 in stage-2 units), while running the newcomer ungated costs about 0.35: it stays
-// best-effort and the first job keeps its period, though the stretch would serve more load.
-TEST(SharedStretch, NotWhenTheStretchCostsMoreThanTheNewcomersContention) {
-  OnlinePlanner planner(testing::links(1));
-  planner.add_job(with_jitter(job(1, 0, 100, 60, {0}), 8));
-  const AddResult r = planner.add_job(with_jitter(job(2, 0, 100, 30, {0}), 8));
-  EXPECT_TRUE(r.job.best_effort);
-  EXPECT_TRUE(r.changed.empty());
-  EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, 108 * kMs);
-}
-
-// Nor for a newcomer too small to pay for it: a 5 ms phase beside an 80 ms one (σ = 5 ms)
-// would stretch the 80 ms one by 10 %. That serves less load (stage 1) and costs more than the
-// small job's contention (stage 2); either refuses it.
-TEST(SharedStretch, NotForANewcomerTooSmallToPayForTheStretch) {
-  OnlinePlanner planner(testing::links(1));
-  planner.add_job(with_jitter(job(1, 0, 100, 80, {0}), 5));
-  const AddResult r = planner.add_job(with_jitter(job(2, 0, 100, 5, {0}), 5));
-  EXPECT_TRUE(r.job.best_effort);
-  EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, 105 * kMs);
+// Not when it costs more than it gains. A 30 ms phase beside a 60 ms one, both every 100 ms
+// with σ = 8 ms (24 ms cushions, 8 % headroom: gated at 108 ms): together they would need 128 %
+// of that, a 38 % stretch each (0.69 in stage-2 units), while running the newcomer ungated
+// costs about 0.35, though the stretch would serve more load. A 5 ms phase beside an 80 ms one
+// (σ = 5 ms): a 10 % stretch of the 80 ms one would serve less load (stage 1) and cost more
+// than the small job's contention (stage 2). Either way the newcomer stays best-effort and the
+// first job keeps its period.
+TEST(SharedStretch, NotWhenTheStretchCostsMoreThanItGains) {
+  struct Case {
+    Nanos first_ms, newcomer_ms, sigma_ms, gated_ms;
+  };
+  for (const Case c : {Case{60, 30, 8, 108}, Case{80, 5, 5, 105}}) {
+    OnlinePlanner planner(testing::links(1));
+    planner.add_job(with_jitter(job(1, 0, 100, c.first_ms, {0}), c.sigma_ms));
+    const AddResult r =
+        planner.add_job(with_jitter(job(2, 0, 100, c.newcomer_ms, {0}), c.sigma_ms));
+    EXPECT_TRUE(r.job.best_effort) << c.newcomer_ms;
+    EXPECT_TRUE(r.changed.empty()) << c.newcomer_ms;
+    EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, c.gated_ms * kMs) << c.newcomer_ms;
+  }
 }
 
 // A newcomer that outranks its neighbour is not stretched to make room for it (stage 1 serves

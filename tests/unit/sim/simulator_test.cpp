@@ -312,16 +312,8 @@ jobs:
 namespace metronome::sim {
 namespace {
 
-// A pair that takes turns and a low-priority job whose phase (80 ms every 180 ms) fits neither
-// between their windows nor at a harmonic of their period: it drifts across both windows, so
-// their phases take longer than the windows (the wire time), and they come later every period
-// and wait at their gates. The controller's overrun rule gives them the windows their phases
-// take, and they finish sooner (seeds 1, 4: weighted JCT 61.7 -> 58.1 s, 62.1 -> 57.7 s, with
-// the widenings that would stretch the period refused, below). The link is oversubscribed (duty
-// cycles 0.34 + 0.34 + 0.44): without time scheduling the same jobs take 59.3 and 58.7 s.
-TEST(Simulator, OverrunningPhasesGetWiderWindows) {
-  if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
-  const std::string yaml = R"(
+// The CPU testbed's drifting-neighbour case (examples/scenarios/drifting-neighbour.yaml).
+constexpr const char* kDriftingNeighbour = R"(
 noise: {compute_jitter: 0.01, clock_skew_us: 50, start_jitter_s: 1.0}
 topology:
   racks:
@@ -338,8 +330,18 @@ jobs:
   - {name: j2, compute_ms: 300, gradient_mb: 4, gpus: 2, iterations: 100, priority: normal, nodes: [h2, h5]}
   - {name: j3, compute_ms: 100, gradient_mb: 2, gpus: 2, iterations: 200, priority: low, nodes: [h3, h6]}
 )";
+
+// A pair that takes turns and a low-priority job whose phase (80 ms every 180 ms) fits neither
+// between their windows nor at a harmonic of their period: it drifts across both windows, so
+// their phases take longer than the windows (the wire time), and they come later every period
+// and wait at their gates. The controller's overrun rule gives them the windows their phases
+// take, and they finish sooner (seeds 1, 4: weighted JCT 61.7 -> 58.1 s, 62.1 -> 57.7 s, with
+// the widenings that would stretch the period refused, below). The link is oversubscribed (duty
+// cycles 0.34 + 0.34 + 0.44): without time scheduling the same jobs take 59.3 and 58.7 s.
+TEST(Simulator, OverrunningPhasesGetWiderWindows) {
+  if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
   for (const std::uint64_t seed : {1u, 4u}) {
-    Scenario s = ParseScenario(yaml);
+    Scenario s = ParseScenario(kDriftingNeighbour);
     s.seed = seed;
     PolicyConfig without_rule = PolicyByName("metronome");
     without_rule.overrun = false;
@@ -357,25 +359,8 @@ jobs:
 // overrun the narrower window as before (580 and 619 ms).
 TEST(Simulator, AWideningThatWouldStretchThePeriodIsNotTaken) {
   if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
-  const std::string yaml = R"(
-noise: {compute_jitter: 0.01, clock_skew_us: 50, start_jitter_s: 1.0}
-topology:
-  racks:
-    - name: r1
-      uplink_gbps: 0.2
-      nodes: [{name: h1, gpus: 1, gpu: A100, nic_gbps: 1}, {name: h2, gpus: 1, gpu: A100, nic_gbps: 1},
-              {name: h3, gpus: 1, gpu: A100, nic_gbps: 1}]
-    - name: r2
-      uplink_gbps: 0.2
-      nodes: [{name: h4, gpus: 1, gpu: A100, nic_gbps: 1}, {name: h5, gpus: 1, gpu: A100, nic_gbps: 1},
-              {name: h6, gpus: 1, gpu: A100, nic_gbps: 1}]
-jobs:
-  - {name: j1, compute_ms: 300, gradient_mb: 4, gpus: 2, iterations: 100, priority: high, nodes: [h1, h4]}
-  - {name: j2, compute_ms: 300, gradient_mb: 4, gpus: 2, iterations: 100, priority: normal, nodes: [h2, h5]}
-  - {name: j3, compute_ms: 100, gradient_mb: 2, gpus: 2, iterations: 200, priority: low, nodes: [h3, h6]}
-)";
   for (const std::uint64_t seed : {3u, 4u}) {
-    Scenario s = ParseScenario(yaml);
+    Scenario s = ParseScenario(kDriftingNeighbour);
     s.seed = seed;
     const RunResult r = Simulate(s, PolicyByName("metronome"));
     EXPECT_GE(r.scheduler.overrun_refused, 1u) << "seed " << seed;
