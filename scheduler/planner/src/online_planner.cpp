@@ -140,7 +140,7 @@ std::int64_t shared_stretch_percent(const Workspace& ws, const std::vector<std::
     if (fixed >= 1.0) return 0;
     need = std::max(need, own / (1.0 - fixed));
   }
-  if (!(need < 1e6)) return 0;  // nearly full links: no stretch helps (and no overflow below)
+  if (!(need < 100.0)) return 0;  // never within max_stretch; keeps T0 · percent in range
   const auto percent = static_cast<std::int64_t>(std::ceil(need * 100.0 - 1e-9));
   return percent > 100 ? percent : 0;
 }
