@@ -1,7 +1,7 @@
 // metronome-scheduler and several protocol clients on loopback: registration, clock sync
 // against skewed clients, timetable pushes that are respected, re-planning on join and leave,
-// the controller's lateness rule, rank timeouts, restart with re-registration, CURVE, and bad
-// input at the ZeroMQ endpoint.
+// the controller's lateness rule, a refused overrun widening, rank timeouts, restart with
+// re-registration, CURVE, and bad input at the ZeroMQ endpoint.
 #include <gtest/gtest.h>
 
 #include <msgpack.hpp>
@@ -163,6 +163,71 @@ TEST(SchedulerEndpoint, ChangedProfileTriggersReplan) {
   // Alone on its link, the job is planned ungated: its window is its whole (new) period.
   EXPECT_EQ(push->timetable.window_ns, push->timetable.period_ns);
   EXPECT_EQ(MetricValue(s.Metrics(), "metronome_replans_total{reason=\"profile\"}"), 1);
+}
+
+// The overrun rule end to end. Two jobs on 25 MB/s rack uplinks, 240 and 200 ms on the wire
+// every 500 ms, take turns at 505 ms. The low-priority job's phases then take 230 ms on its
+// windows: the controller asks for a 230 ms window, which would fit beside the other's only at
+// twice the period; the planning thread refuses it. Counted, logged, no new timetable, and the
+// status API shows the refused window.
+TEST(SchedulerEndpoint, AnOverrunWideningThatWouldDoubleThePeriodIsRefused) {
+  const std::string config = TempPath("overrun-refused.yaml");
+  WriteFile(config, R"(topology:
+  racks:
+    - name: r1
+      uplink_gbps: 0.2
+      nodes: [{name: h1, nic_gbps: 1}, {name: h2, nic_gbps: 1}]
+    - name: r2
+      uplink_gbps: 0.2
+      nodes: [{name: h3, nic_gbps: 1}, {name: h4, nic_gbps: 1}]
+controller:
+  profile_change_reports: 1
+  late_reports: 1000
+)");
+  Scheduler s({"--config", config});
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  auto hi = RegisterJob(ctx, s, "hi", "h1", "h3", 3);
+  auto lo = RegisterJob(ctx, s, "lo", "h2", "h4", 1);
+  auto report = [](Job2& j, int64_t wire_ms, int64_t phase_ms, std::vector<int64_t> starts) {
+    proto::ProfileReport r =
+        j.r0->MakeReport(j.name, 0, (500 - wire_ms + phase_ms) * kMs, phase_ms * kMs, starts);
+    r.bytes_per_phase = static_cast<uint64_t>(static_cast<double>(wire_ms) / 1e3 / 1.1 * 25e6);
+    r.compute_ns = (500 - wire_ms) * kMs;
+    r.jitter_ns = 5 * kMs;
+    j.r0->Send(r);
+  };
+  report(hi, 240, 240, {});
+  ASSERT_TRUE(hi.r0->Expect<proto::TimetablePush>());
+  report(lo, 200, 200, {});
+  ASSERT_TRUE(WaitFor([&] {
+    lo.r0->Poll(50);
+    return lo.r0->timetable && lo.r0->timetable->window_ns < lo.r0->timetable->period_ns;
+  })) << s.Log();
+  const std::string refused = "metronome_controller_decisions_total{decision=\"overrun_refused\"}";
+  bool seen = false;
+  for (int attempt = 0; attempt < 5 && !seen; ++attempt) {
+    lo.r0->Poll(200);  // the latest timetable (the offline search may have moved it)
+    const Timetable tt = *lo.r0->timetable;
+    std::vector<int64_t> on;  // 20 phases on its windows: settled under this timetable
+    for (int k = 20; k >= 1; --k)
+      on.push_back(WindowOpenAtOrBefore(tt, RealtimeNs()) - k * tt.period_ns);
+    report(lo, 200, 230, on);
+    seen = WaitFor([&] { return MetricValue(s.Metrics(), refused) >= 1; }, 2000);
+  }
+  ASSERT_TRUE(seen) << s.Log();
+  EXPECT_GE(
+      MetricValue(s.Metrics(), "metronome_controller_decisions_total{decision=\"replan_overrun\"}"),
+      1);
+  const uint64_t version = lo.r0->timetable->version;
+  lo.r0->Poll(300);
+  EXPECT_EQ(lo.r0->timetable->version, version) << "a refused widening pushed a timetable";
+  EXPECT_LT(lo.r0->timetable->period_ns, 600 * kMs);
+  auto job = s.Get("/api/v1/jobs/lo");
+  ASSERT_TRUE(job);
+  EXPECT_EQ((*job)["profile"]["overrun_refused_ns"].get<int64_t>(), 230 * kMs);
+  EXPECT_EQ((*job)["profile"]["phase_floor_ns"].get<int64_t>(), 0);
+  EXPECT_NE(s.Log().find("decision=overrun_refused"), std::string::npos);
 }
 
 TEST(SchedulerEndpoint, ReplansWhenJobsJoinAndLeave) {
