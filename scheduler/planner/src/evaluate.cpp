@@ -99,7 +99,8 @@ const std::vector<Nanos>& link_slacks(const Workspace& ws, LinkId l) {
   for (const auto& o : ws.link_jobs[l]) {
     const Slot& s = ws.slots[o.job];
     const JobShape& shape = ws.jobs[o.job].shape;
-    windows.push_back({ws.jobs[o.job].job.id, s.period, s.offset, shape.w, shape.gap, o.height});
+    windows.push_back(
+        {ws.jobs[o.job].job.id, s.period, s.offset, shape.w, gap_at(shape, s.period), o.height});
   }
   if (!memo.valid || memo.capacity != capacity || memo.windows != windows) {
     memo.valid = true;

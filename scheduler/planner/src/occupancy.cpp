@@ -64,6 +64,7 @@ JobShape Workspace::shape_for(const Job& job) const {
   if (options.cushion) {
     const Nanos jitter_gap = std::llround(options.jitter_cushion * sigma);
     s.gap = std::max(options.min_cushion_ns, jitter_gap);
+    s.waiting_gap = std::max(options.min_cushion_ns, jitter_gap / 3);  // 1σ: see gap_at
   }
   s.weight = priority_weight(job.priority);
   s.priority = job.priority;
@@ -172,7 +173,7 @@ void Workspace::set_offset(std::uint32_t j, Nanos offset) {
 // function: (instant, +height) where one opens, (instant, −height) where it closes.
 void Workspace::window_events(std::uint32_t j, double height, Nanos q) const {
   const Slot& sj = slots[j];
-  const Nanos width = jobs[j].shape.w + jobs[j].shape.gap;
+  const Nanos width = jobs[j].shape.w + gap_at(jobs[j].shape, sj.period);
   for (Nanos t = 0; t < q; t += sj.period) {
     const Nanos a = mod(sj.offset + t, q);
     const Nanos e = a + width;
@@ -263,7 +264,7 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
   const double capacity = topology.link(l).capacity_bps;
   const double h = shape.height[k];
   const double eps = 1e-9 * capacity;
-  const Nanos w = shape.w + shape.gap;  // each window reserves its minimum cushion after it
+  const Nanos w = shape.w + gap_at(shape, period);  // each window reserves its cushion after it
   bool exclusive = true;  // every other rectangle on the link is too tall to share with ours
   for (const Occupant& o : link_jobs[l]) {
     if (static_cast<std::int32_t>(o.job) != shape.self && o.height + h <= capacity + eps) {
@@ -276,7 +277,7 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
       const auto i = static_cast<std::int32_t>(o.job);
       if (i == shape.self) continue;
       const Slot& si = slots[o.job];
-      const Nanos wi = jobs[o.job].shape.w + jobs[o.job].shape.gap;
+      const Nanos wi = jobs[o.job].shape.w + gap_at(jobs[o.job].shape, si.period);
       // Windows of periods T and T_i meet iff their offsets differ by less than the windows
       // modulo g = gcd(T, T_i): one forbidden interval per g, T/g of them in [0, T). Nested
       // periods give g = min(T, T_i), the most room; unrelated ones fit only in a small g.
@@ -316,9 +317,10 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
     }
   }
   const Slot* self_slot = self_here ? &slots[static_cast<std::uint32_t>(shape.self)] : nullptr;
-  const Nanos self_width = self_here ? jobs[static_cast<std::uint32_t>(shape.self)].shape.w +
-                                           jobs[static_cast<std::uint32_t>(shape.self)].shape.gap
-                                     : 0;
+  const Nanos self_width =
+      self_here ? jobs[static_cast<std::uint32_t>(shape.self)].shape.w +
+                      gap_at(jobs[static_cast<std::uint32_t>(shape.self)].shape, self_slot->period)
+                : 0;
   // Forbids the offsets whose window would meet [at, next) if the load there is too high.
   const auto check = [&](Nanos base, Nanos at, Nanos next, double load) {
     if (next > at && load > capacity - h + eps) {

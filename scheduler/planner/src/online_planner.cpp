@@ -120,25 +120,37 @@ std::int64_t shared_stretch_percent(const Workspace& ws, const std::vector<std::
   }
   std::sort(links.begin(), links.end());
   links.erase(std::unique(links.begin(), links.end()), links.end());
-  double need = 1.0;
-  for (const LinkId l : links) {
-    double fixed = 0.0;
-    double own = 0.0;
-    for (const auto& o : ws.link_jobs[l]) {
-      const JobShape& shape = ws.jobs[o.job].shape;
-      if (std::find(group.begin(), group.end(), o.job) == group.end()) {
-        fixed +=
-            static_cast<double>(shape.w + shape.gap) / static_cast<double>(ws.slots[o.job].period);
+  // The stretch needed when each member keeps the cushion it would have at `guess`·T0.
+  const auto need_at = [&](double guess) {
+    double need = 1.0;
+    for (const LinkId l : links) {
+      double fixed = 0.0;
+      double own = 0.0;
+      for (const auto& o : ws.link_jobs[l]) {
+        const JobShape& shape = ws.jobs[o.job].shape;
+        if (std::find(group.begin(), group.end(), o.job) == group.end()) {
+          const Nanos t = ws.slots[o.job].period;
+          fixed += static_cast<double>(shape.w + gap_at(shape, t)) / static_cast<double>(t);
+        }
       }
-    }
-    for (const std::uint32_t k : group) {
-      const JobShape& shape = ws.jobs[k].shape;
-      if (std::binary_search(shape.links.begin(), shape.links.end(), l)) {
-        own += static_cast<double>(shape.w + shape.gap) / static_cast<double>(shape.T0);
+      for (const std::uint32_t k : group) {
+        const JobShape& shape = ws.jobs[k].shape;
+        if (std::binary_search(shape.links.begin(), shape.links.end(), l)) {
+          const auto t = static_cast<Nanos>(guess * static_cast<double>(shape.T0));
+          own += static_cast<double>(shape.w + gap_at(shape, t)) / static_cast<double>(shape.T0);
+        }
       }
+      if (fixed >= 1.0) return 1e9;
+      need = std::max(need, own / (1.0 - fixed));
     }
-    if (fixed >= 1.0) return 0;
-    need = std::max(need, own / (1.0 - fixed));
+    return need;
+  };
+  // With full cushions first; then with the cushions of members that the stretch makes wait
+  // at their gates (gap_at), kept if it still makes them wait.
+  double need = need_at(1.0);
+  if (need < 100.0) {
+    const double smaller = need_at(need);
+    if (smaller < need && need_at(smaller) <= smaller) need = smaller;
   }
   if (!(need < 100.0)) return 0;  // never within max_stretch; keeps T0 · percent in range
   const auto percent = static_cast<std::int64_t>(std::ceil(need * 100.0 - 1e-9));

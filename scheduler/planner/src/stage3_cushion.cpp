@@ -77,7 +77,7 @@ Nanos late_slack(const Workspace& ws, std::uint32_t j, std::int64_t only_link) {
   // The free range is computed with the reserved widths (window + minimum cushion), so the
   // gap after the window is what the offset could still slide, plus the reserved cushion.
   const Nanos phi = slot.offset >= r.a ? slot.offset : slot.offset + slot.period;
-  return std::clamp<Nanos>(r.b - phi + shape.gap, 0, free_after);
+  return std::clamp<Nanos>(r.b - phi + gap_at(shape, slot.period), 0, free_after);
 }
 
 }  // namespace metronome::planner::detail

@@ -29,10 +29,23 @@ struct JobShape {
   Nanos w = 0;                 // window (communication time)
   Nanos T0 = 0;                // the shortest period it is gated at: P + jitter headroom
   Nanos gap = 0;               // the least cushion kept free after each of its windows
+  Nanos waiting_gap = 0;       // ... when its period is stretched past P + gap (gap_at)
   double weight = 1.0;         // π
   int priority = 0;
   std::int32_t self = kNoOwner;  // index of the job itself (its own windows are ignored)
 };
+
+// The cushion a gated window of this shape keeps after it at period t. Its jitter cushion
+// (3σ), unless t exceeds the natural period P by at least that much: then the job comes to its
+// gate early by t − P on average and waits there every iteration, so its phases start at the
+// window opening whatever the compute jitter, and it keeps 1σ (at least the clocks' error) for
+// what still varies, its own phase. Two jobs of duty cycle 0.6 sharing a link, stretched to
+// take turns, then need their windows and 1σ, not 3σ of idle wire each. (With the clocks'
+// error alone, pairs that fill the link had no idle time left: a phase slowed at its start
+// delayed the next window, and the overrun rule widened both: BERT pairs on T4 2 points worse.)
+inline Nanos gap_at(const JobShape& shape, Nanos t) {
+  return t - shape.P >= shape.gap ? shape.waiting_gap : shape.gap;
+}
 
 struct ResolvedJob {
   Job job;

@@ -222,6 +222,31 @@ TEST(SharedStretch, TwoHalfDutyJobsTakeTurnsAtAPeriodStretchedForTheirCushions) 
   EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, 102 * kMs);
 }
 
+// Stretched that far, the jobs wait at their gates every iteration: their phases start at the
+// window openings whatever the jitter, so each keeps 1σ after its window instead of 3σ. Two
+// 60 ms phases every 100 ms, σ = 3 ms (3 % headroom: 103 ms): with 9 ms cushions they would
+// need 138 ms; with 3 ms, 126 ms, 27 ms above their natural period, more than 3σ.
+TEST(SharedStretch, JobsStretchedPastTheirJitterKeepASmallerCushion) {
+  OnlinePlanner planner(testing::links(1));
+  planner.add_job(with_jitter(job(1, 0, 100, 60, {0}), 3));
+  const AddResult r = planner.add_job(with_jitter(job(2, 0, 100, 60, {0}), 3));
+  EXPECT_FALSE(r.job.best_effort);
+  const Plan plan = planner.snapshot();
+  EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), plan);
+  EXPECT_EQ(entry(plan, 1).period_ns, entry(plan, 2).period_ns);
+  EXPECT_GE(entry(plan, 1).period_ns, 126 * kMs);
+  EXPECT_LT(entry(plan, 1).period_ns, 128 * kMs);
+  for (const JobId id : {1u, 2u}) EXPECT_GE(entry(plan, id).late_slack_ns, 3 * kMs) << id;
+  // Unstretched, a job keeps its 3σ: two 30 ms phases fit at 103 ms with 9 ms after each.
+  OnlinePlanner calm(testing::links(1));
+  calm.add_job(with_jitter(job(1, 0, 100, 30, {0}), 3));
+  calm.add_job(with_jitter(job(2, 0, 100, 30, {0}), 3));
+  for (const JobId id : {1u, 2u}) {
+    EXPECT_EQ(entry(calm.snapshot(), id).period_ns, 103 * kMs) << id;
+    EXPECT_GE(entry(calm.snapshot(), id).late_slack_ns, 9 * kMs) << id;
+  }
+}
+
 // Not when it costs more than it gains. A 30 ms phase beside a 60 ms one, both every 100 ms
 // with σ = 8 ms (24 ms cushions, 8 % headroom: gated at 108 ms): together they would need 128 %
 // of that, a 38 % stretch each (0.69 in stage-2 units), while running the newcomer ungated

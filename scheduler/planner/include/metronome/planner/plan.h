@@ -89,7 +89,9 @@ struct PlannerOptions {
   // is followed by a gap of at least max(min_cushion_ns, jitter_cushion·σ) before another job's
   // window, σ = the job's JobProfile::jitter_ns: windows are never packed tighter than the
   // clocks (min_cushion_ns: clock error between nodes, gate release error) and the compute
-  // jitter allow. Stage 3 spreads what is left on top.
+  // jitter allow. Stage 3 spreads what is left on top. A window whose period exceeds the
+  // job's natural period by at least that gap keeps max(min_cushion_ns, σ): the job waits at
+  // its gate every iteration, so its phases start at the window opening (docs/planner.md).
   Nanos min_cushion_ns = 0;
   double jitter_cushion = 3.0;
   // Stop-and-wait needs a period a little longer than the mean iteration: at T = P a phase that
