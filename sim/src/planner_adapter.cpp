@@ -332,11 +332,11 @@ class PlannerScheduler final : public TimeScheduler {
     std::int64_t refused_window_ns = 0;  // a widening not taken (it stretched the period)
   };
 
-  // Whether widening a gated job's window (the overrun rule), now planned, stretched its period
-  // by more than twice the widening: the wider window no longer fits at its harmonic, and the
-  // planner took a longer one (twice the period, on the CPU testbed) or none. Such a widening
-  // is not worth it; the caller puts the plan back as it was (as the service does,
-  // docs/scheduler.md).
+  // Whether widening a gated job's window (the overrun rule), now planned, left it gated at a
+  // period longer by more than twice the widening: the wider window no longer fits at its
+  // harmonic, and the planner took a longer one (twice the period, on the CPU testbed). Such a
+  // widening is not worth it; the caller puts the plan back as it was (as the service does,
+  // docs/scheduler.md). One that leaves the job best-effort is taken.
   bool WideningStretches(const pl::Plan& before, pl::JobId id, std::int64_t widening) const {
     const pl::JobPlan* was = before.find(id);
     if (was == nullptr || was->best_effort) return false;
