@@ -197,7 +197,7 @@ class PlannerScheduler final : public TimeScheduler {
     const bool overran = window != e.comm_ns;
     const bool widened = window > e.comm_ns;
     const std::int64_t old_comm = e.comm_ns;
-    const pl::Job old_job = e.job;
+    const pl::JobProfile old_profile = e.job.profile;
     if (overran) {
       e.comm_ns = window;
       e.job.profile.comm_ns = window;
@@ -225,10 +225,10 @@ class PlannerScheduler final : public TimeScheduler {
       plan_before = online_->snapshot();
     }
     Timed([&] { (void)online_->add_job(e.job); });
-    if (widening_only && WideningStretches(plan_before, e.job.id, window - old_comm)) {
+    if (widening_only && WideningStretches(plan_before, e.job.id)) {
       Timed([&] { online_->adopt(jobs_before, plan_before); });  // the plan as it was
       e.comm_ns = old_comm;  // its phases overrun the window as before
-      e.job = old_job;
+      e.job.profile = old_profile;
       e.refused_window_ns = window;
       ++stats_.overrun_refused;
       return;
@@ -332,17 +332,13 @@ class PlannerScheduler final : public TimeScheduler {
     std::int64_t refused_window_ns = 0;  // a widening not taken (it stretched the period)
   };
 
-  // Whether widening a gated job's window (the overrun rule), now planned, left it gated at a
-  // period longer by more than twice the widening: the wider window no longer fits at its
-  // harmonic, and the planner took a longer one (twice the period, on the CPU testbed). Such a
-  // widening is not worth it; the caller puts the plan back as it was (as the service does,
-  // docs/scheduler.md). One that leaves the job best-effort is taken.
-  bool WideningStretches(const pl::Plan& before, pl::JobId id, std::int64_t widening) const {
+  // Whether the widening just planned stretched the job's period (pl::widening_stretches).
+  bool WideningStretches(const pl::Plan& before, pl::JobId id) const {
     const pl::JobPlan* was = before.find(id);
-    if (was == nullptr || was->best_effort) return false;
+    if (was == nullptr) return false;
     const pl::Plan after = online_->snapshot();
     const pl::JobPlan* now = after.find(id);
-    return now != nullptr && !now->best_effort && now->period_ns > was->period_ns + 2 * widening;
+    return now != nullptr && pl::widening_stretches(*was, *now);
   }
 
   template <class F>

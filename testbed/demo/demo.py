@@ -166,9 +166,8 @@ class Demo:
         log = open(run_dir / "scheduler.log", "w")
         argv = [str(self.scheduler_bin), f"--listen=tcp://{self.cluster.sched_ip}:7411",
                 f"--http={self.cluster.sched_ip}:7412", f"--topology={self.topology_file}"]
-        config = getattr(self.args, "scheduler_config", None)  # callers may build their own args
-        if config:
-            argv.append(f"--config={Path(config).resolve()}")
+        if self.args.scheduler_config:
+            argv.append(f"--config={Path(self.args.scheduler_config).resolve()}")
         p = self.cluster.popen(self.cluster.sched_ns, argv, stdout=log, stderr=subprocess.STDOUT)
         time.sleep(1.0)
         if p.poll() is not None:

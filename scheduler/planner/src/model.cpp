@@ -88,6 +88,12 @@ TimetableValues to_timetable(const JobPlan& job) {
           job.best_effort ? free_after : job.late_slack_ns, free_after};
 }
 
+bool widening_stretches(const JobPlan& before, const JobPlan& after) {
+  if (before.best_effort || after.best_effort) return false;
+  const Nanos widening = std::max<Nanos>(after.window_ns - before.window_ns, 0);
+  return after.period_ns > before.period_ns + 2 * widening;
+}
+
 bool better(const Score& a, const Score& b, const PlannerOptions& o) {
   // Stage 1, class by class from the highest priority (a missing class serves 0).
   auto ia = a.served_by_priority.begin();

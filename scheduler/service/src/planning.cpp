@@ -328,9 +328,7 @@ bool PlanningAdapter::WidenWindow(const PlanJob& job) {
   AddJob(job);
   const pl::JobPlan* was = before.find(job.id);
   const pl::JobPlan* now = impl_->Current(generation_).find(job.id);
-  if (was == nullptr || was->best_effort || now == nullptr || now->best_effort) return true;
-  const pl::Nanos widening = std::max<pl::Nanos>(now->window_ns - was->window_ns, 0);
-  if (now->period_ns <= was->period_ns + 2 * widening) return true;
+  if (was == nullptr || now == nullptr || !pl::widening_stretches(*was, *now)) return true;
   impl_->online.adopt(jobs, before);
   ++generation_;
   return false;

@@ -90,6 +90,27 @@ TEST(Timetable, BestEffortJobKeepsItsWindowAndALatePhaseGoesAtOnce) {
   EXPECT_EQ(t.max_wait_ns, 60 * kMs);
 }
 
+// A window widened by 30 ms (the overrun rule) may lengthen the period by as much, up to twice
+// that; a jump to the next harmonic is a stretch not worth taking. Best-effort on either side:
+// nothing to protect, the widening is taken.
+TEST(Widening, StretchesOnlyWhenAGatedJobsPeriodGrowsByMoreThanTwiceTheWidening) {
+  const JobPlan was{7, 505 * kMs, 0, 200 * kMs, 10 * kMs, false, 0.0};
+  JobPlan now{7, 535 * kMs, 0, 230 * kMs, 10 * kMs, false, 0.0};
+  EXPECT_FALSE(widening_stretches(was, now));
+  now.period_ns = 565 * kMs;
+  EXPECT_FALSE(widening_stretches(was, now));
+  now.period_ns = 566 * kMs;
+  EXPECT_TRUE(widening_stretches(was, now));
+  now.period_ns = 1010 * kMs;
+  EXPECT_TRUE(widening_stretches(was, now));
+  now.best_effort = true;
+  EXPECT_FALSE(widening_stretches(was, now));
+  JobPlan ungated = was;
+  ungated.best_effort = true;
+  now.best_effort = false;
+  EXPECT_FALSE(widening_stretches(ungated, now));
+}
+
 Score score(double high, double low, double latency, double cushion) {
   Score s;
   s.served_by_priority = {{1, high}, {0, low}};

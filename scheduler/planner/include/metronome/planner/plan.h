@@ -76,6 +76,13 @@ struct TimetableValues {
 // aimed). An ungated job has window = period: the gate is always open, max wait 0.
 [[nodiscard]] TimetableValues to_timetable(const JobPlan& job);
 
+// Whether re-planning a gated job with a wider window (the controller's overrun rule) left it
+// gated at a period longer than before by more than twice the widening: the wider window no
+// longer fits at its harmonic and the planner took a longer one (twice the period, on the CPU
+// testbed). Such a widening is not worth taking. One that leaves the job best-effort, or that
+// comes to a job that was not gated, is.
+[[nodiscard]] bool widening_stretches(const JobPlan& before, const JobPlan& after);
+
 struct PlannerOptions {
   double max_stretch = 2.0;          // a gated job's period is at most max_stretch·P
   int cushion_sweeps = 2;            // stage-3 relaxation passes
