@@ -44,6 +44,21 @@ struct Fixture {
     return s;
   }
 
+  // The job's bytes known and planned (the profile-change rule then compares compute and bytes,
+  // not the measured phase), and its timetable run long enough to be judged (the overrun rule).
+  void BytesKnown() {
+    job.phases_seen = 100;
+    job.bytes_per_phase = job.planned_bytes_per_phase = 1'000'000;
+    job.min_comm_ns = job.planned_min_comm_ns = 30 * kMs;
+  }
+
+  // A report of such a job whose phases took `comm`.
+  proto::ProfileReport PhaseReport(int64_t comm, int64_t period = 100 * kMs) {
+    proto::ProfileReport r = Report({}, period, comm);
+    r.bytes_per_phase = 1'000'000;
+    return r;
+  }
+
   ReportVerdict Apply(const proto::ProfileReport& r) {
     now += 100 * kMs;
     return ApplyReport(job, rank, r, controller, planning, now);
@@ -188,14 +203,8 @@ TEST(Controller, ChangedProfileTriggersReplanAfterConsecutiveReports) {
 TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   Fixture f;
   f.controller.profile_change_reports = 2;
-  f.job.phases_seen = 100;  // the current timetable has run long enough to be judged
-  f.job.bytes_per_phase = f.job.planned_bytes_per_phase = 1'000'000;
-  f.job.min_comm_ns = f.job.planned_min_comm_ns = 30 * kMs;
-  auto report = [&](int64_t comm) {
-    proto::ProfileReport r = f.Report({}, 100 * kMs, comm);
-    r.bytes_per_phase = 1'000'000;
-    return r;
-  };
+  f.BytesKnown();
+  auto report = [&](int64_t comm) { return f.PhaseReport(comm); };
   EXPECT_EQ(f.Apply(report(32 * kMs)).decision, Decision::kNone);  // within 10 %
   EXPECT_EQ(f.Apply(report(32 * kMs)).decision, Decision::kNone);
   EXPECT_EQ(f.Apply(report(36 * kMs)).decision, Decision::kNone);
@@ -215,11 +224,9 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   // rank still on an older version) are no measure of it: nothing happens, however long.
   Fixture early;
   early.controller.profile_change_reports = 1;
+  early.BytesKnown();
   early.job.phases_seen = 10;
-  early.job.bytes_per_phase = early.job.planned_bytes_per_phase = 1'000'000;
-  early.job.min_comm_ns = early.job.planned_min_comm_ns = 30 * kMs;
-  proto::ProfileReport slow = early.Report({}, 100 * kMs, 34 * kMs);
-  slow.bytes_per_phase = 1'000'000;
+  proto::ProfileReport slow = early.PhaseReport(34 * kMs);
   EXPECT_EQ(early.Apply(slow).decision, Decision::kNone);
   early.job.phases_seen = 100;
   early.rank.timetable_version = 2;
@@ -231,13 +238,9 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
 
   Fixture be;
   be.job.best_effort = true;
-  be.job.phases_seen = 100;
   be.controller.profile_change_reports = 1;
-  be.job.bytes_per_phase = be.job.planned_bytes_per_phase = 1'000'000;
-  be.job.min_comm_ns = be.job.planned_min_comm_ns = 30 * kMs;
-  proto::ProfileReport r = be.Report({}, 100 * kMs, 34 * kMs);
-  r.bytes_per_phase = 1'000'000;
-  EXPECT_EQ(be.Apply(r).decision, Decision::kNone);
+  be.BytesKnown();
+  EXPECT_EQ(be.Apply(be.PhaseReport(34 * kMs)).decision, Decision::kNone);
   EXPECT_EQ(be.job.phase_floor_ns, 0);
 }
 
@@ -247,14 +250,10 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
 TEST(Controller, ARefusedWideningIsNotAskedForAgainUntilThePhasesGrowFurther) {
   Fixture f;
   f.controller.profile_change_reports = 1;
-  f.job.phases_seen = 100;
-  f.job.bytes_per_phase = f.job.planned_bytes_per_phase = 1'000'000;
-  f.job.min_comm_ns = f.job.planned_min_comm_ns = 30 * kMs;
+  f.BytesKnown();
   f.job.overrun_refused_ns = 36 * kMs;
   auto report = [&](int64_t comm) {  // the same 70 ms of compute: no change of profile
-    proto::ProfileReport r = f.Report({}, 70 * kMs + comm, comm);
-    r.bytes_per_phase = 1'000'000;
-    return r;
+    return f.PhaseReport(comm, 70 * kMs + comm);
   };
   EXPECT_EQ(f.Apply(report(36 * kMs)).decision, Decision::kNone);
   EXPECT_EQ(f.Apply(report(39 * kMs)).decision, Decision::kNone);  // 36 · 1.1 = 39.6
