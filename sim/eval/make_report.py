@@ -8,6 +8,7 @@ the numbers is chosen by comparing them, never typed in.
 import argparse
 import json
 import os
+import statistics
 from pathlib import Path
 
 import matplotlib
@@ -448,7 +449,7 @@ def pairs_section(rows, rel):
         for pol in ("cassini", "metronome"):
             jct = sorted(pair_figures(r, pol)[0] for r in sel)
             util = [pair_figures(r, pol)[1] for r in sel]
-            med = jct[len(jct) // 2] if len(jct) % 2 else (jct[len(jct) // 2 - 1] + jct[len(jct) // 2]) / 2
+            med = statistics.median(jct)
             L.append(f"| {g} | {pol} | {pct(sum(jct) / len(jct))} | {pct(med)} | {pct(max(jct))} | "
                      f"{pct(min(jct))} | {sum(1 for x in jct if x > 1)} of {len(sel)} | "
                      f"{sum(1 for x in jct if x < -1)} | {pct(sum(util) / len(util))} | "
