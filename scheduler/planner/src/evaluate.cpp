@@ -112,14 +112,23 @@ const std::vector<Nanos>& link_slacks(const Workspace& ws, LinkId l) {
   return memo.slack;
 }
 
-// True when no other job on the job's links has a window: nobody there is gated, and the
-// best-effort jobs there (if any) drift ungated. Its own window would then protect nothing.
-bool alone(const Workspace& ws, std::uint32_t j) {
+// True when the job's gate would protect nothing: on each of its links all the windows there,
+// its own included, fit side by side (their heights add up to at most the link), so nobody on
+// them takes turns whatever their phases, and the best-effort jobs there (if any) drift
+// ungated. Its window would only cost it the headroom, gate waits and, where drifting traffic
+// slows its phases, overrun re-plans. (The sum, not the load over time: jobs ungated by this
+// rule run at their own pace, away from their planned windows, and only a link whose windows
+// fit together in any arrangement stays free of overload with them.)
+bool needs_no_gate(const Workspace& ws, std::uint32_t j) {
   for (const LinkId l : ws.jobs[j].shape.links) {
-    if (ws.link_jobs[l].size() > 1) return false;
     for (const std::uint32_t b : ws.link_best_effort[l]) {
       if (!ws.slots[b].drifting) return false;
     }
+    const auto& gated = ws.link_jobs[l];
+    if (gated.size() <= 1) continue;
+    double load = 0.0;
+    for (const auto& o : gated) load += o.height;
+    if (load > ws.topology.link(l).capacity_bps * (1.0 + 1e-9)) return false;
   }
   return true;
 }
@@ -137,11 +146,11 @@ JobPlan make_entry(const Workspace& ws, std::uint32_t j, Nanos slack, double ext
       e.late_slack_ns = slack;
       e.predicted_slowdown =
           static_cast<double>(s.period - shape.P) / static_cast<double>(shape.P) + extra;
-      if (alone(ws, j)) {
-        // No other window on its links: nothing to take turns with, so no gate (window =
-        // period) and no headroom to pay; it runs at its natural pace (sharing bandwidth with
-        // drifting best-effort traffic, if any, as it would gated). Its period and offset stay
-        // in the plan: a newcomer is placed around them, and the job is gated from then on.
+      if (needs_no_gate(ws, j)) {
+        // Nothing to take turns with: no gate (window = period) and no headroom to pay; it runs
+        // at its natural pace (sharing bandwidth with drifting best-effort traffic, if any, as
+        // it would gated). Its period and offset stay in the plan: a newcomer that cannot stack
+        // with it is placed around them, and the job is gated from then on.
         e.window_ns = e.period_ns;
         e.late_slack_ns = 0;
         e.predicted_slowdown = extra;

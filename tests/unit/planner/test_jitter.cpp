@@ -167,6 +167,37 @@ TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
   EXPECT_EQ(testing::entry(plan, 1).offset_ns, alone.offset_ns);
 }
 
+TEST(Jitter, JobsThatFitSideBySideOnTheirLinksAreNotGated) {
+  // 25 % and 40 % of the link: whatever their phases, they fit side by side, so neither has
+  // anybody to take turns with and a gate would only cost them headroom and waits.
+  Job a = testing::job(1, 1, 100, 30, {0}, 0.25);
+  Job b = testing::job(2, 0, 100, 20, {0}, 0.4);
+  for (Job* j : {&a, &b}) j->profile.jitter_ns = testing::kMs;
+  OnlinePlanner online(testing::links(1));
+  online.add_job(a);
+  online.add_job(b);
+  Plan plan = online.snapshot();
+  EXPECT_FEASIBLE((Problem{testing::links(1), {a, b}}), plan);
+  for (const JobId id : {1, 2}) {
+    const JobPlan& e = testing::entry(plan, id);
+    EXPECT_FALSE(e.best_effort) << "job " << id;
+    EXPECT_EQ(e.window_ns, e.period_ns) << "job " << id;  // always open
+    EXPECT_DOUBLE_EQ(e.predicted_slowdown, 0.0) << "job " << id;
+  }
+  // A third job of 40 %: the three no longer fit together in every arrangement, so all three
+  // take turns where they would overflow the link.
+  Job c = testing::job(3, 0, 100, 20, {0}, 0.4);
+  c.profile.jitter_ns = testing::kMs;
+  online.add_job(c);
+  plan = online.snapshot();
+  EXPECT_FEASIBLE((Problem{testing::links(1), {a, b, c}}), plan);
+  for (const JobId id : {1, 2, 3}) {
+    const JobPlan& e = testing::entry(plan, id);
+    EXPECT_FALSE(e.best_effort) << "job " << id;
+    EXPECT_LT(e.window_ns, e.period_ns) << "job " << id;
+  }
+}
+
 TEST(Jitter, TheHeadroomIsNotAStretchTheNoStretchAblationForbids) {
   Problem p{testing::links(1),
             {testing::job(1, 0, 100, 30, {0}), testing::job(2, 0, 100, 30, {0})}};
