@@ -10,12 +10,13 @@
 // preceding window, owned by job p, against its own: (φ − a)/π_p = (b − φ)/π_j. A few sweeps
 // converge to the weighted balance on a single link and approach it on a graph of links.
 // Running jobs that stay are not moved: by stage 2, moving them costs more than a cushion gains.
-// Jobs on a link that also carries an aimed best-effort window are not spread either: there the
-// slack is left in one piece, for that window, whose overflow it reduces (stage 1). A drifting
-// best-effort job (ungated, its phase sweeping the circle) gains nothing from one piece of
-// slack, so a link that carries only drifting ones is spread like any other. Whether a
-// best-effort job will drift is decided from the gated periods (best_effort_drifts), which
-// stage 3 does not change: in a full plan its window is aimed only after stage 3.
+// Jobs on a link that also carries a best-effort job whose window can be aimed are not spread
+// either: there the slack is left in one piece, for that window, whose overflow it reduces
+// (stage 1). A best-effort job whose window cannot be aimed drifts (ungated, its phase sweeping
+// the circle) and gains nothing from one piece of slack, so a link that carries only such jobs
+// is spread like any other. Whether a window can be aimed is decided from the gated periods
+// (best_effort_unaimable), which stage 3 does not change; whether it is worth aiming is decided
+// after stage 3, against the slack left in one piece.
 //
 // Every window also reserves a minimum cushion after it (JobShape::gap: PlannerOptions'
 // min_cushion_ns and jitter_cushion·σ), which the free ranges already leave out; the relaxation
@@ -39,7 +40,7 @@ void relax_cushions(Workspace& ws, const std::vector<std::uint32_t>& js, int swe
     if (known == 0) {
       known = 2;
       for (const std::uint32_t b : ws.link_best_effort[l]) {
-        if (!best_effort_drifts(ws, ws.jobs[b].shape)) {
+        if (!best_effort_unaimable(ws, ws.jobs[b].shape)) {
           known = 1;
           break;
         }

@@ -211,17 +211,19 @@ struct Folded {
 };
 void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
                std::vector<Folded>& out);
-// What a job that does not fit gets: its natural period P and the offset where its windows
-// overlap the least priority-weighted traffic ("drifting", ungated, only if P were excluded).
+// What a job that does not fit gets: a window at P plus its headroom, at the offset where it
+// overlaps the least priority-weighted traffic, when that avoids more overlap than the headroom
+// costs; otherwise it drifts, ungated at its natural period P.
 struct BestEffortSlot {
   Nanos period = 0;
   Nanos offset = 0;
   bool drifting = true;
 };
 BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape);
-// Whether best_effort_slot() would leave the job drifting (ungated) against the gated periods
-// as they stand: decided by the periods alone, so stage 3 can ask before the windows are aimed.
-bool best_effort_drifts(const Workspace& ws, const JobShape& shape);
+// Whether no window of the job could be aimed at all against the gated periods as they stand
+// (then best_effort_slot() leaves it drifting): decided by the periods alone, so stage 3 can
+// ask before the windows are spread and aimed.
+bool best_effort_unaimable(const Workspace& ws, const JobShape& shape);
 // The best-effort cost of one link as a function of the offset x on the circle of period t:
 // value and slope at x = 0+ and the sorted slope changes. Curves of several links add up; the
 // what-if caches them per link across candidates.

@@ -230,6 +230,38 @@ TEST(BestEffort, AWindowThatCannotBeAimedIsNotHeld) {
   EXPECT_GT(plan.links[0].contention, 0.0);  // predicted as a random source
 }
 
+// A window is aimed only when the overlap it avoids is worth its headroom. Two jobs of 53 ms
+// every 100 ms (σ = 5 ms: gated at 105 ms), one per link, their windows back to back, cover the
+// whole circle of 105 ms between them; a third, lower-priority job crosses both links with
+// 20 ms phases and fits nowhere. Aimed at 105 ms it overlaps one of them for its whole phase and
+// pays 5 % of headroom (0.62 in stage-2 units); drifting at 100 ms it overlaps each for a share
+// of its phase (0.61 in all): it drifts. With a 10 ms gap between the two windows its aimed
+// window avoids half of that overlap (0.34): it is aimed there.
+TEST(BestEffort, AWindowThatAvoidsLessThanItsHeadroomCostsIsNotHeld) {
+  for (const Nanos second_ms : {53, 63}) {
+    OnlinePlanner planner(testing::links(2));
+    Job a = with_jitter(job(1, 1, 100, 53, {0}), 5);
+    a.next_phase_ns = 0;
+    Job b = with_jitter(job(2, 1, 100, 53, {1}), 5);
+    b.next_phase_ns = second_ms * kMs;
+    planner.add_job(a);
+    planner.add_job(b);
+    const AddResult r = planner.add_job(with_jitter(job(3, 0, 100, 20, {0, 1}), 5));
+    EXPECT_TRUE(r.job.best_effort) << second_ms;
+    const Plan plan = planner.snapshot();
+    EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), plan);
+    EXPECT_EQ(entry(plan, 2).offset_ns, second_ms * kMs);
+    const JobPlan& c = entry(plan, 3);
+    if (second_ms == 53) {
+      EXPECT_EQ(c.window_ns, c.period_ns);  // drifting, ungated
+      EXPECT_EQ(c.period_ns, 100 * kMs);
+    } else {
+      EXPECT_EQ(c.window_ns, 20 * kMs);  // aimed
+      EXPECT_EQ(c.period_ns, 105 * kMs);
+    }
+  }
+}
+
 // Two jobs whose phases take about half their period: 48 ms every 100 ms, σ = 2 ms, so each
 // is gated at 102 ms (2 % headroom) and keeps 6 ms of cushion after its window. 2 · (48 + 6)
 // = 108 ms overflow 102 ms: the second fits neither at its own period nor at a harmonic of the
