@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,7 +61,7 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
   std::atomic<int64_t> pushed_at{0};
   std::atomic<int64_t> learned_period{0};
   std::atomic<int64_t> timetable_period{0};
-  std::vector<int64_t> reported_starts;  // rank 0's phase starts in the report that was used
+  std::map<uint32_t, proto::ProfileReport> used;  // each rank's report that was used
   peer.tick = [&](RawPeer& p) {
     if (pushed_at.load() != 0) return;
     const auto reports = p.reports();
@@ -71,7 +72,7 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
       period = std::max(period, r.period_ns);
     }
     learned_period.store(period);
-    reported_starts = reports.at(0).phase_starts_ns;
+    used = reports;
     const int64_t now = RealtimeNs();
     proto::TimetablePush push;
     push.job_id = "shimtest";
@@ -97,46 +98,58 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
   peer.Stop();
   ASSERT_EQ(rc, 0) << "trainer failed; see " << dir;
 
-  const std::vector<Iteration> its = ReadPhases(phases, 0);
-  ASSERT_GE(its.size(), 60u);
   ASSERT_NE(pushed_at.load(), 0) << "the shims never reported a period";
+  ASSERT_EQ(used.size(), 2u);
+  // Each rank's report against that rank's own measurement (the job's period is the longest of
+  // them; comparing it with one rank's made the check depend on how the two ranks' processes
+  // happened to be scheduled on a loaded machine).
+  int64_t worst_start_error = 0;
+  double natural_of_longest = 0;
+  for (const auto& [rank, report] : used) {
+    const std::vector<Iteration> its = ReadPhases(phases, static_cast<int>(rank));
+    ASSERT_GE(its.size(), 60u) << "rank " << rank;
+    const std::vector<int64_t>& starts = report.phase_starts_ns;
+    ASSERT_GE(starts.size(), 6u) << "rank " << rank;
+    // Phase starts: every start the shim reported is a phase start the trainer measured (the
+    // trainer stamps just before its first all-reduce; the shim's clock offset is ~0 here).
+    for (int64_t s : starts) {
+      int64_t best = INT64_MAX;
+      for (const Iteration& it : its)
+        best = std::min<int64_t>(best, std::abs(s - it.comm_start_ns));
+      worst_start_error = std::max(worst_start_error, best);
+    }
+    // Period: the shim's is the median of its last five intervals; compare with the trainer's
+    // own iterations over the same stretch.
+    const int64_t from = starts[starts.size() - 6];
+    const int64_t to = starts.back();
+    std::vector<double> stretch;
+    for (size_t i = 0; i + 1 < its.size(); ++i) {
+      if (its[i].comm_start_ns >= from - 1'000'000 && its[i + 1].comm_start_ns <= to + 1'000'000) {
+        stretch.push_back(static_cast<double>(its[i + 1].comm_start_ns - its[i].comm_start_ns) /
+                          1e6);
+      }
+    }
+    ASSERT_FALSE(stretch.empty()) << "rank " << rank;
+    const double natural = Median(stretch);
+    const double reported = static_cast<double>(report.period_ns) / 1e6;
+    EXPECT_NEAR(reported, natural, natural * 0.02) << "rank " << rank << "'s reported period";
+    if (report.period_ns == learned_period.load()) natural_of_longest = natural;
+  }
+  EXPECT_LT(worst_start_error, 2'000'000) << "a reported phase start is not a phase start";
+
+  const std::vector<Iteration> its = ReadPhases(phases, 0);
   std::vector<double> after;
   for (const Iteration& it : its) {
     if (it.compute_start_ns > pushed_at.load() + 1'000'000'000) after.push_back(it.iteration_ms);
   }
   ASSERT_GE(after.size(), 10u);
-  ASSERT_GE(reported_starts.size(), 6u);
-
-  // Phase starts: every start the shim reported is a phase start the trainer measured (the
-  // trainer stamps just before its first all-reduce; the shim's clock offset is ~0 here).
-  int64_t worst_start_error = 0;
-  for (int64_t s : reported_starts) {
-    int64_t best = INT64_MAX;
-    for (const Iteration& it : its) best = std::min<int64_t>(best, std::abs(s - it.comm_start_ns));
-    worst_start_error = std::max(worst_start_error, best);
-  }
-  EXPECT_LT(worst_start_error, 2'000'000) << "a reported phase start is not a phase start";
-
-  // Period: the shim's is the median of its last five intervals; compare with the trainer's own
-  // iterations over the same stretch.
-  const int64_t from = reported_starts[reported_starts.size() - 6];
-  const int64_t to = reported_starts.back();
-  std::vector<double> stretch;
-  for (size_t i = 0; i + 1 < its.size(); ++i) {
-    if (its[i].comm_start_ns >= from - 1'000'000 && its[i + 1].comm_start_ns <= to + 1'000'000) {
-      stretch.push_back(static_cast<double>(its[i + 1].comm_start_ns - its[i].comm_start_ns) / 1e6);
-    }
-  }
-  ASSERT_FALSE(stretch.empty());
-  const double natural = Median(stretch);
   const double learned = static_cast<double>(learned_period.load()) / 1e6;
   const double target = static_cast<double>(timetable_period.load()) / 1e6;
   const double gated = Median(after);
   std::printf(
       "natural period %.2f ms, learned period %.2f ms (phase starts within %.3f ms); "
       "timetable period %.2f ms, gated iteration %.2f ms\n",
-      natural, learned, static_cast<double>(worst_start_error) / 1e6, target, gated);
-  EXPECT_NEAR(learned, natural, natural * 0.02) << "reported period";
+      natural_of_longest, learned, static_cast<double>(worst_start_error) / 1e6, target, gated);
   EXPECT_NEAR(gated, target, target * 0.05) << "the job does not follow its timetable";
 }
 
