@@ -220,10 +220,6 @@ bool aimable(const Workspace& ws, const JobShape& shape, Nanos t) {
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // Stage 2's cost of a best-effort window of the shape at period t and offset x, per unit time:
 // its stretch, and its overlap with each window it cannot stack with, weighted by both jobs'
 // π (the overlap slows both transfers) and by the excess height.
@@ -279,10 +275,6 @@ Nanos aim(const Workspace& ws, const JobShape& shape, Nanos t) {
   }
   return minimize_curves(pointers, t);
 }
-
-}  // namespace
-
-namespace {
 
 // The period a best-effort window of this shape could be aimed at, or 0.
 Nanos aimed_period(const Workspace& ws, const JobShape& shape) {
