@@ -94,6 +94,22 @@ Nanos circular_overlap(Nanos x, Nanos w, Nanos s, Nanos len, Nanos t) {
   return total;
 }
 
+// Calls f(job, height) for every window on link l, gated or best-effort (a drifting one too),
+// with its rectangle's height there; f returns false to stop. Returns false if f stopped.
+template <class F>
+bool each_window(const Workspace& ws, LinkId l, F&& f) {
+  for (const auto& o : ws.link_jobs[l]) {
+    if (!f(o.job, o.height)) return false;
+  }
+  for (const std::uint32_t i : ws.link_best_effort[l]) {
+    const JobShape& other = ws.jobs[i].shape;
+    const auto pos = static_cast<std::size_t>(
+        std::lower_bound(other.links.begin(), other.links.end(), l) - other.links.begin());
+    if (!f(i, other.height[pos])) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // Every other window on one link, folded onto the circle of period t.
@@ -102,31 +118,25 @@ void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos 
   const LinkId l = shape.links[k];
   const double capacity = ws.topology.link(l).capacity_bps;
   const double h = shape.height[k];
-  auto add = [&](std::uint32_t i, double hi) {
-    if (static_cast<std::int32_t>(i) == shape.self) return;
+  each_window(ws, l, [&](std::uint32_t i, double hi) {
+    if (static_cast<std::int32_t>(i) == shape.self) return true;
     const Slot& s = ws.slots[i];
-    if (s.drifting) return;
+    if (s.drifting) return true;
     const double excess = (h + hi - capacity) / capacity;
-    if (excess <= 1e-12) return;
+    if (excess <= 1e-12) return true;
     const Nanos wi = ws.jobs[i].shape.w;
     // Periods T and T_i: i's windows fall on every multiple of g = gcd(T, T_i) of the circle
     // T, each as often: g/(T·T_i) of them per unit time.
     const Nanos g = std::gcd(t, s.period);
-    if (t / g > kMaxFoldCopies) return;  // nearly unrelated periods: i's windows sweep the circle
+    if (t / g > kMaxFoldCopies) return true;  // nearly unrelated periods: they sweep the circle
     const double scale =
         static_cast<double>(g) / (static_cast<double>(t) * static_cast<double>(s.period));
     const double coef = ws.jobs[i].shape.weight * excess * scale;
     for (Nanos a = s.offset; a < s.offset + t; a += g) {
       out.push_back({mod(a, t), wi, coef, i, excess, scale});
     }
-  };
-  for (const auto& o : ws.link_jobs[l]) add(o.job, o.height);
-  for (const std::uint32_t i : ws.link_best_effort[l]) {
-    const JobShape& other = ws.jobs[i].shape;
-    const auto pos = static_cast<std::size_t>(
-        std::lower_bound(other.links.begin(), other.links.end(), l) - other.links.begin());
-    add(i, other.height[pos]);
-  }
+    return true;
+  });
 }
 
 void cost_curve(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
@@ -202,20 +212,12 @@ bool aimable(const Workspace& ws, const JobShape& shape, Nanos t) {
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
     const double capacity = ws.topology.link(l).capacity_bps;
-    auto related = [&](std::uint32_t i, double hi) {
+    const bool related = each_window(ws, l, [&](std::uint32_t i, double hi) {
       if (static_cast<std::int32_t>(i) == shape.self || ws.slots[i].drifting) return true;
       if (shape.height[k] + hi <= capacity * (1 + 1e-9)) return true;  // they stack
       return t / std::gcd(t, ws.slots[i].period) <= kMaxFoldCopies;
-    };
-    for (const auto& o : ws.link_jobs[l]) {
-      if (!related(o.job, o.height)) return false;
-    }
-    for (const std::uint32_t i : ws.link_best_effort[l]) {
-      const JobShape& other = ws.jobs[i].shape;
-      const auto pos = static_cast<std::size_t>(
-          std::lower_bound(other.links.begin(), other.links.end(), l) - other.links.begin());
-      if (!related(i, other.height[pos])) return false;
-    }
+    });
+    if (!related) return false;
   }
   return true;
 }
@@ -243,22 +245,16 @@ double drifting_cost(const Workspace& ws, const JobShape& shape) {
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
     const double capacity = ws.topology.link(l).capacity_bps;
-    auto add = [&](std::uint32_t i, double hi) {
+    each_window(ws, l, [&](std::uint32_t i, double hi) {
       const Slot& s = ws.slots[i];
-      if (static_cast<std::int32_t>(i) == shape.self || s.drifting) return;
+      if (static_cast<std::int32_t>(i) == shape.self || s.drifting) return true;
       const double excess = (shape.height[k] + hi - capacity) / capacity;
-      if (excess <= 1e-12) return;
+      if (excess <= 1e-12) return true;
       const JobShape& other = ws.jobs[i].shape;
       cost += (other.weight + shape.weight) * excess * d * static_cast<double>(other.w) /
               static_cast<double>(s.period);
-    };
-    for (const auto& o : ws.link_jobs[l]) add(o.job, o.height);
-    for (const std::uint32_t i : ws.link_best_effort[l]) {
-      const JobShape& other = ws.jobs[i].shape;
-      const auto pos = static_cast<std::size_t>(
-          std::lower_bound(other.links.begin(), other.links.end(), l) - other.links.begin());
-      add(i, other.height[pos]);
-    }
+      return true;
+    });
   }
   return cost;
 }
