@@ -319,7 +319,7 @@ void ValidateScenario(const Scenario& s, const ModelLookup& models) {
       try {
         (void)models(j.model, "A100");
       } catch (const std::exception& e) {
-        Fail(jp + ".model", std::string("unknown model '") + j.model + "': " + e.what());
+        Fail(jp + ".model", e.what());  // names the model and the known ones
       }
     }
     if (!j.nodes.empty()) {

@@ -108,7 +108,15 @@ TEST(Scenario, ModelKeyNeedsTheTableOrExplicitFigures) {
   EXPECT_NO_THROW(ValidateScenario(s, table));
   Scenario bad = s;
   bad.jobs[0].model = "resnet51";
-  EXPECT_THROW(ValidateScenario(bad, table), ScenarioError);
+  try {
+    ValidateScenario(bad, table);
+    FAIL();
+  } catch (const ScenarioError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("jobs[0].model"), std::string::npos) << what;
+    EXPECT_NE(what.find("resnet51"), std::string::npos) << what;
+    EXPECT_EQ(what.find("resnet51"), what.rfind("resnet51")) << "named twice: " << what;
+  }
   Scenario bad_gpu = s;
   bad_gpu.racks[0].nodes[0].gpu = "H900";
   try {
