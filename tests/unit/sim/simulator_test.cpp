@@ -335,7 +335,7 @@ jobs:
 // between their windows nor at a harmonic of their period: it drifts across both windows, so
 // their phases take longer than the windows (the wire time), and they come later every period
 // and wait at their gates. The controller's overrun rule gives them the windows their phases
-// take, and they finish sooner (seeds 1, 4: weighted JCT 61.7 -> 58.1 s, 62.1 -> 57.7 s, with
+// take, and they finish sooner (seeds 1, 4: weighted JCT 61.7 -> 58.1 s, 62.1 -> 57.9 s, with
 // the widenings that would stretch the period refused, below). The link is oversubscribed (duty
 // cycles 0.34 + 0.34 + 0.44): without time scheduling the same jobs take 59.3 and 58.7 s.
 TEST(Simulator, OverrunningPhasesGetWiderWindows) {
