@@ -88,7 +88,7 @@ void PackFields(Packer& pk, const ProfileReport& m) {
 }
 
 void PackFields(Packer& pk, const TimetablePush& m) {
-  pk.pack_array(8);
+  pk.pack_array(9);
   PackStr(pk, m.job_id);
   pk.pack(m.timetable.version);
   pk.pack(m.timetable.epoch_ns);
@@ -97,6 +97,7 @@ void PackFields(Packer& pk, const TimetablePush& m) {
   pk.pack(m.timetable.window_ns);
   pk.pack(m.timetable.late_slack_ns);
   pk.pack(m.timetable.max_wait_ns);
+  pk.pack(static_cast<uint32_t>(m.gated ? 1 : 0));
 }
 
 void PackFields(Packer& pk, const Bye& m) {
@@ -279,10 +280,22 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
 
 bool ParseFields(FieldReader& r, TimetablePush& m) {
   Timetable& t = m.timetable;
-  return r.Str("job_id", m.job_id, true) && r.Int("version", t.version) &&
-         r.Int("epoch_ns", t.epoch_ns) && r.Int("period_ns", t.period_ns) &&
-         r.Int("offset_ns", t.offset_ns) && r.Int("window_ns", t.window_ns) &&
-         r.Int("late_slack_ns", t.late_slack_ns) && r.Int("max_wait_ns", t.max_wait_ns);
+  uint32_t gated = 1;
+  if (!(r.Str("job_id", m.job_id, true) && r.Int("version", t.version) &&
+        r.Int("epoch_ns", t.epoch_ns) && r.Int("period_ns", t.period_ns) &&
+        r.Int("offset_ns", t.offset_ns) && r.Int("window_ns", t.window_ns) &&
+        r.Int("late_slack_ns", t.late_slack_ns) && r.Int("max_wait_ns", t.max_wait_ns) &&
+        r.OptionalInt("gated", gated))) {
+    return false;
+  }
+  if (gated > 1) return r.Fail("gated", "is not 0 or 1");
+  m.gated = gated == 1 && !AlwaysOpen(t);
+  if (!m.gated) {
+    t.window_ns = t.period_ns;
+    t.late_slack_ns = 0;
+    t.max_wait_ns = 0;
+  }
+  return true;
 }
 
 bool ParseFields(FieldReader& r, Bye& m) {

@@ -250,10 +250,11 @@ void Client::HandleTimetable(const proto::TimetablePush& p) {
       continue;
     }
     job->accepted_version = t.version;
-    job->store.Publish(t);
+    job->store.Publish(t);  // an always-open one too: its version is what the shim reports
     for (CommState* c : comms) {
       if (c->job == job && c->device_slot >= 0) {
-        DeviceGate::Publish(c->device_slot, &t, rt_.config().max_wait_ns);
+        // No gate: the kernel's slot holds no timetable (were it launched, it would go at once).
+        DeviceGate::Publish(c->device_slot, AlwaysOpen(t) ? nullptr : &t, rt_.config().max_wait_ns);
       }
     }
     rt_.counters.timetables_accepted.fetch_add(1);
@@ -261,12 +262,12 @@ void Client::HandleTimetable(const proto::TimetablePush& p) {
     if (now - last_tt_log_ns_ >= 1000 * kMs) {
       MLOG_INFO(
           "timetable v%llu for job %s rank %u: period=%.3f ms offset=%.3f ms window=%.3f ms "
-          "slack=%.3f ms max_wait=%.3f ms%s (%llu updates not logged)",
+          "slack=%.3f ms max_wait=%.3f ms%s%s (%llu updates not logged)",
           static_cast<unsigned long long>(t.version), job->job_id.c_str(), job->rank,
           static_cast<double>(t.period_ns) / 1e6, static_cast<double>(t.offset_ns) / 1e6,
           static_cast<double>(t.window_ns) / 1e6, static_cast<double>(t.late_slack_ns) / 1e6,
           static_cast<double>(t.max_wait_ns) / 1e6, check != 0 ? " (clamped)" : "",
-          static_cast<unsigned long long>(tt_log_suppressed_));
+          AlwaysOpen(t) ? " (no gate)" : "", static_cast<unsigned long long>(tt_log_suppressed_));
       last_tt_log_ns_ = now;
       tt_log_suppressed_ = 0;
     } else {

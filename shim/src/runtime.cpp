@@ -204,7 +204,8 @@ CommState* Runtime::OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noe
     if (st->device_slot >= 0) {
       // A communicator joining a job that already has a timetable (a split one) gates at once.
       Timetable t;
-      if (job->store.Read(t)) DeviceGate::Publish(st->device_slot, &t, config_.max_wait_ns);
+      if (job->store.Read(t) && !AlwaysOpen(t))
+        DeviceGate::Publish(st->device_slot, &t, config_.max_wait_ns);
     }
     if (!Insert(st)) {
       MLOG_WARN("more than %zu communicators: %p is not tracked", kTableSize,
@@ -252,11 +253,12 @@ void Runtime::OnCommDestroyed(ncclComm_t comm, const char* how) noexcept {
       retired_.push_back(cur);
       MLOG_INFO(
           "communicator %p %s: job=%s rank=%u collectives=%llu phases=%llu gated=%llu "
-          "failed_open=%llu realigned=%llu",
+          "late=%llu failed_open=%llu realigned=%llu",
           static_cast<void*>(comm), how, cur->job->job_id.c_str(), cur->rank.load(),
           static_cast<unsigned long long>(cur->calls.load()),
           static_cast<unsigned long long>(cur->phase_starts.load()),
           static_cast<unsigned long long>(cur->gated.load() + kernel.waits),
+          static_cast<unsigned long long>(cur->late.load() + kernel.waits + kernel.failed_open),
           static_cast<unsigned long long>(cur->failed_open.load() + kernel.failed_open),
           static_cast<unsigned long long>(cur->realigned.load() + kernel.realigned));
       return;
@@ -318,6 +320,9 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
   Timetable tt;
   if (!st->job->store.Read(tt)) return 0;                      // no timetable: go
   if (!clock_valid.load(std::memory_order_relaxed)) return 0;  // no common clock: go
+  // The scheduler's "no gate": DecideGate would let the phase go; nothing is enqueued on the
+  // stream for it either (no kernel launch, no stream wait) and nothing is counted.
+  if (AlwaysOpen(tt)) return 0;
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
   if (st->device_gate) {  // also on the legacy default stream (0)
     DeviceGate::HostDecision host;

@@ -241,7 +241,9 @@ class PlannerScheduler final : public TimeScheduler {
 
   [[nodiscard]] const Timetable* GateTimetable(std::size_t index) override {
     Entry& e = entries_[index];
-    if (!e.has_tt || e.tt.window_ns >= e.tt.period_ns) return nullptr;  // always open
+    if (!e.has_tt) return nullptr;
+    // An always-open timetable is handed to the gate like any other: the gate decision
+    // (DecideGate) lets its phases go, as the shim's does.
     if (e.best_effort && !policy_.gate_best_effort) return nullptr;
     if (policy_.scheduling == SchedulingKind::kCassini) {
       // CASSINI shifts a job in time once, when its placement or shift changes, and otherwise
@@ -394,18 +396,11 @@ class PlannerScheduler final : public TimeScheduler {
     for (const pl::JobPlan& jp : plan.jobs) {
       Entry& e = entries_.at(jp.id);
       if (!e.active) continue;
-      Timetable tt;
+      // What the scheduler service pushes: the planner's timetable (a best-effort job keeps a
+      // window every period, with no late slack; window = period means ungated; a phase later
+      // than its slack goes at once rather than waiting more than period − window).
+      Timetable tt = pl::to_timetable(jp, plan.epoch_ns);
       tt.version = e.tt.version;
-      tt.epoch_ns = plan.epoch_ns;
-      // What the scheduler service pushes: the planner's timetable values (a best-effort job
-      // keeps a window every period, with no late slack; window = period means ungated; a
-      // phase later than its slack goes at once rather than waiting more than period − window).
-      const pl::TimetableValues v = pl::to_timetable(jp);
-      tt.period_ns = v.period_ns;
-      tt.offset_ns = v.offset_ns;
-      tt.window_ns = v.window_ns;
-      tt.late_slack_ns = v.late_slack_ns;
-      tt.max_wait_ns = v.max_wait_ns;
       const uint32_t check = ValidateTimetable(tt);
       e.best_effort = jp.best_effort;
       if ((check & kTimetableRejectMask) != 0) {
@@ -414,8 +409,7 @@ class PlannerScheduler final : public TimeScheduler {
       }
       // A new version only when the job's slot changed (the gate of a CASSINI job acts once per
       // version).
-      if (!e.has_tt || tt.period_ns != e.tt.period_ns || tt.offset_ns != e.tt.offset_ns ||
-          tt.window_ns != e.tt.window_ns || tt.late_slack_ns != e.tt.late_slack_ns) {
+      if (!e.has_tt || tt != e.tt) {
         ++tt.version;
         e.phases_under_tt = 0;
         e.refused_window_ns = 0;  // a new slot: a widening may fit now

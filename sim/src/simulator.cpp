@@ -284,8 +284,10 @@ class Engine {
       StartComm(j);
       return;
     }
-    j.sum_period += static_cast<double>(tt->period_ns) * 1e-9;
-    ++j.gated_phases;
+    if (!AlwaysOpen(*tt)) {  // the report's gated share counts the phases a gate could hold
+      j.sum_period += static_cast<double>(tt->period_ns) * 1e-9;
+      ++j.gated_phases;
+    }
     // Every rank runs the shim's gate on its own node's clock; the all-reduce starts when the
     // last rank is released.
     const std::int64_t now_ns = ToNs(now_);

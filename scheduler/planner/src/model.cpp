@@ -82,10 +82,16 @@ const JobPlan* Plan::find(JobId id) const {
   return nullptr;
 }
 
-TimetableValues to_timetable(const JobPlan& job) {
+Timetable to_timetable(const JobPlan& job, Nanos epoch_ns) {
   const Nanos free_after = std::max<Nanos>(0, job.period_ns - job.window_ns);
-  return {job.period_ns, job.offset_ns, job.window_ns,
-          job.best_effort ? free_after : job.late_slack_ns, free_after};
+  Timetable t;
+  t.epoch_ns = epoch_ns;
+  t.period_ns = job.period_ns;
+  t.offset_ns = job.offset_ns;
+  t.window_ns = job.window_ns;
+  t.late_slack_ns = job.best_effort ? free_after : job.late_slack_ns;
+  t.max_wait_ns = free_after;
+  return t;
 }
 
 bool widening_stretches(const JobPlan& before, const JobPlan& after) {

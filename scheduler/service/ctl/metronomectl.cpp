@@ -162,9 +162,10 @@ int Jobs(const Options& o) {
         {job.value("job", "?"), Num(job["priority"]),
          Num(job["ranks"]) + "/" + Num(job["world_size"]), p.is_object() ? Ms(p["period_ns"]) : "-",
          p.is_object() ? Ms(p["comm_ns"]) : "-",
-         !job.value("planned", false)      ? "unplanned"
-         : job.value("best_effort", false) ? "best-effort"
-                                           : "gated",
+         !job.value("planned", false)                 ? "unplanned"
+         : (t.is_object() && !t.value("gated", true)) ? "not gated"
+         : job.value("best_effort", false)            ? "best-effort"
+                                                      : "gated",
          t.is_object() ? Ms(t["period_ns"]) : "-", t.is_object() ? Ms(t["offset_ns"]) : "-",
          t.is_object() ? Ms(t["late_slack_ns"]) : "-", Pct(job["predicted_slowdown"]),
          Ms(job["lateness_ewma_ns"]), Join(job["links"])});
@@ -200,17 +201,18 @@ int TimetableCmd(const Options& o, const std::string& job) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  PrintTable({"FIELD", "VALUE"},
-             {{"job", j.value("job", "?")},
-              {"version", Num(j["version"])},
-              {"state", j.value("best_effort", false) ? "best-effort (always open)" : "gated"},
-              {"epoch_ns", Num(j["epoch_ns"])},
-              {"period (ms)", Ms(j["period_ns"])},
-              {"offset (ms)", Ms(j["offset_ns"])},
-              {"window (ms)", Ms(j["window_ns"])},
-              {"late slack (ms)", Ms(j["late_slack_ns"])},
-              {"max wait (ms)", Ms(j["max_wait_ns"])},
-              {"next window (ns)", Num(j["next_window_ns"])}});
+  PrintTable({"FIELD", "VALUE"}, {{"job", j.value("job", "?")},
+                                  {"version", Num(j["version"])},
+                                  {"state", !j.value("gated", true) ? "not gated (always open)"
+                                            : j.value("best_effort", false) ? "best-effort"
+                                                                            : "gated"},
+                                  {"epoch_ns", Num(j["epoch_ns"])},
+                                  {"period (ms)", Ms(j["period_ns"])},
+                                  {"offset (ms)", Ms(j["offset_ns"])},
+                                  {"window (ms)", Ms(j["window_ns"])},
+                                  {"late slack (ms)", Ms(j["late_slack_ns"])},
+                                  {"max wait (ms)", Ms(j["max_wait_ns"])},
+                                  {"next window (ns)", Num(j["next_window_ns"])}});
   return 0;
 }
 

@@ -387,15 +387,10 @@ PlanSummary PlanningAdapter::Summary() const {
   s.latency = plan.score.latency;
   s.cushion_ns = plan.score.cushion_ns;
   for (const auto& j : plan.jobs) {
-    const pl::TimetableValues tv = pl::to_timetable(j);
     JobSchedule js;
     js.id = j.id;
     js.best_effort = j.best_effort;
-    js.period_ns = tv.period_ns;
-    js.offset_ns = tv.offset_ns;
-    js.window_ns = tv.window_ns;
-    js.late_slack_ns = tv.late_slack_ns;
-    js.max_wait_ns = tv.max_wait_ns;
+    js.timetable = pl::to_timetable(j, s.epoch_ns);
     js.predicted_slowdown = j.predicted_slowdown;
     s.jobs.push_back(js);
   }

@@ -428,6 +428,7 @@ void Service::PushTimetable(JobState& job, RankState& rank, const char* reason, 
   proto::TimetablePush p;
   p.job_id = job.name;
   p.timetable = job.timetable;
+  p.gated = !AlwaysOpen(job.timetable);  // the explicit "no gate" of an ungated job
   Queue(rank.identity, p);
   rank.last_push_ns = now;
   metrics_.TimetablePushes(reason).Increment();
@@ -722,16 +723,12 @@ void Service::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char*
     const auto name = job_names_.find(s.id);
     if (name == job_names_.end()) continue;
     JobState& job = jobs_.at(name->second);
-    Timetable tt;
-    tt.epoch_ns = summary_.epoch_ns;
-    tt.period_ns = s.period_ns;
-    tt.offset_ns = s.offset_ns;
-    tt.window_ns = s.window_ns;
-    tt.late_slack_ns = static_cast<int64_t>(static_cast<double>(s.late_slack_ns) *
+    Timetable tt = s.timetable;
+    tt.late_slack_ns = static_cast<int64_t>(static_cast<double>(tt.late_slack_ns) *
                                             config_.timetable.late_slack_scale);
     // The planner's max wait (period − window: a phase that missed its slack by less than a
     // window length goes at once rather than wait a whole period), capped by the config.
-    tt.max_wait_ns = std::min(s.max_wait_ns, config_.timetable.max_wait_ms * 1'000'000);
+    tt.max_wait_ns = std::min(tt.max_wait_ns, config_.timetable.max_wait_ms * 1'000'000);
     const uint32_t check = ValidateTimetable(tt);
     if ((check & kTimetableRejectMask) != 0) {
       spdlog::error("planner: job {} got an unusable timetable (check {:#x}); not pushed", job.name,
@@ -739,10 +736,8 @@ void Service::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char*
       continue;
     }
     const Timetable& old = job.timetable;
-    const bool same = job.planned && old.epoch_ns == tt.epoch_ns && old.period_ns == tt.period_ns &&
-                      old.offset_ns == tt.offset_ns && old.window_ns == tt.window_ns &&
-                      old.late_slack_ns == tt.late_slack_ns && old.max_wait_ns == tt.max_wait_ns &&
-                      job.best_effort == s.best_effort;
+    tt.version = old.version;  // the same slot keeps its version
+    const bool same = job.planned && old == tt && job.best_effort == s.best_effort;
     job.predicted_slowdown = s.predicted_slowdown;
     if (same) continue;
     tt.version = old.version + 1;
@@ -759,7 +754,9 @@ void Service::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char*
     spdlog::info(
         "planner: job={} v{} {} period={}ns offset={}ns window={}ns slack={}ns max_wait={}ns "
         "links={} slowdown={:.3f}",
-        job.name, tt.version, s.best_effort ? "best-effort" : (was_planned ? "updated" : "gated"),
+        job.name, tt.version,
+        AlwaysOpen(tt) ? "not gated"
+                       : (s.best_effort ? "best-effort" : (was_planned ? "updated" : "gated")),
         tt.period_ns, tt.offset_ns, tt.window_ns, tt.late_slack_ns, tt.max_wait_ns,
         job.links.size(), s.predicted_slowdown);
     const int64_t now = RealtimeNs();

@@ -25,6 +25,7 @@ json TimetableToJson(const JobState& job, int64_t now) {
               {"window_ns", t.window_ns},
               {"late_slack_ns", t.late_slack_ns},
               {"max_wait_ns", t.max_wait_ns},
+              {"gated", !AlwaysOpen(t)},
               {"best_effort", job.best_effort},
               {"next_window_ns", NextWindowStart(t, now)}};
 }

@@ -7,12 +7,16 @@
                     every flow in order
   scheduler_killed  metronome-scheduler is killed mid-run (two-jobs.yaml): the jobs still
                     finish, at their natural pace after the shims fail open
+  lone              one job alone on the bottleneck (lone.yaml), which the planner leaves
+                    ungated: under Metronome it runs at its ungated pace (within 0.5 %) and its
+                    shims' gates never hold, call late, fail open or realign a phase
 
-Usage: e2e_testbed.py interleave|scheduler_killed BUILD_DIR
+Usage: e2e_testbed.py interleave|scheduler_killed|lone BUILD_DIR
 Exit code 77 (CTest: skipped) when not root.
 """
 import argparse
 import os
+import re
 import statistics
 import sys
 import threading
@@ -24,7 +28,8 @@ REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO / "testbed" / "demo"))
 import demo  # noqa: E402
 
-SCENARIOS = {"interleave": HERE / "three-jobs.yaml", "scheduler_killed": HERE / "two-jobs.yaml"}
+SCENARIOS = {"interleave": HERE / "three-jobs.yaml", "scheduler_killed": HERE / "two-jobs.yaml",
+             "lone": HERE / "lone.yaml"}
 
 
 def steady_ms(run: demo.RunResult, job: str, skip: int = 10) -> float:
@@ -114,6 +119,56 @@ def scheduler_killed(d: demo.Demo) -> bool:
     return ok
 
 
+# The shim's last word on each communicator (runtime.cpp, at destroy): its gate counters.
+GATE_COUNTERS = re.compile(r"communicator \S+ \w+: job=(\S+) rank=(\d+) .*?gated=(\d+) "
+                           r"late=(\d+) failed_open=(\d+) realigned=(\d+)")
+
+
+def gate_counters(d: demo.Demo, label: str, job: demo.Job) -> list[dict[str, int]]:
+    """Every rank's gate counters from its shim log (one entry per communicator destroyed)."""
+    found = []
+    for rank in range(len(job.nodes)):
+        log = (d.out / label / f"{job.name}.r{rank}.log").read_text(errors="replace")
+        for m in GATE_COUNTERS.finditer(log):
+            found.append({"rank": int(m[2]), "gated": int(m[3]), "late": int(m[4]),
+                          "failed_open": int(m[5]), "realigned": int(m[6])})
+    return found
+
+
+def lone(d: demo.Demo) -> bool:
+    (job,) = d.jobs
+    without = d.run("without", d.jobs, "observe", with_scheduler=False)
+    with_m = d.run("with", d.jobs, "enforce", with_scheduler=True)
+    ok = True
+    a, b = steady_ms(without, job.name), steady_ms(with_m, job.name)
+    mean_a = statistics.mean(p["iteration_ms"] for p in without.phases[job.name][10:])
+    mean_b = statistics.mean(p["iteration_ms"] for p in with_m.phases[job.name][10:])
+    print(f"{job.name}: steady iteration without {a:.1f} ms (mean {mean_a:.1f}), "
+          f"with {b:.1f} ms (mean {mean_b:.1f}): {b / a:.4f} x")
+    if not b <= 1.005 * a:
+        print("FAIL: an ungated job should run at its ungated pace under Metronome (0.5 %)")
+        ok = False
+    # Every timetable the scheduler made for it (its log: the job has left the status API by the
+    # time the run ends) says "not gated".
+    log = (d.out / "with" / "scheduler.log").read_text(errors="replace")
+    plans = re.findall(rf"planner: job={job.name} v\d+ ([\w -]+?) period=(\d+)ns offset=\d+ns "
+                       r"window=(\d+)ns", log)
+    print(f"scheduler: {len(plans)} timetable(s) for {job.name}: {sorted(set(p[0] for p in plans))}")
+    if not plans or any(state != "not gated" or period != window for state, period, window in plans):
+        print("FAIL: the scheduler should plan the lone job ungated (window = period, no gate)")
+        ok = False
+    counters = gate_counters(d, "with", job)
+    print(f"shim gate counters: {counters}")
+    if len(counters) < len(job.nodes):
+        print("FAIL: every rank's shim should report its gate counters")
+        ok = False
+    for c in counters:
+        if any(c[k] for k in ("gated", "late", "failed_open", "realigned")):
+            print(f"FAIL: rank {c['rank']}'s gate acted on an always-open timetable")
+            ok = False
+    return ok
+
+
 def main() -> int:
     if os.geteuid() != 0:
         print("SKIP: the namespace testbed needs root")
@@ -123,7 +178,7 @@ def main() -> int:
     d = make_demo(SCENARIOS[which], build, str(out))
     d.cluster.up()
     try:
-        ok = {"interleave": interleave, "scheduler_killed": scheduler_killed}[which](d)
+        ok = {"interleave": interleave, "scheduler_killed": scheduler_killed, "lone": lone}[which](d)
     finally:
         d.cluster.down()
     print("1 passed, 0 failed" if ok else "0 passed, 1 failed")

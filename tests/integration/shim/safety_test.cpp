@@ -193,6 +193,65 @@ TEST(ShimSafety, AbsurdTimetablesAndMalformedMessages) {
       static_cast<unsigned long long>(c.rx_rejected.load()));
 }
 
+// A job the planner leaves ungated gets an always-open timetable: its phases must go at once and
+// none may count as gated, late, failed open or realigned, whether the scheduler says "no gate"
+// explicitly or (as schedulers before the flag did) only with window = period. The same loop
+// under a window 1 ms shorter than the period is held and counted: the check can fail.
+TEST(ShimSafety, AnAlwaysOpenTimetableNeverHoldsOrCountsAPhase) {
+  struct Case {
+    const char* what;
+    int64_t window_ns;
+    bool gated_flag;
+    bool expect_open;
+  };
+  for (const Case& k :
+       {Case{"no gate", 20'000'000, false, true}, Case{"window = period", 20'000'000, true, true},
+        Case{"window = period - 1 ms", 19'000'000, true, false}}) {
+    SCOPED_TRACE(k.what);
+    RawPeer peer;
+    peer.tick = [&](RawPeer& p) {
+      static thread_local int64_t last = 0;
+      const int64_t now = RealtimeNs();
+      if (p.pings() == 0 || now - last < 100'000'000) return;
+      last = now;
+      proto::TimetablePush push;
+      push.job_id = p.job_id();
+      push.timetable = Timetable{1, now, 20'000'000, 0, k.window_ns, 0, 1'000'000};
+      push.gated = k.gated_flag;
+      p.Send(push);
+    };
+    peer.Start();
+    ShimUnderTest shim(peer.endpoint());
+    ASSERT_TRUE(WaitFor([&] { return shim.Version() == 1; }, 5s)) << "no timetable in force";
+    // Phases 7 ms apart under a 20 ms period: most arrive past the (zero) late slack.
+    int64_t worst = 0;
+    for (int i = 0; i < 60; ++i) {
+      std::this_thread::sleep_for(7ms);
+      worst = std::max(worst, shim.Collective());
+    }
+    peer.Stop();
+    const CommState* st = shim.rt->Find(shim.comm);
+    ASSERT_NE(st, nullptr);
+    const uint64_t acted =
+        st->gated.load() + st->late.load() + st->failed_open.load() + st->realigned.load();
+    std::printf(
+        "%s: phases %llu, gated %llu late %llu failed_open %llu realigned %llu, "
+        "worst hold %.2f ms\n",
+        k.what, static_cast<unsigned long long>(st->phase_starts.load()),
+        static_cast<unsigned long long>(st->gated.load()),
+        static_cast<unsigned long long>(st->late.load()),
+        static_cast<unsigned long long>(st->failed_open.load()),
+        static_cast<unsigned long long>(st->realigned.load()), static_cast<double>(worst) / 1e6);
+    ASSERT_GT(st->phase_starts.load(), 30u);
+    if (k.expect_open) {
+      EXPECT_EQ(acted, 0u);
+      EXPECT_LT(worst, 5'000'000) << "a phase was held under an always-open timetable";
+    } else {
+      EXPECT_GT(acted, 0u) << "the gated control case should hold or count phases";
+    }
+  }
+}
+
 TEST(ShimSafety, SchedulerDiesFailsOpenAndReRegisters) {
   auto peer = std::make_unique<RawPeer>();
   const std::string endpoint = peer->endpoint();

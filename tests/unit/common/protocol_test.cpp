@@ -153,6 +153,57 @@ std::string Raw(uint32_t version, uint32_t type, Fn fields) {
   return std::string(buf.data(), buf.size());
 }
 
+// The push's "no gate" flag: absent (a scheduler from before it) means gated; false makes the
+// timetable always open whatever its window said; an always-open timetable is never "gated";
+// anything but 0 or 1 is rejected and names the field.
+TEST(Protocol, TimetablePushSaysNoGateExplicitly) {
+  const auto raw = [](int fields, int64_t window, uint32_t gated) {
+    return Raw(kProtocolVersion, static_cast<uint32_t>(MessageType::kTimetablePush), [&](auto& pk) {
+      pk.pack_array(static_cast<uint32_t>(fields));
+      pk.pack(std::string("j"));
+      pk.pack(3);            // version
+      pk.pack(0);            // epoch
+      pk.pack(400'000'000);  // period
+      pk.pack(5'000'000);    // offset
+      pk.pack(window);
+      pk.pack(1'000'000);    // late slack
+      pk.pack(100'000'000);  // max wait
+      if (fields > 8) pk.pack(gated);
+    });
+  };
+  Decoded d = Decode(raw(8, 120'000'000, 0));
+  ASSERT_TRUE(d.ok()) << d.detail;
+  EXPECT_TRUE(std::get<TimetablePush>(d.message).gated);
+  EXPECT_EQ(std::get<TimetablePush>(d.message).timetable.window_ns, 120'000'000);
+
+  d = Decode(raw(9, 120'000'000, 0));
+  ASSERT_TRUE(d.ok()) << d.detail;
+  const auto& open = std::get<TimetablePush>(d.message);
+  EXPECT_FALSE(open.gated);
+  EXPECT_TRUE(AlwaysOpen(open.timetable));
+  EXPECT_EQ(open.timetable.window_ns, 400'000'000);
+  EXPECT_EQ(open.timetable.late_slack_ns, 0);
+  EXPECT_EQ(open.timetable.max_wait_ns, 0);
+  EXPECT_EQ(open.timetable.version, 3u);
+
+  d = Decode(raw(8, 400'000'000, 1));  // an old scheduler's degenerate window
+  ASSERT_TRUE(d.ok()) << d.detail;
+  EXPECT_FALSE(std::get<TimetablePush>(d.message).gated);
+
+  d = Decode(raw(9, 120'000'000, 2));
+  EXPECT_EQ(d.error, DecodeError::kBadField);
+  EXPECT_NE(d.detail.find("'gated'"), std::string::npos) << d.detail;
+
+  TimetablePush none;
+  none.job_id = "j";
+  none.timetable = {4, 0, 400'000'000, 0, 400'000'000, 0, 0};
+  none.gated = false;
+  d = Decode(Encode(none));
+  ASSERT_TRUE(d.ok()) << d.detail;
+  EXPECT_FALSE(std::get<TimetablePush>(d.message).gated);
+  EXPECT_EQ(Encode(d.message), Encode(none));
+}
+
 TEST(ProtocolReject, EmptyAndOversized) {
   EXPECT_EQ(Decode("", 0).error, DecodeError::kEmpty);
   const std::string big(kMaxMessageBytes + 1, '\x90');

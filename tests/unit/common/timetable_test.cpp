@@ -169,6 +169,38 @@ TEST(GateDecision, RealignsALatePhaseAtMostOnceInSoManyPhases) {
   EXPECT_FALSE(MustRealign(m));
 }
 
+// The planner's "no gate" is a window as long as the period (or, before validation clamps it,
+// longer). Such a timetable never holds a phase and never calls one late, wherever in the period
+// it arrives, whether or not the gate memory asks to realign, under any wait cap; before this
+// rule every arrival past the (zero) slack counted as late and one in kRealignSpacing waited a
+// period for its "next window".
+TEST(GateDecision, AnAlwaysOpenTimetableNeverHoldsAPhase) {
+  for (const int64_t window : {490 * kMs, 700 * kMs}) {
+    Timetable t = Make(123 * kMs, 490 * kMs, 17 * kMs, window, 0, 0);
+    ASSERT_EQ(ValidateTimetable(t) & kTimetableRejectMask, 0u);
+    ASSERT_TRUE(AlwaysOpen(t));
+    GateMemory m;
+    for (int64_t now = 0; now < 3 * 490 * kMs; now += 7 * kMs + 13) {
+      for (const bool realign : {false, true, MustRealign(m)}) {
+        const GateDecision d = DecideGate(t, now, realign);
+        ASSERT_EQ(d.action, GateAction::kGoNow) << now;
+        EXPECT_EQ(d.until_ns, now);
+        EXPECT_EQ(d.lateness_ns, 0);
+        EXPECT_FALSE(d.realigned);
+        const GateDecision capped = DecideCappedGate(t, now, kDefaultMaxWaitCapNs, realign);
+        EXPECT_EQ(capped.action, GateAction::kGoNow);
+        EXPECT_EQ(capped.lateness_ns, 0);
+        Remember(m, capped.realigned);
+      }
+    }
+  }
+  // One nanosecond shorter and it is a gate again: an arrival past the slack is late.
+  Timetable gated = Make(0, 490 * kMs, 0, 490 * kMs - 1, 0, 0);
+  ASSERT_EQ(ValidateTimetable(gated), kTimetableOk);
+  EXPECT_FALSE(AlwaysOpen(gated));
+  EXPECT_EQ(DecideGate(gated, 100 * kMs).action, GateAction::kFailOpen);
+}
+
 TEST(GateDecision, ZeroMaxWaitNeverWaits) {
   Timetable t = Make(0, 100 * kMs, 0, 30 * kMs, 0, 0);
   ASSERT_EQ(ValidateTimetable(t), kTimetableOk);

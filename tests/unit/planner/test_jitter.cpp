@@ -155,7 +155,7 @@ TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
   const JobPlan alone = testing::entry(online.snapshot(), 1);
   EXPECT_FALSE(alone.best_effort);
   EXPECT_EQ(alone.window_ns, alone.period_ns);  // always open
-  EXPECT_EQ(to_timetable(alone).max_wait_ns, 0);
+  EXPECT_EQ(to_timetable(alone, 0).max_wait_ns, 0);
   EXPECT_DOUBLE_EQ(alone.predicted_slowdown, 0.0);
   // A newcomer on its link is placed around its planned slot, and from then on it is gated.
   const Job b = testing::job(2, 0, 100, 30, {0});

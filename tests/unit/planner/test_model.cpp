@@ -66,7 +66,7 @@ TEST(Model, HigherPriorityWeighsMore) {
 
 TEST(Timetable, GatedJobCarriesItsWindowAndSlack) {
   JobPlan e{7, 200 * kMs, 30 * kMs, 50 * kMs, 5 * kMs, false, 0.0};
-  const TimetableValues t = to_timetable(e);
+  const metronome::Timetable t = to_timetable(e, 0);
   EXPECT_EQ(t.period_ns, 200 * kMs);
   EXPECT_EQ(t.offset_ns, 30 * kMs);
   EXPECT_EQ(t.window_ns, 50 * kMs);
@@ -76,12 +76,15 @@ TEST(Timetable, GatedJobCarriesItsWindowAndSlack) {
 
 TEST(Timetable, UngatedJobNeverWaits) {
   JobPlan e{7, 100 * kMs, 0, 100 * kMs, 0, true, 0.0};
-  EXPECT_EQ(to_timetable(e).max_wait_ns, 0);
+  const metronome::Timetable t = to_timetable(e, 5 * kMs);
+  EXPECT_TRUE(metronome::AlwaysOpen(t));
+  EXPECT_EQ(t.max_wait_ns, 0);
+  EXPECT_EQ(t.epoch_ns, 5 * kMs);
 }
 
 TEST(Timetable, BestEffortJobKeepsItsWindowAndALatePhaseGoesAtOnce) {
   JobPlan e{7, 100 * kMs, 30 * kMs, 40 * kMs, 0, true, 0.0};
-  const TimetableValues t = to_timetable(e);
+  const metronome::Timetable t = to_timetable(e, 0);
   EXPECT_EQ(t.window_ns, 40 * kMs);
   EXPECT_EQ(t.offset_ns, 30 * kMs);
   // Its window is not protected: a late phase goes at once, only one that comes within a

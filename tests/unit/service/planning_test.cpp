@@ -20,12 +20,17 @@ PlanJob Job(uint64_t id, std::vector<std::string> nodes, int64_t period, int64_t
   return j;
 }
 
-JobSchedule Find(const PlanSummary& s, uint64_t id) {
+JobSchedule FindJob(const PlanSummary& s, uint64_t id) {
   for (const auto& j : s.jobs) {
     if (j.id == id) return j;
   }
   ADD_FAILURE() << "job " << id << " is not in the plan";
   return {};
+}
+
+// The job's timetable in the plan.
+Timetable Find(const PlanSummary& s, uint64_t id) {
+  return FindJob(s, id).timetable;
 }
 
 TEST(PlanningAdapter, UnknownNodesCrossTheDefaultLinkSingleNodeJobsNone) {
@@ -40,9 +45,9 @@ TEST(PlanningAdapter, TwoJobsOnOneLinkGetDisjointWindows) {
   p.AddJob(Job(1, {"a", "b"}, 100 * kMs, 40 * kMs, 2));
   p.AddJob(Job(2, {"c", "d"}, 100 * kMs, 50 * kMs, 1));
   const PlanSummary s = p.Summary();
-  const JobSchedule a = Find(s, 1);
-  const JobSchedule b = Find(s, 2);
-  EXPECT_FALSE(a.best_effort || b.best_effort);
+  const Timetable a = Find(s, 1);
+  const Timetable b = Find(s, 2);
+  EXPECT_FALSE(FindJob(s, 1).best_effort || FindJob(s, 2).best_effort);
   EXPECT_EQ(a.window_ns, 40 * kMs);
   EXPECT_EQ(b.window_ns, 50 * kMs);
   // On the circle of 100 ms: [a, a+40) and [b, b+50) do not intersect.
@@ -68,7 +73,7 @@ TEST(PlanningAdapter, AJobsFirstWindowOpensAtItsNextPhase) {
   PlanJob j = Job(1, {"a", "b"}, 100 * kMs, 40 * kMs, 2);
   j.next_phase_ns = 1'000'000 * kMs + 130 * kMs;
   p.AddJob(j);
-  const JobSchedule s = Find(p.Summary(), 1);
+  const Timetable s = Find(p.Summary(), 1);
   const int64_t opens = p.Summary().epoch_ns + s.offset_ns;
   EXPECT_EQ(((j.next_phase_ns - opens) % s.period_ns + s.period_ns) % s.period_ns, 0);
 }
@@ -77,12 +82,12 @@ TEST(PlanningAdapter, RemoveKeepsOthersAndBumpsGeneration) {
   PlanningAdapter p(TopologyConfig::Default(), {});
   p.AddJob(Job(1, {"a", "b"}, 100 * kMs, 30 * kMs));
   p.AddJob(Job(2, {"c", "d"}, 100 * kMs, 30 * kMs));
-  const JobSchedule before = Find(p.Summary(), 1);
+  const Timetable before = Find(p.Summary(), 1);
   const uint64_t g = p.generation();
   p.RemoveJob(2);
   EXPECT_GT(p.generation(), g);
   EXPECT_FALSE(p.Contains(2));
-  const JobSchedule after = Find(p.Summary(), 1);
+  const Timetable after = Find(p.Summary(), 1);
   EXPECT_EQ(after.offset_ns, before.offset_ns);
   EXPECT_EQ(after.period_ns, before.period_ns);
 }
@@ -103,8 +108,8 @@ TEST(PlanningAdapter, ExplicitTopologyAndBetaFromBytes) {
   p.AddJob(a);
   p.AddJob(b);
   const PlanSummary s = p.Summary();
-  EXPECT_FALSE(Find(s, 1).best_effort);
-  EXPECT_FALSE(Find(s, 2).best_effort);
+  EXPECT_FALSE(FindJob(s, 1).best_effort);
+  EXPECT_FALSE(FindJob(s, 2).best_effort);
 }
 
 // An outranking newcomer re-plans its own links only: it takes first pick among the jobs there,
@@ -132,10 +137,10 @@ TEST(PlanningAdapter, OutrankingNewcomerTakesFirstPickOnItsLinksAndTheRestStays)
     EXPECT_EQ(Find(after, id).late_slack_ns, Find(before, id).late_slack_ns) << id;
   }
   // The newcomer got first pick: the period it would get alone, gated.
-  EXPECT_FALSE(Find(after, 5).best_effort);
+  EXPECT_FALSE(FindJob(after, 5).best_effort);
   EXPECT_EQ(Find(after, 5).period_ns, Find(first_alone.Summary(), 5).period_ns);
   // Its lower-priority neighbours are still planned, around it.
-  for (uint64_t id : {1u, 2u}) EXPECT_FALSE(Find(after, id).best_effort) << id;
+  for (uint64_t id : {1u, 2u}) EXPECT_FALSE(FindJob(after, id).best_effort) << id;
 }
 
 TEST(PlanningAdapter, InvalidJobIsRefusedWithAReason) {
@@ -201,12 +206,12 @@ TEST(PlanningAdapter, TheDemosHighPriorityJobJoiningLastLeavesTheLowPriorityOneG
   p.AddJobs({j3});
   p.AddJobs({mk(1, "h1", "h4", 2, 301 * kMs, 4'194'304)});
   const PlanSummary s = p.Summary();
-  const JobSchedule high = Find(s, 1);
-  const JobSchedule normal = Find(s, 2);
-  const JobSchedule low = Find(s, 3);
-  EXPECT_FALSE(high.best_effort);
-  EXPECT_FALSE(normal.best_effort);
-  ASSERT_FALSE(low.best_effort);
+  const Timetable high = Find(s, 1);
+  const Timetable normal = Find(s, 2);
+  const Timetable low = Find(s, 3);
+  EXPECT_FALSE(FindJob(s, 1).best_effort);
+  EXPECT_FALSE(FindJob(s, 2).best_effort);
+  ASSERT_FALSE(FindJob(s, 3).best_effort);
   EXPECT_EQ(low.period_ns * 2, high.period_ns);
   EXPECT_LT(low.window_ns, low.period_ns);
   // Stage 3 spreads the slack over all three, the high-priority job not left at its minimum.
@@ -231,8 +236,8 @@ TEST(PlanningAdapter, NearlyEqualPeriodsOnASharedLinkArePlannedAtOnePeriod) {
     p.AddJobs({faster_first ? fast : slow});
     p.AddJobs({faster_first ? slow : fast});
     const PlanSummary s = p.Summary();
-    const JobSchedule a = Find(s, 1), b = Find(s, 2);
-    EXPECT_FALSE(a.best_effort || b.best_effort) << faster_first;
+    const Timetable a = Find(s, 1), b = Find(s, 2);
+    EXPECT_FALSE(FindJob(s, 1).best_effort || FindJob(s, 2).best_effort) << faster_first;
     EXPECT_EQ(a.period_ns, b.period_ns) << faster_first;
     EXPECT_LT(b.period_ns, 510 * kMs) << faster_first;  // not doubled
   }
@@ -250,7 +255,7 @@ TEST(PlanningAdapter, TwoHalfDutyJobsTakeTurnsAtOneSlightlyStretchedPeriod) {
   p.AddJobs({a});
   p.AddJobs({b});
   const PlanSummary s = p.Summary();
-  EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
+  EXPECT_FALSE(FindJob(s, 1).best_effort || FindJob(s, 2).best_effort);
   EXPECT_EQ(Find(s, 1).period_ns, Find(s, 2).period_ns);
   EXPECT_GE(Find(s, 1).period_ns, 510 * kMs);
   EXPECT_LT(Find(s, 1).period_ns, 520 * kMs);
@@ -292,7 +297,7 @@ TEST(PlanningAdapter, SaturatingJobsWindowIsTheWireTimeWhateverTheFastestPhase) 
   const PlanSummary s = p.Summary();
   EXPECT_EQ(Find(s, 1).window_ns, Find(s, 2).window_ns);
   EXPECT_EQ(Find(s, 1).period_ns, Find(s, 2).period_ns);
-  EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
+  EXPECT_FALSE(FindJob(s, 1).best_effort || FindJob(s, 2).best_effort);
 }
 
 // Phases that took longer than the wire time in a gated window (the controller's overrun rule)
@@ -336,7 +341,7 @@ TEST(PlanningAdapter, ACopyThatReportedNoJitterGetsTheSamePeriod) {
   const PlanSummary s = p.Summary();
   EXPECT_EQ(Find(s, 1).period_ns, Find(s, 2).period_ns);
   EXPECT_LT(Find(s, 2).period_ns, 600 * kMs);  // not doubled
-  EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
+  EXPECT_FALSE(FindJob(s, 1).best_effort || FindJob(s, 2).best_effort);
 }
 
 // A re-plan whose profile converts to the same planner job (here only its fastest phase and
@@ -392,7 +397,7 @@ TEST(PlanningAdapter, AWiderWindowIsTakenUnlessItWouldStretchThePeriod) {
     EXPECT_TRUE(p.WidenWindow(high));
     const PlanSummary s = p.Summary();
     EXPECT_EQ(Find(s, 1).window_ns, 270 * kMs);
-    EXPECT_FALSE(Find(s, 1).best_effort || Find(s, 2).best_effort);
+    EXPECT_FALSE(FindJob(s, 1).best_effort || FindJob(s, 2).best_effort);
     EXPECT_EQ(Find(s, 2).period_ns, Find(s, 1).period_ns);
     EXPECT_LT(Find(s, 1).period_ns, 540 * kMs);  // 260 + 270 ms and the 1 % headroom
   }
@@ -406,7 +411,7 @@ TEST(PlanningAdapter, AWiderWindowIsTakenUnlessItWouldStretchThePeriod) {
     EXPECT_FALSE(p.WidenWindow(low));
     const PlanSummary after = p.Summary();
     for (const uint64_t id : {1u, 2u}) {
-      EXPECT_FALSE(Find(after, id).best_effort) << id;
+      EXPECT_FALSE(FindJob(after, id).best_effort) << id;
       EXPECT_EQ(Find(after, id).period_ns, Find(before, id).period_ns) << id;
       EXPECT_EQ(Find(after, id).offset_ns, Find(before, id).offset_ns) << id;
       EXPECT_EQ(Find(after, id).window_ns, Find(before, id).window_ns) << id;

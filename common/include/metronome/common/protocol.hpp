@@ -103,6 +103,11 @@ struct ProfileReport {
 struct TimetablePush {
   std::string job_id;
   Timetable timetable;
+  // Optional (trailing; absent means true): false is the scheduler's explicit "no gate" for this
+  // job. The decoder then makes the timetable always open (window = period, no slack, no wait),
+  // and a timetable that is always open decodes as gated = false whatever the flag said, so the
+  // two can never disagree.
+  bool gated = true;
 };
 
 struct Bye {

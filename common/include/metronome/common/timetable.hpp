@@ -32,6 +32,8 @@ struct Timetable {
   int64_t window_ns = 0;      // in (0, period]
   int64_t late_slack_ns = 0;  // in [0, period - window]: the cushion after the window
   int64_t max_wait_ns = 0;    // in [0, period]: never hold a phase longer than this
+
+  friend constexpr bool operator==(const Timetable&, const Timetable&) = default;
 };
 
 // Bounds that make a timetable sane. Values outside them are clamped or rejected.
@@ -135,6 +137,12 @@ METRONOME_HD constexpr bool InWindow(const Timetable& tt, int64_t t) {
   return PhaseInPeriod(tt, t) < tt.window_ns;
 }
 
+// The scheduler's "no gate": a window as long as the period leaves no time outside it. Such a
+// timetable never holds a phase and no phase under it is late (DecideGate).
+METRONOME_HD constexpr bool AlwaysOpen(const Timetable& tt) {
+  return tt.window_ns >= tt.period_ns;
+}
+
 enum class GateAction : uint8_t {
   kGoNow,      // inside the window's late slack: start at once
   kWaitUntil,  // hold until `until_ns` (the next window opens)
@@ -151,12 +159,16 @@ struct GateDecision {
 // The gate: what to do with a communication phase that wants to start at `now`. A phase later
 // than the late slack goes at once (fails open) when the next window is further than max_wait,
 // unless `realign` (MustRealign below): then it waits for the next window whatever max_wait.
+// Under an always-open timetable every phase goes at once, on time (lateness 0), realign or not.
+// This is the one gate decision: the shim's host gate, its stream-wait gate and its device
+// kernel, and the simulator's gate all call it (through DecideCappedGate).
 METRONOME_HD constexpr GateDecision DecideGate(const Timetable& tt, int64_t now,
                                                bool realign = false) {
   GateDecision d;
+  d.until_ns = now;
+  if (AlwaysOpen(tt)) return d;
   const int64_t phase = PhaseInPeriod(tt, now);
   d.lateness_ns = phase;
-  d.until_ns = now;
   if (phase <= tt.late_slack_ns) {
     d.action = GateAction::kGoNow;
     return d;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "metronome/common/timetable.hpp"
 #include "metronome/planner/model.h"
 
 namespace metronome::planner {
@@ -58,23 +59,17 @@ struct Plan {
   [[nodiscard]] const JobPlan* find(JobId id) const;
 };
 
-// The values a job's timetable carries (the daemon copies them into common/'s timetable).
-struct TimetableValues {
-  Nanos period_ns = 0;
-  Nanos offset_ns = 0;
-  Nanos window_ns = 0;
-  Nanos late_slack_ns = 0;
-  // The longest a gate may hold a phase: period − window. A phase that comes later than its
-  // slack but before its window would have ended goes at once (the gate's fail-open) instead
-  // of waiting nearly a whole period for the next window; one that comes after the window's end
-  // waits for the next window, at most period − window.
-  Nanos max_wait_ns = 0;
-};
-// A gated job's values as they are. A best-effort job's window is not protected, so waiting for
-// it gains little: its late slack is period − window (a late phase always goes at once; only one
-// that comes within a window's length before its next window waits for it, which keeps it
-// aimed). An ungated job has window = period: the gate is always open, max wait 0.
-[[nodiscard]] TimetableValues to_timetable(const JobPlan& job);
+// The timetable the gate of a planned job obeys (common/'s Timetable, the one schedule type from
+// planner to gate), at the plan's epoch; version 0: whoever pushes it numbers it.
+// The longest a gate may hold a phase is period − window: a phase that comes later than its
+// slack but before its window would have ended goes at once (the gate's fail-open) instead of
+// waiting nearly a whole period for the next window; one that comes after the window's end waits
+// for the next window, at most period − window. A gated job's values are as planned. A
+// best-effort job's window is not protected, so waiting for it gains little: its late slack is
+// period − window (a late phase always goes at once; only one that comes within a window's
+// length before its next window waits for it, which keeps it aimed). An ungated job has
+// window = period: the gate is always open (AlwaysOpen), max wait 0.
+[[nodiscard]] Timetable to_timetable(const JobPlan& job, Nanos epoch_ns);
 
 // Whether re-planning a gated job with a wider window (the controller's overrun rule) left it
 // gated at a period longer than before by more than twice the widening: the wider window no

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "metronome/common/timetable.hpp"
 #include "metronome/service/config.hpp"
 
 namespace metronome::service {
@@ -36,15 +37,12 @@ struct PlanJob {
   int64_t next_phase_ns = 0;       // its next phase start, scheduler clock (0: unknown)
 };
 
-// The planner's verdict for one job, in timetable terms.
+// The planner's verdict for one job: its timetable (planner::to_timetable, at the plan's epoch;
+// version 0 until the service numbers it) and what the plan says of it.
 struct JobSchedule {
   uint64_t id = 0;
   bool best_effort = false;
-  int64_t period_ns = 0;
-  int64_t offset_ns = 0;
-  int64_t window_ns = 0;
-  int64_t late_slack_ns = 0;
-  int64_t max_wait_ns = 0;  // the planner's: period − window (0: ungated)
+  Timetable timetable;
   double predicted_slowdown = 0.0;
 };
 
