@@ -1,12 +1,3 @@
-# add_subdirectory for each listed folder that has a CMakeLists.txt (parts arrive one at a time).
-function(metronome_add_present_subdirs)
-  foreach(dir IN LISTS ARGN)
-    if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/${dir}/CMakeLists.txt")
-      add_subdirectory(${dir})
-    endif()
-  endforeach()
-endfunction()
-
 # metronome_add_gtest(NAME name SOURCES ... LIBS ... LABELS unit|integration|e2e [TIMEOUT s])
 # One GoogleTest executable, registered with CTest as a single test carrying the given labels.
 function(metronome_add_gtest)

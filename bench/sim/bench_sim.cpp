@@ -81,10 +81,6 @@ void BM_K8sDefault(benchmark::State& state) {
   Run(state, "k8s-default");
 }
 void BM_Metronome(benchmark::State& state) {
-  if (!metronome::sim::PlannerAvailable()) {
-    state.SkipWithError("no planner library in this build");
-    return;
-  }
   Run(state, "metronome");
 }
 

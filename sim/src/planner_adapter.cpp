@@ -19,10 +19,6 @@
 
 namespace metronome::sim {
 
-bool PlannerAvailable() {
-  return true;
-}
-
 namespace {
 
 namespace pl = metronome::planner;

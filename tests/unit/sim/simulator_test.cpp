@@ -39,10 +39,6 @@ RunResult RunYaml(const std::string& yaml, const std::string& policy) {
 
 TEST(Simulator, SingleJobRunsAtItsNaturalPeriod) {
   for (const char* policy : {"k8s-default", "network-aware", "metronome", "cassini"}) {
-    if (!PlannerAvailable() && std::string(policy) != "k8s-default" &&
-        std::string(policy) != "network-aware") {
-      continue;
-    }
     const RunResult r = RunYaml(TwoRacks(1), policy);
     ASSERT_EQ(r.jobs.size(), 1u);
     EXPECT_NEAR(r.jobs[0].natural_ms, 250.0, 1e-9) << policy;
@@ -84,7 +80,6 @@ TEST(Simulator, TwoJobsWithoutTimeSchedulingSlowDownAsTheFluidModelPredicts) {
 }
 
 TEST(Simulator, TwoJobsWithMetronomeInterleave) {
-  if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
   const RunResult r = RunYaml(TwoRacks(2), "metronome");
   EXPECT_LT(r.summary.overlap_fraction, 0.005);
   for (const JobResult& j : r.jobs) {
@@ -104,7 +99,6 @@ TEST(Simulator, TwoJobsWithMetronomeInterleave) {
 }
 
 TEST(Simulator, NoCushionAblationLeavesNoLateSlack) {
-  if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
   const RunResult r =
       RunYaml(TwoRacks(2, "{compute_jitter: 0.02, clock_skew_us: 50}"), "metronome-no-cushion");
   // The job that finishes first does so while the other still runs: its last timetable.
@@ -140,7 +134,6 @@ TEST(Simulator, JsonWithLinksNamesTheLinksEachJobCrossed) {
 TEST(Simulator, SameSeedSameOutputOtherSeedOtherOutput) {
   const std::string noise = "{compute_jitter: 0.05, clock_skew_us: 100}";
   for (const char* policy : {"k8s-default", "metronome"}) {
-    if (!PlannerAvailable() && std::string(policy) == "metronome") continue;
     auto strip = [](nlohmann::json j) {
       j["summary"].erase("wall_s");
       j.erase("scheduler");
@@ -266,7 +259,6 @@ topology:
   const Scenario s = ParseScenario(yaml);
   ValidateScenario(s, {});
   for (const std::string& p : PolicyNames()) {
-    if (!PlannerAvailable() && p != "k8s-default" && p != "network-aware") continue;
     const RunResult r = Simulate(s, PolicyByName(p));
     for (const JobResult& j : r.jobs) {
       EXPECT_GT(j.finish_s, j.arrival_s) << p << " " << j.name;
@@ -286,7 +278,6 @@ namespace {
 // With a wrong profile (10 % compute error), the controller measures the real compute phase and
 // re-plans; without it the plan stays wrong.
 TEST(Simulator, ControllerCorrectsAWrongProfile) {
-  if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
   const std::string yaml = R"(
 seed: 3
 noise: {compute_jitter: 0.005, profile_error: 0.1}
@@ -339,7 +330,6 @@ jobs:
 // the widenings that would stretch the period refused, below). The link is oversubscribed (duty
 // cycles 0.34 + 0.34 + 0.44): without time scheduling the same jobs take 59.3 and 58.7 s.
 TEST(Simulator, OverrunningPhasesGetWiderWindows) {
-  if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
   for (const std::uint64_t seed : {1u, 4u}) {
     Scenario s = ParseScenario(kDriftingNeighbour);
     s.seed = seed;
@@ -358,7 +348,6 @@ TEST(Simulator, OverrunningPhasesGetWiderWindows) {
 // natural 460 ms). Such a widening is not taken: the plan goes back as it was, and its phases
 // overrun the narrower window as before (580 and 619 ms).
 TEST(Simulator, AWideningThatWouldStretchThePeriodIsNotTaken) {
-  if (!PlannerAvailable()) GTEST_SKIP() << "no planner library in this build";
   for (const std::uint64_t seed : {3u, 4u}) {
     Scenario s = ParseScenario(kDriftingNeighbour);
     s.seed = seed;

@@ -87,11 +87,8 @@ class TimeScheduler {
       const std::vector<ActiveJob>& candidates) = 0;
 };
 
-// Whether this build has the planner library (policies cassini and metronome* need it).
-bool PlannerAvailable();
-
-// The scheduler a policy uses; nullptr for policies without time scheduling. Throws
-// std::runtime_error when the policy needs the planner and the build has none.
+// The scheduler a policy uses (the planner adapter); nullptr for policies without time
+// scheduling.
 std::unique_ptr<TimeScheduler> MakeTimeScheduler(const PolicyConfig& policy, const Cluster& cluster,
                                                  std::size_t job_count);
 
