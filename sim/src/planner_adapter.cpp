@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "metronome/controller/overrun.hpp"
 #include "metronome/planner/baselines.h"
 #include "metronome/planner/offline.h"
 #include "metronome/planner/planner.h"
@@ -22,6 +23,7 @@ namespace metronome::sim {
 namespace {
 
 namespace pl = metronome::planner;
+namespace ctl = metronome::controller;
 
 // The controller's drift watch (DESIGN.md §6): every kWindow iterations, the mean measured
 // compute phase of the last kWindow iterations is compared with the profile the plan was made
@@ -32,13 +34,9 @@ namespace pl = metronome::planner;
 constexpr std::size_t kWindow = 16;
 constexpr double kTolerance = 0.02;
 constexpr double kJitterGrowth = 1.25;
-// Gated phases that take longer than their window (slowed by traffic the plan does not control:
-// drifting best-effort jobs) make the job later every iteration, and it waits at its gate for a
-// window it cannot keep; a median phase more than kOverrun times its window re-plans the job
-// with the window the phases take (and back towards its wire time once they are faster),
-// unless the wider window would stretch its period (WideningStretches).
-// The service's overrun rule (docs/scheduler.md) with its default overrun_ratio.
-constexpr double kOverrun = 1.1;
+// Overrun: the service's rule (controller/overrun.hpp, with its default ratio) judged on the
+// median of the last kWindow phases; a widening that would stretch the job's period is not
+// taken (WideningStretches).
 // Periods are planned on a grid, rounded up, as the scheduler service does: periods measured to
 // the nanosecond are almost never commensurate, and the planner interleaves by gcd. The grid is
 // 1 ms, finer for periods under 100 ms (pl::round_up_period: never more than 1 % of the period).
@@ -172,22 +170,21 @@ class PlannerScheduler final : public TimeScheduler {
     const bool jittery = !e.best_effort && e.fail_opens >= 2 &&
                          sigma > kJitterGrowth * static_cast<double>(e.job.profile.jitter_ns);
     e.fail_opens = 0;
-    // Overrun: the window follows what the phases take (the median of the last kWindow) when
-    // that is longer than the window by more than kOverrun, or shorter than a window so widened
-    // by more than kOverrun² (a band, so that phases that overlap the drifting traffic now and
-    // then do not widen and narrow the window at every check), but never below the wire time.
+    // Overrun: the window follows what the phases take (the median of the last kWindow), but
+    // never below the wire time. Judged only on phases run under the current timetable (as the
+    // service does).
     const std::int64_t phase = Median(e.recent_comm);
-    // Judged only on phases run under the current timetable (as the service does).
     const bool settled = e.phases_under_tt >= kWindow;
-    const bool gated =
-        policy_.overrun && e.has_tt && !e.best_effort && e.tt.window_ns < e.tt.period_ns;
+    const bool gated = policy_.overrun && e.has_tt && !e.best_effort && !AlwaysOpen(e.tt);
+    const ctl::OverrunMove move =
+        settled ? ctl::JudgeOverrun({phase, e.comm_ns, gated, e.refused_window_ns,
+                                     e.comm_ns > e.base_comm_ns ? e.comm_ns : 0},
+                                    ctl::kDefaultOverrunRatio)
+                : ctl::OverrunMove::kNone;
     std::int64_t window = e.comm_ns;
-    if (settled && gated &&
-        static_cast<double>(phase) > kOverrun * static_cast<double>(e.comm_ns) &&
-        static_cast<double>(phase) > kOverrun * static_cast<double>(e.refused_window_ns)) {
+    if (move == ctl::OverrunMove::kWiden) {
       window = phase;
-    } else if (settled && e.comm_ns > e.base_comm_ns &&
-               kOverrun * kOverrun * static_cast<double>(phase) < static_cast<double>(e.comm_ns)) {
+    } else if (move == ctl::OverrunMove::kNarrow) {
       window = std::max(e.base_comm_ns, phase);
     }
     const bool overran = window != e.comm_ns;

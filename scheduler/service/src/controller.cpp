@@ -4,6 +4,8 @@
 #include <array>
 #include <cmath>
 
+#include "metronome/controller/overrun.hpp"
+
 namespace metronome::service {
 
 namespace {
@@ -189,16 +191,12 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
                        job.phases_seen >= job.phases_at_timetable + kSettledPhases;
   if (usable && settled && controller.overrun_ratio > 0.0) {
     const Timetable& tt = job.timetable;
-    const bool gated = !job.best_effort && tt.window_ns < tt.period_ns;
-    const double phase = static_cast<double>(report.comm_ns);
-    const double window = static_cast<double>(tt.window_ns);
-    const bool longer =
-        gated && phase > controller.overrun_ratio * window &&
-        phase > controller.overrun_ratio * static_cast<double>(job.overrun_refused_ns);
-    const double ratio2 = controller.overrun_ratio * controller.overrun_ratio;
-    const bool shorter =
-        job.phase_floor_ns > 0 && phase * ratio2 < static_cast<double>(job.phase_floor_ns);
-    job.consecutive_overrun_reports = longer || shorter ? job.consecutive_overrun_reports + 1 : 0;
+    const metronome::controller::OverrunMove move = metronome::controller::JudgeOverrun(
+        {report.comm_ns, tt.window_ns, !job.best_effort && !AlwaysOpen(tt), job.overrun_refused_ns,
+         job.phase_floor_ns},
+        controller.overrun_ratio);
+    job.consecutive_overrun_reports =
+        move != metronome::controller::OverrunMove::kNone ? job.consecutive_overrun_reports + 1 : 0;
     if (job.consecutive_overrun_reports >= controller.profile_change_reports && cooled) {
       v.decision = Decision::kReplanOverrun;
       v.reason = "phases take " + std::to_string(report.comm_ns) + " ns in a " +

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "metronome/controller/overrun.hpp"
+
 namespace metronome::service {
 
 class ConfigError : public std::runtime_error {
@@ -113,12 +115,13 @@ struct ControllerConfig {
   double late_fraction = 0.5;             // a report is late when this share of its phases is
   double profile_change_threshold = 0.1;  // relative change of period or comm that counts
   uint32_t profile_change_reports = 3;    // consecutive changed reports before re-planning
-  double overrun_ratio = 1.1;             // phases this much over a gated window widen it (0: off)
-  int64_t replan_cooldown_ms = 5'000;     // at most one controller re-plan per job this often
-  int64_t offline_interval_ms = 10'000;   // background recalculation period (0: off)
-  int64_t offline_budget_ms = 200;        // time budget of one background search
-  uint32_t offline_max_moves = 8;         // a better plan moving more jobs than this is skipped
-  uint32_t phase_history = 256;           // measured phase starts kept per job
+  // Phases this much over a gated window widen it (0: off); the rule: controller/overrun.hpp.
+  double overrun_ratio = metronome::controller::kDefaultOverrunRatio;
+  int64_t replan_cooldown_ms = 5'000;    // at most one controller re-plan per job this often
+  int64_t offline_interval_ms = 10'000;  // background recalculation period (0: off)
+  int64_t offline_budget_ms = 200;       // time budget of one background search
+  uint32_t offline_max_moves = 8;        // a better plan moving more jobs than this is skipped
+  uint32_t phase_history = 256;          // measured phase starts kept per job
 };
 
 // The Kubernetes side: the kube-scheduler extender is always mounted (/extender/...); with
