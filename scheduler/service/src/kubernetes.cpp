@@ -42,24 +42,7 @@ extender::ClusterState ToClusterState(const ClusterView& view) {
     s.network.racks.push_back(std::move(rack));
   }
   s.network.unknown_nodes_link = topo.unknown_nodes_link;
-  for (const auto& j : view.jobs) {
-    ext::JobSnapshot job;
-    job.name = j.name;
-    job.priority = j.priority;
-    job.nodes = j.nodes;
-    job.period_ns = j.period_ns;
-    job.comm_ns = j.comm_ns;
-    job.bytes_per_phase = j.bytes_per_phase;
-    job.planned = j.planned;
-    job.best_effort = j.best_effort;
-    if (j.planned) {
-      job.planned_period_ns = j.timetable.period_ns;
-      job.offset_ns = j.timetable.offset_ns;
-      job.window_ns = j.timetable.window_ns;
-      job.late_slack_ns = j.timetable.late_slack_ns;
-    }
-    s.jobs.push_back(std::move(job));
-  }
+  s.jobs = view.jobs;
   return s;
 }
 
@@ -115,7 +98,7 @@ void DescribeLink(const TopologyConfig& topo, const std::string& name,
 
 std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> LinkSchedulesOf(
     const ClusterView& view, const nlohmann::json& links) {
-  std::map<std::string, const ClusterView::Job*> jobs;
+  std::map<std::string, const ext::JobSnapshot*> jobs;
   for (const auto& j : view.jobs) jobs[j.name] = &j;
   std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> out;
   if (!links.is_array()) return out;
@@ -141,7 +124,7 @@ std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> LinkSch
         if (!jn.is_string()) continue;
         const auto it = jobs.find(jn.get<std::string>());
         if (it == jobs.end()) continue;
-        const ClusterView::Job& j = *it->second;
+        const ext::JobSnapshot& j = *it->second;
         kube::LinkScheduleJob entry;
         entry.name = j.name;
         entry.priority = j.priority;

@@ -224,7 +224,7 @@ ClusterView Service::View() {
   v.plan_version = plan_version_;
   v.topology = config_.topology;
   for (const auto& [name, job] : jobs_) {
-    ClusterView::Job j;
+    extender::JobSnapshot j;
     j.name = name;
     j.priority = job.priority;
     for (const auto& [r, rank] : job.ranks) j.nodes.push_back(rank.node);

@@ -41,9 +41,9 @@ ClusterState Cluster() {
   hp.period_ns = 200 * kMs;
   hp.comm_ns = 150 * kMs;
   hp.planned = true;
-  hp.planned_period_ns = 200 * kMs;
-  hp.offset_ns = 0;
-  hp.window_ns = 150 * kMs;
+  hp.timetable.period_ns = 200 * kMs;
+  hp.timetable.offset_ns = 0;
+  hp.timetable.window_ns = 150 * kMs;
   s.jobs.push_back(hp);
   s.placed_pods["lp-train"] = {"gpu-b2"};
   return s;

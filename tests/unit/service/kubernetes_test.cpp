@@ -21,7 +21,7 @@ ClusterView View() {
   v.topology.racks = {rack};
   v.topology.two_tier = TopologyConfig::TwoTier{2, 4, 1e9, 2e9};
   v.topology.unknown_nodes_link = "spine";
-  ClusterView::Job a;
+  extender::JobSnapshot a;
   a.name = "hp";
   a.priority = 2;
   a.nodes = {"gpu-a1", "gpu-a2"};
@@ -33,7 +33,7 @@ ClusterView View() {
   a.timetable.offset_ns = 5 * kMs;
   a.timetable.window_ns = 160 * kMs;
   a.timetable.late_slack_ns = 20 * kMs;
-  ClusterView::Job b;
+  extender::JobSnapshot b;
   b.name = "new";
   b.nodes = {"n7"};
   v.jobs = {a, b};
@@ -68,12 +68,12 @@ TEST(Kubernetes, ClusterStateMirrorsTheView) {
   EXPECT_EQ(hp.bytes_per_phase, 1'000'000u);
   EXPECT_TRUE(hp.planned);
   EXPECT_FALSE(hp.best_effort);
-  EXPECT_EQ(hp.planned_period_ns, 210 * kMs);
-  EXPECT_EQ(hp.offset_ns, 5 * kMs);
-  EXPECT_EQ(hp.window_ns, 160 * kMs);
-  EXPECT_EQ(hp.late_slack_ns, 20 * kMs);
+  EXPECT_EQ(hp.timetable.period_ns, 210 * kMs);
+  EXPECT_EQ(hp.timetable.offset_ns, 5 * kMs);
+  EXPECT_EQ(hp.timetable.window_ns, 160 * kMs);
+  EXPECT_EQ(hp.timetable.late_slack_ns, 20 * kMs);
   EXPECT_FALSE(s.jobs[1].planned);
-  EXPECT_EQ(s.jobs[1].planned_period_ns, 0);
+  EXPECT_EQ(s.jobs[1].timetable.period_ns, 0);
 }
 
 TEST(Kubernetes, RackLabelsPreferMetronomeRack) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "metronome/common/timetable.hpp"
+
 namespace metronome::extender {
 
 // The network as in the scheduler's topology file (same naming as the planner and the service:
@@ -46,7 +48,8 @@ struct NetworkSpec {
 // A node's labels, as the kube client's Node list/watch or a request's Node objects give them.
 using NodeLabels = std::map<std::string, std::string>;
 
-// A job the scheduler knows (from the shims' registrations, or placed pods).
+// A job the scheduler knows (from the shims' registrations, or placed pods): what the service's
+// registry says of it after each plan (Service::View) and what the extender scores against.
 struct JobSnapshot {
   std::string name;  // the job name the shims register (METRONOME_JOB: the job-name label)
   int priority = 1;  // 0 low, 1 normal, 2 high (or any integer: higher = more important)
@@ -55,13 +58,10 @@ struct JobSnapshot {
   int64_t period_ns = 0;
   int64_t comm_ns = 0;
   uint64_t bytes_per_phase = 0;
-  // Its current timetable, if planned.
+  // Its current timetable, as pushed to its shims (meaningful when planned).
   bool planned = false;
   bool best_effort = false;
-  int64_t planned_period_ns = 0;
-  int64_t offset_ns = 0;
-  int64_t window_ns = 0;
-  int64_t late_slack_ns = 0;
+  Timetable timetable;
 };
 
 // A profile measured by the shims in this or an earlier run of a job.

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "metronome/common/protocol.hpp"
+#include "metronome/extender/state.hpp"
 #include "metronome/service/config.hpp"
 #include "metronome/service/http_server.hpp"
 #include "metronome/service/metrics.hpp"
@@ -49,20 +50,9 @@ namespace metronome::service {
 // What other parts (the kube-scheduler extender) need to know after each plan change: the
 // topology as configured and every job with its measured profile and current timetable.
 struct ClusterView {
-  struct Job {
-    std::string name;
-    int priority = 0;
-    std::vector<std::string> nodes;  // one entry per registered rank
-    int64_t period_ns = 0;           // measured profile (0: none yet)
-    int64_t comm_ns = 0;
-    uint64_t bytes_per_phase = 0;
-    bool planned = false;
-    bool best_effort = false;
-    Timetable timetable;
-  };
   uint64_t plan_version = 0;
   TopologyConfig topology;
-  std::vector<Job> jobs;
+  std::vector<extender::JobSnapshot> jobs;  // nodes: one entry per registered rank
 };
 
 class Service {
