@@ -85,6 +85,21 @@ bool WaitFor(Pred p, std::chrono::milliseconds limit) {
   return p();
 }
 
+// From the peer's thread, once the shim has pinged: pushes `t` with its epoch at now, at most
+// every 100 ms.
+void PushEvery100ms(RawPeer& p, Timetable t, bool gated = true) {
+  static thread_local int64_t last = 0;
+  const int64_t now = RealtimeNs();
+  if (p.pings() == 0 || now - last < 100'000'000) return;
+  last = now;
+  proto::TimetablePush push;
+  push.job_id = p.job_id();
+  push.timetable = t;
+  push.timetable.epoch_ns = now;
+  push.gated = gated;
+  p.Send(push);
+}
+
 TEST(ShimSafety, SchedulerAbsentRunsUngated) {
   ShimUnderTest shim("tcp://127.0.0.1:1");  // nothing listens there
   int64_t worst = 0;
@@ -210,15 +225,7 @@ TEST(ShimSafety, AnAlwaysOpenTimetableNeverHoldsOrCountsAPhase) {
     SCOPED_TRACE(k.what);
     RawPeer peer;
     peer.tick = [&](RawPeer& p) {
-      static thread_local int64_t last = 0;
-      const int64_t now = RealtimeNs();
-      if (p.pings() == 0 || now - last < 100'000'000) return;
-      last = now;
-      proto::TimetablePush push;
-      push.job_id = p.job_id();
-      push.timetable = Timetable{1, now, 20'000'000, 0, k.window_ns, 0, 1'000'000};
-      push.gated = k.gated_flag;
-      p.Send(push);
+      PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, k.window_ns, 0, 1'000'000}, k.gated_flag);
     };
     peer.Start();
     ShimUnderTest shim(peer.endpoint());
@@ -256,14 +263,7 @@ TEST(ShimSafety, SchedulerDiesFailsOpenAndReRegisters) {
   auto peer = std::make_unique<RawPeer>();
   const std::string endpoint = peer->endpoint();
   auto push_valid = [](RawPeer& p) {
-    static thread_local int64_t last = 0;
-    const int64_t now = RealtimeNs();
-    if (p.pings() == 0 || now - last < 100'000'000) return;
-    last = now;
-    proto::TimetablePush push;
-    push.job_id = p.job_id();
-    push.timetable = Timetable{1, now, 20'000'000, 0, 5'000'000, 1'000'000, 30'000'000};
-    p.Send(push);
+    PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, 5'000'000, 1'000'000, 30'000'000});
   };
   peer->tick = push_valid;
   peer->Start();
