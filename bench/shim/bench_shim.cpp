@@ -1,7 +1,7 @@
 // Added cost per collective call: the exact code of the exported wrappers (intercept.hpp) around
 // a trivial "real" function, against calling that function directly through a pointer (what an
 // application's call into libnccl is). No LD_PRELOAD needed: the wrapper templates are the same
-// ones exports.cpp instantiates; an interposed call adds only the PLT hop (~0.2 ns, design §11).
+// ones exports.cpp instantiates; an interposed call adds only the PLT hop (~0.2 ns).
 #include <benchmark/benchmark.h>
 
 #include "intercept.hpp"

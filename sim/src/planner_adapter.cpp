@@ -25,7 +25,7 @@ namespace {
 namespace pl = metronome::planner;
 namespace ctl = metronome::controller;
 
-// The controller's drift watch (DESIGN.md §6): every kWindow iterations, the mean measured
+// The controller's drift watch (docs/simulator.md): every kWindow iterations, the mean measured
 // compute phase of the last kWindow iterations is compared with the profile the plan was made
 // for; a difference beyond kTolerance of the period (and beyond 4 standard errors of the mean,
 // so that jitter alone does not trigger it) re-plans the job with the measured mean. Repeated
@@ -344,7 +344,7 @@ class PlannerScheduler final : public TimeScheduler {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  // The controller's offline recalculation (DESIGN.md §4), run after the online planner changed
+  // The controller's offline recalculation (docs/planner.md), run after the online planner changed
   // the plan: a bounded, seeded search (an iteration cap rather than a time budget, so that a
   // run is reproducible) whose plan is adopted only when it beats the current one.
   void Offline(std::int64_t now_ns) {

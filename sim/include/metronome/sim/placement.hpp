@@ -20,9 +20,9 @@
 
 namespace metronome::sim {
 
-// kScored: Metronome's placement (DESIGN.md §7, the extender's prioritize verb). The candidates
-// are Pack's: the best-fit node when the job fits in one (nothing to score: it crosses no
-// link), else one candidate per rack that can hold it, else multi-rack ones (Pack's, then the
+// kScored: Metronome's placement (the extender's prioritize verb, docs/kubernetes.md). The
+// candidates are Pack's: the best-fit node when the job fits in one (nothing to score: it crosses
+// no link), else one candidate per rack that can hold it, else multi-rack ones (Pack's, then the
 // same recipe started from each other rack, i.e. other sets of rack uplinks). Only those that
 // cross no more links than Pack's own choice are kept (so it is at least as network-aware as
 // Pack); the time scheduler scores them with the planner's what-if (the predicted

@@ -1,6 +1,6 @@
-// The kube-scheduler extender (DESIGN.md §7): the filter and prioritize verbs of the
-// `kubescheduler.config.k8s.io/v1` extender API, with JSON keys as kube-scheduler's Go types
-// name them:
+// The kube-scheduler extender (docs/kubernetes.md, "How the extender decides"): the filter and
+// prioritize verbs of the `kubescheduler.config.k8s.io/v1` extender API, with JSON keys as
+// kube-scheduler's Go types name them:
 //   request  ExtenderArgs          {"Pod": v1.Pod, "Nodes": v1.NodeList | null,
 //                                   "NodeNames": [string] | null}
 //   filter   ExtenderFilterResult  {"Nodes", "NodeNames", "FailedNodes": {node: reason},

@@ -1,4 +1,4 @@
-// The traffic model (DESIGN.md §3): jobs whose iterations are a compute phase followed by a
+// The traffic model (docs/planner.md): jobs whose iterations are a compute phase followed by a
 // communication phase, on links they share.
 //
 // Units: time is integer nanoseconds (Nanos), bandwidth is bytes per second (double).
@@ -47,7 +47,7 @@ struct Job {
   // When the job's next communication phase is expected to start, in the plan's frame (ns
   // after the epoch), for a job that runs but is not gated yet. A hint used once, when the job
   // is added: its window opens there if that place is free, else at the free place reached
-  // with the least delay after it, so that its first gated phase hardly waits (DESIGN.md §4,
+  // with the least delay after it, so that its first gated phase hardly waits (docs/planner.md,
   // stage 2: the one-time delay of moving a running job). The planner forgets it afterwards.
   Nanos next_phase_ns = kUnknownPhase;
 };

@@ -1,4 +1,4 @@
-// Offline recalculation (DESIGN.md §4): a slower search for a better plan, run by the daemon
+// Offline recalculation (docs/planner.md): a slower search for a better plan, run by the daemon
 // in the background when the online result is poor (contention left, cyclic job–link graphs,
 // many jobs).
 //

@@ -87,7 +87,7 @@ struct PlannerOptions {
   // Stretch or run ungated? The harm ungated traffic would do to a higher-priority job's
   // windows counts this many times over (stage 2; see stage2_latency.cpp).
   double higher_priority_protection = 2.0;
-  // Jitter (DESIGN.md §4, stage 3: the cushion absorbs jitter and drift). Every gated window
+  // Jitter (docs/planner.md, stage 3: the cushion absorbs jitter and drift). Every gated window
   // is followed by a gap of at least max(min_cushion_ns, jitter_cushion·σ) before another job's
   // window, σ = the job's JobProfile::jitter_ns: windows are never packed tighter than the
   // clocks (min_cushion_ns: clock error between nodes, gate release error) and the compute

@@ -1,4 +1,4 @@
-// The online planner (DESIGN.md §4): greedy, in priority order, fast enough to run on every
+// The online planner (docs/planner.md): greedy, in priority order, fast enough to run on every
 // change and inside the extender.
 //
 // For each job, highest priority first:

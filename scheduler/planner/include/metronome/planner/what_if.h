@@ -1,4 +1,4 @@
-// What-if scoring (DESIGN.md §7, the extender's prioritize verb): "if this job's pods were
+// What-if scoring (the extender's prioritize verb, docs/kubernetes.md): "if this job's pods were
 // placed on these nodes, how much slower would it and the jobs on the links it would cross run?"
 //
 // Each candidate is evaluated incrementally against the planner's current plan, which stays

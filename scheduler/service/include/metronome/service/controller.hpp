@@ -1,6 +1,6 @@
-// The controller's rules (DESIGN.md §6), as pure functions over a job's state so that each rule
-// can be tested alone. The service calls them on every profile report and logs and counts every
-// decision they return.
+// The controller's rules (docs/scheduler.md, "The controller's rules"), as pure functions over a
+// job's state so that each rule can be tested alone. The service calls them on every profile
+// report and logs and counts every decision they return.
 //
 //   1. Lateness. Each reported phase start (scheduler clock) is compared with the job's windows:
 //      lateness = start − the nearest window opening. A phase later than the late slack has
