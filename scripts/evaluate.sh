@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Regenerates the evaluation report, docs/evaluation.md, and its plots, docs/img/eval-*.png.
-# Every number in the report comes from this command: it builds metronome-sim, runs every
-# scenario of examples/scenarios under every policy, sweeps every pair of the 13 models on one
-# shared link, measures the simulator's run time against cluster size, and writes the report
-# (sim/eval/make_report.py, matplotlib from Debian's python3-matplotlib).
+# Every number in the report comes from this command: it builds metronome-sim and the
+# benchmarks, runs every scenario of examples/scenarios under every policy, sweeps every pair of
+# the 13 models on one shared link, measures the simulator's run time against cluster size, runs
+# the Google Benchmark programs, and writes the report (sim/eval/make_report.py, matplotlib from
+# Debian's python3-matplotlib), with the CPU testbed's latest demo run (scripts/demo.sh).
 #
 #   scripts/evaluate.sh                 # build in build/eval, run everything (a few minutes)
 #   METRONOME_SIM=path/to/metronome-sim scripts/evaluate.sh    # use an existing binary
+#   METRONOME_BENCH_DIR=build/release/bench ...                # use existing benchmark programs
 #   METRONOME_TESTBED_RESULTS=out/demo/results.json ...        # testbed figures to compare
 #                      (default: out/demo/results.json if present, else out/testbed/results.json)
 set -euo pipefail
@@ -16,11 +18,16 @@ PY=/usr/bin/python3  # Debian's python3 with python3-matplotlib and python3-yaml
 OUT="${METRONOME_EVAL_OUT:-$REPO/out/eval}"
 mkdir -p "$OUT"
 
-if [[ -z "${METRONOME_SIM:-}" ]]; then
+BENCHES=(common/bench_common planner/bench_planner shim/bench_shim extender/bench_extender
+         service/bench_planning_adapter)
+if [[ -z "${METRONOME_SIM:-}" || -z "${METRONOME_BENCH_DIR:-}" ]]; then
   cmake -S "$REPO" -B "$REPO/build/eval" -DCMAKE_BUILD_TYPE=Release -DMETRONOME_BUILD_TESTS=OFF \
-        -DMETRONOME_BUILD_BENCH=OFF > "$OUT/cmake.log"
-  cmake --build "$REPO/build/eval" --target metronome-sim -j"$(nproc)" >> "$OUT/cmake.log"
-  METRONOME_SIM="$REPO/build/eval/sim/metronome-sim"
+        -DMETRONOME_BUILD_BENCH=ON > "$OUT/cmake.log"
+  targets=(metronome-sim)
+  for b in "${BENCHES[@]}"; do targets+=("$(basename "$b")"); done
+  cmake --build "$REPO/build/eval" --target "${targets[@]}" -j"$(nproc)" >> "$OUT/cmake.log"
+  METRONOME_SIM="${METRONOME_SIM:-$REPO/build/eval/sim/metronome-sim}"
+  METRONOME_BENCH_DIR="${METRONOME_BENCH_DIR:-$REPO/build/eval/bench}"
 fi
 SIM="$METRONOME_SIM"
 POLICIES="k8s-default,network-aware,cassini,metronome,metronome-pack,metronome-no-cushion,metronome-no-stretch,metronome-no-controller,metronome-ungated-best-effort"
@@ -75,6 +82,16 @@ for seed in 1 2 3 4 5 6 7 8 9 10; do
     >> "$OUT/testbed-seeds.jsonl"
 done
 
+echo "evaluate: benchmarks (CPU time, median of 3 repetitions)" >&2
+mkdir -p "$OUT/bench"
+declare -A FILTER=([planner/bench_planner]='FullPlanJitter|AddJob|WhatIf')
+for b in "${BENCHES[@]}"; do
+  name="$(basename "$b")"
+  "$METRONOME_BENCH_DIR/$b" --benchmark_filter="${FILTER[$b]:-.}" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_out_format=json \
+    --benchmark_out="$OUT/bench/$name.json" > /dev/null
+done
+
 # The CPU testbed's figures: scripts/demo.sh writes out/demo/results.json; without it, a copy of
 # an earlier demo run kept in out/testbed/results.json (the report states which file it read).
 TESTBED="${METRONOME_TESTBED_RESULTS:-$REPO/out/demo/results.json}"
@@ -82,7 +99,7 @@ if [[ -z "${METRONOME_TESTBED_RESULTS:-}" && ! -f "$TESTBED" ]]; then
   TESTBED="$REPO/out/testbed/results.json"
 fi
 echo "evaluate: report" >&2
-"$PY" sim/eval/make_report.py --runs "$OUT" --testbed "$TESTBED" \
+"$PY" sim/eval/make_report.py --runs "$OUT" --testbed "$TESTBED" --bench "$OUT/bench" \
   --sim-version "$("$SIM" --version 2>/dev/null || echo metronome-sim)" \
   --report docs/evaluation.md --img docs/img
 echo "evaluate: wrote docs/evaluation.md and docs/img/eval-*.png" >&2
