@@ -97,7 +97,7 @@ void PackFields(Packer& pk, const TimetablePush& m) {
   pk.pack(m.timetable.window_ns);
   pk.pack(m.timetable.late_slack_ns);
   pk.pack(m.timetable.max_wait_ns);
-  pk.pack(static_cast<uint32_t>(m.gated ? 1 : 0));
+  pk.pack(static_cast<uint32_t>(AlwaysOpen(m.timetable) ? 0 : 1));  // the explicit "no gate"
 }
 
 void PackFields(Packer& pk, const Bye& m) {
@@ -289,8 +289,7 @@ bool ParseFields(FieldReader& r, TimetablePush& m) {
     return false;
   }
   if (gated > 1) return r.Fail("gated", "is not 0 or 1");
-  m.gated = gated == 1 && !AlwaysOpen(t);
-  if (!m.gated) {
+  if (gated == 0) {
     t.window_ns = t.period_ns;
     t.late_slack_ns = 0;
     t.max_wait_ns = 0;

@@ -427,8 +427,7 @@ void Service::HandleHello(ClientState& client, const proto::Hello& m, int64_t no
 void Service::PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now) {
   proto::TimetablePush p;
   p.job_id = job.name;
-  p.timetable = job.timetable;
-  p.gated = !AlwaysOpen(job.timetable);  // the explicit "no gate" of an ungated job
+  p.timetable = job.timetable;  // an ungated job's is always open: sent as an explicit "no gate"
   Queue(rank.identity, p);
   rank.last_push_ns = now;
   metrics_.TimetablePushes(reason).Increment();

@@ -86,8 +86,9 @@ bool WaitFor(Pred p, std::chrono::milliseconds limit) {
 }
 
 // From the peer's thread, once the shim has pinged: pushes `t` with its epoch at now, at most
-// every 100 ms.
-void PushEvery100ms(RawPeer& p, Timetable t, bool gated = true) {
+// every 100 ms; `no_gate` flags it "no gate" on the wire whatever its window (the flag is the
+// encoded push's last byte).
+void PushEvery100ms(RawPeer& p, Timetable t, bool no_gate = false) {
   static thread_local int64_t last = 0;
   const int64_t now = RealtimeNs();
   if (p.pings() == 0 || now - last < 100'000'000) return;
@@ -96,8 +97,9 @@ void PushEvery100ms(RawPeer& p, Timetable t, bool gated = true) {
   push.job_id = p.job_id();
   push.timetable = t;
   push.timetable.epoch_ns = now;
-  push.gated = gated;
-  p.Send(push);
+  std::string bytes = proto::Encode(push);
+  if (no_gate) bytes.back() = '\0';
+  p.SendRaw(bytes);
 }
 
 TEST(ShimSafety, SchedulerAbsentRunsUngated) {
@@ -209,23 +211,23 @@ TEST(ShimSafety, AbsurdTimetablesAndMalformedMessages) {
 }
 
 // A job the planner leaves ungated gets an always-open timetable: its phases must go at once and
-// none may count as gated, late, failed open or realigned, whether the scheduler says "no gate"
-// explicitly or (as schedulers before the flag did) only with window = period. The same loop
-// under a window 1 ms shorter than the period is held and counted: the check can fail.
+// none may count as gated, late, failed open or realigned, whether its window is the period or
+// the push says "no gate" over a narrower window. The same loop under a window 1 ms shorter than
+// the period, without the flag, is held and counted: the check can fail.
 TEST(ShimSafety, AnAlwaysOpenTimetableNeverHoldsOrCountsAPhase) {
   struct Case {
     const char* what;
     int64_t window_ns;
-    bool gated_flag;
+    bool no_gate;
     bool expect_open;
   };
-  for (const Case& k :
-       {Case{"no gate", 20'000'000, false, true}, Case{"window = period", 20'000'000, true, true},
-        Case{"window = period - 1 ms", 19'000'000, true, false}}) {
+  for (const Case& k : {Case{"window = period", 20'000'000, false, true},
+                        Case{"no gate over a 1 ms window", 1'000'000, true, true},
+                        Case{"window = period - 1 ms", 19'000'000, false, false}}) {
     SCOPED_TRACE(k.what);
     RawPeer peer;
     peer.tick = [&](RawPeer& p) {
-      PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, k.window_ns, 0, 1'000'000}, k.gated_flag);
+      PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, k.window_ns, 0, 1'000'000}, k.no_gate);
     };
     peer.Start();
     ShimUnderTest shim(peer.endpoint());

@@ -173,35 +173,43 @@ TEST(Protocol, TimetablePushSaysNoGateExplicitly) {
   };
   Decoded d = Decode(raw(8, 120'000'000, 0));
   ASSERT_TRUE(d.ok()) << d.detail;
-  EXPECT_TRUE(std::get<TimetablePush>(d.message).gated);
+  EXPECT_FALSE(AlwaysOpen(std::get<TimetablePush>(d.message).timetable));
   EXPECT_EQ(std::get<TimetablePush>(d.message).timetable.window_ns, 120'000'000);
 
-  d = Decode(raw(9, 120'000'000, 0));
+  d = Decode(raw(9, 120'000'000, 1));
+  ASSERT_TRUE(d.ok()) << d.detail;
+  EXPECT_EQ(std::get<TimetablePush>(d.message).timetable.window_ns, 120'000'000);
+
+  d = Decode(raw(9, 120'000'000, 0));  // "no gate", whatever the window says
   ASSERT_TRUE(d.ok()) << d.detail;
   const auto& open = std::get<TimetablePush>(d.message);
-  EXPECT_FALSE(open.gated);
   EXPECT_TRUE(AlwaysOpen(open.timetable));
   EXPECT_EQ(open.timetable.window_ns, 400'000'000);
   EXPECT_EQ(open.timetable.late_slack_ns, 0);
   EXPECT_EQ(open.timetable.max_wait_ns, 0);
   EXPECT_EQ(open.timetable.version, 3u);
 
-  d = Decode(raw(8, 400'000'000, 1));  // an old scheduler's degenerate window
+  d = Decode(raw(8, 400'000'000, 1));  // an old scheduler's degenerate window: open as well
   ASSERT_TRUE(d.ok()) << d.detail;
-  EXPECT_FALSE(std::get<TimetablePush>(d.message).gated);
+  EXPECT_TRUE(AlwaysOpen(std::get<TimetablePush>(d.message).timetable));
 
   d = Decode(raw(9, 120'000'000, 2));
   EXPECT_EQ(d.error, DecodeError::kBadField);
   EXPECT_NE(d.detail.find("'gated'"), std::string::npos) << d.detail;
 
+  // The encoder's flag is the push's last byte (a msgpack fixint): 0 for an always-open
+  // timetable, 1 for a gate.
   TimetablePush none;
   none.job_id = "j";
   none.timetable = {4, 0, 400'000'000, 0, 400'000'000, 0, 0};
-  none.gated = false;
-  d = Decode(Encode(none));
+  const std::string bytes = Encode(none);
+  EXPECT_EQ(bytes.back(), '\0');
+  d = Decode(bytes);
   ASSERT_TRUE(d.ok()) << d.detail;
-  EXPECT_FALSE(std::get<TimetablePush>(d.message).gated);
-  EXPECT_EQ(Encode(d.message), Encode(none));
+  EXPECT_TRUE(AlwaysOpen(std::get<TimetablePush>(d.message).timetable));
+  EXPECT_EQ(Encode(d.message), bytes);
+  none.timetable.window_ns = 100'000'000;
+  EXPECT_EQ(Encode(none).back(), '\x01');
 }
 
 TEST(ProtocolReject, EmptyAndOversized) {

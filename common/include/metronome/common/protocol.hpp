@@ -100,14 +100,13 @@ struct ProfileReport {
   uint64_t realigned = 0;
 };
 
+// On the wire the push ends with a `gated` flag (optional, trailing; absent means 1): the encoder
+// writes 0 for an always-open timetable, the scheduler's explicit "no gate", and the decoder
+// makes a timetable flagged 0 always open (window = period, no slack, no wait) whatever its
+// window said. In memory the timetable alone says it (AlwaysOpen): no second field to disagree.
 struct TimetablePush {
   std::string job_id;
   Timetable timetable;
-  // Optional (trailing; absent means true): false is the scheduler's explicit "no gate" for this
-  // job. The decoder then makes the timetable always open (window = period, no slack, no wait),
-  // and a timetable that is always open decodes as gated = false whatever the flag said, so the
-  // two can never disagree.
-  bool gated = true;
 };
 
 struct Bye {
