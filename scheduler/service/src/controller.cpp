@@ -106,7 +106,9 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   std::vector<int64_t> starts = report.phase_starts_ns;
   std::sort(starts.begin(), starts.end());
   const int64_t min_gap = job.period_ns > 0 ? job.period_ns / 2 : 1'000'000;
-  const bool judged = job.planned && !job.best_effort && job.timetable.version > 0;
+  // An always-open timetable has no window to be late for (DecideGate lets every phase go).
+  const bool judged = job.planned && !job.best_effort && job.timetable.version > 0 &&
+                      !AlwaysOpen(job.timetable);
   uint32_t off_window = 0;
   for (int64_t s : starts) {
     if (job.last_phase_start_ns != 0 && s < job.last_phase_start_ns + min_gap) continue;

@@ -90,7 +90,18 @@ def interleave(d: demo.Demo) -> bool:
     jct = {r.label: statistics.mean(r.summaries[j.name]["completion_s"] for j in d.jobs)
            for r in (without, with_m)}
     print(f"mean completion time: without {jct['without']:.2f} s, with {jct['with']:.2f} s")
+    if not ok:
+        print_plan_history(d, "with")
     return ok
+
+
+def print_plan_history(d: demo.Demo, label: str) -> None:
+    """The scheduler's timetables and controller decisions of a run, to read a failure by."""
+    log = (d.out / label / "scheduler.log").read_text(errors="replace")
+    lines = [ln for ln in log.splitlines() if " planner: job=" in ln or " controller: job=" in ln]
+    print(f"{label}: the scheduler's {len(lines)} timetable and decision lines:")
+    for ln in lines[-60:]:
+        print(f"  {ln}")
 
 
 def scheduler_killed(d: demo.Demo) -> bool:

@@ -54,13 +54,13 @@ struct ShimUnderTest {
     rt->StopClient(1'000'000'000);
   }
 
-  // One collective through the caller path; returns how long the caller was held (ns).
+  // One collective through the caller path; returns how long the gate held the caller (ns), as
+  // the shim measures it: exactly 0 when the gate let it go at once (a wall-clock measure of the
+  // whole call would also count the test thread being descheduled on a loaded machine).
   int64_t Collective() {
-    const int64_t t0 = RealtimeNs();
     const auto tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, nullptr);
-    const int64_t held = RealtimeNs() - t0;
     rt->AfterCollective(tok);
-    return held;
+    return tok.hold_ns;
   }
   JobState* Job() {
     auto jobs = rt->Jobs();
@@ -110,7 +110,7 @@ TEST(ShimSafety, SchedulerAbsentRunsUngated) {
     worst = std::max(worst, shim.Collective());
   }
   EXPECT_EQ(shim.Version(), 0u);
-  EXPECT_LT(worst, 5'000'000) << "a collective was held without any scheduler";
+  EXPECT_EQ(worst, 0) << "a collective was held without any scheduler";
   EXPECT_EQ(shim.rt->Find(shim.comm)->calls.load(), 40u);
 }
 
@@ -254,7 +254,7 @@ TEST(ShimSafety, AnAlwaysOpenTimetableNeverHoldsOrCountsAPhase) {
     ASSERT_GT(st->phase_starts.load(), 30u);
     if (k.expect_open) {
       EXPECT_EQ(acted, 0u);
-      EXPECT_LT(worst, 5'000'000) << "a phase was held under an always-open timetable";
+      EXPECT_EQ(worst, 0) << "a phase was held under an always-open timetable";
     } else {
       EXPECT_GT(acted, 0u) << "the gated control case should hold or count phases";
     }
@@ -289,7 +289,7 @@ TEST(ShimSafety, SchedulerDiesFailsOpenAndReRegisters) {
   EXPECT_EQ(shim.rt->counters.fail_open_events.load(), 1u);
   for (int i = 0; i < 10; ++i) {
     std::this_thread::sleep_for(2ms);
-    EXPECT_LT(shim.Collective(), 5'000'000) << "held while failed open";
+    EXPECT_EQ(shim.Collective(), 0) << "held while failed open";
   }
 
   // It comes back at the same address: the shim says hello again and takes the new timetable

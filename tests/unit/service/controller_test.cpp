@@ -277,5 +277,22 @@ TEST(Controller, BestEffortJobsAreNeverLate) {
   EXPECT_EQ(f.Apply(f.Report(f.Starts(2, 40 * kMs))).decision, Decision::kNone);
 }
 
+TEST(Controller, AJobPlannedNotGatedIsNeverLate) {
+  Fixture f;
+  f.controller.late_reports = 1;
+  f.job.timetable.window_ns = f.job.timetable.period_ns;  // "not gated"
+  f.job.timetable.late_slack_ns = 0;
+  f.job.timetable.max_wait_ns = 0;
+  const ReportVerdict v = f.Apply(f.Report(f.Starts(3, 40 * kMs)));
+  EXPECT_EQ(v.new_phases, 3u);
+  EXPECT_EQ(v.late_phases, 0u);
+  EXPECT_EQ(v.decision, Decision::kNone);
+  EXPECT_EQ(f.job.phases_late, 0u);
+  // The same phases under a gated window are late (the control case).
+  Fixture g;
+  g.controller.late_reports = 1;
+  EXPECT_EQ(g.Apply(g.Report(g.Starts(3, 40 * kMs))).late_phases, 3u);
+}
+
 }  // namespace
 }  // namespace metronome::service
