@@ -10,6 +10,7 @@
 
 #include "device_gate.hpp"
 #include "log.hpp"
+#include "profile_report.hpp"
 #include "metronome/common/clock.hpp"
 #include "real_nccl.hpp"
 #include "runtime.hpp"
@@ -21,7 +22,6 @@ constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kHelloRetryNs = 1000 * kMs;
 constexpr int64_t kMaxPollNs = 50 * kMs;
 constexpr int64_t kRetireGraceNs = 2000 * kMs;
-constexpr size_t kReportStarts = 16;
 
 const char* kShimVersion = "0.1.0";
 
@@ -373,25 +373,7 @@ void Client::SendReports(int64_t now) {
       }
       if (main == nullptr || c->estimate.bytes > main->estimate.bytes) main = c;
     }
-    if (main != nullptr) {
-      const PhaseEstimate& e = main->estimate;
-      r.iterations = e.phases;
-      r.period_ns = e.period_ns;
-      r.comm_ns = e.comm_ns;
-      r.bytes_per_phase = e.bytes;
-      r.collectives_per_phase = e.ops;
-      r.confidence = e.confidence;
-      int64_t starts[kReportStarts];
-      const size_t n = main->tracker.RecentStarts(starts, kReportStarts);
-      for (size_t i = 0; i < n; ++i) r.phase_starts_ns.push_back(starts[i] + offset);
-      // How much of the period is the gate's holding: the scheduler subtracts it to get the
-      // job's ungated rhythm (both medians over the same phases).
-      if (e.natural_period_ns > 0) {
-        r.hold_ns = std::clamp<int64_t>(e.period_ns - e.natural_period_ns, 0, e.period_ns);
-      }
-      r.jitter_ns = std::clamp<int64_t>(e.jitter_ns, 0, e.period_ns);
-      r.compute_ns = std::clamp<int64_t>(e.compute_ns, 0, e.period_ns);
-    }
+    if (main != nullptr) FillProfile(main->tracker, main->estimate, offset, r);
     r.clock_offset_ns = offset;
     r.clock_error_ns = sync_.ErrorBoundNs();
     r.timetable_version = job->store.Version();

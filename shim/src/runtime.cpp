@@ -350,18 +350,15 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
 void Runtime::Count(CommState* st, GateAction action, int64_t lateness_ns, const Timetable& tt,
                     int64_t waited_ns, bool realigned) noexcept {
   if (realigned) st->realigned.fetch_add(1, std::memory_order_relaxed);
-  switch (action) {
-    case GateAction::kGoNow:
-      break;
-    case GateAction::kWaitUntil:
-      st->gated.fetch_add(1, std::memory_order_relaxed);
-      st->waited_ns.fetch_add(waited_ns, std::memory_order_relaxed);
-      if (lateness_ns < tt.period_ns / 2) st->late.fetch_add(1, std::memory_order_relaxed);
-      break;
-    case GateAction::kFailOpen:
-      st->late.fetch_add(1, std::memory_order_relaxed);
-      st->failed_open.fetch_add(1, std::memory_order_relaxed);
-      break;
+  GateDecision d;
+  d.action = action;
+  d.lateness_ns = lateness_ns;
+  if (CountsLate(d, tt)) st->late.fetch_add(1, std::memory_order_relaxed);
+  if (action == GateAction::kWaitUntil) {
+    st->gated.fetch_add(1, std::memory_order_relaxed);
+    st->waited_ns.fetch_add(waited_ns, std::memory_order_relaxed);
+  } else if (action == GateAction::kFailOpen) {
+    st->failed_open.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

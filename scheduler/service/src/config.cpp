@@ -125,7 +125,8 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
                   {"epoch_ns", Int(p.epoch_ns, -(int64_t{1} << 61), int64_t{1} << 61)},
                   {"max_stretch", Dbl(p.max_stretch, 1.0, 1000.0)},
                   {"min_cushion_us", Int(p.min_cushion_us, 0, 10'000'000)},
-                  {"jitter_cushion", Dbl(p.jitter_cushion, 0.0, 100.0)}});
+                  {"jitter_cushion", Dbl(p.jitter_cushion, 0.0, 100.0)},
+                  {"cushion", Bool(p.cushion)}});
        }},
       {"timetable",
        [&](const YAML::Node& n, const std::string& key) {

@@ -233,4 +233,63 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   return v;
 }
 
+PlanJob ToPlanJob(const JobState& job, int64_t now_ns) {
+  PlanJob p;
+  p.id = job.id;
+  p.name = job.name;
+  p.priority = job.priority;
+  for (const auto& [r, rank] : job.ranks) p.nodes.push_back(rank.node);
+  p.period_ns = job.period_ns;
+  p.comm_ns = job.comm_ns;
+  p.min_comm_ns = job.min_comm_ns;
+  p.phase_floor_ns = job.phase_floor_ns;
+  p.compute_ns = job.compute_ns;
+  p.jitter_ns = job.jitter_ns;
+  p.bytes_per_phase = job.bytes_per_phase;
+  // Where its first window should open if it is placed now: its next phase after the plan and
+  // the timetable's push (well under kPlanLead), so that the phase hardly waits for it.
+  constexpr int64_t kPlanLead = 10'000'000;
+  p.next_phase_ns = PredictNextPhase(job, now_ns + kPlanLead);
+  return p;
+}
+
+void RecordPlanned(JobState& job, const PlanJob& planned) {
+  job.planned_phase_floor_ns = planned.phase_floor_ns;
+  job.planned_period_ns = planned.period_ns;
+  job.planned_comm_ns = planned.comm_ns;
+  job.planned_bytes_per_phase = planned.bytes_per_phase;
+  job.planned_min_comm_ns = planned.min_comm_ns;
+  job.planned_compute_ns = planned.compute_ns;
+}
+
+void RecordWidenRefused(JobState& job, const PlanJob& refused) {
+  job.overrun_refused_ns = refused.phase_floor_ns;
+  job.phase_floor_ns = job.planned_phase_floor_ns;
+}
+
+bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableConfig& config,
+                   uint32_t& check) {
+  Timetable tt = schedule.timetable;
+  tt.late_slack_ns = static_cast<int64_t>(static_cast<double>(tt.late_slack_ns) *
+                                          config.late_slack_scale);
+  // The planner's max wait (period − window: a phase that missed its slack by less than a
+  // window length goes at once rather than wait a whole period), capped by the config.
+  tt.max_wait_ns = std::min(tt.max_wait_ns, config.max_wait_ms * 1'000'000);
+  check = ValidateTimetable(tt);
+  job.predicted_slowdown = schedule.predicted_slowdown;
+  if ((check & kTimetableRejectMask) != 0) return false;
+  const Timetable& old = job.timetable;
+  tt.version = old.version;  // the same slot keeps its version
+  if (job.planned && old == tt && job.best_effort == schedule.best_effort) return false;
+  tt.version = old.version + 1;
+  job.timetable = tt;
+  job.planned = true;
+  job.best_effort = schedule.best_effort;
+  job.consecutive_late_reports = 0;
+  job.consecutive_overrun_reports = 0;
+  job.overrun_refused_ns = 0;  // a new slot: a widening may fit now
+  job.phases_at_timetable = job.phases_seen;
+  return true;
+}
+
 }  // namespace metronome::service

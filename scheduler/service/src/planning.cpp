@@ -78,6 +78,7 @@ struct PlanningAdapter::Impl {
     o.max_stretch = cfg.max_stretch;
     o.min_cushion_ns = cfg.min_cushion_us * 1'000;
     o.jitter_cushion = cfg.jitter_cushion;
+    o.cushion = cfg.cushion;
     return o;
   }
 
@@ -120,13 +121,15 @@ struct PlanningAdapter::Impl {
       const int64_t compute =
           j.compute_ns > 0 ? std::min(j.compute_ns, period) : std::max<int64_t>(period - comm, 0);
       const int64_t fastest = j.min_comm_ns > 0 ? std::min(j.min_comm_ns, comm) : comm;
-      beta = static_cast<double>(j.bytes_per_phase) * 1e9 / static_cast<double>(fastest);
+      // What crosses each link per phase: a ring all-reduce over n ranks sends 2(n-1)/n of the
+      // bytes the call reduces.
+      const double n = static_cast<double>(std::max<size_t>(j.nodes.size(), 2));
+      const double wire_bytes = static_cast<double>(j.bytes_per_phase) * 2.0 * (n - 1.0) / n;
+      beta = wire_bytes * 1e9 / static_cast<double>(fastest);
       comm = fastest;
       if (beta >= config.saturate_fraction * min_cap) {
         beta = min_cap;
-        const double n = static_cast<double>(std::max<size_t>(j.nodes.size(), 2));
-        const double wire_s = static_cast<double>(j.bytes_per_phase) * 2.0 * (n - 1.0) / n /
-                              min_cap * (1.0 + config.wire_margin);
+        const double wire_s = wire_bytes / min_cap * (1.0 + config.wire_margin);
         // The wire time alone, not the fastest phase when that is shorter: identical jobs then
         // get identical windows (and periods), whichever of them happened to run a fast phase.
         comm = std::max<int64_t>(static_cast<int64_t>(wire_s * 1e9), 1);
@@ -430,6 +433,8 @@ std::vector<WhatIfEntry> PlanningAdapter::WhatIf(
   self.candidate = true;
   self.slowdown_after = r.job_slowdown;
   self.best_effort_after = !r.gated;
+  self.neighbour_slowdown = r.neighbour_slowdown;
+  self.hurts_higher_priority = r.hurts_higher_priority;
   out.push_back(self);
   for (const auto& a : r.affected) {
     WhatIfEntry e;
@@ -453,7 +458,7 @@ std::shared_ptr<OfflineTask> PlanningAdapter::PrepareOffline() const {
 }
 
 OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budget_ms,
-                                          std::stop_token stop) {
+                                          std::stop_token stop, uint64_t max_iterations) {
   OfflineResult result;
   result.generation = task.generation;
   if (task.problem.jobs.empty()) {
@@ -463,6 +468,7 @@ OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budge
   pl::OfflineOptions opt;
   opt.planner = task.options;
   opt.budget = std::chrono::milliseconds(budget_ms);
+  if (max_iterations > 0) opt.max_iterations = max_iterations;
   opt.seed = task.generation + 1;
   pl::OfflineStats stats;
   std::optional<pl::Plan> better;
@@ -494,16 +500,19 @@ OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budge
   return result;
 }
 
-bool PlanningAdapter::AdoptOffline(const OfflineResult& result) {
-  if (!result.improved || !result.plan || result.generation != generation_) return false;
+PlanningAdapter::Adoption PlanningAdapter::AdoptOffline(const OfflineResult& result,
+                                                        size_t max_moves) {
+  if (!result.improved || !result.plan) return Adoption::kNoGain;
+  if (result.generation != generation_) return Adoption::kStale;
+  if (result.moved.size() > max_moves) return Adoption::kTooDisruptive;
   const auto* op = static_cast<const OfflinePlan*>(result.plan.get());
   try {
     impl_->online.adopt(op->jobs, op->plan);
   } catch (const std::invalid_argument&) {
-    return false;
+    return Adoption::kRefused;
   }
   ++generation_;
-  return true;
+  return Adoption::kApplied;
 }
 
 }  // namespace metronome::service

@@ -534,23 +534,7 @@ void Service::RemoveJob(const std::string& name, const char* reason) {
 }
 
 PlanJob Service::ToPlanJob(const JobState& job) const {
-  PlanJob p;
-  p.id = job.id;
-  p.name = job.name;
-  p.priority = job.priority;
-  for (const auto& [r, rank] : job.ranks) p.nodes.push_back(rank.node);
-  p.period_ns = job.period_ns;
-  p.comm_ns = job.comm_ns;
-  p.min_comm_ns = job.min_comm_ns;
-  p.phase_floor_ns = job.phase_floor_ns;
-  p.compute_ns = job.compute_ns;
-  p.jitter_ns = job.jitter_ns;
-  p.bytes_per_phase = job.bytes_per_phase;
-  // Where its first window should open if it is placed now: its next phase after the plan and
-  // the timetable's push (well under kPlanLead), so that the phase hardly waits for it.
-  constexpr int64_t kPlanLead = 10'000'000;
-  p.next_phase_ns = PredictNextPhase(job, RealtimeNs() + kPlanLead);
-  return p;
+  return service::ToPlanJob(job, RealtimeNs());
 }
 
 // The planning thread: one round takes every change queued since the last, plans them with the
@@ -647,16 +631,10 @@ void Service::PlanningLoop() {
           Decide(job, "overrun_refused", spdlog::level::info,
                  "a " + std::to_string(a.phase_floor_ns) +
                      " ns window would stretch the period; the plan stays as it was");
-          job.overrun_refused_ns = a.phase_floor_ns;
-          job.phase_floor_ns = job.planned_phase_floor_ns;
+          RecordWidenRefused(job, a);
           continue;
         }
-        job.planned_phase_floor_ns = a.phase_floor_ns;
-        job.planned_period_ns = a.period_ns;
-        job.planned_comm_ns = a.comm_ns;
-        job.planned_bytes_per_phase = a.bytes_per_phase;
-        job.planned_min_comm_ns = a.min_comm_ns;
-        job.planned_compute_ns = a.compute_ns;
+        RecordPlanned(job, a);
         const Pending& p = *add_reason.at(a.id);
         if (p.kind == Pending::kReplan) ++job.replans;
         ++reasons[p.reason];
@@ -687,23 +665,25 @@ void Service::ListenerLoop() {
 // Under plan_mu_: adopts a better plan from the background search unless the jobs changed since
 // it started or it would move too many of them.
 bool Service::AdoptOffline(const OfflineResult& r) {
-  if (!r.improved) {
-    metrics_.OfflineRuns("no_gain").Increment();
-    spdlog::debug("offline: no better plan ({})", r.summary);
-    return false;
+  switch (planner_.AdoptOffline(r, config_.controller.offline_max_moves)) {
+    case PlanningAdapter::Adoption::kNoGain:
+      metrics_.OfflineRuns("no_gain").Increment();
+      spdlog::debug("offline: no better plan ({})", r.summary);
+      return false;
+    case PlanningAdapter::Adoption::kStale:
+      metrics_.OfflineRuns("stale").Increment();
+      spdlog::info("offline: better plan discarded, the jobs changed meanwhile ({})", r.summary);
+      return false;
+    case PlanningAdapter::Adoption::kTooDisruptive:
+      metrics_.OfflineRuns("too_disruptive").Increment();
+      spdlog::info("offline: better plan skipped: it moves {} jobs (max {}) ({})", r.moved.size(),
+                   config_.controller.offline_max_moves, r.summary);
+      return false;
+    case PlanningAdapter::Adoption::kRefused:
+      return false;
+    case PlanningAdapter::Adoption::kApplied:
+      break;
   }
-  if (r.generation != planner_.generation()) {
-    metrics_.OfflineRuns("stale").Increment();
-    spdlog::info("offline: better plan discarded, the jobs changed meanwhile ({})", r.summary);
-    return false;
-  }
-  if (r.moved.size() > config_.controller.offline_max_moves) {
-    metrics_.OfflineRuns("too_disruptive").Increment();
-    spdlog::info("offline: better plan skipped: it moves {} jobs (max {}) ({})", r.moved.size(),
-                 config_.controller.offline_max_moves, r.summary);
-    return false;
-  }
-  if (!planner_.AdoptOffline(r)) return false;
   metrics_.OfflineRuns("applied").Increment();
   metrics_.Replans("offline").Increment();
   metrics_.ControllerDecisions("offline_apply").Increment();
@@ -722,32 +702,16 @@ void Service::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char*
     const auto name = job_names_.find(s.id);
     if (name == job_names_.end()) continue;
     JobState& job = jobs_.at(name->second);
-    Timetable tt = s.timetable;
-    tt.late_slack_ns = static_cast<int64_t>(static_cast<double>(tt.late_slack_ns) *
-                                            config_.timetable.late_slack_scale);
-    // The planner's max wait (period − window: a phase that missed its slack by less than a
-    // window length goes at once rather than wait a whole period), capped by the config.
-    tt.max_wait_ns = std::min(tt.max_wait_ns, config_.timetable.max_wait_ms * 1'000'000);
-    const uint32_t check = ValidateTimetable(tt);
-    if ((check & kTimetableRejectMask) != 0) {
-      spdlog::error("planner: job {} got an unusable timetable (check {:#x}); not pushed", job.name,
-                    check);
+    const bool was_planned = job.planned;
+    uint32_t check = 0;
+    if (!AdoptSchedule(job, s, config_.timetable, check)) {
+      if ((check & kTimetableRejectMask) != 0) {
+        spdlog::error("planner: job {} got an unusable timetable (check {:#x}); not pushed",
+                      job.name, check);
+      }
       continue;
     }
-    const Timetable& old = job.timetable;
-    tt.version = old.version;  // the same slot keeps its version
-    const bool same = job.planned && old == tt && job.best_effort == s.best_effort;
-    job.predicted_slowdown = s.predicted_slowdown;
-    if (same) continue;
-    tt.version = old.version + 1;
-    const bool was_planned = job.planned;
-    job.timetable = tt;
-    job.planned = true;
-    job.best_effort = s.best_effort;
-    job.consecutive_late_reports = 0;
-    job.consecutive_overrun_reports = 0;
-    job.overrun_refused_ns = 0;  // a new slot: a widening may fit now
-    job.phases_at_timetable = job.phases_seen;
+    const Timetable& tt = job.timetable;
     job.links.clear();
     for (uint32_t l : planner_.JobLinks(ToPlanJob(job))) job.links.push_back(link_names_[l]);
     spdlog::info(

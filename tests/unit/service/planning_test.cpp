@@ -171,11 +171,15 @@ TEST(PlanningAdapter, OfflineSearchRunsOnACopyAndIsAdoptedOnlyIfCurrent) {
   const OfflineResult r = PlanningAdapter::RunOffline(*task, 50, {});
   EXPECT_EQ(r.generation, p.generation());
   EXPECT_FALSE(r.summary.empty());
+  using A = PlanningAdapter::Adoption;
   if (r.improved) {
+    if (!r.moved.empty()) {
+      EXPECT_EQ(p.AdoptOffline(r, 0), A::kTooDisruptive);
+    }
     p.RemoveJob(4);  // the jobs changed meanwhile: a stale result is refused
-    EXPECT_FALSE(p.AdoptOffline(r));
+    EXPECT_EQ(p.AdoptOffline(r, 100), A::kStale);
   } else {
-    EXPECT_FALSE(p.AdoptOffline(r));
+    EXPECT_EQ(p.AdoptOffline(r, 100), A::kNoGain);
   }
 }
 

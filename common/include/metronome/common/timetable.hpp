@@ -184,6 +184,14 @@ METRONOME_HD constexpr GateDecision DecideGate(const Timetable& tt, int64_t now,
   return d;
 }
 
+// Whether the gate counts a decision as a late phase (the shim's `late` counter, reported to the
+// scheduler): one that failed open, or one held to its next window although it came after its
+// window opened (an early arrival, more than half a period before the opening, is not late).
+METRONOME_HD constexpr bool CountsLate(const GateDecision& d, const Timetable& tt) {
+  return d.action == GateAction::kFailOpen ||
+         (d.action == GateAction::kWaitUntil && d.lateness_ns < tt.period_ns / 2);
+}
+
 // The shim's default cap on any gate wait (METRONOME_MAX_WAIT_MS).
 inline constexpr int64_t kDefaultMaxWaitCapNs = 1'000'000'000;
 

@@ -101,6 +101,7 @@ struct PlanningConfig {
   // jitter: clock error between nodes and the gate's release error.
   int64_t min_cushion_us = 2'000;
   double jitter_cushion = 3.0;
+  bool cushion = true;  // planner stage 3: widen the cushions between windows (false: an ablation)
 };
 
 struct TimetableConfig {

@@ -33,6 +33,7 @@
 
 #include "metronome/common/protocol.hpp"
 #include "metronome/service/config.hpp"
+#include "metronome/service/planning.hpp"
 #include "metronome/service/state.hpp"
 
 namespace metronome::service {
@@ -71,5 +72,24 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
                           int64_t now_ns);
 
 const char* DecisionName(Decision d);
+
+// The job as the planner is given it: its measured profile, its ranks' nodes, and where its next
+// phase should start if it is placed at `now_ns` (PredictNextPhase, a little ahead of now for
+// the plan and the push).
+PlanJob ToPlanJob(const JobState& job, int64_t now_ns);
+
+// After a plan placed the job as `planned` describes it: the profile the controller compares
+// later reports with (rule 2) and the floor it was planned with (rule 4).
+void RecordPlanned(JobState& job, const PlanJob& planned);
+// After a widening the planner did not take (PlanningAdapter::WidenWindow): the rule waits for
+// longer phases, and the floor goes back to what the plan has.
+void RecordWidenRefused(JobState& job, const PlanJob& refused);
+
+// What the planner's schedule for the job becomes at the shims: the late slack scaled and the
+// max wait capped by `config`, validated. Returns true when that is a new timetable (its version
+// bumped, the controller's per-timetable state reset); false when it is the one in force or is
+// unusable (then `check` has ValidateTimetable's verdict with reject bits).
+bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableConfig& config,
+                   uint32_t& check);
 
 }  // namespace metronome::service

@@ -73,6 +73,10 @@ struct WhatIfEntry {
   double slowdown_after = 0.0;
   bool best_effort_after = false;
   bool moved = false;  // its period or offset would change
+  // The candidate's entry only: Σ π·(after − before) over the jobs on its links, and whether it
+  // would contend with a gated job of higher priority (the extender's filter).
+  double neighbour_slowdown = 0.0;
+  bool hurts_higher_priority = false;
 };
 
 // A background recalculation's input and output (OfflineSearch() runs without any lock).
@@ -124,10 +128,14 @@ class PlanningAdapter {
                                   const std::map<uint64_t, std::string>& names) const;
 
   // Offline recalculation: Prepare under the service lock, Run without it (may take the whole
-  // budget; `cancel` stops it early), Adopt under the lock when the generation still matches.
+  // budget; `stop` ends it early; `max_iterations` > 0 caps the search instead, for a
+  // reproducible run), Adopt under the lock: only a better plan, made from this generation,
+  // that moves at most `max_moves` jobs.
   std::shared_ptr<OfflineTask> PrepareOffline() const;
-  static OfflineResult RunOffline(const OfflineTask& task, int64_t budget_ms, std::stop_token stop);
-  bool AdoptOffline(const OfflineResult& result);
+  static OfflineResult RunOffline(const OfflineTask& task, int64_t budget_ms, std::stop_token stop,
+                                  uint64_t max_iterations = 0);
+  enum class Adoption : uint8_t { kApplied, kNoGain, kStale, kTooDisruptive, kRefused };
+  Adoption AdoptOffline(const OfflineResult& result, size_t max_moves);
 
  private:
   struct Impl;
