@@ -754,7 +754,7 @@ def main():
                   f"{inflate:.3f} (above 1: slowed by best-effort or ungated traffic on its links); "
                   f"mean gate wait {100 * wait:.1f} % of the natural period.", ""]
         L += [f"Metronome's planner: {m['scheduler']['adds']} additions, {m['scheduler']['removes']} "
-              f"removals, {m['scheduler']['drift_replans']} drift re-plans "
+              f"removals, {m['scheduler']['controller_replans']} controller re-plans "
               f"({m['scheduler'].get('overrun_replans', 0)} for phases longer than their window), "
               f"{m['scheduler']['offline_runs']} offline searches ({m['scheduler']['offline_adopted']} "
               f"adopted), {m['scheduler']['planner_seconds'] * 1e3:.1f} ms of planner time; "

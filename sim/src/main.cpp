@@ -3,6 +3,8 @@
 //   metronome-sim SCENARIO.yaml [--policy P] [--compare P1,P2,...] [--json] [--links]
 //                 [--progress | --no-progress]
 // Exit codes: 0 ok, 1 the run failed, 2 bad command line or scenario.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -61,6 +63,9 @@ std::vector<std::string> SplitCommas(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The scheduler's code logs its decisions: to stderr, warnings only (stdout is the report).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("metronome-sim"));
+  spdlog::set_level(spdlog::level::warn);
   CLI::App app{
       "metronome-sim: fluid simulation of periodic training traffic under scheduling policies"};
   std::string scenario_path;

@@ -89,7 +89,7 @@ nlohmann::json ToJson(const RunResult& run, bool with_links) {
   j["scheduler"] = {{"plans", run.scheduler.plans},
                     {"adds", run.scheduler.adds},
                     {"removes", run.scheduler.removes},
-                    {"drift_replans", run.scheduler.drift_replans},
+                    {"controller_replans", run.scheduler.controller_replans},
                     {"overrun_replans", run.scheduler.overrun_replans},
                     {"overrun_refused", run.scheduler.overrun_refused},
                     {"offline_runs", run.scheduler.offline_runs},

@@ -302,6 +302,7 @@ class Engine {
       const GateDecision d = DecideCappedGate(*tt, local, kDefaultMaxWaitCapNs, realign);
       if (first) {
         j.obs.lateness_ns = d.lateness_ns;
+        j.obs.late = CountsLate(d, *tt);
         first_realigned = d.realigned;
         first = false;
       }
@@ -314,6 +315,7 @@ class Engine {
     }
     if (j.obs.failed_open) ++j.fail_opens;
     Remember(j.gate_memory, first_realigned);
+    j.obs.realigned = first_realigned;
     const double release = static_cast<double>(release_ns) * 1e-9;
     if (release <= now_ + kEps) {
       StartComm(j);
@@ -361,6 +363,7 @@ class Engine {
     if (j.state == State::kComm) RemoveFlow(j);
     j.sum_comm += now_ - j.comm_start;
     j.obs.comm_ns = ToNs(now_ - j.comm_start);
+    j.obs.hold_ns = ToNs(j.comm_start - j.gate_enter);
     j.sum_iter += now_ - j.iter_start;
     ++j.iter;
     done_iterations_ += 1.0;
@@ -481,6 +484,8 @@ class Engine {
     a.comm_ns = ToNs(j.volume / j.bottleneck_Bps);
     a.beta_Bps = j.bottleneck_Bps;
     a.volume_bytes = j.volume;
+    a.gradient_bytes = j.spec->gpus > 1 ? j.volume * j.spec->gpus / (2.0 * (j.spec->gpus - 1)) : 0;
+    for (const auto& [n, g] : j.placement.node_gpus) a.rank_nodes.insert(a.rank_nodes.end(), g, n);
     a.start_delay_ns = ToNs(j.start_delay);
     return a;
   }

@@ -79,23 +79,28 @@ TEST(Simulator, TwoJobsWithoutTimeSchedulingSlowDownAsTheFluidModelPredicts) {
   }
 }
 
+// The scheduler learns the jobs from their shims' reports, as the service does: for their first
+// two seconds or so (five phases for a confident period, then the next report) they run
+// ungated and collide, six iterations of 350 ms out of 200. After that they take turns.
 TEST(Simulator, TwoJobsWithMetronomeInterleave) {
   const RunResult r = RunYaml(TwoRacks(2), "metronome");
-  EXPECT_LT(r.summary.overlap_fraction, 0.005);
+  EXPECT_LT(r.summary.overlap_fraction, 0.05);
   for (const JobResult& j : r.jobs) {
     EXPECT_FALSE(j.best_effort) << j.name;
-    EXPECT_NEAR(j.comm_ms, 100.0, 1.0) << j.name;
-    // One-time shift into the slot at the start, then the natural period.
-    EXPECT_LT(j.mean_iteration_ms, 250.0 * 1.01) << j.name;
+    EXPECT_NEAR(j.comm_ms, 100.0, 5.0) << j.name;  // 100 ms alone, 200 ms while learned
+    EXPECT_LT(j.mean_iteration_ms, 250.0 * 1.03) << j.name;
   }
   // And with noise (2 % compute jitter, 50 µs clock skew), the cushion keeps them apart.
   const RunResult n =
       RunYaml(TwoRacks(2, "{compute_jitter: 0.02, clock_skew_us: 50}"), "metronome");
   EXPECT_LT(n.summary.overlap_fraction, 0.05);
   for (const JobResult& j : n.jobs) EXPECT_LT(j.slowdown, 1.05) << j.name;
-  // The planner is told the jitter (σ = 2 % of 150 ms = 3 ms): a period with 3 ms of headroom,
-  // rounded up to a whole percent of 250 ms, and at least 3σ of cushion after each window.
-  for (const JobResult& j : n.jobs) EXPECT_NEAR(j.mean_period_ms, 255.0, 1e-6) << j.name;
+  // The shims measure the jitter (σ = 2 % of 150 ms = 3 ms): the planned period has a few
+  // milliseconds of headroom over 250 ms, and a cushion of 3σ follows each window.
+  for (const JobResult& j : n.jobs) {
+    EXPECT_GT(j.mean_period_ms, 250.0) << j.name;
+    EXPECT_LT(j.mean_period_ms, 250.0 * 1.05) << j.name;
+  }
 }
 
 TEST(Simulator, NoCushionAblationLeavesNoLateSlack) {
@@ -292,8 +297,8 @@ jobs:
   const Scenario s = ParseScenario(yaml);
   const RunResult with = Simulate(s, PolicyByName("metronome"));
   const RunResult without = Simulate(s, PolicyByName("metronome-no-controller"));
-  EXPECT_GE(with.scheduler.drift_replans, 1u);
-  EXPECT_EQ(without.scheduler.drift_replans, 0u);
+  EXPECT_GE(with.scheduler.controller_replans, 1u);
+  EXPECT_EQ(without.scheduler.controller_replans, 0u);
   EXPECT_LE(with.summary.weighted_jct_s, without.summary.weighted_jct_s * 1.001);
 }
 
@@ -323,38 +328,23 @@ jobs:
 )";
 
 // A pair that takes turns and a low-priority job whose phase (80 ms every 180 ms) fits neither
-// between their windows nor at a harmonic of their period: it drifts across both windows, so
-// their phases take longer than the windows (the wire time), and they come later every period
-// and wait at their gates. The controller's overrun rule gives them the windows their phases
-// take, and they finish sooner (seeds 1, 4: weighted JCT 61.7 -> 58.1 s, 62.1 -> 57.9 s, with
-// the widenings that would stretch the period refused, below). The link is oversubscribed (duty
-// cycles 0.34 + 0.34 + 0.44): without time scheduling the same jobs take 59.3 and 58.7 s.
-TEST(Simulator, OverrunningPhasesGetWiderWindows) {
-  for (const std::uint64_t seed : {1u, 4u}) {
+// between their windows nor at a harmonic of their period. The service's planning stretches the
+// low-priority job to a period that interleaves (about 322 ms) and keeps the pair at its own
+// (about 476 ms, natural 460): ahead of network-aware placement alone on every seed (weighted
+// JCT about 50 s against 57-59 s), the high-priority job within 5 % of its natural pace.
+// (The overrun rule that this case used to need is the service's, pinned by Controller.*.)
+TEST(Simulator, ADriftingNeighbourIsStretchedToInterleave) {
+  for (const std::uint64_t seed : {1u, 3u, 4u}) {
     Scenario s = ParseScenario(kDriftingNeighbour);
     s.seed = seed;
-    PolicyConfig without_rule = PolicyByName("metronome");
-    without_rule.overrun = false;
     const RunResult with = Simulate(s, PolicyByName("metronome"));
-    const RunResult without = Simulate(s, without_rule);
-    EXPECT_GE(with.scheduler.overrun_replans, 1u) << "seed " << seed;
-    EXPECT_EQ(without.scheduler.overrun_replans, 0u) << "seed " << seed;
-    EXPECT_LT(with.summary.weighted_jct_s, without.summary.weighted_jct_s) << "seed " << seed;
-  }
-}
-
-// The same jobs on seeds where a widened window no longer fits at the pair's period: planned,
-// the normal-priority job of the pair went to twice the period (732 and 738 ms per iteration,
-// natural 460 ms). Such a widening is not taken: the plan goes back as it was, and its phases
-// overrun the narrower window as before (580 and 619 ms).
-TEST(Simulator, AWideningThatWouldStretchThePeriodIsNotTaken) {
-  for (const std::uint64_t seed : {3u, 4u}) {
-    Scenario s = ParseScenario(kDriftingNeighbour);
-    s.seed = seed;
-    const RunResult r = Simulate(s, PolicyByName("metronome"));
-    EXPECT_GE(r.scheduler.overrun_refused, 1u) << "seed " << seed;
-    for (const JobResult& j : r.jobs) {
-      EXPECT_LT(j.mean_iteration_ms, 1.4 * j.natural_ms) << j.name << ", seed " << seed;
+    const RunResult without = Simulate(s, PolicyByName("network-aware"));
+    EXPECT_LT(with.summary.weighted_jct_s, 0.95 * without.summary.weighted_jct_s)
+        << "seed " << seed;
+    for (const JobResult& j : with.jobs) {
+      if (j.name == "j1") {
+        EXPECT_LT(j.mean_iteration_ms, 1.05 * j.natural_ms) << "seed " << seed;
+      }
     }
   }
 }

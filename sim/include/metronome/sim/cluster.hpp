@@ -1,6 +1,6 @@
 // The simulated cluster: racks of nodes, every node with an uplink to its rack switch (its NIC
 // capacity) and every rack with an uplink to the spine. Links are numbered rack by rack: the
-// rack's uplink first, then its nodes' uplinks. The planner adapter builds the planner's
+// rack's uplink first, then its nodes' uplinks. The schedulers build the planner's
 // topology in the same order, so link indices agree.
 #pragma once
 

@@ -1,7 +1,8 @@
 // The simulator's view of time scheduling: who decides the timetables the gates obey.
 //
-// The only implementation is the planner adapter (planner_adapter.cpp), which drives the real
-// planner library (scheduler/planner); this interface keeps the fluid engine independent of it.
+// Two implementations: Metronome runs the scheduler service's controller and planning path
+// (controlled_scheduler.cpp), the CASSINI baseline the planner's plan_cassini
+// (cassini_scheduler.cpp). This interface keeps the fluid engine independent of both.
 #pragma once
 
 #include <cstddef>
@@ -20,12 +21,14 @@ struct ActiveJob {
   std::size_t index = 0;  // the job's index in the scenario
   int priority = 0;
   std::vector<std::uint32_t> nodes;  // distinct nodes of its ranks
+  std::vector<std::uint32_t> rank_nodes;  // each rank's node (one per GPU)
   std::vector<std::uint32_t> links;  // links its all-reduce crosses (may be empty)
   std::int64_t compute_ns = 0;       // profiled compute phase (may be off by the profile error)
   std::int64_t jitter_ns = 0;        // its standard deviation from iteration to iteration
   std::int64_t comm_ns = 0;          // communication phase alone, at bandwidth beta
   double beta_Bps = 0.0;             // the bottleneck capacity along its links
   double volume_bytes = 0.0;         // V per link per iteration
+  double gradient_bytes = 0.0;       // what each all-reduce call moves (the shim's bytes)
   std::int64_t start_delay_ns = 0;   // launch delay before its first iteration
 };
 
@@ -35,6 +38,9 @@ struct IterationObservation {
   std::int64_t lateness_ns = 0;  // gate arrival after its window opened (DecideGate)
   bool waited = false;           // the gate held the phase
   bool failed_open = false;      // the gate gave up waiting (max_wait)
+  bool late = false;             // the shim counts it late (CountsLate)
+  bool realigned = false;        // held to its next window beyond max_wait (MustRealign)
+  std::int64_t hold_ns = 0;      // how long the gate held it
   std::int64_t comm_ns = 0;      // measured communication phase (its start to its end)
 };
 
@@ -42,7 +48,7 @@ struct SchedulerStats {
   std::uint64_t plans = 0;  // full plans computed
   std::uint64_t adds = 0;   // incremental additions
   std::uint64_t removes = 0;
-  std::uint64_t drift_replans = 0;      // re-plans of a job the controller measured anew
+  std::uint64_t controller_replans = 0;  // re-plans the controller decided (ApplyReport)
   std::uint64_t overrun_replans = 0;    // ... of which for phases longer than their window
   std::uint64_t overrun_refused = 0;    // widenings not taken: they stretched the period
   std::uint64_t offline_runs = 0;       // offline recalculations run
@@ -87,7 +93,7 @@ class TimeScheduler {
       const std::vector<ActiveJob>& candidates) = 0;
 };
 
-// The scheduler a policy uses (the planner adapter); nullptr for policies without time
+// The scheduler a policy uses (Metronome's or CASSINI's); nullptr for policies without time
 // scheduling.
 std::unique_ptr<TimeScheduler> MakeTimeScheduler(const PolicyConfig& policy, const Cluster& cluster,
                                                  std::size_t job_count);

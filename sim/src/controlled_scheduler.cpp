@@ -1,0 +1,355 @@
+// The simulator's Metronome: the scheduler service's controller and planning path, driven with
+// what the service would hear from its shims. Nothing here decides anything the service does not.
+//
+//   - Each simulated job has a simulated shim: the shim's PhaseTracker, fed with the job's
+//     phases (two all-reduce calls per phase, half of the gradient each), and a profile report
+//     per rank every registry.report_interval_ms, filled by the shim's FillProfile, with the
+//     gate's counters as the shim counts them (CountsLate).
+//   - Each report goes to the service's ApplyReport. Its verdicts are planned as the service's
+//     planning thread plans them: every join and re-plan of a round in one AddJobs batch, a
+//     widening (the overrun rule) alone through WidenWindow; the plan becomes each job's
+//     timetable through the service's AdoptSchedule, and the simulated shims apply a push at
+//     once.
+//   - The background recalculation runs every controller.offline_interval_ms, capped by
+//     iterations rather than time so that a run is reproducible, and is adopted by the
+//     service's rule (PlanningAdapter::AdoptOffline).
+//   - The gate decides with the shim's DecideGate (simulator.cpp).
+// The service runs on its embedded defaults but for planning.wire_margin (0: see ConfigFor); a
+// policy's ablation switches change only the keys they name (planning.cushion,
+// planning.max_stretch, controller.overrun_ratio).
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "metronome/common/protocol.hpp"
+#include "metronome/planner/model.h"
+#include "metronome/service/config.hpp"
+#include "metronome/service/controller.hpp"
+#include "metronome/service/planning.hpp"
+#include "metronome/service/state.hpp"
+#include "metronome/sim/time_scheduler.hpp"
+#include "phase_tracker.hpp"
+#include "profile_report.hpp"
+
+namespace metronome::sim {
+
+namespace {
+
+namespace svc = metronome::service;
+
+// The service's configuration for a policy: its embedded defaults, but for the ablations.
+svc::ServiceConfig ConfigFor(const PolicyConfig& policy) {
+  svc::ServiceConfig c;
+  // The fluid model delivers a link's whole capacity to its flows: no framing or protocol
+  // overhead for the margin to cover (on a real link it is what TCP or InfiniBand take).
+  c.planning.wire_margin = 0.0;
+  c.planning.cushion = policy.cushion;
+  if (policy.max_stretch > 0) c.planning.max_stretch = policy.max_stretch;
+  if (!policy.stretch) c.planning.max_stretch = 1.0;
+  if (!policy.overrun) c.controller.overrun_ratio = 0.0;
+  return c;
+}
+
+// The simulated cluster as a topology file would describe it: every rack's uplink and every
+// node's NIC, in the simulator's link order (checked).
+svc::TopologyConfig TopologyOf(const Cluster& cluster) {
+  svc::TopologyConfig t;
+  t.unknown_nodes_link.clear();
+  for (const Cluster::Rack& rack : cluster.racks) {
+    svc::TopologyConfig::RackSpec r;
+    r.name = rack.name;
+    r.uplink_bytes_per_s = cluster.links[rack.uplink].capacity_Bps;
+    for (std::uint32_t n : rack.nodes) {
+      r.nodes.push_back({cluster.nodes[n].name, cluster.links[cluster.nodes[n].uplink].capacity_Bps});
+    }
+    t.racks.push_back(std::move(r));
+  }
+  return t;
+}
+
+// A candidate placement's what-if id: never a running job's (those are scenario indices).
+constexpr std::uint64_t kWhatIfId = ~std::uint64_t{0};
+
+class ControlledScheduler final : public TimeScheduler {
+ public:
+  ControlledScheduler(const PolicyConfig& policy, const Cluster& cluster, std::size_t job_count)
+      : policy_(policy),
+        cluster_(cluster),
+        config_(ConfigFor(policy)),
+        planner_(TopologyOf(cluster), config_.planning),
+        entries_(job_count) {
+    if (planner_.link_count() != cluster.links.size()) {
+      throw std::logic_error("simulated scheduler: the topology's links differ from the cluster's");
+    }
+  }
+
+  void JobStarted(const ActiveJob& a, std::int64_t now_ns) override {
+    if (a.links.empty()) return;  // inside one node: nothing to schedule
+    Entry& e = entries_[a.index];
+    e = Entry();
+    e.active = true;
+    e.view = a;
+    svc::JobState& job = e.job;
+    job.name = "job" + std::to_string(a.index);
+    job.id = a.index;
+    job.priority = a.priority;
+    job.world_size = static_cast<std::uint32_t>(a.rank_nodes.size());
+    job.created_ns = now_ns;
+    for (std::uint32_t r = 0; r < a.rank_nodes.size(); ++r) {
+      svc::RankState& rank = job.ranks[r];
+      rank.rank = r;
+      rank.node = cluster_.nodes[a.rank_nodes[r]].name;
+      rank.registered_ns = rank.last_seen_ns = now_ns;
+    }
+    e.next_report_ns = now_ns + ReportInterval();
+  }
+
+  void JobFinished(std::size_t index, std::int64_t /*now_ns*/) override {
+    Entry& e = entries_[index];
+    if (!e.active) return;
+    e.active = false;
+    // Without the controller nobody notices that the job left: its windows stay reserved.
+    if (!policy_.controller || !e.job.planned) return;
+    Timed([&] { planner_.RemoveJob(e.job.id); });
+    ++stats_.removes;
+    ApplyPlan();
+  }
+
+  void IterationDone(std::size_t index, const IterationObservation& obs,
+                     std::int64_t now_ns) override {
+    if (policy_.controller && now_ns >= next_offline_ns_) Offline(now_ns);
+    Entry& e = entries_[index];
+    if (!e.active) return;
+    Shim(e, obs, now_ns);
+    if (now_ns < e.next_report_ns) return;
+    e.next_report_ns = now_ns + ReportInterval();
+    for (auto& [r, rank] : e.job.ranks) Report(e, rank, now_ns);
+    if (!pending_.empty()) PlanRound(now_ns);
+  }
+
+  [[nodiscard]] const Timetable* GateTimetable(std::size_t index) override {
+    const Entry& e = entries_[index];
+    if (!e.active || !e.job.planned) return nullptr;
+    if (e.job.best_effort && !policy_.gate_best_effort) return nullptr;
+    return &e.job.timetable;
+  }
+  [[nodiscard]] const Timetable* CurrentTimetable(std::size_t index) const override {
+    const Entry& e = entries_[index];
+    return e.job.planned && !AlwaysOpen(e.job.timetable) ? &e.job.timetable : nullptr;
+  }
+  [[nodiscard]] bool BestEffort(std::size_t index) const override {
+    return entries_[index].job.best_effort;
+  }
+  [[nodiscard]] SchedulerStats Stats() const override { return stats_; }
+
+  // The service's what-if for each candidate: cost = π·(the job's iteration time under the
+  // candidate relative to its best natural period − 1) + Σ π·(extra slowdown of its neighbours),
+  // and a prohibitive cost when it would break a higher-priority job's timetable (the
+  // extender's filter).
+  [[nodiscard]] std::vector<double> ScorePlacements(
+      const std::vector<ActiveJob>& candidates) override {
+    std::vector<double> cost(candidates.size(), 0.0);
+    std::int64_t best_period = 0;
+    for (const ActiveJob& a : candidates) {
+      const std::int64_t p = a.compute_ns + a.comm_ns;
+      if (best_period == 0 || p < best_period) best_period = p;
+    }
+    Timed([&] {
+      for (std::size_t i = 0; i < candidates.size(); ++i) {
+        const ActiveJob& a = candidates[i];
+        const double weight = metronome::planner::priority_weight(a.priority);
+        const double period = static_cast<double>(a.compute_ns + a.comm_ns);
+        const double base = period / static_cast<double>(best_period) - 1.0;
+        if (a.links.empty()) {
+          cost[i] = weight * base;
+          continue;
+        }
+        const std::vector<svc::WhatIfEntry> r = planner_.WhatIf(Candidate(a), {});
+        if (r.empty()) continue;
+        cost[i] = weight * ((1.0 + base) * (1.0 + r.front().slowdown_after) - 1.0) +
+                  r.front().neighbour_slowdown + (r.front().hurts_higher_priority ? 1e6 : 0.0);
+      }
+    });
+    ++stats_.placements_scored;
+    return cost;
+  }
+
+ private:
+  struct Entry {
+    bool active = false;
+    ActiveJob view;
+    svc::JobState job;  // the service's registry entry for the job
+    shim::PhaseTracker tracker{};
+    std::uint64_t gated = 0, late = 0, failed_open = 0, realigned = 0;  // the shim's counters
+    std::int64_t next_report_ns = 0;
+  };
+  struct Pending {
+    std::uint64_t id;
+    bool overrun;  // a widening (tried alone)
+    bool replan;
+  };
+
+  std::int64_t ReportInterval() const {
+    return static_cast<std::int64_t>(config_.registry.report_interval_ms) * 1'000'000;
+  }
+
+  // What the job's shims see of the phase that just ended: its collectives and the gate's verdict.
+  void Shim(Entry& e, const IterationObservation& obs, std::int64_t now_ns) {
+    const std::int64_t start = now_ns - obs.comm_ns;
+    const std::int64_t mid = start + obs.comm_ns / 2;
+    const auto half = static_cast<std::uint64_t>(e.view.gradient_bytes / 2);
+    e.tracker.Add({start, mid, 0, half, obs.hold_ns});
+    e.tracker.Add({mid, now_ns, 0, half, 0});
+    if (obs.waited) ++e.gated;
+    if (obs.late) ++e.late;
+    if (obs.failed_open) ++e.failed_open;
+    if (obs.realigned) ++e.realigned;
+  }
+
+  // One rank's profile report, as the service handles it (Service::HandleReport).
+  void Report(Entry& e, svc::RankState& rank, std::int64_t now_ns) {
+    proto::ProfileReport r;
+    r.job_id = e.job.name;
+    r.rank = rank.rank;
+    shim::FillProfile(e.tracker, e.tracker.Estimate(), 0, r);
+    r.clock_error_ns = cluster_.clock_error_ns;
+    r.timetable_version = e.job.timetable.version;
+    r.gated = e.gated;
+    r.late = e.late;
+    r.failed_open = e.failed_open;
+    r.realigned = e.realigned;
+    const svc::ReportVerdict v =
+        svc::ApplyReport(e.job, rank, r, config_.controller, config_.planning, now_ns);
+    if (v.first_profile) pending_.push_back({e.job.id, false, false});
+    if (v.decision == svc::Decision::kNone || !policy_.controller) return;
+    e.job.last_replan_ns = now_ns;
+    pending_.push_back({e.job.id, v.decision == svc::Decision::kReplanOverrun, true});
+    ++stats_.controller_replans;
+    if (v.decision == svc::Decision::kReplanOverrun) ++stats_.overrun_replans;
+  }
+
+  // One round of the service's planning thread (Service::PlanningLoop) for the queued changes.
+  void PlanRound(std::int64_t now_ns) {
+    std::vector<svc::PlanJob> batch;
+    std::vector<svc::PlanJob> widen;
+    std::set<std::uint64_t> seen;
+    for (const Pending& p : pending_) {
+      const Entry& e = entries_[p.id];
+      if (!e.active || !e.job.has_profile || !seen.insert(p.id).second) continue;
+      (p.overrun ? widen : batch).push_back(svc::ToPlanJob(e.job, now_ns));
+      if (!p.replan) ++stats_.adds;
+    }
+    pending_.clear();
+    std::set<std::uint64_t> refused;
+    std::set<std::uint64_t> widen_refused;
+    Timed([&] {
+      try {
+        for (const auto& [id, why] : planner_.AddJobs(batch)) refused.insert(id);
+      } catch (const std::exception&) {
+        for (const svc::PlanJob& j : batch) refused.insert(j.id);
+      }
+      for (const svc::PlanJob& w : widen) {
+        try {
+          if (!planner_.WidenWindow(w)) widen_refused.insert(w.id);
+        } catch (const std::exception&) {
+          refused.insert(w.id);
+        }
+      }
+    });
+    for (const std::vector<svc::PlanJob>* list : {&batch, &widen}) {
+      for (const svc::PlanJob& j : *list) {
+        Entry& e = entries_[j.id];
+        if (refused.contains(j.id)) continue;
+        if (widen_refused.contains(j.id)) {
+          svc::RecordWidenRefused(e.job, j);
+          ++stats_.overrun_refused;
+          continue;
+        }
+        svc::RecordPlanned(e.job, j);
+      }
+    }
+    ++stats_.plans;
+    ApplyPlan();
+  }
+
+  // The plan's timetables to the jobs (Service::ApplyPlan); a simulated shim applies a push at once.
+  void ApplyPlan() {
+    const svc::PlanSummary plan = planner_.Summary();
+    for (const svc::JobSchedule& s : plan.jobs) {
+      if (s.id >= entries_.size() || !entries_[s.id].active) continue;
+      uint32_t check = 0;
+      (void)svc::AdoptSchedule(entries_[s.id].job, s, config_.timetable, check);
+    }
+  }
+
+  // The service's background recalculation (Service::OfflineLoop), at its interval.
+  void Offline(std::int64_t now_ns) {
+    next_offline_ns_ = now_ns + config_.controller.offline_interval_ms * 1'000'000;
+    if (policy_.offline_iterations <= 0) return;
+    const svc::PlanSummary plan = planner_.Summary();
+    if (plan.jobs.size() < 2) return;
+    const std::uint64_t iterations = static_cast<std::uint64_t>(
+        std::max<long>(2, policy_.offline_iterations * 50 /
+                              static_cast<long>(std::max<std::size_t>(50, plan.jobs.size()))));
+    svc::PlanningAdapter::Adoption adopted = svc::PlanningAdapter::Adoption::kNoGain;
+    Timed([&] {
+      const auto task = planner_.PrepareOffline();
+      const svc::OfflineResult r = svc::PlanningAdapter::RunOffline(
+          *task, /*budget_ms=*/3'600'000, {}, iterations);
+      adopted = planner_.AdoptOffline(r, config_.controller.offline_max_moves);
+    });
+    ++stats_.offline_runs;
+    if (adopted != svc::PlanningAdapter::Adoption::kApplied) return;
+    ++stats_.offline_adopted;
+    ApplyPlan();
+  }
+
+  // A job about to be placed, as the extender would ask about it: its natural profile.
+  svc::PlanJob Candidate(const ActiveJob& a) const {
+    svc::PlanJob j;
+    j.id = kWhatIfId;
+    j.name = "candidate";
+    j.priority = a.priority;
+    for (std::uint32_t n : a.rank_nodes) j.nodes.push_back(cluster_.nodes[n].name);
+    j.comm_ns = a.comm_ns;
+    j.period_ns = a.compute_ns + a.comm_ns;
+    j.compute_ns = a.compute_ns;
+    j.min_comm_ns = a.comm_ns;
+    j.jitter_ns = a.jitter_ns;
+    j.bytes_per_phase = static_cast<std::uint64_t>(a.gradient_bytes);
+    return j;
+  }
+
+  template <class F>
+  void Timed(F&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    stats_.planner_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  PolicyConfig policy_;
+  Cluster cluster_;
+  svc::ServiceConfig config_;
+  svc::PlanningAdapter planner_;
+  std::vector<Entry> entries_;
+  std::vector<Pending> pending_;
+  std::int64_t next_offline_ns_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<TimeScheduler> MakeControlledScheduler(const PolicyConfig& policy,
+                                                       const Cluster& cluster,
+                                                       std::size_t job_count) {
+  return std::make_unique<ControlledScheduler>(policy, cluster, job_count);
+}
+
+}  // namespace metronome::sim
