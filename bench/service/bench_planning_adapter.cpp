@@ -13,10 +13,10 @@
 #include <cstdio>
 #include <string>
 
-#include "metronome/service/config.hpp"
-#include "metronome/service/planning.hpp"
+#include "metronome/controller/config.hpp"
+#include "metronome/controller/planning.hpp"
 
-namespace ms = metronome::service;
+namespace ms = metronome::controller;
 
 namespace {
 

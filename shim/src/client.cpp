@@ -10,8 +10,8 @@
 
 #include "device_gate.hpp"
 #include "log.hpp"
-#include "profile_report.hpp"
 #include "metronome/common/clock.hpp"
+#include "profile_report.hpp"
 #include "real_nccl.hpp"
 #include "runtime.hpp"
 

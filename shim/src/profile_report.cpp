@@ -4,8 +4,8 @@
 
 namespace metronome::shim {
 
-void FillProfile(const PhaseTracker& tracker, const PhaseEstimate& e,
-                 int64_t server_minus_local_ns, proto::ProfileReport& r) {
+void FillProfile(const PhaseTracker& tracker, const PhaseEstimate& e, int64_t server_minus_local_ns,
+                 proto::ProfileReport& r) {
   r.iterations = e.phases;
   r.period_ns = e.period_ns;
   r.comm_ns = e.comm_ns;

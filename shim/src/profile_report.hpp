@@ -15,7 +15,7 @@ inline constexpr size_t kReportStarts = 16;
 // The measured fields of `r` (iterations, period, comm, bytes, confidence, hold, jitter, compute,
 // recent phase starts) from `tracker` and its current estimate `e`, the starts moved to the
 // scheduler's clock by `server_minus_local_ns`.
-void FillProfile(const PhaseTracker& tracker, const PhaseEstimate& e,
-                 int64_t server_minus_local_ns, proto::ProfileReport& r);
+void FillProfile(const PhaseTracker& tracker, const PhaseEstimate& e, int64_t server_minus_local_ns,
+                 proto::ProfileReport& r);
 
 }  // namespace metronome::shim

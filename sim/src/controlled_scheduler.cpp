@@ -28,11 +28,10 @@
 #include <vector>
 
 #include "metronome/common/protocol.hpp"
-#include "metronome/planner/model.h"
-#include "metronome/service/config.hpp"
-#include "metronome/service/controller.hpp"
-#include "metronome/service/planning.hpp"
-#include "metronome/service/state.hpp"
+#include "metronome/controller/config.hpp"
+#include "metronome/controller/job_state.hpp"
+#include "metronome/controller/planning.hpp"
+#include "metronome/controller/rules.hpp"
 #include "metronome/sim/time_scheduler.hpp"
 #include "phase_tracker.hpp"
 #include "profile_report.hpp"
@@ -41,11 +40,19 @@ namespace metronome::sim {
 
 namespace {
 
-namespace svc = metronome::service;
+namespace ctl = metronome::controller;
 
 // The service's configuration for a policy: its embedded defaults, but for the ablations.
-svc::ServiceConfig ConfigFor(const PolicyConfig& policy) {
-  svc::ServiceConfig c;
+// The parts of the service's configuration its controller reads.
+struct Settings {
+  ctl::RegistryConfig registry;
+  ctl::PlanningConfig planning;
+  ctl::TimetableConfig timetable;
+  ctl::ControllerConfig controller;
+};
+
+Settings ConfigFor(const PolicyConfig& policy) {
+  Settings c;
   // The fluid model delivers a link's whole capacity to its flows: no framing or protocol
   // overhead for the margin to cover (on a real link it is what TCP or InfiniBand take).
   c.planning.wire_margin = 0.0;
@@ -58,15 +65,16 @@ svc::ServiceConfig ConfigFor(const PolicyConfig& policy) {
 
 // The simulated cluster as a topology file would describe it: every rack's uplink and every
 // node's NIC, in the simulator's link order (checked).
-svc::TopologyConfig TopologyOf(const Cluster& cluster) {
-  svc::TopologyConfig t;
+ctl::TopologyConfig TopologyOf(const Cluster& cluster) {
+  ctl::TopologyConfig t;
   t.unknown_nodes_link.clear();
   for (const Cluster::Rack& rack : cluster.racks) {
-    svc::TopologyConfig::RackSpec r;
+    ctl::TopologyConfig::RackSpec r;
     r.name = rack.name;
     r.uplink_bytes_per_s = cluster.links[rack.uplink].capacity_Bps;
     for (std::uint32_t n : rack.nodes) {
-      r.nodes.push_back({cluster.nodes[n].name, cluster.links[cluster.nodes[n].uplink].capacity_Bps});
+      r.nodes.push_back(
+          {cluster.nodes[n].name, cluster.links[cluster.nodes[n].uplink].capacity_Bps});
     }
     t.racks.push_back(std::move(r));
   }
@@ -95,14 +103,14 @@ class ControlledScheduler final : public TimeScheduler {
     e = Entry();
     e.active = true;
     e.view = a;
-    svc::JobState& job = e.job;
+    ctl::JobState& job = e.job;
     job.name = "job" + std::to_string(a.index);
     job.id = a.index;
     job.priority = a.priority;
     job.world_size = static_cast<std::uint32_t>(a.rank_nodes.size());
     job.created_ns = now_ns;
     for (std::uint32_t r = 0; r < a.rank_nodes.size(); ++r) {
-      svc::RankState& rank = job.ranks[r];
+      ctl::RankState& rank = job.ranks[r];
       rank.rank = r;
       rank.node = cluster_.nodes[a.rank_nodes[r]].name;
       rank.registered_ns = rank.last_seen_ns = now_ns;
@@ -163,14 +171,14 @@ class ControlledScheduler final : public TimeScheduler {
     Timed([&] {
       for (std::size_t i = 0; i < candidates.size(); ++i) {
         const ActiveJob& a = candidates[i];
-        const double weight = metronome::planner::priority_weight(a.priority);
+        const double weight = ctl::PriorityWeight(a.priority);
         const double period = static_cast<double>(a.compute_ns + a.comm_ns);
         const double base = period / static_cast<double>(best_period) - 1.0;
         if (a.links.empty()) {
           cost[i] = weight * base;
           continue;
         }
-        const std::vector<svc::WhatIfEntry> r = planner_.WhatIf(Candidate(a), {});
+        const std::vector<ctl::WhatIfEntry> r = planner_.WhatIf(Candidate(a), {});
         if (r.empty()) continue;
         cost[i] = weight * ((1.0 + base) * (1.0 + r.front().slowdown_after) - 1.0) +
                   r.front().neighbour_slowdown + (r.front().hurts_higher_priority ? 1e6 : 0.0);
@@ -184,7 +192,7 @@ class ControlledScheduler final : public TimeScheduler {
   struct Entry {
     bool active = false;
     ActiveJob view;
-    svc::JobState job;  // the service's registry entry for the job
+    ctl::JobState job;  // the service's registry entry for the job
     shim::PhaseTracker tracker{};
     std::uint64_t gated = 0, late = 0, failed_open = 0, realigned = 0;  // the shim's counters
     std::int64_t next_report_ns = 0;
@@ -213,7 +221,7 @@ class ControlledScheduler final : public TimeScheduler {
   }
 
   // One rank's profile report, as the service handles it (Service::HandleReport).
-  void Report(Entry& e, svc::RankState& rank, std::int64_t now_ns) {
+  void Report(Entry& e, ctl::RankState& rank, std::int64_t now_ns) {
     proto::ProfileReport r;
     r.job_id = e.job.name;
     r.rank = rank.rank;
@@ -224,25 +232,25 @@ class ControlledScheduler final : public TimeScheduler {
     r.late = e.late;
     r.failed_open = e.failed_open;
     r.realigned = e.realigned;
-    const svc::ReportVerdict v =
-        svc::ApplyReport(e.job, rank, r, config_.controller, config_.planning, now_ns);
+    const ctl::ReportVerdict v =
+        ctl::ApplyReport(e.job, rank, r, config_.controller, config_.planning, now_ns);
     if (v.first_profile) pending_.push_back({e.job.id, false, false});
-    if (v.decision == svc::Decision::kNone || !policy_.controller) return;
+    if (v.decision == ctl::Decision::kNone || !policy_.controller) return;
     e.job.last_replan_ns = now_ns;
-    pending_.push_back({e.job.id, v.decision == svc::Decision::kReplanOverrun, true});
+    pending_.push_back({e.job.id, v.decision == ctl::Decision::kReplanOverrun, true});
     ++stats_.controller_replans;
-    if (v.decision == svc::Decision::kReplanOverrun) ++stats_.overrun_replans;
+    if (v.decision == ctl::Decision::kReplanOverrun) ++stats_.overrun_replans;
   }
 
   // One round of the service's planning thread (Service::PlanningLoop) for the queued changes.
   void PlanRound(std::int64_t now_ns) {
-    std::vector<svc::PlanJob> batch;
-    std::vector<svc::PlanJob> widen;
+    std::vector<ctl::PlanJob> batch;
+    std::vector<ctl::PlanJob> widen;
     std::set<std::uint64_t> seen;
     for (const Pending& p : pending_) {
       const Entry& e = entries_[p.id];
       if (!e.active || !e.job.has_profile || !seen.insert(p.id).second) continue;
-      (p.overrun ? widen : batch).push_back(svc::ToPlanJob(e.job, now_ns));
+      (p.overrun ? widen : batch).push_back(ctl::ToPlanJob(e.job, now_ns));
       if (!p.replan) ++stats_.adds;
     }
     pending_.clear();
@@ -252,9 +260,9 @@ class ControlledScheduler final : public TimeScheduler {
       try {
         for (const auto& [id, why] : planner_.AddJobs(batch)) refused.insert(id);
       } catch (const std::exception&) {
-        for (const svc::PlanJob& j : batch) refused.insert(j.id);
+        for (const ctl::PlanJob& j : batch) refused.insert(j.id);
       }
-      for (const svc::PlanJob& w : widen) {
+      for (const ctl::PlanJob& w : widen) {
         try {
           if (!planner_.WidenWindow(w)) widen_refused.insert(w.id);
         } catch (const std::exception&) {
@@ -262,29 +270,30 @@ class ControlledScheduler final : public TimeScheduler {
         }
       }
     });
-    for (const std::vector<svc::PlanJob>* list : {&batch, &widen}) {
-      for (const svc::PlanJob& j : *list) {
+    for (const std::vector<ctl::PlanJob>* list : {&batch, &widen}) {
+      for (const ctl::PlanJob& j : *list) {
         Entry& e = entries_[j.id];
         if (refused.contains(j.id)) continue;
         if (widen_refused.contains(j.id)) {
-          svc::RecordWidenRefused(e.job, j);
+          ctl::RecordWidenRefused(e.job, j);
           ++stats_.overrun_refused;
           continue;
         }
-        svc::RecordPlanned(e.job, j);
+        ctl::RecordPlanned(e.job, j);
       }
     }
     ++stats_.plans;
     ApplyPlan();
   }
 
-  // The plan's timetables to the jobs (Service::ApplyPlan); a simulated shim applies a push at once.
+  // The plan's timetables to the jobs (Service::ApplyPlan); a simulated shim applies a push at
+  // once.
   void ApplyPlan() {
-    const svc::PlanSummary plan = planner_.Summary();
-    for (const svc::JobSchedule& s : plan.jobs) {
+    const ctl::PlanSummary plan = planner_.Summary();
+    for (const ctl::JobSchedule& s : plan.jobs) {
       if (s.id >= entries_.size() || !entries_[s.id].active) continue;
       uint32_t check = 0;
-      (void)svc::AdoptSchedule(entries_[s.id].job, s, config_.timetable, check);
+      (void)ctl::AdoptSchedule(entries_[s.id].job, s, config_.timetable, check);
     }
   }
 
@@ -292,27 +301,27 @@ class ControlledScheduler final : public TimeScheduler {
   void Offline(std::int64_t now_ns) {
     next_offline_ns_ = now_ns + config_.controller.offline_interval_ms * 1'000'000;
     if (policy_.offline_iterations <= 0) return;
-    const svc::PlanSummary plan = planner_.Summary();
+    const ctl::PlanSummary plan = planner_.Summary();
     if (plan.jobs.size() < 2) return;
     const std::uint64_t iterations = static_cast<std::uint64_t>(
         std::max<long>(2, policy_.offline_iterations * 50 /
                               static_cast<long>(std::max<std::size_t>(50, plan.jobs.size()))));
-    svc::PlanningAdapter::Adoption adopted = svc::PlanningAdapter::Adoption::kNoGain;
+    ctl::PlanningAdapter::Adoption adopted = ctl::PlanningAdapter::Adoption::kNoGain;
     Timed([&] {
       const auto task = planner_.PrepareOffline();
-      const svc::OfflineResult r = svc::PlanningAdapter::RunOffline(
-          *task, /*budget_ms=*/3'600'000, {}, iterations);
+      const ctl::OfflineResult r =
+          ctl::PlanningAdapter::RunOffline(*task, /*budget_ms=*/3'600'000, {}, iterations);
       adopted = planner_.AdoptOffline(r, config_.controller.offline_max_moves);
     });
     ++stats_.offline_runs;
-    if (adopted != svc::PlanningAdapter::Adoption::kApplied) return;
+    if (adopted != ctl::PlanningAdapter::Adoption::kApplied) return;
     ++stats_.offline_adopted;
     ApplyPlan();
   }
 
   // A job about to be placed, as the extender would ask about it: its natural profile.
-  svc::PlanJob Candidate(const ActiveJob& a) const {
-    svc::PlanJob j;
+  ctl::PlanJob Candidate(const ActiveJob& a) const {
+    ctl::PlanJob j;
     j.id = kWhatIfId;
     j.name = "candidate";
     j.priority = a.priority;
@@ -336,8 +345,8 @@ class ControlledScheduler final : public TimeScheduler {
 
   PolicyConfig policy_;
   Cluster cluster_;
-  svc::ServiceConfig config_;
-  svc::PlanningAdapter planner_;
+  Settings config_;
+  ctl::PlanningAdapter planner_;
   std::vector<Entry> entries_;
   std::vector<Pending> pending_;
   std::int64_t next_offline_ns_ = 0;

@@ -12,10 +12,14 @@
 #include <zmq_addon.hpp>
 
 #include "metronome/common/clock.hpp"
-#include "metronome/service/controller.hpp"
+#include "metronome/controller/rules.hpp"
 #include "metronome/service/routes.hpp"
 
 namespace metronome::service {
+
+using controller::Decision;
+using controller::OfflineTask;
+using controller::ReportVerdict;
 
 namespace {
 
@@ -534,7 +538,7 @@ void Service::RemoveJob(const std::string& name, const char* reason) {
 }
 
 PlanJob Service::ToPlanJob(const JobState& job) const {
-  return service::ToPlanJob(job, RealtimeNs());
+  return controller::ToPlanJob(job, RealtimeNs());
 }
 
 // The planning thread: one round takes every change queued since the last, plans them with the

@@ -11,6 +11,9 @@
 
 namespace metronome::service {
 
+using controller::PlanningError;
+using controller::WhatIfEntry;
+
 using nlohmann::json;
 
 namespace {

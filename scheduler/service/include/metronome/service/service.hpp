@@ -33,11 +33,11 @@
 #include <vector>
 
 #include "metronome/common/protocol.hpp"
+#include "metronome/controller/planning.hpp"
 #include "metronome/extender/state.hpp"
 #include "metronome/service/config.hpp"
 #include "metronome/service/http_server.hpp"
 #include "metronome/service/metrics.hpp"
-#include "metronome/service/planning.hpp"
 #include "metronome/service/state.hpp"
 
 namespace zmq {
@@ -46,6 +46,12 @@ class socket_t;
 }  // namespace zmq
 
 namespace metronome::service {
+
+using controller::LinkSchedule;
+using controller::OfflineResult;
+using controller::PlanJob;
+using controller::PlanningAdapter;
+using controller::PlanSummary;
 
 // What other parts (the kube-scheduler extender) need to know after each plan change: the
 // topology as configured and every job with its measured profile and current timetable.

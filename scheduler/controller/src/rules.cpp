@@ -1,4 +1,4 @@
-#include "metronome/service/controller.hpp"
+#include "metronome/controller/rules.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 
 #include "metronome/controller/overrun.hpp"
 
-namespace metronome::service {
+namespace metronome::controller {
 
 namespace {
 
@@ -107,8 +107,8 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   std::sort(starts.begin(), starts.end());
   const int64_t min_gap = job.period_ns > 0 ? job.period_ns / 2 : 1'000'000;
   // An always-open timetable has no window to be late for (DecideGate lets every phase go).
-  const bool judged = job.planned && !job.best_effort && job.timetable.version > 0 &&
-                      !AlwaysOpen(job.timetable);
+  const bool judged =
+      job.planned && !job.best_effort && job.timetable.version > 0 && !AlwaysOpen(job.timetable);
   uint32_t off_window = 0;
   for (int64_t s : starts) {
     if (job.last_phase_start_ns != 0 && s < job.last_phase_start_ns + min_gap) continue;
@@ -182,7 +182,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     }
   }
 
-  // Rule 4 (controller.hpp): overrun. The floor moves to the measured phase when that is longer
+  // Rule 4 (rules.hpp): overrun. The floor moves to the measured phase when that is longer
   // than a gated window by the ratio, or (once set) when it is shorter than the floor by the
   // ratio squared: a band, so that phases that overlap drifting traffic only now and then do not
   // widen and narrow the window report after report. The shim's median phase covers its last 8
@@ -193,12 +193,12 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
                        job.phases_seen >= job.phases_at_timetable + kSettledPhases;
   if (usable && settled && controller.overrun_ratio > 0.0) {
     const Timetable& tt = job.timetable;
-    const metronome::controller::OverrunMove move = metronome::controller::JudgeOverrun(
-        {report.comm_ns, tt.window_ns, !job.best_effort && !AlwaysOpen(tt), job.overrun_refused_ns,
-         job.phase_floor_ns},
-        controller.overrun_ratio);
+    const OverrunMove move =
+        JudgeOverrun({report.comm_ns, tt.window_ns, !job.best_effort && !AlwaysOpen(tt),
+                      job.overrun_refused_ns, job.phase_floor_ns},
+                     controller.overrun_ratio);
     job.consecutive_overrun_reports =
-        move != metronome::controller::OverrunMove::kNone ? job.consecutive_overrun_reports + 1 : 0;
+        move != OverrunMove::kNone ? job.consecutive_overrun_reports + 1 : 0;
     if (job.consecutive_overrun_reports >= controller.profile_change_reports && cooled) {
       v.decision = Decision::kReplanOverrun;
       v.reason = "phases take " + std::to_string(report.comm_ns) + " ns in a " +
@@ -270,8 +270,8 @@ void RecordWidenRefused(JobState& job, const PlanJob& refused) {
 bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableConfig& config,
                    uint32_t& check) {
   Timetable tt = schedule.timetable;
-  tt.late_slack_ns = static_cast<int64_t>(static_cast<double>(tt.late_slack_ns) *
-                                          config.late_slack_scale);
+  tt.late_slack_ns =
+      static_cast<int64_t>(static_cast<double>(tt.late_slack_ns) * config.late_slack_scale);
   // The planner's max wait (period − window: a phase that missed its slack by less than a
   // window length goes at once rather than wait a whole period), capped by the config.
   tt.max_wait_ns = std::min(tt.max_wait_ns, config.max_wait_ms * 1'000'000);
@@ -292,4 +292,4 @@ bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableCo
   return true;
 }
 
-}  // namespace metronome::service
+}  // namespace metronome::controller

@@ -1,6 +1,7 @@
 // The controller's rules (docs/scheduler.md, "The controller's rules"), as pure functions over a
-// job's state so that each rule can be tested alone. The service calls them on every profile
-// report and logs and counts every decision they return.
+// job's state so that each rule can be tested alone. The scheduler service calls them on every
+// profile report and logs and counts every decision they return; the simulator's Metronome calls
+// them on its simulated shims' reports.
 //
 //   1. Lateness. Each reported phase start (scheduler clock) is compared with the job's windows:
 //      lateness = start − the nearest window opening. A phase later than the late slack has
@@ -32,11 +33,11 @@
 #include <vector>
 
 #include "metronome/common/protocol.hpp"
-#include "metronome/service/config.hpp"
-#include "metronome/service/planning.hpp"
-#include "metronome/service/state.hpp"
+#include "metronome/controller/config.hpp"
+#include "metronome/controller/job_state.hpp"
+#include "metronome/controller/planning.hpp"
 
-namespace metronome::service {
+namespace metronome::controller {
 
 enum class Decision : uint8_t {
   kNone,
@@ -66,7 +67,8 @@ int64_t SignedLateness(const Timetable& tt, int64_t start_ns);
 int64_t PredictNextPhase(const JobState& job, int64_t after_ns);
 
 // Applies one profile report from `rank` to `job` (measured phases, profile, controller counters)
-// and returns what the service should do. `now_ns` is the scheduler clock at receipt.
+// and returns what the caller (the service, the simulator) should do. `now_ns` is the scheduler
+// clock at receipt.
 ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileReport& report,
                           const ControllerConfig& controller, const PlanningConfig& planning,
                           int64_t now_ns);
@@ -92,4 +94,4 @@ void RecordWidenRefused(JobState& job, const PlanJob& refused);
 bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableConfig& config,
                    uint32_t& check);
 
-}  // namespace metronome::service
+}  // namespace metronome::controller

@@ -1,9 +1,9 @@
-// The one place where the service meets the planner library (metronome::planner).
+// The one place where the controller meets the planner library (metronome::planner).
 //
-// The service's registry speaks in job names, node names and measured profiles; the planner in
-// numeric ids, topology indices and JobProfile. This adapter converts the registry's jobs into
-// planner::Job, keeps the planner's stateful OnlinePlanner, and converts its Plan back into the
-// values a Timetable carries. Nothing else in the service includes a planner header.
+// The registry speaks in job names, node names and measured profiles; the planner in numeric ids,
+// topology indices and JobProfile. This adapter converts the registry's jobs into planner::Job,
+// keeps the planner's stateful OnlinePlanner, and converts its Plan back into timetables. Neither
+// the scheduler service nor the simulator's Metronome includes a planner header.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +17,13 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
-#include "metronome/service/config.hpp"
+#include "metronome/controller/config.hpp"
 
-namespace metronome::service {
+namespace metronome::controller {
 
 // A job as the registry knows it, ready to plan.
 struct PlanJob {
-  uint64_t id = 0;  // the service's numeric id for the job (stable while the job lives)
+  uint64_t id = 0;  // the registry's numeric id for the job (stable while the job lives)
   std::string name;
   int priority = 0;
   std::vector<std::string> nodes;  // one entry per rank (duplicates allowed)
@@ -123,11 +123,11 @@ class PlanningAdapter {
   std::vector<uint32_t> JobLinks(const PlanJob& job) const;
 
   // "If this job joined on these nodes": each affected job's slowdown now and after.
-  // `names` maps the service's job ids to names for the answer.
+  // `names` maps the registry's job ids to names for the answer.
   std::vector<WhatIfEntry> WhatIf(const PlanJob& candidate,
                                   const std::map<uint64_t, std::string>& names) const;
 
-  // Offline recalculation: Prepare under the service lock, Run without it (may take the whole
+  // Offline recalculation: Prepare under the caller's lock, Run without it (may take the whole
   // budget; `stop` ends it early; `max_iterations` > 0 caps the search instead, for a
   // reproducible run), Adopt under the lock: only a better plan, made from this generation,
   // that moves at most `max_moves` jobs.
@@ -143,10 +143,13 @@ class PlanningAdapter {
   uint64_t generation_ = 0;
 };
 
+// The weight π the planner gives a priority in its latency objective (stage 2) and its what-if.
+double PriorityWeight(int priority);
+
 // Raised by PlanningAdapter when the planner refuses a job (validate() found defects).
 class PlanningError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-}  // namespace metronome::service
+}  // namespace metronome::controller

@@ -1,5 +1,5 @@
-// The adapter between the service's registry and metronome::planner (see planning.hpp).
-#include "metronome/service/planning.hpp"
+// The adapter between the controller's registry and metronome::planner (see planning.hpp).
+#include "metronome/controller/planning.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -14,7 +14,7 @@
 #include "metronome/planner/topology.h"
 #include "metronome/planner/what_if.h"
 
-namespace metronome::service {
+namespace metronome::controller {
 
 namespace pl = metronome::planner;
 
@@ -515,4 +515,8 @@ PlanningAdapter::Adoption PlanningAdapter::AdoptOffline(const OfflineResult& res
   return Adoption::kApplied;
 }
 
-}  // namespace metronome::service
+double PriorityWeight(int priority) {
+  return pl::priority_weight(priority);
+}
+
+}  // namespace metronome::controller

@@ -1,9 +1,9 @@
 // The planner adapter: registry jobs in, timetable values out, through the real planner.
 #include <gtest/gtest.h>
 
-#include "metronome/service/planning.hpp"
+#include "metronome/controller/planning.hpp"
 
-namespace metronome::service {
+namespace metronome::controller {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -224,9 +224,9 @@ TEST(PlanningAdapter, TheDemosHighPriorityJobJoiningLastLeavesTheLowPriorityOneG
 }
 
 }  // namespace
-}  // namespace metronome::service
+}  // namespace metronome::controller
 
-namespace metronome::service {
+namespace metronome::controller {
 namespace {
 
 // Two jobs measured 0.2 % apart share a link: they are planned at one period (the larger) and
@@ -266,9 +266,9 @@ TEST(PlanningAdapter, TwoHalfDutyJobsTakeTurnsAtOneSlightlyStretchedPeriod) {
 }
 
 }  // namespace
-}  // namespace metronome::service
+}  // namespace metronome::controller
 
-namespace metronome::service {
+namespace metronome::controller {
 namespace {
 
 // Two copies of one model on a shared 25 MB/s link, 4 MiB per all-reduce: the window of a
@@ -425,4 +425,4 @@ TEST(PlanningAdapter, AWiderWindowIsTakenUnlessItWouldStretchThePeriod) {
 }
 
 }  // namespace
-}  // namespace metronome::service
+}  // namespace metronome::controller

@@ -1,9 +1,9 @@
 // The controller's rules, one by one, on a job's state.
 #include <gtest/gtest.h>
 
-#include "metronome/service/controller.hpp"
+#include "metronome/controller/rules.hpp"
 
-namespace metronome::service {
+namespace metronome::controller {
 namespace {
 
 constexpr int64_t kMs = 1'000'000;
@@ -295,4 +295,4 @@ TEST(Controller, AJobPlannedNotGatedIsNeverLate) {
 }
 
 }  // namespace
-}  // namespace metronome::service
+}  // namespace metronome::controller

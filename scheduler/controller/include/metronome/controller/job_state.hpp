@@ -1,0 +1,97 @@
+// What the controller knows of a job and its ranks: registration, the measured profile, the
+// profile its plan was made with, its timetable, and the rules' counters. Plain data: the
+// scheduler service keeps it in its registry (under its lock), the simulator one per simulated
+// job; the rules (rules.hpp) read and update it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "metronome/common/timetable.hpp"
+
+namespace metronome::controller {
+
+// One (job, rank) registration, made by a Hello.
+struct RankState {
+  uint32_t rank = 0;
+  std::string node;
+  std::string identity;  // ROUTER routing id of the client that registered it
+  uint64_t session = 0;
+  uint32_t pid = 0;
+  std::string shim_version;
+  int64_t registered_ns = 0;
+  int64_t last_seen_ns = 0;
+  uint64_t reports = 0;
+  int64_t clock_offset_ns = 0;  // the shim's estimate (server - client)
+  int64_t clock_error_ns = -1;
+  uint64_t timetable_version = 0;  // the version in force at the shim, as last reported
+  int64_t last_push_ns = 0;        // when the scheduler last sent it a timetable
+  uint64_t gated = 0, late = 0, failed_open = 0,
+           realigned = 0;  // the shim's cumulative gate counters
+};
+
+// A communication phase a job actually ran (scheduler clock), as the controller judged it.
+struct MeasuredPhase {
+  int64_t start_ns = 0;
+  int64_t duration_ns = 0;  // the reported communication time at the time
+  int64_t lateness_ns = 0;  // signed distance from the nearest window opening (0 if unplanned)
+  bool late = false;        // past the late slack: the shim held it to the next window
+};
+
+struct JobState {
+  std::string name;
+  uint64_t id = 0;  // numeric id handed to the planner
+  int32_t priority = 0;
+  uint32_t world_size = 0;
+  int64_t created_ns = 0;
+  std::map<uint32_t, RankState> ranks;
+
+  // Latest measured profile (from reports with enough confidence).
+  bool has_profile = false;
+  int64_t period_ns = 0;
+  int64_t comm_ns = 0;
+  int64_t min_comm_ns = 0;  // fastest phase reported so far (reset when the bytes change)
+  uint64_t bytes_per_phase = 0;
+  int64_t compute_ns = 0;  // median compute between phases, as the shims measure it (0: unknown)
+  int64_t jitter_ns = 0;   // its σ (0: unknown)
+  double confidence = 0.0;
+  // The profile the current plan was made with.
+  int64_t planned_period_ns = 0;
+  int64_t planned_comm_ns = 0;
+  uint64_t planned_bytes_per_phase = 0;
+  int64_t planned_min_comm_ns = 0;
+  int64_t planned_compute_ns = 0;
+  // The window its phases have shown they take when that is longer than their wire time (the
+  // overrun rule, rules.hpp); 0: none. The plan's window is never shorter.
+  int64_t phase_floor_ns = 0;
+  int64_t planned_phase_floor_ns = 0;  // the floor the current plan was made with
+  // A widening not taken because it would have stretched the period (0: none since the job's
+  // timetable last changed): the rule waits for phases longer than it by the ratio.
+  int64_t overrun_refused_ns = 0;
+
+  // Current timetable (version 0: none yet).
+  bool planned = false;
+  bool best_effort = false;
+  double predicted_slowdown = 0.0;
+  Timetable timetable;
+  std::vector<std::string> links;
+
+  // Controller.
+  uint32_t consecutive_late_reports = 0;
+  uint32_t consecutive_changed_reports = 0;
+  uint32_t consecutive_overrun_reports = 0;
+  uint64_t phases_at_timetable = 0;  // phases_seen when the current timetable was made
+  int64_t last_replan_ns = 0;
+  double lateness_ewma_ns = 0.0;
+  uint64_t phases_seen = 0;
+  uint64_t phases_late = 0;
+  int64_t last_phase_start_ns = 0;
+  uint64_t replans = 0;
+  std::deque<MeasuredPhase> phases;    // most recent last, bounded by controller.phase_history
+  std::vector<std::string> decisions;  // last few controller decisions, for the status API
+};
+
+}  // namespace metronome::controller
