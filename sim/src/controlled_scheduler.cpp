@@ -254,27 +254,15 @@ class ControlledScheduler final : public TimeScheduler {
       if (!p.replan) ++stats_.adds;
     }
     pending_.clear();
+    ctl::PlanningAdapter::RoundOutcome round;
+    Timed([&] { round = planner_.PlanRound(batch, widen); });
     std::set<std::uint64_t> refused;
-    std::set<std::uint64_t> widen_refused;
-    Timed([&] {
-      try {
-        for (const auto& [id, why] : planner_.AddJobs(batch)) refused.insert(id);
-      } catch (const std::exception&) {
-        for (const ctl::PlanJob& j : batch) refused.insert(j.id);
-      }
-      for (const ctl::PlanJob& w : widen) {
-        try {
-          if (!planner_.WidenWindow(w)) widen_refused.insert(w.id);
-        } catch (const std::exception&) {
-          refused.insert(w.id);
-        }
-      }
-    });
+    for (const auto& [id, why] : round.refused) refused.insert(id);
     for (const std::vector<ctl::PlanJob>* list : {&batch, &widen}) {
       for (const ctl::PlanJob& j : *list) {
         Entry& e = entries_[j.id];
         if (refused.contains(j.id)) continue;
-        if (widen_refused.contains(j.id)) {
+        if (round.widen_refused.contains(j.id)) {
           ctl::RecordWidenRefused(e.job, j);
           ++stats_.overrun_refused;
           continue;

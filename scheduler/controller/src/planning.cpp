@@ -337,6 +337,24 @@ bool PlanningAdapter::WidenWindow(const PlanJob& job) {
   return false;
 }
 
+PlanningAdapter::RoundOutcome PlanningAdapter::PlanRound(const std::vector<PlanJob>& batch,
+                                                         const std::vector<PlanJob>& widen) {
+  RoundOutcome out;
+  try {
+    out.refused = AddJobs(batch);
+  } catch (const std::exception& e) {
+    for (const auto& a : batch) out.refused.emplace_back(a.id, e.what());
+  }
+  for (const auto& w : widen) {
+    try {
+      if (!WidenWindow(w)) out.widen_refused.insert(w.id);
+    } catch (const std::exception& e) {
+      out.refused.emplace_back(w.id, e.what());
+    }
+  }
+  return out;
+}
+
 void PlanningAdapter::RemoveJob(uint64_t id) {
   impl_->online.remove_job(id);
   ++generation_;

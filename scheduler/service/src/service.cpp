@@ -595,20 +595,9 @@ void Service::PlanningLoop() {
         for (const auto& a : adds) {
           (add_reason.at(a.id)->reason == "overrun" ? widen : batch).push_back(a);
         }
-        std::vector<std::pair<uint64_t, std::string>> refused;
-        try {
-          refused = planner_.AddJobs(batch);
-        } catch (const std::exception& e) {
-          for (const auto& a : batch) refused.emplace_back(a.id, e.what());
-        }
-        for (const auto& w : widen) {
-          try {
-            if (!planner_.WidenWindow(w)) widen_refused.insert(w.id);
-          } catch (const std::exception& e) {
-            refused.emplace_back(w.id, e.what());
-          }
-        }
-        for (const auto& [id, why] : refused) {
+        const PlanningAdapter::RoundOutcome round = planner_.PlanRound(batch, widen);
+        widen_refused = round.widen_refused;
+        for (const auto& [id, why] : round.refused) {
           refused_ids.insert(id);
           metrics_.PlanningErrors().Increment();
           spdlog::error("planner: cannot plan job {}: {}", id, why);

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -109,6 +110,13 @@ class PlanningAdapter {
   // the wider window no longer fits at its harmonic period. Then the plan is put back as it
   // was and the answer is false. Throws PlanningError for a job the planner refuses.
   bool WidenWindow(const PlanJob& job);
+  // One planning round: `batch` (joins and re-plans) in one AddJobs, then each of `widen` (the
+  // overrun rule's widenings) alone through WidenWindow. What the round did not take:
+  struct RoundOutcome {
+    std::vector<std::pair<uint64_t, std::string>> refused;  // the planner refused the job (why)
+    std::set<uint64_t> widen_refused;  // widenings not taken: they would stretch the period
+  };
+  RoundOutcome PlanRound(const std::vector<PlanJob>& batch, const std::vector<PlanJob>& widen);
   void ReplanAll(const std::vector<PlanJob>& jobs);
   bool Contains(uint64_t id) const;
 
