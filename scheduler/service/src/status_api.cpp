@@ -1,5 +1,6 @@
-// The JSON status API, /healthz and /metrics: Service's snapshots and the route group that
-// serves them (routes are listed in docs/scheduler.md, "HTTP API").
+// The JSON status API, /healthz and /metrics: the route group that serves the registry's
+// snapshots (registry_status.cpp) and the what-if (routes are listed in docs/scheduler.md,
+// "HTTP API").
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include "metronome/common/clock.hpp"
 #include "metronome/service/routes.hpp"
 #include "metronome/service/service.hpp"
+#include "planning_worker.hpp"
+#include "registry.hpp"
 
 namespace metronome::service {
 
@@ -15,200 +18,6 @@ using controller::PlanningError;
 using controller::WhatIfEntry;
 
 using nlohmann::json;
-
-namespace {
-
-json TimetableToJson(const JobState& job, int64_t now) {
-  const Timetable& t = job.timetable;
-  return json{{"job", job.name},
-              {"version", t.version},
-              {"epoch_ns", t.epoch_ns},
-              {"period_ns", t.period_ns},
-              {"offset_ns", t.offset_ns},
-              {"window_ns", t.window_ns},
-              {"late_slack_ns", t.late_slack_ns},
-              {"max_wait_ns", t.max_wait_ns},
-              {"gated", !AlwaysOpen(t)},
-              {"best_effort", job.best_effort},
-              {"next_window_ns", NextWindowStart(t, now)}};
-}
-
-json JobSummary(const JobState& job, int64_t now) {
-  json j{{"job", job.name},
-         {"id", job.id},
-         {"priority", job.priority},
-         {"world_size", job.world_size},
-         {"ranks", job.ranks.size()},
-         {"planned", job.planned},
-         {"best_effort", job.best_effort},
-         {"links", job.links},
-         {"predicted_slowdown", job.predicted_slowdown},
-         {"lateness_ewma_ns", static_cast<int64_t>(job.lateness_ewma_ns)},
-         {"phases_seen", job.phases_seen},
-         {"phases_late", job.phases_late},
-         {"replans", job.replans}};
-  j["profile"] = job.has_profile ? json{{"period_ns", job.period_ns},
-                                        {"comm_ns", job.comm_ns},
-                                        {"bytes_per_phase", job.bytes_per_phase},
-                                        {"compute_ns", job.compute_ns},
-                                        {"jitter_ns", job.jitter_ns},
-                                        {"phase_floor_ns", job.phase_floor_ns},
-                                        {"overrun_refused_ns", job.overrun_refused_ns},
-                                        {"confidence", job.confidence}}
-                                 : json(nullptr);
-  j["timetable"] = job.planned ? TimetableToJson(job, now) : json(nullptr);
-  return j;
-}
-
-}  // namespace
-
-nlohmann::json Service::StatusJson() {
-  std::lock_guard lock(mu_);
-  size_t ranks = 0, planned = 0, best_effort = 0;
-  for (const auto& [name, job] : jobs_) {
-    ranks += job.ranks.size();
-    planned += job.planned ? 1 : 0;
-    best_effort += job.planned && job.best_effort ? 1 : 0;
-  }
-  const int64_t now = RealtimeNs();
-  return json{{"status", "ok"},
-              {"server_time_ns", now},
-              {"uptime_s", static_cast<double>(now - started_ns_) * 1e-9},
-              {"zmq_endpoint", bound_endpoint_},
-              {"curve", config_.curve.enabled()},
-              {"jobs", jobs_.size()},
-              {"jobs_planned", planned},
-              {"jobs_best_effort", best_effort},
-              {"ranks", ranks},
-              {"clients", clients_.size()},
-              {"links", links_.size()},
-              {"plan_version", plan_version_},
-              {"last_plan_ns", last_plan_ns_},
-              {"score",
-               {{"utilization", summary_.utilization},
-                {"latency", summary_.latency},
-                {"cushion_ns", summary_.cushion_ns}}},
-              {"rejected_messages", metrics_.CounterTotal("metronome_rejected_messages_total")},
-              {"replans", metrics_.CounterTotal("metronome_replans_total")}};
-}
-
-nlohmann::json Service::JobsJson() {
-  std::lock_guard lock(mu_);
-  const int64_t now = RealtimeNs();
-  json out = json::array();
-  for (const auto& [name, job] : jobs_) out.push_back(JobSummary(job, now));
-  return json{{"jobs", out}};
-}
-
-std::optional<nlohmann::json> Service::JobJson(const std::string& name) {
-  std::lock_guard lock(mu_);
-  const auto it = jobs_.find(name);
-  if (it == jobs_.end()) return std::nullopt;
-  const JobState& job = it->second;
-  json j = JobSummary(job, RealtimeNs());
-  json ranks = json::array();
-  for (const auto& [r, rank] : job.ranks) {
-    ranks.push_back({{"rank", r},
-                     {"node", rank.node},
-                     {"session", rank.session},
-                     {"pid", rank.pid},
-                     {"shim_version", rank.shim_version},
-                     {"registered_ns", rank.registered_ns},
-                     {"last_seen_ns", rank.last_seen_ns},
-                     {"reports", rank.reports},
-                     {"clock_offset_ns", rank.clock_offset_ns},
-                     {"clock_error_ns", rank.clock_error_ns},
-                     {"timetable_version", rank.timetable_version},
-                     {"gated", rank.gated},
-                     {"late", rank.late},
-                     {"failed_open", rank.failed_open},
-                     {"realigned", rank.realigned}});
-  }
-  j["rank_list"] = ranks;
-  j["decisions"] = job.decisions;
-  return j;
-}
-
-std::optional<nlohmann::json> Service::TimetableJson(const std::string& name) {
-  std::lock_guard lock(mu_);
-  const auto it = jobs_.find(name);
-  if (it == jobs_.end()) return std::nullopt;
-  if (!it->second.planned) return json(nullptr);
-  return TimetableToJson(it->second, RealtimeNs());
-}
-
-std::optional<nlohmann::json> Service::PhasesJson(const std::string& name, size_t limit) {
-  std::lock_guard lock(mu_);
-  const auto it = jobs_.find(name);
-  if (it == jobs_.end()) return std::nullopt;
-  const auto& phases = it->second.phases;
-  json out = json::array();
-  const size_t from = phases.size() > limit ? phases.size() - limit : 0;
-  for (size_t i = from; i < phases.size(); ++i) {
-    out.push_back({{"start_ns", phases[i].start_ns},
-                   {"duration_ns", phases[i].duration_ns},
-                   {"lateness_ns", phases[i].lateness_ns},
-                   {"late", phases[i].late}});
-  }
-  return json{{"job", name}, {"phases", out}};
-}
-
-nlohmann::json Service::LinksJson() {
-  std::lock_guard lock(mu_);
-  std::map<std::string, std::vector<std::string>> members;
-  for (const auto& [name, job] : jobs_) {
-    for (const auto& l : job.links) members[l].push_back(name);
-  }
-  json out = json::array();
-  for (const auto& l : links_) {
-    out.push_back({{"link", l.name},
-                   {"capacity_bytes_per_s", l.capacity_bytes_per_s},
-                   {"hyperperiod_ns", l.hyperperiod_ns},
-                   {"planned_utilization", l.served_load},
-                   {"measured_utilization", MeasuredUtilization(l.name)},
-                   {"min_cushion_ns", l.min_cushion_ns},
-                   {"contention", l.contention},
-                   {"gated_jobs", l.gated_jobs},
-                   {"best_effort_jobs", l.best_effort_jobs},
-                   {"jobs", members[l.name]}});
-  }
-  return json{{"links", out}};
-}
-
-nlohmann::json Service::TimelineJson(int64_t span_ns) {
-  std::lock_guard lock(mu_);
-  const int64_t now = RealtimeNs();
-  std::map<std::string, std::vector<const JobState*>> members;
-  for (const auto& [name, job] : jobs_) {
-    for (const auto& l : job.links) members[l].push_back(&job);
-  }
-  json links = json::array();
-  for (const auto& l : links_) {
-    const auto m = members.find(l.name);
-    if (m == members.end()) continue;
-    json jobs = json::array();
-    for (const JobState* job : m->second) {
-      json entry{{"job", job->name},
-                 {"priority", job->priority},
-                 {"planned", job->planned},
-                 {"best_effort", job->best_effort}};
-      if (job->planned) entry["timetable"] = TimetableToJson(*job, now);
-      json phases = json::array();
-      for (const auto& p : job->phases) {
-        if (p.start_ns + p.duration_ns < now - span_ns) continue;
-        phases.push_back({p.start_ns, p.duration_ns, p.late});
-      }
-      entry["phases"] = phases;
-      jobs.push_back(entry);
-    }
-    links.push_back({{"link", l.name},
-                     {"planned_utilization", l.served_load},
-                     {"measured_utilization", MeasuredUtilization(l.name)},
-                     {"jobs", jobs}});
-  }
-  return json{
-      {"now_ns", now}, {"span_ns", span_ns}, {"plan_version", plan_version_}, {"links", links}};
-}
 
 nlohmann::json Service::WhatIfJson(const nlohmann::json& req) {
   if (!req.is_object()) throw HttpError(400, "bad_field", "the body must be a JSON object");
@@ -246,16 +55,10 @@ nlohmann::json Service::WhatIfJson(const nlohmann::json& req) {
   if (req.contains("bytes_per_phase")) {
     job.bytes_per_phase = static_cast<uint64_t>(need_number("bytes_per_phase", 0, 1e15));
   }
-  std::map<uint64_t, std::string> names;
-  {
-    std::lock_guard lock(mu_);
-    names.insert(job_names_.begin(), job_names_.end());
-    job.id = next_job_id_ + 1'000'000;  // never collides with a registered job
-  }
+  const std::map<uint64_t, std::string> names = registry_->JobNames(job.id);
   std::vector<WhatIfEntry> entries;
   try {
-    std::lock_guard plan_lock(plan_mu_);
-    entries = planner_.WhatIf(job, names);
+    entries = worker_->WhatIf(job, names);
   } catch (const PlanningError& e) {
     throw HttpError(400, "bad_field", e.what());
   }
@@ -267,9 +70,7 @@ nlohmann::json Service::WhatIfJson(const nlohmann::json& req) {
                    {"slowdown_after", e.slowdown_after},
                    {"best_effort_after", e.best_effort_after}});
   }
-  json crossed = json::array();
-  for (uint32_t l : planner_.JobLinks(job)) crossed.push_back(link_names_[l]);
-  return json{{"job", job.name}, {"links", crossed}, {"jobs", out}};
+  return json{{"job", job.name}, {"links", worker_->JobLinks(job)}, {"jobs", out}};
 }
 
 // ---------------------------------------------------------------------------------------------

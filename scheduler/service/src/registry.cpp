@@ -1,0 +1,570 @@
+#include "registry.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "metronome/common/clock.hpp"
+#include "metronome/controller/rules.hpp"
+
+namespace metronome::service {
+
+using controller::Decision;
+using controller::ReportVerdict;
+
+namespace {
+
+proto::ErrorCode CodeFor(proto::DecodeError e) {
+  switch (e) {
+    case proto::DecodeError::kVersion:
+      return proto::ErrorCode::kVersion;
+    case proto::DecodeError::kBadField:
+      return proto::ErrorCode::kInvalid;
+    default:
+      return proto::ErrorCode::kMalformed;
+  }
+}
+
+std::string Printable(const std::string& identity) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : identity) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+constexpr size_t kMaxDecisions = 16;
+
+}  // namespace
+
+Registry::Registry(const ServiceConfig& config, Metrics& metrics,
+                   std::function<std::vector<std::string>(const PlanJob&)> job_links,
+                   PlanSummary initial_plan)
+    : config_(config), metrics_(metrics), job_links_(std::move(job_links)) {
+  summary_ = std::move(initial_plan);
+  links_ = summary_.links;
+}
+
+void Registry::Handle(const std::vector<std::string>& frames, int64_t t_recv) {
+  bool work = false;
+  {
+    std::lock_guard lock(mu_);
+    HandleLocked(frames, t_recv);
+    work = !pending_.empty();
+  }
+  if (work) work_cv_.notify_one();  // now, not after the batch: joins wait for no one
+}
+
+void Registry::Tick(int64_t now) {
+  bool work = false;
+  {
+    std::lock_guard lock(mu_);
+    TickLocked(now);
+    work = !pending_.empty();
+  }
+  if (work) work_cv_.notify_one();
+}
+
+std::vector<Outgoing> Registry::TakeOutbox() {
+  std::lock_guard lock(mu_);
+  std::vector<Outgoing> out;
+  out.swap(outbox_);
+  return out;
+}
+
+std::vector<std::string> Registry::LinksOf(const JobState& job) const {
+  return job_links_(controller::ToPlanJob(job, RealtimeNs()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The planning thread's side.
+
+bool Registry::WaitForWork(PlanningWork& work) {
+  work = PlanningWork{};
+  std::unique_lock lock(mu_);
+  work_cv_.wait(lock, [&] { return HasWork(); });
+  if (stopping_) return false;
+  work.changes.swap(pending_);
+  work.offline.swap(offline_result_);
+  std::set<uint64_t> seen;
+  for (const auto& p : work.changes) {
+    if (p.kind == PlanChange::kLeave) continue;
+    const auto name = job_names_.find(p.id);
+    if (name == job_names_.end()) continue;  // left meanwhile
+    const JobState& job = jobs_.at(name->second);
+    if (!job.has_profile || !seen.insert(p.id).second) continue;
+    work.adds.push_back(
+        {controller::ToPlanJob(job, RealtimeNs()), p.reason, p.kind == PlanChange::kReplan});
+  }
+  return true;
+}
+
+void Registry::ApplyRound(const PlanningWork& work, const PlanningOutcome& outcome) {
+  if (!outcome.plan) return;
+  {
+    std::lock_guard lock(mu_);
+    std::map<std::string, int> reasons = outcome.leaves;
+    for (const auto& a : work.adds) {
+      const auto name = job_names_.find(a.job.id);
+      if (outcome.refused.contains(a.job.id) || name == job_names_.end()) continue;
+      JobState& job = jobs_.at(name->second);
+      if (outcome.widen_refused.contains(a.job.id)) {
+        Decide(job, "overrun_refused", spdlog::level::info,
+               "a " + std::to_string(a.job.phase_floor_ns) +
+                   " ns window would stretch the period; the plan stays as it was");
+        controller::RecordWidenRefused(job, a.job);
+        continue;
+      }
+      controller::RecordPlanned(job, a.job);
+      if (a.replan) ++job.replans;
+      ++reasons[a.reason];
+    }
+    for (const auto& [reason, n] : reasons) {
+      metrics_.Replans(reason).Increment(n);
+      spdlog::debug("planner: re-planned {} change(s) for {}", n, reason);
+    }
+    ApplyPlan(*outcome.plan, outcome.trigger_ns, outcome.reason);
+  }
+  plan_cv_.notify_all();
+}
+
+void Registry::PostOffline(controller::OfflineResult result) {
+  {
+    std::lock_guard lock(mu_);
+    offline_result_ = std::move(result);
+  }
+  work_cv_.notify_one();
+}
+
+bool Registry::WantsOffline() {
+  std::lock_guard lock(mu_);
+  return !offline_result_ && summary_.jobs.size() >= 2;
+}
+
+bool Registry::WaitForPlanChange(uint64_t seen) {
+  std::unique_lock lock(mu_);
+  plan_cv_.wait(lock, [&] { return stopping_ || plan_version_ != seen; });
+  return !stopping_;
+}
+
+uint64_t Registry::plan_version() {
+  std::lock_guard lock(mu_);
+  return plan_version_;
+}
+
+void Registry::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  plan_cv_.notify_all();
+}
+
+ClusterView Registry::View(const TopologyConfig& topology) {
+  std::lock_guard lock(mu_);
+  ClusterView v;
+  v.plan_version = plan_version_;
+  v.topology = topology;
+  for (const auto& [name, job] : jobs_) {
+    extender::JobSnapshot j;
+    j.name = name;
+    j.priority = job.priority;
+    for (const auto& [r, rank] : job.ranks) j.nodes.push_back(rank.node);
+    if (job.has_profile) {
+      j.period_ns = job.period_ns;
+      j.comm_ns = job.comm_ns;
+      j.bytes_per_phase = job.bytes_per_phase;
+    }
+    j.planned = job.planned;
+    j.best_effort = job.best_effort;
+    j.timetable = job.timetable;
+    v.jobs.push_back(std::move(j));
+  }
+  return v;
+}
+
+std::map<uint64_t, std::string> Registry::JobNames(uint64_t& free_id) {
+  std::lock_guard lock(mu_);
+  free_id = next_job_id_ + 1'000'000;  // never collides with a registered job
+  return {job_names_.begin(), job_names_.end()};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages (the endpoint thread, under the lock).
+
+void Registry::Queue(const std::string& identity, const proto::Message& m) {
+  outbox_.push_back({identity, proto::Encode(m), proto::TypeName(proto::TypeOf(m)).data()});
+}
+
+void Registry::Reject(ClientState* client, const std::string& identity, proto::ErrorCode code,
+                      const std::string& reason, const std::string& message) {
+  metrics_.Rejected(reason).Increment();
+  if (client != nullptr) ++client->rejected;
+  spdlog::debug("zmq: rejected from {}: {} ({})", Printable(identity), reason, message);
+  proto::Error err;
+  err.code = code;
+  err.message = reason + ": " + message;
+  Queue(identity, err);
+}
+
+void Registry::HandleLocked(const std::vector<std::string>& frames, int64_t t_recv) {
+  if (frames.empty()) return;
+  const std::string& identity = frames[0];
+  auto it = clients_.find(identity);
+  if (it == clients_.end()) {
+    if (clients_.size() >= config_.registry.max_clients) {
+      Reject(nullptr, identity, proto::ErrorCode::kUnexpected, "capacity",
+             "too many clients (" + std::to_string(clients_.size()) + ")");
+      return;
+    }
+    it = clients_.emplace(identity, ClientState{}).first;
+    it->second.identity = identity;
+    it->second.first_seen_ns = t_recv;
+  }
+  ClientState& client = it->second;
+  client.last_seen_ns = t_recv;
+  ++client.messages;
+  if (frames.size() != 2) {
+    metrics_.Received("invalid").Increment();
+    Reject(&client, identity, proto::ErrorCode::kMalformed, "multipart",
+           "expected one frame per message, got " + std::to_string(frames.size() - 1));
+    return;
+  }
+  const proto::Decoded d = proto::Decode(frames[1]);
+  if (!d.ok()) {
+    metrics_.Received("invalid").Increment();
+    Reject(&client, identity, CodeFor(d.error), std::string(proto::DecodeErrorName(d.error)),
+           d.detail);
+    return;
+  }
+  const auto type = proto::TypeOf(d.message);
+  metrics_.Received(std::string(proto::TypeName(type))).Increment();
+  switch (type) {
+    case proto::MessageType::kHello:
+      HandleHello(client, std::get<proto::Hello>(d.message), t_recv);
+      break;
+    case proto::MessageType::kClockPing: {
+      const auto& ping = std::get<proto::ClockPing>(d.message);
+      proto::ClockPong pong;
+      pong.seq = ping.seq;
+      pong.t1_ns = ping.t1_ns;
+      pong.t2_ns = t_recv;
+      pong.t3_ns = RealtimeNs();
+      Queue(identity, pong);  // t3 is "now": the endpoint sends it as this call returns
+      break;
+    }
+    case proto::MessageType::kProfileReport:
+      HandleReport(client, std::get<proto::ProfileReport>(d.message), t_recv);
+      break;
+    case proto::MessageType::kBye:
+      HandleBye(client, std::get<proto::Bye>(d.message), t_recv);
+      break;
+    case proto::MessageType::kError: {
+      const auto& e = std::get<proto::Error>(d.message);
+      spdlog::warn("zmq: client {} reports an error: code={} {}", Printable(identity),
+                   static_cast<uint32_t>(e.code), e.message);
+      break;
+    }
+    default:
+      Reject(&client, identity, proto::ErrorCode::kUnexpected, "unexpected",
+             std::string(proto::TypeName(type)) + " is sent by the scheduler, not to it");
+      break;
+  }
+}
+
+void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t now) {
+  if (m.job_id.empty()) {
+    Reject(&client, client.identity, proto::ErrorCode::kInvalid, "invalid", "empty job_id");
+    return;
+  }
+  auto it = jobs_.find(m.job_id);
+  if (it == jobs_.end()) {
+    JobState job;
+    job.name = m.job_id;
+    job.id = ++next_job_id_;
+    job.priority = m.priority;
+    job.world_size = m.world_size;
+    job.created_ns = now;
+    job_names_[job.id] = job.name;
+    it = jobs_.emplace(m.job_id, std::move(job)).first;
+    spdlog::info("registry: job {} created (id {}, world size {}, priority {})", m.job_id,
+                 it->second.id, m.world_size, m.priority);
+  }
+  JobState& job = it->second;
+  if (job.world_size != m.world_size) {
+    Reject(&client, client.identity, proto::ErrorCode::kInvalid, "invalid",
+           "world_size " + std::to_string(m.world_size) + " differs from job " + m.job_id + "'s " +
+               std::to_string(job.world_size));
+    return;
+  }
+  auto rit = job.ranks.find(m.rank);
+  const bool again = rit != job.ranks.end();
+  if (again && rit->second.identity != client.identity) {
+    auto old = clients_.find(rit->second.identity);
+    if (old != clients_.end()) old->second.members.erase({m.job_id, m.rank});
+  }
+  RankState& rank = job.ranks[m.rank];
+  rank.rank = m.rank;
+  rank.node = m.node;
+  rank.identity = client.identity;
+  rank.session = ++next_session_;
+  rank.pid = m.pid;
+  rank.shim_version = m.shim_version;
+  rank.registered_ns = now;
+  rank.last_seen_ns = now;
+  client.members.insert({m.job_id, m.rank});
+  metrics_.Registrations(again ? "reregistration" : "new").Increment();
+  spdlog::info("registry: {} job={} rank={}/{} node={} pid={} session={} client={}",
+               again ? "re-registered" : "registered", m.job_id, m.rank, m.world_size, m.node,
+               m.pid, rank.session, Printable(client.identity));
+
+  proto::Welcome w;
+  w.session = rank.session;
+  w.report_interval_ms = config_.registry.report_interval_ms;
+  w.server_time_ns = RealtimeNs();
+  Queue(client.identity, w);
+
+  if (m.priority > job.priority) {
+    job.priority = m.priority;
+    if (job.planned) pending_.push_back({PlanChange::kReplan, job.id, "priority", now});
+  }
+  if (job.planned && job.has_profile) {
+    // Node set may have changed (a rank moved): the links follow from the nodes.
+    std::vector<std::string> now_links;
+    now_links = LinksOf(job);
+    if (now_links != job.links) {
+      pending_.push_back({PlanChange::kReplan, job.id, "nodes", now});
+    }
+  }
+  if (job.planned) PushTimetable(job, rank, "register", now);
+}
+
+void Registry::PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now) {
+  proto::TimetablePush p;
+  p.job_id = job.name;
+  p.timetable = job.timetable;  // an ungated job's is always open: sent as an explicit "no gate"
+  Queue(rank.identity, p);
+  rank.last_push_ns = now;
+  metrics_.TimetablePushes(reason).Increment();
+}
+
+void Registry::Decide(JobState& job, const char* decision, const std::string& detail) {
+  Decide(job, decision, spdlog::level::info, detail);
+}
+
+void Registry::Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
+                      const std::string& detail) {
+  metrics_.ControllerDecisions(decision).Increment();
+  spdlog::log(level, "controller: job={} decision={} {}", job.name, decision, detail);
+  job.decisions.push_back(std::string(decision) + ": " + detail);
+  if (job.decisions.size() > kMaxDecisions) job.decisions.erase(job.decisions.begin());
+}
+
+void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, int64_t now) {
+  auto it = jobs_.find(m.job_id);
+  if (it == jobs_.end() || !it->second.ranks.contains(m.rank) ||
+      it->second.ranks[m.rank].identity != client.identity) {
+    Reject(&client, client.identity, proto::ErrorCode::kUnexpected, "unexpected",
+           "report for job " + m.job_id + " rank " + std::to_string(m.rank) +
+               " before its hello (register first)");
+    return;
+  }
+  JobState& job = it->second;
+  RankState& rank = job.ranks[m.rank];
+  const ReportVerdict v = ApplyReport(job, rank, m, config_.controller, config_.planning, now);
+  if (v.new_phases > 0) {
+    metrics_.PhasesMeasured().Increment(v.new_phases);
+    const size_t n = std::min<size_t>(v.new_phases, job.phases.size());
+    for (size_t i = job.phases.size() - n; i < job.phases.size(); ++i) {
+      if (job.planned && !job.best_effort) {
+        metrics_.PhaseLateness().Observe(std::abs(static_cast<double>(job.phases[i].lateness_ns)) *
+                                         1e-9);
+      }
+    }
+    metrics_.JobLateness(job.name).Set(job.lateness_ewma_ns * 1e-9);
+  }
+  if (v.realigned > 0) metrics_.PhasesRealigned().Increment(static_cast<double>(v.realigned));
+  if (v.late_phases > 0) {
+    metrics_.PhasesLate().Increment(v.late_phases);
+    // Logged at info when a streak starts, at debug while it lasts; always counted.
+    Decide(job, "hold",
+           job.consecutive_late_reports <= 1 ? spdlog::level::info : spdlog::level::debug,
+           std::to_string(v.late_phases) + " phase(s) past the cushion (" +
+               std::to_string(job.timetable.late_slack_ns) +
+               " ns): held to the next window by the gate (stop-and-wait)");
+  }
+  if (v.first_profile) {
+    spdlog::info("registry: job={} profile period={}ns comm={}ns bytes={} confidence={:.2f}",
+                 job.name, job.period_ns, job.comm_ns, job.bytes_per_phase, job.confidence);
+    pending_.push_back({PlanChange::kJoin, job.id, "join", now});
+  }
+  if (v.decision != Decision::kNone) {
+    Decide(job, DecisionName(v.decision), v.reason);
+    job.last_replan_ns = now;
+    pending_.push_back({PlanChange::kReplan, job.id,
+                        v.decision == Decision::kReplanLateness  ? "lateness"
+                        : v.decision == Decision::kReplanOverrun ? "overrun"
+                                                                 : "profile",
+                        now});
+  }
+  if (v.repush) {
+    Decide(job, "repush",
+           "rank " + std::to_string(m.rank) + " runs timetable v" +
+               std::to_string(m.timetable_version) + ", current v" +
+               std::to_string(job.timetable.version));
+    PushTimetable(job, rank, "stale", now);
+  }
+}
+
+void Registry::HandleBye(ClientState& client, const proto::Bye& m, int64_t now) {
+  (void)now;
+  auto it = jobs_.find(m.job_id);
+  if (it == jobs_.end() || !it->second.ranks.contains(m.rank) ||
+      it->second.ranks[m.rank].identity != client.identity) {
+    Reject(&client, client.identity, proto::ErrorCode::kUnexpected, "unexpected",
+           "bye for job " + m.job_id + " rank " + std::to_string(m.rank) + ", not registered");
+    return;
+  }
+  it->second.ranks.erase(m.rank);
+  client.members.erase({m.job_id, m.rank});
+  spdlog::info("registry: bye job={} rank={} reason='{}'", m.job_id, m.rank, m.reason);
+  if (it->second.ranks.empty()) RemoveJob(m.job_id, "bye");
+}
+
+void Registry::RemoveJob(const std::string& name, const char* reason) {
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return;
+  if (it->second.planned || it->second.has_profile) {
+    pending_.push_back({PlanChange::kLeave, it->second.id, "leave", RealtimeNs()});
+  }
+  for (const auto& [r, rank] : it->second.ranks) {
+    auto c = clients_.find(rank.identity);
+    if (c != clients_.end()) c->second.members.erase({name, r});
+  }
+  metrics_.JobsRemoved(reason).Increment();
+  metrics_.RemoveJob(name);
+  job_names_.erase(it->second.id);
+  spdlog::info("registry: job {} removed ({})", name, reason);
+  jobs_.erase(it);
+}
+
+void Registry::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char* reason) {
+  summary_ = plan;
+  links_ = summary_.links;
+  ++plan_version_;
+  last_plan_ns_ = RealtimeNs();
+  size_t pushed = 0;
+  for (const auto& s : summary_.jobs) {
+    const auto name = job_names_.find(s.id);
+    if (name == job_names_.end()) continue;
+    JobState& job = jobs_.at(name->second);
+    const bool was_planned = job.planned;
+    uint32_t check = 0;
+    if (!AdoptSchedule(job, s, config_.timetable, check)) {
+      if ((check & kTimetableRejectMask) != 0) {
+        spdlog::error("planner: job {} got an unusable timetable (check {:#x}); not pushed",
+                      job.name, check);
+      }
+      continue;
+    }
+    const Timetable& tt = job.timetable;
+    job.links = LinksOf(job);
+    spdlog::info(
+        "planner: job={} v{} {} period={}ns offset={}ns window={}ns slack={}ns max_wait={}ns "
+        "links={} slowdown={:.3f}",
+        job.name, tt.version,
+        AlwaysOpen(tt) ? "not gated"
+                       : (s.best_effort ? "best-effort" : (was_planned ? "updated" : "gated")),
+        tt.period_ns, tt.offset_ns, tt.window_ns, tt.late_slack_ns, tt.max_wait_ns,
+        job.links.size(), s.predicted_slowdown);
+    const int64_t now = RealtimeNs();
+    for (auto& [r, rank] : job.ranks) {
+      PushTimetable(job, rank, reason, now);
+      metrics_.PushLatency().Observe(static_cast<double>(now - trigger_ns) * 1e-9);
+      ++pushed;
+    }
+  }
+  spdlog::debug("planner: plan v{} applied, {} push(es)", plan_version_, pushed);
+}
+
+void Registry::TickLocked(int64_t now) {
+  // Silent ranks, then jobs left without ranks.
+  const int64_t timeout = config_.registry.rank_timeout_ms * 1'000'000;
+  std::vector<std::string> empty;
+  for (auto& [name, job] : jobs_) {
+    for (auto r = job.ranks.begin(); r != job.ranks.end();) {
+      if (now - r->second.last_seen_ns > timeout) {
+        spdlog::info("registry: job={} rank={} silent for {} ms: dropped", name, r->first,
+                     (now - r->second.last_seen_ns) / 1'000'000);
+        metrics_.RankTimeouts().Increment();
+        auto c = clients_.find(r->second.identity);
+        if (c != clients_.end()) c->second.members.erase({name, r->first});
+        r = job.ranks.erase(r);
+      } else {
+        ++r;
+      }
+    }
+    if (job.ranks.empty()) empty.push_back(name);
+  }
+  for (const auto& name : empty) RemoveJob(name, "timeout");
+  for (auto c = clients_.begin(); c != clients_.end();) {
+    if (c->second.members.empty() && now - c->second.last_seen_ns > timeout) {
+      c = clients_.erase(c);
+    } else {
+      ++c;
+    }
+  }
+}
+
+double Registry::MeasuredUtilization(const std::string& link) const {
+  std::unordered_map<std::string, double> capacity;
+  for (const auto& l : links_) capacity[l.name] = l.capacity_bytes_per_s;
+  const double cap = capacity[link];
+  if (cap <= 0.0) return 0.0;
+  double u = 0.0;
+  for (const auto& [name, job] : jobs_) {
+    if (!job.has_profile || job.period_ns <= 0) continue;
+    if (std::find(job.links.begin(), job.links.end(), link) == job.links.end()) continue;
+    double rate = 0.0;  // bytes per second while communicating
+    if (job.bytes_per_phase > 0 && job.comm_ns > 0) {
+      rate = static_cast<double>(job.bytes_per_phase) * 1e9 / static_cast<double>(job.comm_ns);
+    } else {
+      // Bytes unknown: the job runs at its bottleneck's capacity during its phase.
+      rate = cap;
+      for (const auto& l : job.links) rate = std::min(rate, capacity[l] > 0 ? capacity[l] : rate);
+    }
+    u += std::min(rate, cap) / cap * static_cast<double>(job.comm_ns) /
+         static_cast<double>(job.period_ns);
+  }
+  return u;
+}
+
+void Registry::RefreshGauges() {
+  std::lock_guard lock(mu_);
+  size_t ranks = 0, planned = 0, best_effort = 0;
+  std::map<std::string, int> per_link;
+  for (const auto& [name, job] : jobs_) {
+    ranks += job.ranks.size();
+    if (job.planned) ++planned;
+    if (job.planned && job.best_effort) ++best_effort;
+    for (const auto& l : job.links) ++per_link[l];
+  }
+  metrics_.Jobs().Set(static_cast<double>(jobs_.size()));
+  metrics_.JobsPlanned().Set(static_cast<double>(planned));
+  metrics_.JobsBestEffort().Set(static_cast<double>(best_effort));
+  metrics_.Ranks().Set(static_cast<double>(ranks));
+  metrics_.Clients().Set(static_cast<double>(clients_.size()));
+  metrics_.Links().Set(static_cast<double>(links_.size()));
+  for (const auto& l : links_) {
+    metrics_.LinkPlannedUtilization(l.name).Set(l.served_load);
+    metrics_.LinkMeasuredUtilization(l.name).Set(MeasuredUtilization(l.name));
+    metrics_.LinkMinCushion(l.name).Set(
+        l.min_cushion_ns < 0 ? -1.0 : static_cast<double>(l.min_cushion_ns) * 1e-9);
+    metrics_.LinkJobs(l.name).Set(per_link[l.name]);
+  }
+}
+
+}  // namespace metronome::service

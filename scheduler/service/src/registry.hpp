@@ -1,0 +1,154 @@
+// The registry: clients, jobs and their ranks, the current plan's timetables, and the queue of
+// changes for the planning thread. Everything here is guarded by the registry's one lock, which
+// no method holds while it calls out: the planning worker (which holds the planner's lock)
+// calls in only between its planning steps, so no thread ever holds both.
+//
+// The endpoint thread hands it each message (Handle) and the periodic Tick, and sends what it
+// queued (TakeOutbox); the planning thread takes the queued changes (WaitForWork) and gives back
+// the plan (ApplyRound); the HTTP threads and the plan listener read snapshots.
+#pragma once
+
+#include <spdlog/common.h>
+
+#include <nlohmann/json.hpp>
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "metronome/common/protocol.hpp"
+#include "metronome/controller/planning.hpp"
+#include "metronome/service/config.hpp"
+#include "metronome/service/metrics.hpp"
+#include "metronome/service/service.hpp"
+#include "metronome/service/state.hpp"
+
+namespace metronome::service {
+
+// A message ready to send: the peer's routing id, the encoded message, its type for metrics.
+struct Outgoing {
+  std::string identity;
+  std::string payload;
+  const char* type;
+};
+
+// A change for the planning thread.
+struct PlanChange {
+  enum Kind { kJoin, kLeave, kReplan } kind;
+  uint64_t id;
+  std::string reason;
+  int64_t trigger_ns;
+};
+
+// One planning round's input, as the registry had it when the round started.
+struct PlanningWork {
+  std::vector<PlanChange> changes;
+  struct Add {
+    PlanJob job;         // the job as the registry has it now
+    std::string reason;  // the first change that asked for it
+    bool replan = false;
+  };
+  std::vector<Add> adds;  // one per job to (re-)place
+  std::optional<controller::OfflineResult> offline;
+};
+
+// What the round did: the plan, if it changed, and what it did not take.
+struct PlanningOutcome {
+  std::optional<PlanSummary> plan;
+  const char* reason = "plan";  // "offline" when only the background search changed it
+  int64_t trigger_ns = 0;
+  std::set<uint64_t> refused;         // the planner refused the job
+  std::set<uint64_t> widen_refused;   // a widening that would have stretched the period
+  std::map<std::string, int> leaves;  // departures planned, by reason
+};
+
+class Registry {
+ public:
+  // `job_links` names the links a job crosses (immutable topology queries: no lock needed).
+  Registry(const ServiceConfig& config, Metrics& metrics,
+           std::function<std::vector<std::string>(const PlanJob&)> job_links,
+           PlanSummary initial_plan);
+
+  // The endpoint thread.
+  void Handle(const std::vector<std::string>& frames, int64_t t_recv);
+  void Tick(int64_t now);
+  std::vector<Outgoing> TakeOutbox();
+
+  // The planning thread: blocks until there is work (false once stopping), then applies a
+  // round's outcome (timetables into the outbox).
+  bool WaitForWork(PlanningWork& work);
+  void ApplyRound(const PlanningWork& work, const PlanningOutcome& outcome);
+  // The offline thread: a finished background search, for the next planning round. Whether one
+  // should start now (none pending, two or more planned jobs).
+  void PostOffline(controller::OfflineResult result);
+  bool WantsOffline();
+
+  // The plan listener's thread: blocks until the plan version moved past `seen` (false once
+  // stopping).
+  bool WaitForPlanChange(uint64_t seen);
+  uint64_t plan_version();
+
+  void Stop();
+
+  // Snapshots (thread-safe).
+  ClusterView View(const TopologyConfig& topology);
+  nlohmann::json StatusJson(int64_t started_ns, const std::string& endpoint, bool curve);
+  nlohmann::json JobsJson();
+  std::optional<nlohmann::json> JobJson(const std::string& name);
+  std::optional<nlohmann::json> TimetableJson(const std::string& name);
+  std::optional<nlohmann::json> PhasesJson(const std::string& name, size_t limit);
+  nlohmann::json LinksJson();
+  nlohmann::json TimelineJson(int64_t span_ns);
+  // For a what-if: every job's name by id, and an id no registered job has.
+  std::map<uint64_t, std::string> JobNames(uint64_t& free_id);
+  void RefreshGauges();
+
+ private:
+  void HandleLocked(const std::vector<std::string>& frames, int64_t t_recv);
+  void TickLocked(int64_t now);
+  void HandleHello(ClientState& client, const proto::Hello& m, int64_t now);
+  void HandleReport(ClientState& client, const proto::ProfileReport& m, int64_t now);
+  void HandleBye(ClientState& client, const proto::Bye& m, int64_t now);
+  void Reject(ClientState* client, const std::string& identity, proto::ErrorCode code,
+              const std::string& reason, const std::string& message);
+  void Queue(const std::string& identity, const proto::Message& m);
+  void PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now);
+  void RemoveJob(const std::string& name, const char* reason);
+  void ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char* reason);
+  void Decide(JobState& job, const char* decision, const std::string& detail);
+  void Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
+              const std::string& detail);
+  std::vector<std::string> LinksOf(const JobState& job) const;
+  double MeasuredUtilization(const std::string& link) const;
+  bool HasWork() const { return stopping_ || !pending_.empty() || offline_result_.has_value(); }
+
+  const ServiceConfig& config_;
+  Metrics& metrics_;
+  const std::function<std::vector<std::string>(const PlanJob&)> job_links_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // pending_ or offline_result_ has work, or stopping_
+  std::condition_variable plan_cv_;  // plan_version_ moved, or stopping_
+  bool stopping_ = false;
+  std::unordered_map<std::string, ClientState> clients_;
+  std::map<std::string, JobState> jobs_;
+  std::unordered_map<uint64_t, std::string> job_names_;  // planner id -> name
+  std::vector<controller::LinkSchedule> links_;          // from the latest plan
+  PlanSummary summary_;
+  std::vector<PlanChange> pending_;
+  std::vector<Outgoing> outbox_;
+  std::optional<controller::OfflineResult> offline_result_;
+  uint64_t next_job_id_ = 0;
+  uint64_t next_session_ = 0;
+  uint64_t plan_version_ = 0;
+  int64_t last_plan_ns_ = 0;
+};
+
+}  // namespace metronome::service
