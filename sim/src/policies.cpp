@@ -1,0 +1,63 @@
+// The policy registry: every policy the simulator knows, by name (docs/simulator.md, "Policies").
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "metronome/sim/placement.hpp"
+#include "metronome/sim/simulator.hpp"
+
+namespace metronome::sim {
+
+const std::vector<std::string>& PolicyNames() {
+  static const std::vector<std::string> names = {"k8s-default",
+                                                 "network-aware",
+                                                 "cassini",
+                                                 "metronome",
+                                                 "metronome-no-cushion",
+                                                 "metronome-no-stretch",
+                                                 "metronome-no-controller",
+                                                 "metronome-pack",
+                                                 "metronome-ungated-best-effort"};
+  return names;
+}
+
+PolicyConfig PolicyByName(const std::string& name) {
+  PolicyConfig p;
+  p.name = name;
+  p.placement = static_cast<int>(PlacementKind::kPack);
+  if (name.rfind("metronome", 0) == 0 && name != "metronome-pack") {
+    p.placement = static_cast<int>(PlacementKind::kScored);
+  }
+  if (name == "k8s-default") {
+    p.placement = static_cast<int>(PlacementKind::kSpread);
+  } else if (name == "network-aware") {
+  } else if (name == "cassini") {
+    p.scheduling = SchedulingKind::kCassini;
+  } else if (name == "metronome") {
+    p.scheduling = SchedulingKind::kMetronome;
+  } else if (name == "metronome-pack") {
+    // Metronome's time scheduling on network-aware placement (no what-if scoring).
+    p.scheduling = SchedulingKind::kMetronome;
+  } else if (name == "metronome-ungated-best-effort") {
+    // An experiment, not the service's behaviour: best-effort jobs run ungated instead of in
+    // the window the planner gives them (late slack 0).
+    p.scheduling = SchedulingKind::kMetronome;
+    p.gate_best_effort = false;
+  } else if (name == "metronome-no-cushion") {
+    p.scheduling = SchedulingKind::kMetronome;
+    p.cushion = false;  // PlannerOptions::cushion: no stage 3, no minimum cushion, no slack
+  } else if (name == "metronome-no-stretch") {
+    p.scheduling = SchedulingKind::kMetronome;
+    p.stretch = false;
+  } else if (name == "metronome-no-controller") {
+    p.scheduling = SchedulingKind::kMetronome;
+    p.controller = false;
+  } else {
+    std::string all;
+    for (const auto& n : PolicyNames()) all += (all.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("unknown policy '" + name + "' (known: " + all + ")");
+  }
+  return p;
+}
+
+}  // namespace metronome::sim
