@@ -1,5 +1,6 @@
 // The adapter between the controller's registry and metronome::planner (see planning.hpp).
 #include "metronome/controller/planning.hpp"
+#include "metronome/controller/topology.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -34,26 +35,6 @@ struct OfflinePlan {
 
 constexpr double kFallbackCapacity = 100e9 / 8.0;  // for jobs that cross no link
 constexpr int64_t kPeriodGrid = 1'000'000;         // measured periods are rounded up to 1 ms
-
-pl::Topology BuildTopology(const TopologyConfig& cfg) {
-  pl::Topology t;
-  if (cfg.two_tier) {
-    t = pl::Topology::two_tier({cfg.two_tier->racks, cfg.two_tier->nodes_per_rack,
-                                cfg.two_tier->nic_bytes_per_s, cfg.two_tier->uplink_bytes_per_s});
-  }
-  for (const auto& l : cfg.links) t.add_link(l.name, l.capacity_bytes_per_s);
-  for (const auto& r : cfg.racks) {
-    std::optional<pl::LinkId> up;
-    if (r.uplink_bytes_per_s > 0) up = t.add_link(r.name + "/up", r.uplink_bytes_per_s);
-    const pl::RackId rack = t.add_rack(r.name, up);
-    for (const auto& n : r.nodes) {
-      std::optional<pl::LinkId> nic;
-      if (n.nic_bytes_per_s > 0) nic = t.add_link(n.name + "/up", n.nic_bytes_per_s);
-      t.add_node(n.name, rack, nic);
-    }
-  }
-  return t;
-}
 
 }  // namespace
 

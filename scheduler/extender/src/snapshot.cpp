@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "metronome/controller/topology.hpp"
 #include "metronome/planner/model.h"
 
 namespace metronome::extender {
@@ -54,38 +55,23 @@ std::string MatchGpu(const std::string& label_value, const models::ModelTable* m
 std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     const ClusterState& state, const std::map<std::string, NodeLabels>& extra_labels,
     const ExtenderConfig& config, const models::ModelTable* models) {
-  const NetworkSpec& net = state.network;
-  pl::Topology t;
+  // The scheduler's topology, as its planner has it; then the nodes that only labels place.
+  const controller::TopologyConfig& net = state.network;
+  pl::Topology t = controller::BuildTopology(net);
   std::vector<double> nic;  // by NodeId
-  if (net.two_tier) {
-    t = pl::Topology::two_tier({net.two_tier->racks, net.two_tier->nodes_per_rack,
-                                net.two_tier->nic_bytes_per_s, net.two_tier->uplink_bytes_per_s});
-    nic.assign(t.node_count(), net.two_tier->nic_bytes_per_s);
-  }
-  std::optional<pl::LinkId> unknown_link;
-  for (const auto& l : net.links) {
-    const pl::LinkId id = t.add_link(l.name, l.capacity_bytes_per_s);
-    if (!net.unknown_nodes_link.empty() && l.name == net.unknown_nodes_link) unknown_link = id;
+  std::unordered_map<std::string, pl::NodeId> node_ids;
+  for (pl::NodeId n = 0; n < t.node_count(); ++n) {
+    node_ids.emplace(t.node_name(n), n);
+    const std::optional<pl::LinkId> up = t.node_uplink(n);
+    nic.push_back(up ? t.link(*up).capacity_bps : 0.0);
   }
   std::unordered_map<std::string, pl::RackId> racks;
-  for (pl::RackId r = 0; r < (net.two_tier ? net.two_tier->racks : 0u); ++r) {
-    std::string name = "r";  // (append: GCC 12 warns falsely on "r" + std::to_string)
-    name.append(std::to_string(r));
-    racks.emplace(std::move(name), r);
-  }
-  std::unordered_map<std::string, pl::NodeId> node_ids;
-  for (pl::NodeId n = 0; n < t.node_count(); ++n) node_ids.emplace(t.node_name(n), n);
-  for (const auto& r : net.racks) {
-    std::optional<pl::LinkId> up;
-    if (r.uplink_bytes_per_s > 0) up = t.add_link(r.name + "/up", r.uplink_bytes_per_s);
-    const pl::RackId rack = t.add_rack(r.name, up);
-    racks.emplace(r.name, rack);
-    for (const auto& n : r.nodes) {
-      if (node_ids.count(n.name) != 0) continue;
-      std::optional<pl::LinkId> link;
-      if (n.nic_bytes_per_s > 0) link = t.add_link(n.name + "/up", n.nic_bytes_per_s);
-      node_ids.emplace(n.name, t.add_node(n.name, rack, link));
-      nic.push_back(n.nic_bytes_per_s);
+  for (pl::RackId r = 0; r < t.rack_count(); ++r) racks.emplace(t.rack_name(r), r);
+  std::optional<pl::LinkId> unknown_link;
+  for (pl::LinkId l = 0; l < t.link_count() && !net.unknown_nodes_link.empty(); ++l) {
+    if (t.link(l).name == net.unknown_nodes_link) {
+      unknown_link = l;
+      break;
     }
   }
 

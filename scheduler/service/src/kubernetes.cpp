@@ -29,19 +29,7 @@ extender::ExtenderConfig ExtenderConfigFor(const KubernetesConfig& cfg) {
 extender::ClusterState ToClusterState(const ClusterView& view) {
   ext::ClusterState s;
   s.version = view.plan_version;
-  const TopologyConfig& topo = view.topology;
-  if (topo.two_tier) {
-    s.network.two_tier = ext::NetworkSpec::TwoTier{
-        topo.two_tier->racks, topo.two_tier->nodes_per_rack, topo.two_tier->nic_bytes_per_s,
-        topo.two_tier->uplink_bytes_per_s};
-  }
-  for (const auto& l : topo.links) s.network.links.push_back({l.name, l.capacity_bytes_per_s});
-  for (const auto& r : topo.racks) {
-    ext::NetworkSpec::Rack rack{r.name, r.uplink_bytes_per_s, {}};
-    for (const auto& n : r.nodes) rack.nodes.push_back({n.name, n.nic_bytes_per_s});
-    s.network.racks.push_back(std::move(rack));
-  }
-  s.network.unknown_nodes_link = topo.unknown_nodes_link;
+  s.network = view.topology;
   s.jobs = view.jobs;
   return s;
 }

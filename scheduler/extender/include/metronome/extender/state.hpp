@@ -12,38 +12,9 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/controller/config.hpp"
 
 namespace metronome::extender {
-
-// The network as in the scheduler's topology file (same naming as the planner and the service:
-// a rack's uplink is "<rack>/up", a node's uplink "<node>/up"). Rates in bytes per second.
-struct NetworkSpec {
-  struct Link {
-    std::string name;
-    double capacity_bytes_per_s = 0.0;
-  };
-  struct Node {
-    std::string name;
-    double nic_bytes_per_s = 0.0;  // 0: no uplink of its own
-  };
-  struct Rack {
-    std::string name;
-    double uplink_bytes_per_s = 0.0;  // 0: no uplink
-    std::vector<Node> nodes;
-  };
-  struct TwoTier {  // racks r<r>, nodes r<r>n<k>
-    uint32_t racks = 0;
-    uint32_t nodes_per_rack = 0;
-    double nic_bytes_per_s = 0.0;
-    double uplink_bytes_per_s = 0.0;
-  };
-  std::optional<TwoTier> two_tier;
-  std::vector<Link> links;  // explicit links
-  std::vector<Rack> racks;
-  // Nodes that neither the file nor a rack label place: traffic between two or more of them (or
-  // with them) crosses this link ("": none). Same rule as the service's topology.
-  std::string unknown_nodes_link = "default";
-};
 
 // A node's labels, as the kube client's Node list/watch or a request's Node objects give them.
 using NodeLabels = std::map<std::string, std::string>;
@@ -82,8 +53,8 @@ struct DeclaredProfile {
 };
 
 struct ClusterState {
-  uint64_t version = 0;  // the service's plan generation, for logs and the status API
-  NetworkSpec network;
+  uint64_t version = 0;                // the service's plan generation, for logs and the status API
+  controller::TopologyConfig network;  // the scheduler's topology (its file or the default)
   std::vector<JobSnapshot> jobs;
   // Pods of jobs already bound to nodes but not registered yet (job name → node per pod).
   std::map<std::string, std::vector<std::string>> placed_pods;

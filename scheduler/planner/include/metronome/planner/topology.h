@@ -53,6 +53,10 @@ class Topology {
   [[nodiscard]] std::size_t rack_count() const { return racks_.size(); }
   [[nodiscard]] std::optional<RackId> rack_of(NodeId node) const { return nodes_.at(node).rack; }
   [[nodiscard]] const std::string& node_name(NodeId node) const { return nodes_.at(node).name; }
+  [[nodiscard]] std::optional<LinkId> node_uplink(NodeId node) const {
+    return nodes_.at(node).uplink;
+  }
+  [[nodiscard]] const std::string& rack_name(RackId rack) const { return racks_.at(rack).name; }
 
  private:
   struct Node {
