@@ -103,8 +103,9 @@ ClusterState State(bool with_labels, bool busy) {
                         : (base / kNodesPerRack) * kNodesPerRack + (base + k) % kNodesPerRack;
       job.nodes.push_back(NodeName(n));
     }
-    job.period_ns = period_ms(rng) * 1'000'000LL;
-    job.comm_ns = static_cast<int64_t>(static_cast<double>(job.period_ns) * duty(rng));
+    job.profile.period_ns = period_ms(rng) * 1'000'000LL;
+    job.profile.comm_ns =
+        static_cast<int64_t>(static_cast<double>(job.profile.period_ns) * duty(rng));
     s.jobs.push_back(job);
   }
   if (with_labels) {

@@ -172,9 +172,10 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
       nodes.insert(nodes.end(), it->second.begin(), it->second.end());
     }
     snap->job_nodes[j.name] = nodes;
-    if (j.period_ns > 0 && j.comm_ns >= 0) {
-      snap->measured[j.name] = {j.period_ns, j.comm_ns, j.bytes_per_phase};
-      add_job(j.name, j.priority, nodes, j.period_ns, j.comm_ns, j.bytes_per_phase, &j);
+    if (j.profile.period_ns > 0 && j.profile.comm_ns >= 0) {
+      snap->measured[j.name] = j.profile;
+      add_job(j.name, j.priority, nodes, j.profile.period_ns, j.profile.comm_ns,
+              j.profile.bytes_per_phase, &j);
     }
   }
   // Jobs whose pods are bound but whose shims have not registered yet: their declared or

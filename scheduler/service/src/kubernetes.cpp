@@ -122,9 +122,9 @@ std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> LinkSch
           entry.offset_ms = static_cast<double>(j.timetable.offset_ns) / kNsPerMs;
           entry.window_ms = static_cast<double>(j.timetable.window_ns) / kNsPerMs;
           entry.late_slack_ms = static_cast<double>(j.timetable.late_slack_ns) / kNsPerMs;
-          if (j.period_ns > 0) {
-            entry.stretch = static_cast<double>(j.timetable.period_ns - j.period_ns) /
-                            static_cast<double>(j.period_ns);
+          if (j.profile.period_ns > 0) {
+            entry.stretch = static_cast<double>(j.timetable.period_ns - j.profile.period_ns) /
+                            static_cast<double>(j.profile.period_ns);
           }
         }
         status.jobs.push_back(std::move(entry));

@@ -173,11 +173,7 @@ ClusterView Registry::View(const TopologyConfig& topology) {
     j.name = name;
     j.priority = job.priority;
     for (const auto& [r, rank] : job.ranks) j.nodes.push_back(rank.node);
-    if (job.has_profile) {
-      j.period_ns = job.period_ns;
-      j.comm_ns = job.comm_ns;
-      j.bytes_per_phase = job.bytes_per_phase;
-    }
+    if (job.has_profile) j.profile = {job.period_ns, job.comm_ns, job.bytes_per_phase};
     j.planned = job.planned;
     j.best_effort = job.best_effort;
     j.timetable = job.timetable;

@@ -38,8 +38,8 @@ ClusterState Cluster() {
   hp.name = "hp-train";
   hp.priority = kPriorityHigh;
   hp.nodes = {"gpu-a1", "gpu-a2"};
-  hp.period_ns = 200 * kMs;
-  hp.comm_ns = 150 * kMs;
+  hp.profile.period_ns = 200 * kMs;
+  hp.profile.comm_ns = 150 * kMs;
   hp.planned = true;
   hp.timetable.period_ns = 200 * kMs;
   hp.timetable.offset_ns = 0;

@@ -25,9 +25,9 @@ ClusterView View() {
   a.name = "hp";
   a.priority = 2;
   a.nodes = {"gpu-a1", "gpu-a2"};
-  a.period_ns = 200 * kMs;
-  a.comm_ns = 150 * kMs;
-  a.bytes_per_phase = 1'000'000;
+  a.profile.period_ns = 200 * kMs;
+  a.profile.comm_ns = 150 * kMs;
+  a.profile.bytes_per_phase = 1'000'000;
   a.planned = true;
   a.timetable.period_ns = 210 * kMs;
   a.timetable.offset_ns = 5 * kMs;
@@ -63,9 +63,9 @@ TEST(Kubernetes, ClusterStateMirrorsTheView) {
   EXPECT_EQ(hp.name, "hp");
   EXPECT_EQ(hp.priority, 2);
   EXPECT_EQ(hp.nodes, (std::vector<std::string>{"gpu-a1", "gpu-a2"}));
-  EXPECT_EQ(hp.period_ns, 200 * kMs);
-  EXPECT_EQ(hp.comm_ns, 150 * kMs);
-  EXPECT_EQ(hp.bytes_per_phase, 1'000'000u);
+  EXPECT_EQ(hp.profile.period_ns, 200 * kMs);
+  EXPECT_EQ(hp.profile.comm_ns, 150 * kMs);
+  EXPECT_EQ(hp.profile.bytes_per_phase, 1'000'000u);
   EXPECT_TRUE(hp.planned);
   EXPECT_FALSE(hp.best_effort);
   EXPECT_EQ(hp.timetable.period_ns, 210 * kMs);

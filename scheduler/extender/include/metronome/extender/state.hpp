@@ -19,27 +19,25 @@ namespace metronome::extender {
 // A node's labels, as the kube client's Node list/watch or a request's Node objects give them.
 using NodeLabels = std::map<std::string, std::string>;
 
+// A profile measured by the shims in this or an earlier run of a job.
+struct MeasuredProfile {
+  int64_t period_ns = 0;
+  int64_t comm_ns = 0;
+  uint64_t bytes_per_phase = 0;
+};
+
 // A job the scheduler knows (from the shims' registrations, or placed pods): what the service's
 // registry says of it after each plan (Service::View) and what the extender scores against.
 struct JobSnapshot {
   std::string name;  // the job name the shims register (METRONOME_JOB: the job-name label)
   int priority = 1;  // 0 low, 1 normal, 2 high (or any integer: higher = more important)
   std::vector<std::string> nodes;  // one entry per rank or placed pod
-  // The measured natural profile (0: unknown; the job is then left out of the what-if).
-  int64_t period_ns = 0;
-  int64_t comm_ns = 0;
-  uint64_t bytes_per_phase = 0;
+  // The measured natural profile (period 0: unknown; the job is then left out of the what-if).
+  MeasuredProfile profile;
   // Its current timetable, as pushed to its shims (meaningful when planned).
   bool planned = false;
   bool best_effort = false;
   Timetable timetable;
-};
-
-// A profile measured by the shims in this or an earlier run of a job.
-struct MeasuredProfile {
-  int64_t period_ns = 0;
-  int64_t comm_ns = 0;
-  uint64_t bytes_per_phase = 0;
 };
 
 // A declared profile (the spec of a TrafficProfile object, see kube/resources.hpp).
