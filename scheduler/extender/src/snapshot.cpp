@@ -153,15 +153,8 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     snap->job_priorities[job.id] = priority;
     snap->job_ids[name] = job.id;
     if (planned != nullptr && planned->planned && planned->timetable.period_ns > 0) {
-      const Timetable& tt = planned->timetable;
-      pl::JobPlan p;
-      p.id = job.id;
-      p.period_ns = tt.period_ns;
-      p.offset_ns = tt.offset_ns;
-      p.window_ns = tt.window_ns > 0 ? tt.window_ns : comm;
-      p.late_slack_ns = tt.late_slack_ns;
-      p.best_effort = planned->best_effort;
-      snap->plan.jobs.push_back(p);
+      snap->plan.jobs.push_back(
+          pl::from_timetable(planned->timetable, job.id, planned->best_effort));
     }
     snap->jobs.push_back(std::move(job));
   };

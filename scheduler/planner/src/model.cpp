@@ -94,6 +94,19 @@ Timetable to_timetable(const JobPlan& job, Nanos epoch_ns) {
   return t;
 }
 
+JobPlan from_timetable(const Timetable& timetable, JobId id, bool best_effort) {
+  JobPlan p;
+  p.id = id;
+  p.period_ns = timetable.period_ns;
+  p.offset_ns = timetable.offset_ns;
+  p.window_ns = timetable.window_ns > 0 ? timetable.window_ns : timetable.period_ns;
+  // A best-effort window is not protected: the plan gives it no cushion (to_timetable's late
+  // slack for it is the free time after the window, for the gate).
+  p.late_slack_ns = best_effort ? 0 : timetable.late_slack_ns;
+  p.best_effort = best_effort;
+  return p;
+}
+
 bool widening_stretches(const JobPlan& before, const JobPlan& after) {
   if (before.best_effort || after.best_effort) return false;
   const Nanos widening = std::max<Nanos>(after.window_ns - before.window_ns, 0);

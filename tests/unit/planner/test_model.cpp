@@ -82,6 +82,20 @@ TEST(Timetable, UngatedJobNeverWaits) {
   EXPECT_EQ(t.epoch_ns, 5 * kMs);
 }
 
+TEST(Timetable, APlanEntryRoundTripsThroughItsTimetable) {
+  for (const JobPlan& e : {JobPlan{7, 200 * kMs, 30 * kMs, 50 * kMs, 5 * kMs, false, 0.0},
+                           JobPlan{8, 100 * kMs, 30 * kMs, 40 * kMs, 0, true, 0.0},
+                           JobPlan{9, 100 * kMs, 0, 100 * kMs, 0, false, 0.0}}) {
+    const JobPlan back = from_timetable(to_timetable(e, 5 * kMs), e.id, e.best_effort);
+    EXPECT_EQ(back.id, e.id);
+    EXPECT_EQ(back.period_ns, e.period_ns);
+    EXPECT_EQ(back.offset_ns, e.offset_ns);
+    EXPECT_EQ(back.window_ns, e.window_ns);
+    EXPECT_EQ(back.late_slack_ns, e.late_slack_ns);
+    EXPECT_EQ(back.best_effort, e.best_effort);
+  }
+}
+
 TEST(Timetable, BestEffortJobKeepsItsWindowAndALatePhaseGoesAtOnce) {
   JobPlan e{7, 100 * kMs, 30 * kMs, 40 * kMs, 0, true, 0.0};
   const metronome::Timetable t = to_timetable(e, 0);

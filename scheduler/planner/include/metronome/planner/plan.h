@@ -71,6 +71,12 @@ struct Plan {
 // window = period: the gate is always open (AlwaysOpen), max wait 0.
 [[nodiscard]] Timetable to_timetable(const JobPlan& job, Nanos epoch_ns);
 
+// The plan entry a pushed timetable came from (the inverse of to_timetable for the fields a plan
+// keeps: period, offset from the timetable's epoch, window, late slack, best-effort), for a
+// reader that has only the timetables (the kube-scheduler extender). A window of 0 reads as the
+// whole period (ungated).
+[[nodiscard]] JobPlan from_timetable(const Timetable& timetable, JobId id, bool best_effort);
+
 // Whether re-planning a gated job with a wider window (the controller's overrun rule) left it
 // gated at a period longer than before by more than twice the widening: the wider window no
 // longer fits at its harmonic and the planner took a longer one (twice the period, on the CPU
