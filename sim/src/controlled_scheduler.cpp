@@ -5,22 +5,19 @@
 //     phases (two all-reduce calls per phase, half of the gradient each), and a profile report
 //     per rank every registry.report_interval_ms, filled by the shim's FillProfile, with the
 //     gate's counters as the shim counts them (CountsLate).
-//   - Each report goes to the service's ApplyReport. Its verdicts are planned as the service's
-//     planning thread plans them: every join and re-plan of a round in one AddJobs batch, a
-//     widening (the overrun rule) alone through WidenWindow; the plan becomes each job's
-//     timetable through the service's AdoptSchedule, and the simulated shims apply a push at
-//     once.
+//   - Each report goes to the controller's ApplyReport. Its verdicts are planned as the
+//     service's planning thread plans them (PlanningAdapter::PlanRound: every join and re-plan
+//     of a round in one batch, each widening of the overrun rule alone); the plan becomes each
+//     job's timetable through AdoptSchedule, and the simulated shims apply a push at once.
 //   - The background recalculation runs every controller.offline_interval_ms, capped by
 //     iterations rather than time so that a run is reproducible, and is adopted by the
 //     service's rule (PlanningAdapter::AdoptOffline).
-//   - The gate decides with the shim's DecideGate (simulator.cpp).
+//   - The gate decides with the shim's DecideCappedGate and MustRealign (simulator.cpp).
 // The service runs on its embedded defaults but for planning.wire_margin (0: see ConfigFor); a
 // policy's ablation switches change only the keys they name (planning.cushion,
 // planning.max_stretch, controller.overrun_ratio).
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -42,7 +39,6 @@ namespace {
 
 namespace ctl = metronome::controller;
 
-// The service's configuration for a policy: its embedded defaults, but for the ablations.
 // The parts of the service's configuration its controller reads.
 struct Settings {
   ctl::RegistryConfig registry;
@@ -51,6 +47,7 @@ struct Settings {
   ctl::ControllerConfig controller;
 };
 
+// The service's configuration for a policy: its embedded defaults, but for the ablations.
 Settings ConfigFor(const PolicyConfig& policy) {
   Settings c;
   // The fluid model delivers a link's whole capacity to its flows: no framing or protocol
