@@ -175,8 +175,17 @@ class ControlledScheduler final : public TimeScheduler {
           cost[i] = weight * base;
           continue;
         }
-        const std::vector<ctl::WhatIfEntry> r = planner_.WhatIf(Candidate(a), {});
-        if (r.empty()) continue;
+        std::vector<ctl::WhatIfEntry> r;
+        try {
+          r = planner_.WhatIf(Candidate(a), {});
+        } catch (const ctl::PlanningError&) {
+          // The planner refuses the candidate (as the extender would): scored by its own pace.
+          ++stats_.placements_refused;
+        }
+        if (r.empty()) {
+          cost[i] = weight * base;
+          continue;
+        }
         cost[i] = weight * ((1.0 + base) * (1.0 + r.front().slowdown_after) - 1.0) +
                   r.front().neighbour_slowdown + (r.front().hurts_higher_priority ? 1e6 : 0.0);
       }

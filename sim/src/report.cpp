@@ -95,6 +95,7 @@ nlohmann::json ToJson(const RunResult& run, bool with_links) {
                     {"offline_runs", run.scheduler.offline_runs},
                     {"offline_adopted", run.scheduler.offline_adopted},
                     {"placements_scored", run.scheduler.placements_scored},
+                    {"placements_refused", run.scheduler.placements_refused},
                     {"planner_seconds", run.scheduler.planner_seconds}};
   if (with_links) {
     nlohmann::json links = nlohmann::json::array();

@@ -20,16 +20,16 @@ namespace metronome::sim {
 struct ActiveJob {
   std::size_t index = 0;  // the job's index in the scenario
   int priority = 0;
-  std::vector<std::uint32_t> nodes;  // distinct nodes of its ranks
+  std::vector<std::uint32_t> nodes;       // distinct nodes of its ranks
   std::vector<std::uint32_t> rank_nodes;  // each rank's node (one per GPU)
-  std::vector<std::uint32_t> links;  // links its all-reduce crosses (may be empty)
-  std::int64_t compute_ns = 0;       // profiled compute phase (may be off by the profile error)
-  std::int64_t jitter_ns = 0;        // its standard deviation from iteration to iteration
-  std::int64_t comm_ns = 0;          // communication phase alone, at bandwidth beta
-  double beta_Bps = 0.0;             // the bottleneck capacity along its links
-  double volume_bytes = 0.0;         // V per link per iteration
-  double gradient_bytes = 0.0;       // what each all-reduce call moves (the shim's bytes)
-  std::int64_t start_delay_ns = 0;   // launch delay before its first iteration
+  std::vector<std::uint32_t> links;       // links its all-reduce crosses (may be empty)
+  std::int64_t compute_ns = 0;      // profiled compute phase (may be off by the profile error)
+  std::int64_t jitter_ns = 0;       // its standard deviation from iteration to iteration
+  std::int64_t comm_ns = 0;         // communication phase alone, at bandwidth beta
+  double beta_Bps = 0.0;            // the bottleneck capacity along its links
+  double volume_bytes = 0.0;        // V per link per iteration
+  double gradient_bytes = 0.0;      // what each all-reduce call moves (the shim's bytes)
+  std::int64_t start_delay_ns = 0;  // launch delay before its first iteration
 };
 
 // What the controller observes after each iteration of a job (the shim's phase tracker).
@@ -49,12 +49,13 @@ struct SchedulerStats {
   std::uint64_t adds = 0;   // incremental additions
   std::uint64_t removes = 0;
   std::uint64_t controller_replans = 0;  // re-plans the controller decided (ApplyReport)
-  std::uint64_t overrun_replans = 0;    // ... of which for phases longer than their window
-  std::uint64_t overrun_refused = 0;    // widenings not taken: they stretched the period
-  std::uint64_t offline_runs = 0;       // offline recalculations run
-  std::uint64_t offline_adopted = 0;    // ... whose plan beat the current one
-  std::uint64_t placements_scored = 0;  // jobs placed by what-if scoring
-  double planner_seconds = 0.0;         // wall time spent in the planner
+  std::uint64_t overrun_replans = 0;     // ... of which for phases longer than their window
+  std::uint64_t overrun_refused = 0;     // widenings not taken: they stretched the period
+  std::uint64_t offline_runs = 0;        // offline recalculations run
+  std::uint64_t offline_adopted = 0;     // ... whose plan beat the current one
+  std::uint64_t placements_scored = 0;   // jobs placed by what-if scoring
+  std::uint64_t placements_refused = 0;  // candidates the planner refused to score
+  double planner_seconds = 0.0;          // wall time spent in the planner
 };
 
 enum class SchedulingKind { kNone, kCassini, kMetronome };
