@@ -1,6 +1,5 @@
 // The adapter between the controller's registry and metronome::planner (see planning.hpp).
 #include "metronome/controller/planning.hpp"
-#include "metronome/controller/topology.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -8,6 +7,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "metronome/controller/plan_snapshot.hpp"
+#include "metronome/controller/topology.hpp"
 #include "metronome/planner/model.h"
 #include "metronome/planner/offline.h"
 #include "metronome/planner/plan.h"
@@ -33,26 +34,19 @@ struct OfflinePlan {
   pl::Plan plan;
 };
 
-constexpr double kFallbackCapacity = 100e9 / 8.0;  // for jobs that cross no link
-constexpr int64_t kPeriodGrid = 1'000'000;         // measured periods are rounded up to 1 ms
-
 }  // namespace
 
 struct PlanningAdapter::Impl {
   PlanningConfig config;
   pl::PlannerOptions options;
   pl::OnlinePlanner online;
-  std::unordered_map<std::string, pl::NodeId> node_ids;
-  std::optional<pl::LinkId> unknown_link;
+  NodeIndex nodes;
 
   Impl(const TopologyConfig& topo, const PlanningConfig& cfg)
-      : config(cfg), options(MakeOptions(cfg)), online(BuildTopology(topo), options) {
-    const pl::Topology& t = online.topology();
-    for (pl::NodeId n = 0; n < t.node_count(); ++n) node_ids.emplace(t.node_name(n), n);
-    for (pl::LinkId l = 0; l < t.link_count(); ++l) {
-      if (t.link(l).name == topo.unknown_nodes_link) unknown_link = l;
-    }
-  }
+      : config(cfg),
+        options(MakeOptions(cfg)),
+        online(BuildTopology(topo), options),
+        nodes(IndexNodes(online.topology(), topo.unknown_nodes_link)) {}
 
   static pl::PlannerOptions MakeOptions(const PlanningConfig& cfg) {
     pl::PlannerOptions o;
@@ -63,79 +57,8 @@ struct PlanningAdapter::Impl {
     return o;
   }
 
-  // Registry job → planner job: node names to ids, unknown nodes to the catch-all link, the
-  // measured profile to (P, c, β).
   pl::Job ToPlanner(const PlanJob& j) const {
-    pl::Job job;
-    job.id = j.id;
-    job.priority = j.priority;
-    std::set<std::string> distinct(j.nodes.begin(), j.nodes.end());
-    bool unknown = false;
-    for (const auto& name : j.nodes) {
-      const auto it = node_ids.find(name);
-      if (it == node_ids.end()) {
-        unknown = true;
-      } else {
-        job.nodes.push_back(it->second);
-      }
-    }
-    if (unknown && distinct.size() >= 2 && unknown_link) job.extra_links.push_back(*unknown_link);
-    const auto links = pl::job_links(online.topology(), job);
-    double min_cap = 0.0;
-    for (const pl::LinkId l : links) {
-      const double c = online.topology().link(l).capacity_bps;
-      min_cap = min_cap == 0.0 ? c : std::min(min_cap, c);
-    }
-    if (min_cap <= 0.0) min_cap = kFallbackCapacity;
-    int64_t period = std::max<int64_t>(j.period_ns, 1);
-    int64_t comm = std::clamp<int64_t>(j.comm_ns, 1, period);
-    // With the bytes known, the window is what the job needs on the wire, not the comm time
-    // measured last: that one is inflated by contention while the job is learned ungated. The
-    // job's achievable rate is taken from its fastest phase so far (contention only slows
-    // phases down); at or near the bottleneck's capacity the job saturates it, and its window is
-    // the wire time of its bytes there (a ring all-reduce over n ranks puts 2(n-1)/n of them on
-    // each link). A slower job keeps its own pace, with a rectangle lower than the link that
-    // may stack. The compute part of the period is what the shim measured between phases (else
-    // the period less the phase: medians over different windows, noisy under contention).
-    double beta = min_cap;
-    if (j.bytes_per_phase > 0) {
-      const int64_t compute =
-          j.compute_ns > 0 ? std::min(j.compute_ns, period) : std::max<int64_t>(period - comm, 0);
-      const int64_t fastest = j.min_comm_ns > 0 ? std::min(j.min_comm_ns, comm) : comm;
-      // What crosses each link per phase: a ring all-reduce over n ranks sends 2(n-1)/n of the
-      // bytes the call reduces.
-      const double n = static_cast<double>(std::max<size_t>(j.nodes.size(), 2));
-      const double wire_bytes = static_cast<double>(j.bytes_per_phase) * 2.0 * (n - 1.0) / n;
-      beta = wire_bytes * 1e9 / static_cast<double>(fastest);
-      comm = fastest;
-      if (beta >= config.saturate_fraction * min_cap) {
-        beta = min_cap;
-        const double wire_s = wire_bytes / min_cap * (1.0 + config.wire_margin);
-        // The wire time alone, not the fastest phase when that is shorter: identical jobs then
-        // get identical windows (and periods), whichever of them happened to run a fast phase.
-        comm = std::max<int64_t>(static_cast<int64_t>(wire_s * 1e9), 1);
-      }
-      // Phases that took persistently longer than that window in a gated slot (traffic the
-      // plan does not control slowed them: the controller's overrun rule) get the window they
-      // take, or the job walks later every period and waits at its gate.
-      comm = std::max(comm, std::min(j.phase_floor_ns, period));
-      period = compute + comm;
-    }
-    // A margin over the measured period, so that jitter does not make the job later than its
-    // windows phase after phase; then rounded up to a millisecond, since periods measured to the
-    // nanosecond are almost never commensurate and the planner interleaves by their gcd.
-    period += static_cast<int64_t>(static_cast<double>(period) * config.period_margin);
-    period = pl::round_up_period(period, kPeriodGrid);
-    job.profile.period_ns = period;
-    job.profile.comm_ns = comm;
-    job.profile.beta_bps = std::max(beta, 1.0);
-    // At least 1 ns: a measured jitter of 0 comes from too few samples, not from a perfectly
-    // periodic job. The planner rounds any jitter up to a whole percent of headroom and none to
-    // nothing, so a copy of a model that reported 0 would get a period 1 % off the other's,
-    // and one of them twice its period (seen on the demo with period_margin 0).
-    job.profile.jitter_ns = std::clamp<int64_t>(j.jitter_ns, 1, period);
-    if (j.next_phase_ns != 0) job.next_phase_ns = j.next_phase_ns - config.epoch_ns;
-    return job;
+    return ToPlannerJob(j, online.topology(), nodes, config);
   }
 
   // The plan as evaluated at `generation` (the adapter's count of changes). Evaluating costs
@@ -409,6 +332,10 @@ PlanSummary PlanningAdapter::Summary() const {
     ls.best_effort_jobs = l.best_effort_jobs;
     s.links.push_back(ls);
   }
+  auto snapshot = std::make_shared<PlanSnapshot>();
+  snapshot->jobs = impl_->online.jobs();
+  snapshot->plan = plan;
+  s.snapshot = std::move(snapshot);
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "metronome/planner/what_if.h"
+#include "profile_input.hpp"
 
 namespace metronome::extender {
 
@@ -37,12 +38,10 @@ class Evaluation {
 
     // The nodes the job's other pods hold; the job itself is taken out of the plan when it is
     // already in it (a re-created pod): it is evaluated as if it arrived now.
-    std::vector<pl::NodeId> others;
+    std::vector<std::string> others;
     if (const auto it = snap_.job_nodes.find(pod.job); it != snap_.job_nodes.end()) {
       for (const std::string& n : it->second) {
-        if (const auto id = snap_.node_ids.find(n); id != snap_.node_ids.end()) {
-          others.push_back(id->second);
-        }
+        if (snap_.nodes.ids.count(n) != 0) others.push_back(n);
       }
     }
     const pl::OnlinePlanner* planner = &snap_.planner;
@@ -64,132 +63,131 @@ class Evaluation {
     }
     const int ranks = pod.ranks ? *pod.ranks : static_cast<int>(others.size()) + 1;
 
-    // Candidates grouped by what changes the profile: the GPU type and the NIC rate.
-    std::map<std::pair<std::string, double>, std::vector<size_t>> groups;
-    std::vector<pl::NodeId> ids(args_.names.size(), 0);
+    // Each candidate as the scheduler's planner would take the job there: its profile on the
+    // node's GPU type and NIC (Input), converted as the controller converts it
+    // (controller::ToPlannerProfile) on the links it would cross. Candidates whose planner job
+    // is the same share one what-if.
+    const pl::Topology& topology = planner->topology();
+    std::vector<pl::NodeId> other_ids;
+    for (const std::string& n : others) other_ids.push_back(snap_.nodes.ids.at(n));
+    pl::JobId id = 0;
+    for (const auto& [j, name] : snap_.job_names) id = std::max(id, j);
+    id += 1'000'000;  // not any job's id
+    const auto same = [](const pl::JobProfile& a, const pl::JobProfile& b) {
+      return a.period_ns == b.period_ns && a.comm_ns == b.comm_ns && a.beta_bps == b.beta_bps &&
+             a.jitter_ns == b.jitter_ns;
+    };
+    struct Group {
+      pl::Job job;
+      std::vector<size_t> members;
+      std::vector<std::vector<pl::NodeId>> candidates;
+      std::vector<std::vector<pl::LinkId>> links;
+    };
+    std::vector<Group> groups;
+    std::map<std::pair<std::string, double>, std::optional<controller::PlanJob>> inputs;
     for (size_t i = 0; i < args_.names.size(); ++i) {
-      const auto id = snap_.node_ids.find(args_.names[i]);
-      if (id == snap_.node_ids.end()) continue;  // not learnable: no opinion
-      ids[i] = id->second;
+      const auto node = snap_.nodes.ids.find(args_.names[i]);
+      if (node == snap_.nodes.ids.end()) continue;  // not learnable: no opinion
       std::string gpu = pod.gpu_type;
       if (gpu.empty() && declared != snap_.declared.end()) gpu = declared->second.gpu_type;
-      if (gpu.empty()) gpu = snap_.node_gpu[id->second];
+      if (gpu.empty()) gpu = snap_.node_gpu[node->second];
       if (gpu.empty()) gpu = config_.default_gpu;
-      double nic = snap_.node_nic[id->second];
+      double nic = snap_.node_nic[node->second];
       if (nic <= 0) nic = config_.default_nic_bytes_per_s;
-      groups[{gpu, nic}].push_back(i);
+      auto [input, fresh] = inputs.try_emplace({gpu, nic});
+      if (fresh) {
+        input->second = Input(gpu, nic, ranks);
+        // One entry per rank, as the registry lists a job's nodes (the conversion counts them).
+        if (input->second) input->second->nodes.assign(static_cast<size_t>(ranks), pod.job);
+      }
+      if (!input->second) continue;
+      std::vector<pl::NodeId> nodes = other_ids;
+      nodes.push_back(node->second);
+      std::vector<pl::LinkId> links = topology.links_crossed(nodes);
+      pl::Job job;
+      job.id = id;
+      job.priority = priority;
+      job.profile = controller::ToPlannerProfile(
+          *input->second, controller::Bottleneck(topology, links), snap_.planning);
+      auto g = std::find_if(groups.begin(), groups.end(),
+                            [&](const Group& x) { return same(x.job.profile, job.profile); });
+      if (g == groups.end()) g = groups.insert(groups.end(), Group{job, {}, {}, {}});
+      g->members.push_back(i);
+      g->candidates.push_back(std::move(nodes));
+      g->links.push_back(std::move(links));
+    }
+    if (groups.empty()) {
+      no_profile = true;
+      return false;
     }
     const double weight = pl::priority_weight(priority);
-    bool any_profile = false;
-    for (const auto& [key, members] : groups) {
-      const auto profile = Profile(key.first, key.second, ranks);
-      if (!profile) continue;
-      any_profile = true;
-      pl::Job job;
-      job.id = 0;
-      for (const auto& [id, name] : snap_.job_names) job.id = std::max(job.id, id);
-      job.id += 1'000'000;  // not any job's id
-      job.priority = priority;
-      job.profile = *profile;
-      std::vector<std::vector<pl::NodeId>> candidates;
-      candidates.reserve(members.size());
-      for (const size_t i : members) {
-        std::vector<pl::NodeId> nodes = others;
-        nodes.push_back(ids[i]);
-        candidates.push_back(std::move(nodes));
-      }
+    std::vector<const std::vector<pl::LinkId>*> crossed(out.size(), nullptr);
+    for (const Group& g : groups) {
       std::vector<pl::WhatIfResult> results;
       try {
-        results = pl::what_if(*planner, job, candidates);
+        results = pl::what_if(*planner, g.job, g.candidates);
       } catch (const std::exception& e) {
         spdlog::warn("extender: what-if for job {} failed: {}", pod.job, e.what());
         continue;  // no opinion on these candidates
       }
-      for (size_t k = 0; k < members.size(); ++k) {
+      for (size_t k = 0; k < g.members.size(); ++k) {
         const pl::WhatIfResult& r = results[k];
-        Verdict& v = out[members[k]];
+        Verdict& v = out[g.members[k]];
         v.known = true;
         v.hurts_higher = r.hurts_higher_priority;
+        const std::vector<pl::LinkId>& links = g.links[k];
         double load = 0.0;
-        const auto links = planner->topology().links_crossed(candidates[k]);
         for (const pl::LinkId l : links) load += snap_.link_load[l];
         if (!links.empty()) load /= static_cast<double>(links.size());
         v.cost = std::max(0.0, r.job_slowdown) + std::max(0.0, r.neighbour_slowdown) / weight +
                  config_.load_weight * load;
-        if (explain && r.hurts_higher_priority) Explain(*planner, job, candidates[k], v);
+        crossed[g.members[k]] = &links;
       }
     }
-    if (!any_profile) {
-      no_profile = true;
-      return false;
+    // The reasons, unless every candidate fails and the filter passes them all (never starve).
+    const bool all_fail =
+        std::all_of(out.begin(), out.end(), [](const Verdict& v) { return v.hurts_higher; });
+    if (explain && !(all_fail && config_.never_starve)) {
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (out[i].hurts_higher) Explain(topology, priority, *crossed[i], out[i]);
+      }
     }
     return true;
   }
 
  private:
-  // The job's natural profile on a GPU type behind a NIC of `nic` bytes/s.
-  std::optional<pl::JobProfile> Profile(const std::string& gpu, double nic, int ranks) const {
+  // The job's profile on a GPU type behind a NIC of `nic` bytes/s (profile_input.hpp): the
+  // pod's annotations, else its TrafficProfile, else what an earlier run measured.
+  std::optional<controller::PlanJob> Input(const std::string& gpu, double nic, int ranks) const {
     const PodInfo& pod = args_.pod;
-    const auto from_period = [&](double period_ms, double gradient_mb) {
-      const double volume = RingVolume(gradient_mb * 1024.0 * 1024.0, ranks);
-      pl::JobProfile p;
-      p.beta_bps = nic;
-      p.period_ns = std::max<pl::Nanos>(1, std::llround(period_ms * 1e6));
-      p.comm_ns = std::clamp<pl::Nanos>(std::llround(volume / nic * 1e9), 1, p.period_ns);
-      return p;
-    };
-    const auto from_model = [&](const std::string& model) -> std::optional<pl::JobProfile> {
-      if (models_ == nullptr) return std::nullopt;
-      try {
-        const double compute_ms = models_->computeMs(model, gpu);
-        const double volume = RingVolume(static_cast<double>(models_->gradientBytes(model)), ranks);
-        return pl::JobProfile::from_volume(std::llround(compute_ms * 1e6), volume, nic);
-      } catch (const std::exception&) {
-        return std::nullopt;  // unknown model or GPU key
-      }
-    };
-    if (pod.period_ms && pod.gradient_mb) return from_period(*pod.period_ms, *pod.gradient_mb);
-    if (!pod.model.empty()) {
-      if (auto p = from_model(pod.model)) return p;
+    if (pod.period_ms && pod.gradient_mb) {
+      return InputFromPeriod(*pod.period_ms, *pod.gradient_mb, nic, ranks);
     }
+    if (auto p = InputFromModel(pod.model, gpu, nic, ranks, models_)) return p;
     if (const auto d = snap_.declared.find(pod.job); d != snap_.declared.end()) {
-      if (d->second.period_ms && d->second.gradient_mb) {
-        return from_period(*d->second.period_ms, *d->second.gradient_mb);
-      }
-      if (!d->second.model.empty()) {
-        if (auto p = from_model(d->second.model)) return p;
-      }
+      if (auto p = InputFromDeclared(d->second, gpu, nic, ranks, models_)) return p;
     }
     if (const auto m = snap_.measured.find(pod.job);
         m != snap_.measured.end() && m->second.period_ns > 0) {
-      pl::JobProfile p;
-      p.period_ns = m->second.period_ns;
-      p.comm_ns = std::clamp<pl::Nanos>(m->second.comm_ns, 1, p.period_ns);
-      p.beta_bps = nic;
-      if (m->second.bytes_per_phase > 0) {
-        p.beta_bps = std::min(nic, static_cast<double>(m->second.bytes_per_phase) * 1e9 /
-                                       static_cast<double>(p.comm_ns));
-      }
-      p.beta_bps = std::max(p.beta_bps, 1.0);
-      return p;
+      return InputFromMeasured(m->second);
     }
     return std::nullopt;
   }
 
   // Says why a candidate fails: the higher-priority jobs gated on the links it would cross
   // (from the snapshot's per-link lists; a second what-if would double the cost of filter).
-  void Explain(const pl::OnlinePlanner& planner, const pl::Job& job,
-               const std::vector<pl::NodeId>& nodes, Verdict& out) const {
+  void Explain(const pl::Topology& topology, int priority, const std::vector<pl::LinkId>& crossed,
+               Verdict& out) const {
     constexpr size_t kMaxNamed = 3;
     std::vector<std::string> named;
     std::set<pl::JobId> seen;
     std::string links;
     size_t more = 0;
-    for (const pl::LinkId l : planner.topology().links_crossed(nodes)) {
+    for (const pl::LinkId l : crossed) {
       bool any = false;
       for (const pl::JobId id : snap_.link_gated[l]) {
         const int prio = snap_.job_priorities.at(id);
-        if (prio <= job.priority) break;  // sorted by priority
+        if (prio <= priority) break;  // sorted by priority
         any = true;
         if (!seen.insert(id).second) continue;
         if (named.size() < kMaxNamed) {
@@ -198,7 +196,7 @@ class Evaluation {
           ++more;
         }
       }
-      if (any) links += (links.empty() ? "" : ", ") + planner.topology().link(l).name;
+      if (any) links += (links.empty() ? "" : ", ") + topology.link(l).name;
     }
     std::string list;
     for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;

@@ -94,7 +94,7 @@ std::shared_ptr<const Extender::Snapshot> Extender::Learn(
     std::lock_guard lock(mu_);
     bool changed = false;
     for (const auto& [name, labels] : nodes) {
-      if (snapshot_->node_ids.count(name) != 0 && snapshot_->unplaced.count(name) == 0) continue;
+      if (snapshot_->nodes.ids.count(name) != 0 && snapshot_->unplaced.count(name) == 0) continue;
       if (learned_.count(name) != 0 && learned_[name] == labels) continue;
       if (learned_.size() >= kMaxLearnedNodes) break;
       learned_[name] = labels;

@@ -42,7 +42,7 @@ std::map<std::string, NodeLabels> Unknown(const Extender::Snapshot& snap, const 
   std::map<std::string, NodeLabels> unknown;
   for (size_t i = 0; i < args.names.size(); ++i) {
     const std::string& n = args.names[i];
-    const bool seen = snap.node_ids.count(n) != 0;
+    const bool seen = snap.nodes.ids.count(n) != 0;
     if (seen && snap.unplaced.count(n) == 0) continue;
     NodeLabels labels = args.full_nodes ? DecodeLabels(args.label_texts[i]) : NodeLabels{};
     if (!seen || !LabelOf(&labels, config.rack_labels).empty()) unknown[n] = std::move(labels);

@@ -9,6 +9,7 @@
 
 #include "metronome/controller/topology.hpp"
 #include "metronome/planner/model.h"
+#include "profile_input.hpp"
 
 namespace metronome::extender {
 
@@ -32,11 +33,6 @@ std::string LabelOf(const NodeLabels* labels, const std::vector<std::string>& ke
     if (it != labels->end() && !it->second.empty()) return it->second;
   }
   return {};
-}
-
-double RingVolume(double gradient_bytes, int ranks) {
-  const double n = std::max(2, ranks);
-  return 2.0 * (n - 1.0) / n * gradient_bytes;
 }
 
 std::string MatchGpu(const std::string& label_value, const models::ModelTable* models) {
@@ -110,52 +106,41 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
 
   auto snap = std::make_shared<Extender::Snapshot>(t);
   snap->version = state.version;
-  snap->node_ids = std::move(node_ids);
+  snap->nodes = {std::move(node_ids), unknown_link};
+  snap->planning = state.planning;
   snap->node_nic = std::move(nic);
   snap->unplaced = std::move(unplaced);
   snap->node_gpu.assign(t.node_count(), std::string());
-  for (const auto& [name, id] : snap->node_ids) {
+  for (const auto& [name, id] : snap->nodes.ids) {
     snap->node_gpu[id] = MatchGpu(LabelOf(labels_of(name), config.gpu_labels), models);
   }
   snap->measured = state.measured;
   snap->declared = state.declared;
 
-  // The jobs, their profiles as the service plans them, and the timetables they hold.
+  // The jobs: a job the scheduler planned with the profile and the window its planner gave it,
+  // any other with a known profile as that planner would take it, unplanned.
   const pl::Topology& topo = snap->planner.topology();
+  std::unordered_map<uint64_t, const pl::Job*> planned_jobs;  // by the registry's id
+  if (state.plan) {
+    for (const pl::Job& j : state.plan->jobs) planned_jobs.emplace(j.id, &j);
+  }
   pl::JobId next_id = 1;
-  const auto add_job = [&](const std::string& name, int priority,
-                           const std::vector<std::string>& node_names, int64_t period_ns,
-                           int64_t comm_ns, uint64_t bytes, const JobSnapshot* planned) {
-    pl::Job job;
+  const auto add_job = [&](controller::PlanJob input, const JobSnapshot* registered) {
+    pl::Job job = controller::ToPlannerJob(input, topo, snap->nodes, snap->planning);
     job.id = next_id++;
-    job.priority = priority;
-    for (const std::string& n : node_names) {
-      if (const auto it = snap->node_ids.find(n); it != snap->node_ids.end()) {
-        job.nodes.push_back(it->second);
+    if (registered != nullptr) {
+      const auto it = planned_jobs.find(registered->id);
+      const pl::JobPlan* entry = state.plan ? state.plan->plan.find(registered->id) : nullptr;
+      if (it != planned_jobs.end() && entry != nullptr) {
+        job.profile = it->second->profile;
+        pl::JobPlan p = *entry;
+        p.id = job.id;
+        snap->plan.jobs.push_back(p);
       }
     }
-    double min_cap = 0.0;
-    for (const pl::LinkId l : pl::job_links(topo, job)) {
-      const double c = topo.link(l).capacity_bps;
-      min_cap = min_cap == 0.0 ? c : std::min(min_cap, c);
-    }
-    if (min_cap <= 0.0) min_cap = config.default_nic_bytes_per_s;
-    const int64_t period = std::max<int64_t>(period_ns, 1);
-    const int64_t comm = std::clamp<int64_t>(comm_ns, 1, period);
-    double beta = min_cap;
-    if (bytes > 0) {
-      beta = std::min(min_cap, static_cast<double>(bytes) * 1e9 / static_cast<double>(comm));
-    }
-    job.profile.period_ns = period;
-    job.profile.comm_ns = comm;
-    job.profile.beta_bps = std::max(beta, 1.0);
-    snap->job_names[job.id] = name;
-    snap->job_priorities[job.id] = priority;
-    snap->job_ids[name] = job.id;
-    if (planned != nullptr && planned->planned && planned->timetable.period_ns > 0) {
-      snap->plan.jobs.push_back(
-          pl::from_timetable(planned->timetable, job.id, planned->best_effort));
-    }
+    snap->job_names[job.id] = input.name;
+    snap->job_priorities[job.id] = job.priority;
+    snap->job_ids[input.name] = job.id;
     snap->jobs.push_back(std::move(job));
   };
 
@@ -167,46 +152,38 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     snap->job_nodes[j.name] = nodes;
     if (j.profile.period_ns > 0 && j.profile.comm_ns >= 0) {
       snap->measured[j.name] = j.profile;
-      add_job(j.name, j.priority, nodes, j.profile.period_ns, j.profile.comm_ns,
-              j.profile.bytes_per_phase, &j);
+      controller::PlanJob input = InputFromMeasured(j.profile);
+      input.id = j.id;
+      input.name = j.name;
+      input.priority = j.priority;
+      input.nodes = nodes;
+      add_job(std::move(input), &j);
     }
   }
-  // Jobs whose pods are bound but whose shims have not registered yet: their declared or
-  // earlier measured profile stands in, so that new pods already avoid their links.
+  // Jobs whose pods are bound but whose shims have not registered yet: their earlier measured
+  // or declared profile stands in, so that new pods already avoid their links.
   for (const auto& [name, nodes] : state.placed_pods) {
     if (snap->job_nodes.count(name) != 0) continue;
     snap->job_nodes[name] = nodes;
     int priority = kPriorityNormal;
-    int64_t period = 0;
-    int64_t comm = 0;
-    uint64_t bytes = 0;
-    if (const auto m = state.measured.find(name); m != state.measured.end()) {
-      period = m->second.period_ns;
-      comm = m->second.comm_ns;
-      bytes = m->second.bytes_per_phase;
+    std::optional<controller::PlanJob> input;
+    if (const auto m = state.measured.find(name);
+        m != state.measured.end() && m->second.period_ns > 0) {
+      input = InputFromMeasured(m->second);
     }
     if (const auto d = state.declared.find(name); d != state.declared.end()) {
       if (const auto p = ParsePriorityWord(d->second.priority); p) priority = *p;
-      if (period <= 0 && d->second.period_ms && d->second.gradient_mb) {
-        period = static_cast<int64_t>(*d->second.period_ms * 1e6);
-        const double volume =
-            RingVolume(*d->second.gradient_mb * 1024 * 1024, static_cast<int>(nodes.size()));
-        comm = static_cast<int64_t>(volume / config.default_nic_bytes_per_s * 1e9);
-      } else if (period <= 0 && !d->second.model.empty() && models != nullptr) {
-        try {
-          const std::string gpu =
-              d->second.gpu_type.empty() ? config.default_gpu : d->second.gpu_type;
-          const double volume =
-              RingVolume(static_cast<double>(models->gradientBytes(d->second.model)),
-                         static_cast<int>(nodes.size()));
-          comm = static_cast<int64_t>(volume / config.default_nic_bytes_per_s * 1e9);
-          period = static_cast<int64_t>(models->computeMs(d->second.model, gpu) * 1e6) + comm;
-        } catch (const std::exception&) {
-          period = 0;
-        }
+      const std::string gpu = d->second.gpu_type.empty() ? config.default_gpu : d->second.gpu_type;
+      if (!input) {
+        input = InputFromDeclared(d->second, gpu, config.default_nic_bytes_per_s,
+                                  static_cast<int>(nodes.size()), models);
       }
     }
-    if (period > 0) add_job(name, priority, nodes, period, std::min(comm, period), bytes, nullptr);
+    if (!input) continue;
+    input->name = name;
+    input->priority = priority;
+    input->nodes = nodes;
+    add_job(std::move(*input), nullptr);
   }
 
   // The planner refuses unusable jobs (validate()); one bad entry must not blind the extender.

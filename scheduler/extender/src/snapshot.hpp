@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "metronome/controller/plan_snapshot.hpp"
 #include "metronome/extender/extender.hpp"
 #include "metronome/models/model_table.hpp"
 #include "metronome/planner/plan.h"
@@ -23,10 +24,11 @@ struct Extender::Snapshot {
   explicit Snapshot(pl::Topology topology) : planner(std::move(topology)) {}
 
   uint64_t version = 0;
-  pl::OnlinePlanner planner;  // the topology and the current plan
-  std::vector<pl::Job> jobs;  // as adopted
-  pl::Plan plan;              // the service's timetables, as adopted
-  std::unordered_map<std::string, pl::NodeId> node_ids;
+  pl::OnlinePlanner planner;                 // the topology and the current plan
+  std::vector<pl::Job> jobs;                 // as adopted
+  pl::Plan plan;                             // the service's timetables, as adopted
+  controller::NodeIndex nodes;               // node names (and the unknown-nodes link) in `planner`
+  controller::PlanningConfig planning;       // the scheduler's conversion of profiles
   std::unordered_set<std::string> unplaced;  // nodes known without a rack (unknown-nodes link)
   std::vector<std::string> node_gpu;         // by NodeId: model-table GPU key ("" unknown)
   std::vector<double> node_nic;              // by NodeId: bytes/s of its uplink (0: none)
@@ -50,8 +52,5 @@ std::string MatchGpu(const std::string& label_value, const models::ModelTable* m
 
 // The first of `keys` that `labels` carries, or "".
 std::string LabelOf(const NodeLabels* labels, const std::vector<std::string>& keys);
-
-// V = 2(n−1)/n · S: the bytes one rank moves per ring all-reduce of S bytes over n ranks.
-double RingVolume(double gradient_bytes, int ranks);
 
 }  // namespace metronome::extender

@@ -128,7 +128,16 @@ void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos 
     // Periods T and T_i: i's windows fall on every multiple of g = gcd(T, T_i) of the circle
     // T, each as often: g/(T·T_i) of them per unit time.
     const Nanos g = std::gcd(t, s.period);
-    if (t / g > kMaxFoldCopies) return true;  // nearly unrelated periods: they sweep the circle
+    if (t / g > kMaxFoldCopies) {
+      // Nearly unrelated periods: i's windows sweep the circle evenly. No offset aims at or
+      // away from them (one arc over the whole circle, which cost_curve leaves out), but a
+      // window of length w meets them all the same, w·w_i/T_i per period t: overlaps() counts
+      // them, so that traffic of an unrelated period is never taken for harmless.
+      const double scale =
+          static_cast<double>(wi) / (static_cast<double>(t) * static_cast<double>(s.period));
+      out.push_back({0, t, ws.jobs[i].shape.weight * excess * scale, i, excess, scale});
+      return true;
+    }
     const double scale =
         static_cast<double>(g) / (static_cast<double>(t) * static_cast<double>(s.period));
     const double coef = ws.jobs[i].shape.weight * excess * scale;

@@ -30,7 +30,9 @@ extender::ClusterState ToClusterState(const ClusterView& view) {
   ext::ClusterState s;
   s.version = view.plan_version;
   s.network = view.topology;
+  s.planning = view.planning;
   s.jobs = view.jobs;
+  s.plan = view.plan;
   return s;
 }
 

@@ -163,13 +163,16 @@ void Registry::Stop() {
   plan_cv_.notify_all();
 }
 
-ClusterView Registry::View(const TopologyConfig& topology) {
+ClusterView Registry::View(const TopologyConfig& topology, const PlanningConfig& planning) {
   std::lock_guard lock(mu_);
   ClusterView v;
   v.plan_version = plan_version_;
   v.topology = topology;
+  v.planning = planning;
+  v.plan = summary_.snapshot;
   for (const auto& [name, job] : jobs_) {
     extender::JobSnapshot j;
+    j.id = job.id;
     j.name = name;
     j.priority = job.priority;
     for (const auto& [r, rank] : job.ranks) j.nodes.push_back(rank.node);

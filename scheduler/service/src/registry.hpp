@@ -98,7 +98,7 @@ class Registry {
   void Stop();
 
   // Snapshots (thread-safe).
-  ClusterView View(const TopologyConfig& topology);
+  ClusterView View(const TopologyConfig& topology, const PlanningConfig& planning);
   nlohmann::json StatusJson(int64_t started_ns, const std::string& endpoint, bool curve);
   nlohmann::json JobsJson();
   std::optional<nlohmann::json> JobJson(const std::string& name);

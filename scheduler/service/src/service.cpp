@@ -74,7 +74,7 @@ void Service::Stop() {
 }
 
 ClusterView Service::View() {
-  return registry_->View(config_.topology);
+  return registry_->View(config_.topology, config_.planning);
 }
 
 // The plan listener's thread: the extender rebuilds its state from the view (milliseconds at

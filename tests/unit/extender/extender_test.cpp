@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "metronome/controller/plan_snapshot.hpp"
+#include "metronome/controller/planning.hpp"
 #include "metronome/extender/extender.hpp"
 #include "metronome/models/model_table.hpp"
 
@@ -40,10 +42,6 @@ ClusterState Cluster() {
   hp.nodes = {"gpu-a1", "gpu-a2"};
   hp.profile.period_ns = 200 * kMs;
   hp.profile.comm_ns = 150 * kMs;
-  hp.planned = true;
-  hp.timetable.period_ns = 200 * kMs;
-  hp.timetable.offset_ns = 0;
-  hp.timetable.window_ns = 150 * kMs;
   s.jobs.push_back(hp);
   s.placed_pods["lp-train"] = {"gpu-b2"};
   return s;
@@ -129,6 +127,69 @@ TEST(ExtenderFilter, NeverStarvesWhenEveryNodeWouldConflict) {
   const Json j = Json::parse(ext.HandleFilter(req.dump()).body);
   EXPECT_EQ(j["FailedNodes"].size(), 2u);
   EXPECT_TRUE(j["Nodes"]["items"].empty());
+}
+
+// The jobs metronome-scheduler planned are scored as its planner has them, not rebuilt from
+// what the registry measured: here the controller widened hp-train's window to 150 ms (its
+// phases took that long, the overrun rule) although its last measured phase was 50 ms. Beside
+// a 50 ms window the 100 ms phases of lp-train would fit; beside the planned one they do not.
+// The jobs metronome-scheduler planned are scored as its planner has them (ClusterState::plan,
+// here from the controller's PlanningAdapter, as the service hands it over), not rebuilt from
+// what the registry measured: the overrun rule widened hp-train's window to 150 ms (its phases
+// took that long) although its last measured phase was 50 ms.
+TEST(ExtenderFilter, PlannedJobsAreScoredAsTheSchedulersPlannerHasThem) {
+  constexpr double kNic = 100e9 / 8;
+  ClusterState s;
+  s.version = 3;
+  s.network.unknown_nodes_link = "";
+  for (const std::string rack : {"a", "b"}) {
+    controller::TopologyConfig::RackSpec r{"rack-" + rack, kNic, {}};
+    for (const char* n : {"1", "2"}) r.nodes.push_back({"gpu-" + rack + n, kNic});
+    s.network.racks.push_back(r);
+  }
+  JobSnapshot hp;
+  hp.id = 1;
+  hp.name = "hp-train";
+  hp.priority = kPriorityHigh;
+  hp.nodes = {"gpu-a1", "gpu-a2"};
+  hp.profile = {200 * kMs, 50 * kMs, 625'000'000};  // 50 ms on the wire at 100 Gbit/s
+  s.jobs.push_back(hp);
+  s.placed_pods["lp-train"] = {"gpu-b2"};
+
+  const auto planned = [&](int64_t floor_ns) {
+    controller::PlanningAdapter planner(s.network, s.planning);
+    controller::PlanJob job;
+    job.id = hp.id;
+    job.name = hp.name;
+    job.priority = hp.priority;
+    job.nodes = hp.nodes;
+    job.period_ns = hp.profile.period_ns;
+    job.comm_ns = hp.profile.comm_ns;
+    job.bytes_per_phase = hp.profile.bytes_per_phase;
+    job.phase_floor_ns = floor_ns;
+    planner.AddJob(job);
+    return planner.Summary().snapshot;
+  };
+  const auto failed = [](const ClusterState& state, int gradient_mb) {
+    Json req = Json::parse(Fixture("filter_full_nodes.json"));
+    req["Pod"]["metadata"]["annotations"]["metronome.dev/gradient-mb"] =
+        std::to_string(gradient_mb);
+    Extender ext;
+    ext.UpdateState(state);
+    const Json j = Json::parse(ext.HandleFilter(req.dump()).body);
+    std::vector<std::string> out;
+    for (const auto& [node, why] : j["FailedNodes"].items()) out.push_back(node);
+    return out;
+  };
+  // lp-train's second pod moves 100 MB per phase (~9 ms on the wire): beside a 55 ms window
+  // it takes hp-train's period, gated; beside a 150 ms one it cannot, and would drift into it.
+  const std::vector<std::string> none;
+  const std::vector<std::string> rack_a = {"gpu-a1", "gpu-a2"};
+  EXPECT_EQ(failed(s, 100), none) << "unplanned: hp-train as measured";
+  s.plan = planned(0);
+  EXPECT_EQ(failed(s, 100), none) << "planned as measured";
+  s.plan = planned(150 * kMs);
+  EXPECT_EQ(failed(s, 100), rack_a) << "planned with the window the controller widened";
 }
 
 TEST(ExtenderPrioritize, ScoresByPredictedSlowdownOnTheLinksCrossed) {

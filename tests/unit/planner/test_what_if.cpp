@@ -79,5 +79,23 @@ TEST(WhatIf, PredictsStretchWhenOnlyALongerPeriodFits) {
   EXPECT_DOUBLE_EQ(r[0].job_slowdown, 1.0);
 }
 
+// A window of an unrelated period sweeps across the candidate's: no offset avoids it, and the
+// candidate meets it in proportion to both duty cycles. It is neither harmless nor ignored.
+TEST(WhatIf, WindowsOfAnUnrelatedPeriodAreMetInProportionToBothDutyCycles) {
+  const OnlinePlanner planner = busy_rack();  // job 1: 70 ms of every 100 ms, high priority
+  const std::vector<std::vector<NodeId>> candidates{{0, 2}};
+  const auto r = what_if(planner, pod_job(9, 0, 137, 60), candidates, {true});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(r[0].gated);
+  EXPECT_TRUE(r[0].hurts_higher_priority);
+  // Job 1 overlaps the candidate 60/137 of the time its own 70 ms window is open, at an excess
+  // of the whole link: its phases slow by about 60/137 · 0.7 of its period.
+  const double added = 60.0 / 137.0 * 0.7;
+  EXPECT_NEAR(r[0].neighbour_slowdown, priority_weight(2) * added, 0.02 * priority_weight(2));
+  ASSERT_EQ(r[0].affected.size(), 1u);
+  EXPECT_NEAR(r[0].affected[0].slowdown_after - r[0].affected[0].slowdown_before, added, 0.02);
+  EXPECT_GT(r[0].job_slowdown, 0.0);
+}
+
 }  // namespace
 }  // namespace metronome::planner

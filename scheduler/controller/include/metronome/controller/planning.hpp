@@ -58,6 +58,8 @@ struct LinkSchedule {
   uint32_t best_effort_jobs = 0;
 };
 
+struct PlanSnapshot;  // the same plan in the planner's terms (plan_snapshot.hpp)
+
 struct PlanSummary {
   int64_t epoch_ns = 0;
   std::vector<JobSchedule> jobs;
@@ -65,6 +67,7 @@ struct PlanSummary {
   double utilization = 0.0;         // the planner's score, stage by stage
   double latency = 0.0;
   double cushion_ns = 0.0;
+  std::shared_ptr<const PlanSnapshot> snapshot;  // shared, never modified
 };
 
 struct WhatIfEntry {

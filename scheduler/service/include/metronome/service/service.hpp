@@ -46,7 +46,9 @@ using controller::PlanSummary;
 struct ClusterView {
   uint64_t plan_version = 0;
   TopologyConfig topology;
-  std::vector<extender::JobSnapshot> jobs;  // nodes: one entry per registered rank
+  controller::PlanningConfig planning;
+  std::vector<extender::JobSnapshot> jobs;               // nodes: one entry per registered rank
+  std::shared_ptr<const controller::PlanSnapshot> plan;  // the planner's, as of plan_version
 };
 
 class Registry;

@@ -1,0 +1,51 @@
+// The controller's plan in the planner's own terms, for the one reader besides the adapter that
+// works in them: the kube-scheduler extender, which scores a placement with the planner's
+// what-if against the jobs and the plan the service runs, not against a copy rebuilt from the
+// timetables. This header includes planner headers; a target that includes it links
+// metronome::planner (the service and the simulator never do: they read PlanSummary).
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "metronome/controller/config.hpp"
+#include "metronome/controller/planning.hpp"
+#include "metronome/planner/model.h"
+#include "metronome/planner/plan.h"
+#include "metronome/planner/topology.h"
+
+namespace metronome::controller {
+
+// What the adapter planned, as of one PlanSummary: each job as the planner was given it (ids
+// are the registry's, node and link ids those of BuildTopology(the configured topology)) and
+// the planner's plan (offsets from PlanSummary::epoch_ns).
+struct PlanSnapshot {
+  std::vector<planner::Job> jobs;
+  planner::Plan plan;
+};
+
+// Where a job's node names are in a topology, and the link behind which unknown nodes sit.
+struct NodeIndex {
+  std::unordered_map<std::string, planner::NodeId> ids;
+  std::optional<planner::LinkId> unknown_link;
+};
+[[nodiscard]] NodeIndex IndexNodes(const planner::Topology& topology,
+                                   const std::string& unknown_nodes_link);
+
+// A registry job (its measured or declared profile) as the planner's input: node names to ids
+// (unknown ones to the catch-all link), the profile to (P, c, β, σ). The one conversion, used by
+// the adapter for every job it plans and by the extender for jobs not planned yet.
+[[nodiscard]] planner::Job ToPlannerJob(const PlanJob& job, const planner::Topology& topology,
+                                        const NodeIndex& nodes, const PlanningConfig& config);
+// Its profile part alone, on links whose narrowest carries `bottleneck_bps` (0: the job crosses
+// no link), for a caller that has the links already; `job.nodes` counts the ranks.
+[[nodiscard]] planner::JobProfile ToPlannerProfile(const PlanJob& job, double bottleneck_bps,
+                                                   const PlanningConfig& config);
+// The narrowest capacity among `links` (0: none).
+[[nodiscard]] double Bottleneck(const planner::Topology& topology,
+                                std::span<const planner::LinkId> links);
+
+}  // namespace metronome::controller

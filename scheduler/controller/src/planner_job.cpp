@@ -1,0 +1,117 @@
+// The one conversion of a registry job into the planner's input (see plan_snapshot.hpp).
+#include <algorithm>
+#include <set>
+#include <span>
+
+#include "metronome/controller/plan_snapshot.hpp"
+#include "metronome/planner/model.h"
+
+namespace metronome::controller {
+
+namespace pl = metronome::planner;
+
+namespace {
+
+constexpr double kFallbackCapacity = 100e9 / 8.0;  // for jobs that cross no link
+constexpr int64_t kPeriodGrid = 1'000'000;         // measured periods are rounded up to 1 ms
+
+}  // namespace
+
+NodeIndex IndexNodes(const pl::Topology& topology, const std::string& unknown_nodes_link) {
+  NodeIndex index;
+  for (pl::NodeId n = 0; n < topology.node_count(); ++n) {
+    index.ids.emplace(topology.node_name(n), n);
+  }
+  for (pl::LinkId l = 0; l < topology.link_count() && !unknown_nodes_link.empty(); ++l) {
+    if (topology.link(l).name == unknown_nodes_link) index.unknown_link = l;
+  }
+  return index;
+}
+
+pl::Job ToPlannerJob(const PlanJob& j, const pl::Topology& topology, const NodeIndex& nodes,
+                     const PlanningConfig& config) {
+  pl::Job job;
+  job.id = j.id;
+  job.priority = j.priority;
+  std::set<std::string> distinct(j.nodes.begin(), j.nodes.end());
+  bool unknown = false;
+  for (const auto& name : j.nodes) {
+    const auto it = nodes.ids.find(name);
+    if (it == nodes.ids.end()) {
+      unknown = true;
+    } else {
+      job.nodes.push_back(it->second);
+    }
+  }
+  if (unknown && distinct.size() >= 2 && nodes.unknown_link) {
+    job.extra_links.push_back(*nodes.unknown_link);
+  }
+  job.profile = ToPlannerProfile(j, Bottleneck(topology, pl::job_links(topology, job)), config);
+  if (j.next_phase_ns != 0) job.next_phase_ns = j.next_phase_ns - config.epoch_ns;
+  return job;
+}
+
+double Bottleneck(const pl::Topology& topology, std::span<const pl::LinkId> links) {
+  double min_cap = 0.0;
+  for (const pl::LinkId l : links) {
+    const double c = topology.link(l).capacity_bps;
+    min_cap = min_cap == 0.0 ? c : std::min(min_cap, c);
+  }
+  return min_cap;
+}
+
+pl::JobProfile ToPlannerProfile(const PlanJob& j, double bottleneck_bps,
+                                const PlanningConfig& config) {
+  const double min_cap = bottleneck_bps > 0.0 ? bottleneck_bps : kFallbackCapacity;
+  int64_t period = std::max<int64_t>(j.period_ns, 1);
+  int64_t comm = std::clamp<int64_t>(j.comm_ns, 1, period);
+  // With the bytes known, the window is what the job needs on the wire, not the comm time
+  // measured last: that one is inflated by contention while the job is learned ungated. The
+  // job's achievable rate is taken from its fastest phase so far (contention only slows
+  // phases down); at or near the bottleneck's capacity the job saturates it, and its window is
+  // the wire time of its bytes there (a ring all-reduce over n ranks puts 2(n-1)/n of them on
+  // each link). A slower job keeps its own pace, with a rectangle lower than the link that
+  // may stack. The compute part of the period is what the shim measured between phases (else
+  // the period less the phase: medians over different windows, noisy under contention).
+  double beta = min_cap;
+  if (j.bytes_per_phase > 0) {
+    const int64_t compute =
+        j.compute_ns > 0 ? std::min(j.compute_ns, period) : std::max<int64_t>(period - comm, 0);
+    const int64_t fastest = j.min_comm_ns > 0 ? std::min(j.min_comm_ns, comm) : comm;
+    // What crosses each link per phase: a ring all-reduce over n ranks sends 2(n-1)/n of the
+    // bytes the call reduces.
+    const double n = static_cast<double>(std::max<size_t>(j.nodes.size(), 2));
+    const double wire_bytes = static_cast<double>(j.bytes_per_phase) * 2.0 * (n - 1.0) / n;
+    beta = wire_bytes * 1e9 / static_cast<double>(fastest);
+    comm = fastest;
+    if (beta >= config.saturate_fraction * min_cap) {
+      beta = min_cap;
+      const double wire_s = wire_bytes / min_cap * (1.0 + config.wire_margin);
+      // The wire time alone, not the fastest phase when that is shorter: identical jobs then
+      // get identical windows (and periods), whichever of them happened to run a fast phase.
+      comm = std::max<int64_t>(static_cast<int64_t>(wire_s * 1e9), 1);
+    }
+    // Phases that took persistently longer than that window in a gated slot (traffic the
+    // plan does not control slowed them: the controller's overrun rule) get the window they
+    // take, or the job walks later every period and waits at its gate.
+    comm = std::max(comm, std::min(j.phase_floor_ns, period));
+    period = compute + comm;
+  }
+  // A margin over the measured period, so that jitter does not make the job later than its
+  // windows phase after phase; then rounded up to a millisecond, since periods measured to the
+  // nanosecond are almost never commensurate and the planner interleaves by their gcd.
+  period += static_cast<int64_t>(static_cast<double>(period) * config.period_margin);
+  period = pl::round_up_period(period, kPeriodGrid);
+  pl::JobProfile profile;
+  profile.period_ns = period;
+  profile.comm_ns = comm;
+  profile.beta_bps = std::max(beta, 1.0);
+  // At least 1 ns: a measured jitter of 0 comes from too few samples, not from a perfectly
+  // periodic job. The planner rounds any jitter up to a whole percent of headroom and none to
+  // nothing, so a copy of a model that reported 0 would get a period 1 % off the other's,
+  // and one of them twice its period (seen on the demo with period_margin 0).
+  profile.jitter_ns = std::clamp<int64_t>(j.jitter_ns, 1, period);
+  return profile;
+}
+
+}  // namespace metronome::controller
