@@ -46,8 +46,8 @@ ms::PlanJob Job(uint64_t id, bool spread) {
   for (int r = 0; r < 4; ++r) {
     j.nodes.push_back(spread ? Node(r * kNodesPerRack * 16 + i) : Node(i * 4 + r));
   }
-  j.period_ns = 200'000'000 + static_cast<int64_t>(id % 5) * 50'000'000;
-  j.comm_ns = 20'000'000;
+  j.profile.period_ns = 200'000'000 + static_cast<int64_t>(id % 5) * 50'000'000;
+  j.profile.comm_ns = 20'000'000;
   return j;
 }
 

@@ -320,12 +320,12 @@ class ControlledScheduler final : public TimeScheduler {
     j.name = "candidate";
     j.priority = a.priority;
     for (std::uint32_t n : a.rank_nodes) j.nodes.push_back(cluster_.nodes[n].name);
-    j.comm_ns = a.comm_ns;
-    j.period_ns = a.compute_ns + a.comm_ns;
-    j.compute_ns = a.compute_ns;
-    j.min_comm_ns = a.comm_ns;
-    j.jitter_ns = a.jitter_ns;
-    j.bytes_per_phase = static_cast<std::uint64_t>(a.gradient_bytes);
+    j.profile.comm_ns = a.comm_ns;
+    j.profile.period_ns = a.compute_ns + a.comm_ns;
+    j.profile.compute_ns = a.compute_ns;
+    j.profile.min_comm_ns = a.comm_ns;
+    j.profile.jitter_ns = a.jitter_ns;
+    j.profile.bytes_per_phase = static_cast<std::uint64_t>(a.gradient_bytes);
     return j;
   }
 

@@ -145,9 +145,10 @@ struct PlanningAdapter::Impl {
   }
 
   pl::Job Checked(const PlanJob& j) const {
-    if (j.period_ns <= 0 || j.comm_ns <= 0 || j.comm_ns > j.period_ns) {
+    const MeasuredProfile& m = j.profile;
+    if (m.period_ns <= 0 || m.comm_ns <= 0 || m.comm_ns > m.period_ns) {
       throw PlanningError("job " + j.name + ": profile needs 0 < comm <= period (period " +
-                          std::to_string(j.period_ns) + " ns, comm " + std::to_string(j.comm_ns) +
+                          std::to_string(m.period_ns) + " ns, comm " + std::to_string(m.comm_ns) +
                           " ns)");
     }
     pl::Job job = ToPlanner(j);

@@ -88,16 +88,16 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     job.has_profile = true;
     // The ungated rhythm: the gate's mean hold per phase is not part of the job's period (else
     // a stretched job's profile would ratchet up to its stretched period).
-    job.period_ns = std::max(report.period_ns - report.hold_ns, report.comm_ns);
-    job.comm_ns = report.comm_ns;
-    if (report.bytes_per_phase != job.bytes_per_phase || job.min_comm_ns == 0) {
-      job.min_comm_ns = report.comm_ns;
+    job.profile.period_ns = std::max(report.period_ns - report.hold_ns, report.comm_ns);
+    job.profile.comm_ns = report.comm_ns;
+    if (report.bytes_per_phase != job.profile.bytes_per_phase || job.profile.min_comm_ns == 0) {
+      job.profile.min_comm_ns = report.comm_ns;
     } else {
-      job.min_comm_ns = std::min(job.min_comm_ns, report.comm_ns);
+      job.profile.min_comm_ns = std::min(job.profile.min_comm_ns, report.comm_ns);
     }
-    job.bytes_per_phase = report.bytes_per_phase;
-    if (report.jitter_ns > 0) job.jitter_ns = report.jitter_ns;
-    if (report.compute_ns > 0) job.compute_ns = report.compute_ns;
+    job.profile.bytes_per_phase = report.bytes_per_phase;
+    if (report.jitter_ns > 0) job.profile.jitter_ns = report.jitter_ns;
+    if (report.compute_ns > 0) job.profile.compute_ns = report.compute_ns;
     job.confidence = report.confidence;
   }
 
@@ -105,7 +105,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   // last one recorded are new.
   std::vector<int64_t> starts = report.phase_starts_ns;
   std::sort(starts.begin(), starts.end());
-  const int64_t min_gap = job.period_ns > 0 ? job.period_ns / 2 : 1'000'000;
+  const int64_t min_gap = job.profile.period_ns > 0 ? job.profile.period_ns / 2 : 1'000'000;
   // An always-open timetable has no window to be late for (DecideGate lets every phase go).
   const bool judged =
       job.planned && !job.best_effort && job.timetable.version > 0 && !AlwaysOpen(job.timetable);
@@ -114,7 +114,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     if (job.last_phase_start_ns != 0 && s < job.last_phase_start_ns + min_gap) continue;
     MeasuredPhase ph;
     ph.start_ns = s;
-    ph.duration_ns = job.comm_ns;
+    ph.duration_ns = job.profile.comm_ns;
     if (judged) {
       ph.lateness_ns = SignedLateness(job.timetable, s);
       // The cushion, plus what measurement cannot resolve: the rank's clock error bound or the
@@ -156,16 +156,17 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     // ranks were released, which is not a change of the job. Without bytes, period and comm are
     // the profile.
     const double change =
-        job.bytes_per_phase > 0
-            ? std::max({job.compute_ns > 0 && job.planned_compute_ns > 0
-                            ? RelativeChange(job.compute_ns, job.planned_compute_ns)
-                            : RelativeChange(job.period_ns - job.comm_ns,
-                                             job.planned_period_ns - job.planned_comm_ns),
-                        RelativeChange(static_cast<int64_t>(job.bytes_per_phase),
-                                       static_cast<int64_t>(job.planned_bytes_per_phase)),
-                        RelativeChange(job.min_comm_ns, job.planned_min_comm_ns)})
-            : std::max(RelativeChange(job.period_ns, job.planned_period_ns),
-                       RelativeChange(job.comm_ns, job.planned_comm_ns));
+        job.profile.bytes_per_phase > 0
+            ? std::max({job.profile.compute_ns > 0 && job.planned_profile.compute_ns > 0
+                            ? RelativeChange(job.profile.compute_ns, job.planned_profile.compute_ns)
+                            : RelativeChange(
+                                  job.profile.period_ns - job.profile.comm_ns,
+                                  job.planned_profile.period_ns - job.planned_profile.comm_ns),
+                        RelativeChange(static_cast<int64_t>(job.profile.bytes_per_phase),
+                                       static_cast<int64_t>(job.planned_profile.bytes_per_phase)),
+                        RelativeChange(job.profile.min_comm_ns, job.planned_profile.min_comm_ns)})
+            : std::max(RelativeChange(job.profile.period_ns, job.planned_profile.period_ns),
+                       RelativeChange(job.profile.comm_ns, job.planned_profile.comm_ns));
     if (change > controller.profile_change_threshold) {
       ++job.consecutive_changed_reports;
     } else {
@@ -173,9 +174,10 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     }
     if (job.consecutive_changed_reports >= controller.profile_change_reports && cooled) {
       v.decision = Decision::kReplanProfile;
-      v.reason = "profile changed: period " + std::to_string(job.planned_period_ns) + " -> " +
-                 std::to_string(job.period_ns) + " ns, comm " +
-                 std::to_string(job.planned_comm_ns) + " -> " + std::to_string(job.comm_ns) + " ns";
+      v.reason = "profile changed: period " + std::to_string(job.planned_profile.period_ns) +
+                 " -> " + std::to_string(job.profile.period_ns) + " ns, comm " +
+                 std::to_string(job.planned_profile.comm_ns) + " -> " +
+                 std::to_string(job.profile.comm_ns) + " ns";
       job.consecutive_changed_reports = 0;
       job.consecutive_late_reports = 0;
       return v;
@@ -195,7 +197,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     const Timetable& tt = job.timetable;
     const OverrunMove move =
         JudgeOverrun({report.comm_ns, tt.window_ns, !job.best_effort && !AlwaysOpen(tt),
-                      job.overrun_refused_ns, job.phase_floor_ns},
+                      job.overrun_refused_ns, job.profile.phase_floor_ns},
                      controller.overrun_ratio);
     job.consecutive_overrun_reports =
         move != OverrunMove::kNone ? job.consecutive_overrun_reports + 1 : 0;
@@ -203,7 +205,7 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
       v.decision = Decision::kReplanOverrun;
       v.reason = "phases take " + std::to_string(report.comm_ns) + " ns in a " +
                  std::to_string(tt.window_ns) + " ns window";
-      job.phase_floor_ns = report.comm_ns;
+      job.profile.phase_floor_ns = report.comm_ns;
       job.consecutive_overrun_reports = 0;
       job.consecutive_late_reports = 0;
       return v;
@@ -239,13 +241,7 @@ PlanJob ToPlanJob(const JobState& job, int64_t now_ns) {
   p.name = job.name;
   p.priority = job.priority;
   for (const auto& [r, rank] : job.ranks) p.nodes.push_back(rank.node);
-  p.period_ns = job.period_ns;
-  p.comm_ns = job.comm_ns;
-  p.min_comm_ns = job.min_comm_ns;
-  p.phase_floor_ns = job.phase_floor_ns;
-  p.compute_ns = job.compute_ns;
-  p.jitter_ns = job.jitter_ns;
-  p.bytes_per_phase = job.bytes_per_phase;
+  p.profile = job.profile;
   // Where its first window should open if it is placed now: its next phase after the plan and
   // the timetable's push (well under kPlanLead), so that the phase hardly waits for it.
   constexpr int64_t kPlanLead = 10'000'000;
@@ -254,17 +250,12 @@ PlanJob ToPlanJob(const JobState& job, int64_t now_ns) {
 }
 
 void RecordPlanned(JobState& job, const PlanJob& planned) {
-  job.planned_phase_floor_ns = planned.phase_floor_ns;
-  job.planned_period_ns = planned.period_ns;
-  job.planned_comm_ns = planned.comm_ns;
-  job.planned_bytes_per_phase = planned.bytes_per_phase;
-  job.planned_min_comm_ns = planned.min_comm_ns;
-  job.planned_compute_ns = planned.compute_ns;
+  job.planned_profile = planned.profile;
 }
 
 void RecordWidenRefused(JobState& job, const PlanJob& refused) {
-  job.overrun_refused_ns = refused.phase_floor_ns;
-  job.phase_floor_ns = job.planned_phase_floor_ns;
+  job.overrun_refused_ns = refused.profile.phase_floor_ns;
+  job.profile.phase_floor_ns = job.planned_profile.phase_floor_ns;
 }
 
 bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableConfig& config,

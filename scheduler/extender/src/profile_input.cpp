@@ -14,10 +14,11 @@ namespace {
 
 controller::PlanJob FromCompute(double compute_ms, double gradient_bytes, double nic, int ranks) {
   controller::PlanJob j;
-  j.compute_ns = std::max<int64_t>(0, std::llround(compute_ms * 1e6));
-  j.comm_ns = std::max<int64_t>(1, std::llround(RingVolume(gradient_bytes, ranks) / nic * 1e9));
-  j.period_ns = j.compute_ns + j.comm_ns;
-  j.bytes_per_phase = static_cast<uint64_t>(std::max(0.0, gradient_bytes));
+  j.profile.compute_ns = std::max<int64_t>(0, std::llround(compute_ms * 1e6));
+  j.profile.comm_ns =
+      std::max<int64_t>(1, std::llround(RingVolume(gradient_bytes, ranks) / nic * 1e9));
+  j.profile.period_ns = j.profile.compute_ns + j.profile.comm_ns;
+  j.profile.bytes_per_phase = static_cast<uint64_t>(std::max(0.0, gradient_bytes));
   return j;
 }
 
@@ -25,8 +26,8 @@ controller::PlanJob FromCompute(double compute_ms, double gradient_bytes, double
 
 controller::PlanJob InputFromPeriod(double period_ms, double gradient_mb, double nic, int ranks) {
   controller::PlanJob j = FromCompute(0.0, gradient_mb * 1024.0 * 1024.0, nic, ranks);
-  j.period_ns = std::max<int64_t>(j.comm_ns, std::llround(period_ms * 1e6));
-  j.compute_ns = j.period_ns - j.comm_ns;
+  j.profile.period_ns = std::max<int64_t>(j.profile.comm_ns, std::llround(period_ms * 1e6));
+  j.profile.compute_ns = j.profile.period_ns - j.profile.comm_ns;
   return j;
 }
 
@@ -53,9 +54,9 @@ std::optional<controller::PlanJob> InputFromDeclared(const DeclaredProfile& decl
 
 controller::PlanJob InputFromMeasured(const MeasuredProfile& measured) {
   controller::PlanJob j;
-  j.period_ns = std::max<int64_t>(measured.period_ns, 1);
-  j.comm_ns = std::clamp<int64_t>(measured.comm_ns, 1, j.period_ns);
-  j.bytes_per_phase = measured.bytes_per_phase;
+  j.profile = measured;
+  j.profile.period_ns = std::max<int64_t>(measured.period_ns, 1);
+  j.profile.comm_ns = std::clamp<int64_t>(measured.comm_ns, 1, j.profile.period_ns);
   return j;
 }
 

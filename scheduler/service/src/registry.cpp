@@ -112,7 +112,7 @@ void Registry::ApplyRound(const PlanningWork& work, const PlanningOutcome& outco
       JobState& job = jobs_.at(name->second);
       if (outcome.widen_refused.contains(a.job.id)) {
         Decide(job, "overrun_refused", spdlog::level::info,
-               "a " + std::to_string(a.job.phase_floor_ns) +
+               "a " + std::to_string(a.job.profile.phase_floor_ns) +
                    " ns window would stretch the period; the plan stays as it was");
         controller::RecordWidenRefused(job, a.job);
         continue;
@@ -176,7 +176,7 @@ ClusterView Registry::View(const TopologyConfig& topology, const PlanningConfig&
     j.name = name;
     j.priority = job.priority;
     for (const auto& [r, rank] : job.ranks) j.nodes.push_back(rank.node);
-    if (job.has_profile) j.profile = {job.period_ns, job.comm_ns, job.bytes_per_phase};
+    if (job.has_profile) j.profile = job.profile;
     j.planned = job.planned;
     j.best_effort = job.best_effort;
     j.timetable = job.timetable;
@@ -397,7 +397,8 @@ void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, 
   }
   if (v.first_profile) {
     spdlog::info("registry: job={} profile period={}ns comm={}ns bytes={} confidence={:.2f}",
-                 job.name, job.period_ns, job.comm_ns, job.bytes_per_phase, job.confidence);
+                 job.name, job.profile.period_ns, job.profile.comm_ns, job.profile.bytes_per_phase,
+                 job.confidence);
     pending_.push_back({PlanChange::kJoin, job.id, "join", now});
   }
   if (v.decision != Decision::kNone) {
@@ -525,18 +526,19 @@ double Registry::MeasuredUtilization(const std::string& link) const {
   if (cap <= 0.0) return 0.0;
   double u = 0.0;
   for (const auto& [name, job] : jobs_) {
-    if (!job.has_profile || job.period_ns <= 0) continue;
+    if (!job.has_profile || job.profile.period_ns <= 0) continue;
     if (std::find(job.links.begin(), job.links.end(), link) == job.links.end()) continue;
     double rate = 0.0;  // bytes per second while communicating
-    if (job.bytes_per_phase > 0 && job.comm_ns > 0) {
-      rate = static_cast<double>(job.bytes_per_phase) * 1e9 / static_cast<double>(job.comm_ns);
+    if (job.profile.bytes_per_phase > 0 && job.profile.comm_ns > 0) {
+      rate = static_cast<double>(job.profile.bytes_per_phase) * 1e9 /
+             static_cast<double>(job.profile.comm_ns);
     } else {
       // Bytes unknown: the job runs at its bottleneck's capacity during its phase.
       rate = cap;
       for (const auto& l : job.links) rate = std::min(rate, capacity[l] > 0 ? capacity[l] : rate);
     }
-    u += std::min(rate, cap) / cap * static_cast<double>(job.comm_ns) /
-         static_cast<double>(job.period_ns);
+    u += std::min(rate, cap) / cap * static_cast<double>(job.profile.comm_ns) /
+         static_cast<double>(job.profile.period_ns);
   }
   return u;
 }

@@ -41,12 +41,12 @@ json JobSummary(const JobState& job, int64_t now) {
          {"phases_seen", job.phases_seen},
          {"phases_late", job.phases_late},
          {"replans", job.replans}};
-  j["profile"] = job.has_profile ? json{{"period_ns", job.period_ns},
-                                        {"comm_ns", job.comm_ns},
-                                        {"bytes_per_phase", job.bytes_per_phase},
-                                        {"compute_ns", job.compute_ns},
-                                        {"jitter_ns", job.jitter_ns},
-                                        {"phase_floor_ns", job.phase_floor_ns},
+  j["profile"] = job.has_profile ? json{{"period_ns", job.profile.period_ns},
+                                        {"comm_ns", job.profile.comm_ns},
+                                        {"bytes_per_phase", job.profile.bytes_per_phase},
+                                        {"compute_ns", job.profile.compute_ns},
+                                        {"jitter_ns", job.profile.jitter_ns},
+                                        {"phase_floor_ns", job.profile.phase_floor_ns},
                                         {"overrun_refused_ns", job.overrun_refused_ns},
                                         {"confidence", job.confidence}}
                                  : json(nullptr);

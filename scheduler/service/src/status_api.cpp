@@ -48,12 +48,12 @@ nlohmann::json Service::WhatIfJson(const nlohmann::json& req) {
   }
   const double period_ms = need_number("period_ms", 0.1, 3.6e6);
   const double comm_ms = need_number("comm_ms", 0.0001, period_ms);
-  job.period_ns = static_cast<int64_t>(period_ms * 1e6);
-  job.comm_ns = static_cast<int64_t>(comm_ms * 1e6);
+  job.profile.period_ns = static_cast<int64_t>(period_ms * 1e6);
+  job.profile.comm_ns = static_cast<int64_t>(comm_ms * 1e6);
   job.priority =
       req.contains("priority") ? static_cast<int>(need_number("priority", -1000, 1000)) : 1;
   if (req.contains("bytes_per_phase")) {
-    job.bytes_per_phase = static_cast<uint64_t>(need_number("bytes_per_phase", 0, 1e15));
+    job.profile.bytes_per_phase = static_cast<uint64_t>(need_number("bytes_per_phase", 0, 1e15));
   }
   const std::map<uint64_t, std::string> names = registry_->JobNames(job.id);
   std::vector<WhatIfEntry> entries;

@@ -14,8 +14,8 @@ PlanJob Job(uint64_t id, std::vector<std::string> nodes, int64_t period, int64_t
   j.id = id;
   j.name = std::to_string(id);
   j.nodes = std::move(nodes);
-  j.period_ns = period;
-  j.comm_ns = comm;
+  j.profile.period_ns = period;
+  j.profile.comm_ns = comm;
   j.priority = priority;
   return j;
 }
@@ -104,7 +104,7 @@ TEST(PlanningAdapter, ExplicitTopologyAndBetaFromBytes) {
   // Two jobs at a quarter of the capacity each may stack in the same window.
   PlanJob a = Job(1, {"n0", "n1"}, 100 * kMs, 80 * kMs);
   PlanJob b = Job(2, {"n0", "n1"}, 100 * kMs, 80 * kMs);
-  a.bytes_per_phase = b.bytes_per_phase = 20'000'000;  // 0.25 GB/s over 80 ms
+  a.profile.bytes_per_phase = b.profile.bytes_per_phase = 20'000'000;  // 0.25 GB/s over 80 ms
   p.AddJob(a);
   p.AddJob(b);
   const PlanSummary s = p.Summary();
@@ -196,16 +196,16 @@ TEST(PlanningAdapter, TheDemosHighPriorityJobJoiningLastLeavesTheLowPriorityOneG
   auto mk = [](uint64_t id, std::string a, std::string b, int prio, int64_t compute,
                uint64_t bytes) {
     PlanJob j = Job(id, {std::move(a), std::move(b)}, compute + 200 * kMs, 200 * kMs, prio);
-    j.bytes_per_phase = bytes;
-    j.compute_ns = compute;
-    j.min_comm_ns = 170 * kMs;
-    j.jitter_ns = 1 * kMs;
+    j.profile.bytes_per_phase = bytes;
+    j.profile.compute_ns = compute;
+    j.profile.min_comm_ns = 170 * kMs;
+    j.profile.jitter_ns = 1 * kMs;
     return j;
   };
   PlanJob j3 = mk(3, "h3", "h6", 0, 200 * kMs, 524'288);
-  j3.period_ns = 250 * kMs;
-  j3.comm_ns = 50 * kMs;
-  j3.min_comm_ns = 40 * kMs;
+  j3.profile.period_ns = 250 * kMs;
+  j3.profile.comm_ns = 50 * kMs;
+  j3.profile.min_comm_ns = 40 * kMs;
   p.AddJobs({mk(2, "h2", "h5", 1, 301 * kMs, 4'194'304)});
   p.AddJobs({j3});
   p.AddJobs({mk(1, "h1", "h4", 2, 301 * kMs, 4'194'304)});
@@ -255,7 +255,7 @@ TEST(PlanningAdapter, TwoHalfDutyJobsTakeTurnsAtOneSlightlyStretchedPeriod) {
   PlanningAdapter p(TopologyConfig::Default(), {});
   PlanJob a = Job(1, {"a", "b"}, 500 * kMs, 240 * kMs);
   PlanJob b = Job(2, {"c", "d"}, 500 * kMs, 240 * kMs);
-  a.jitter_ns = b.jitter_ns = 5 * kMs;
+  a.profile.jitter_ns = b.profile.jitter_ns = 5 * kMs;
   p.AddJobs({a});
   p.AddJobs({b});
   const PlanSummary s = p.Summary();
@@ -279,12 +279,12 @@ PlanJob Saturating(uint64_t id, std::string a, std::string b, int64_t fastest) {
   j.id = id;
   j.name = std::to_string(id);
   j.nodes = {std::move(a), std::move(b)};
-  j.period_ns = 500 * kMs;
-  j.comm_ns = 200 * kMs;
-  j.compute_ns = 300 * kMs;
-  j.min_comm_ns = fastest;
-  j.bytes_per_phase = 4'194'304;
-  j.jitter_ns = 1 * kMs;
+  j.profile.period_ns = 500 * kMs;
+  j.profile.comm_ns = 200 * kMs;
+  j.profile.compute_ns = 300 * kMs;
+  j.profile.min_comm_ns = fastest;
+  j.profile.bytes_per_phase = 4'194'304;
+  j.profile.jitter_ns = 1 * kMs;
   return j;
 }
 
@@ -310,9 +310,9 @@ TEST(PlanningAdapter, SaturatingJobsWindowIsTheWireTimeWhateverTheFastestPhase) 
 TEST(PlanningAdapter, APhaseFloorWidensTheWindowAndThePeriod) {
   PlanningAdapter p(TwoRacks(), {});
   PlanJob slowed = Saturating(1, "h1", "h3", 180 * kMs);
-  slowed.phase_floor_ns = 250 * kMs;
+  slowed.profile.phase_floor_ns = 250 * kMs;
   PlanJob below = Saturating(2, "h2", "h4", 180 * kMs);
-  below.phase_floor_ns = 100 * kMs;
+  below.profile.phase_floor_ns = 100 * kMs;
   p.AddJobs({below, slowed});
   const PlanSummary s = p.Summary();
   // 4 MiB over a 25 MB/s uplink, plus the wire margin.
@@ -329,13 +329,13 @@ TEST(PlanningAdapter, APhaseFloorWidensTheWindowAndThePeriod) {
 TEST(PlanningAdapter, ACopyThatReportedNoJitterGetsTheSamePeriod) {
   PlanningAdapter p(TwoRacks(), {});
   PlanJob small = Saturating(3, "h1", "h3", 20 * kMs);
-  small.period_ns = 222 * kMs;
-  small.compute_ns = 200 * kMs;
-  small.comm_ns = 22 * kMs;
-  small.bytes_per_phase = 524'288;
+  small.profile.period_ns = 222 * kMs;
+  small.profile.compute_ns = 200 * kMs;
+  small.profile.comm_ns = 22 * kMs;
+  small.profile.bytes_per_phase = 524'288;
   small.priority = 0;
   PlanJob calm = Saturating(1, "h1", "h3", 180 * kMs);
-  calm.jitter_ns = 0;
+  calm.profile.jitter_ns = 0;
   calm.priority = 2;
   PlanJob jittery = Saturating(2, "h2", "h4", 180 * kMs);
   jittery.priority = 1;
@@ -356,7 +356,7 @@ TEST(PlanningAdapter, ReplanWithUnchangedPlannerInputsMovesNothing) {
   const PlanSummary before = p.Summary();
   const uint64_t generation = p.generation();
   PlanJob again = Saturating(1, "h1", "h3", 178 * kMs);
-  again.compute_ns += 100'000;
+  again.profile.compute_ns += 100'000;
   EXPECT_TRUE(p.AddJobs({again}).empty());
   EXPECT_EQ(p.generation(), generation);
   const PlanSummary after = p.Summary();
@@ -366,7 +366,7 @@ TEST(PlanningAdapter, ReplanWithUnchangedPlannerInputsMovesNothing) {
   }
   // A real change is planned.
   PlanJob slower = Saturating(1, "h1", "h3", 200 * kMs);
-  slower.compute_ns = 400 * kMs;
+  slower.profile.compute_ns = 400 * kMs;
   (void)p.AddJobs({slower});
   EXPECT_GT(p.generation(), generation);
   EXPECT_GT(Find(p.Summary(), 1).period_ns, Find(before, 1).period_ns);
@@ -383,12 +383,13 @@ PlanJob Wired(uint64_t id, std::string a, std::string b, int64_t wire_ms, int pr
   j.name = std::to_string(id);
   j.nodes = {std::move(a), std::move(b)};
   j.priority = priority;
-  j.period_ns = 500 * kMs;
-  j.comm_ns = wire_ms * kMs;
-  j.compute_ns = (500 - wire_ms) * kMs;
-  j.min_comm_ns = wire_ms * kMs;
-  j.bytes_per_phase = static_cast<uint64_t>(static_cast<double>(wire_ms) / 1e3 / 1.1 * 25e6);
-  j.jitter_ns = 5 * kMs;
+  j.profile.period_ns = 500 * kMs;
+  j.profile.comm_ns = wire_ms * kMs;
+  j.profile.compute_ns = (500 - wire_ms) * kMs;
+  j.profile.min_comm_ns = wire_ms * kMs;
+  j.profile.bytes_per_phase =
+      static_cast<uint64_t>(static_cast<double>(wire_ms) / 1e3 / 1.1 * 25e6);
+  j.profile.jitter_ns = 5 * kMs;
   return j;
 }
 
@@ -397,7 +398,7 @@ TEST(PlanningAdapter, AWiderWindowIsTakenUnlessItWouldStretchThePeriod) {
     PlanningAdapter p(TwoRacks(), {});
     PlanJob high = Wired(1, "h1", "h3", 240, 3);
     p.AddJobs({high, Wired(2, "h2", "h4", 200, 1)});
-    high.phase_floor_ns = 270 * kMs;
+    high.profile.phase_floor_ns = 270 * kMs;
     EXPECT_TRUE(p.WidenWindow(high));
     const PlanSummary s = p.Summary();
     EXPECT_EQ(Find(s, 1).window_ns, 270 * kMs);
@@ -411,7 +412,7 @@ TEST(PlanningAdapter, AWiderWindowIsTakenUnlessItWouldStretchThePeriod) {
     p.AddJobs({Wired(1, "h1", "h3", 240, 3), low});
     const PlanSummary before = p.Summary();
     const uint64_t generation = p.generation();
-    low.phase_floor_ns = 230 * kMs;
+    low.profile.phase_floor_ns = 230 * kMs;
     EXPECT_FALSE(p.WidenWindow(low));
     const PlanSummary after = p.Summary();
     for (const uint64_t id : {1u, 2u}) {

@@ -18,8 +18,8 @@ struct Fixture {
   Fixture() {
     job.planned = true;
     job.has_profile = true;
-    job.period_ns = job.planned_period_ns = 100 * kMs;
-    job.comm_ns = job.planned_comm_ns = 30 * kMs;
+    job.profile.period_ns = job.planned_profile.period_ns = 100 * kMs;
+    job.profile.comm_ns = job.planned_profile.comm_ns = 30 * kMs;
     job.timetable = {3, 0, 100 * kMs, 20 * kMs, 30 * kMs, 10 * kMs, 100 * kMs};
     rank.timetable_version = 3;
   }
@@ -48,8 +48,8 @@ struct Fixture {
   // not the measured phase), and its timetable run long enough to be judged (the overrun rule).
   void BytesKnown() {
     job.phases_seen = 100;
-    job.bytes_per_phase = job.planned_bytes_per_phase = 1'000'000;
-    job.min_comm_ns = job.planned_min_comm_ns = 30 * kMs;
+    job.profile.bytes_per_phase = job.planned_profile.bytes_per_phase = 1'000'000;
+    job.profile.min_comm_ns = job.planned_profile.min_comm_ns = 30 * kMs;
   }
 
   // A report of such a job whose phases took `comm`.
@@ -193,7 +193,7 @@ TEST(Controller, ChangedProfileTriggersReplanAfterConsecutiveReports) {
   EXPECT_EQ(f.Apply(f.Report({}, 105 * kMs, 31 * kMs)).decision, Decision::kNone);  // within 10 %
   EXPECT_EQ(f.Apply(f.Report({}, 150 * kMs, 30 * kMs)).decision, Decision::kNone);
   EXPECT_EQ(f.Apply(f.Report({}, 150 * kMs, 30 * kMs)).decision, Decision::kReplanProfile);
-  EXPECT_EQ(f.job.period_ns, 150 * kMs);
+  EXPECT_EQ(f.job.profile.period_ns, 150 * kMs);
 }
 
 // Phases longer than their gated window (30 ms) by more than overrun_ratio, with the bytes known
@@ -210,7 +210,7 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   EXPECT_EQ(f.Apply(report(36 * kMs)).decision, Decision::kNone);
   const ReportVerdict v = f.Apply(report(36 * kMs));
   EXPECT_EQ(v.decision, Decision::kReplanOverrun);
-  EXPECT_EQ(f.job.phase_floor_ns, 36 * kMs);
+  EXPECT_EQ(f.job.profile.phase_floor_ns, 36 * kMs);
   // Re-planned with a 36 ms window; the phases get faster again.
   f.job.timetable.window_ns = 36 * kMs;
   f.now += f.controller.replan_cooldown_ms * kMs;
@@ -218,7 +218,7 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   EXPECT_EQ(f.Apply(report(33 * kMs)).decision, Decision::kNone);
   EXPECT_EQ(f.Apply(report(29 * kMs)).decision, Decision::kNone);  // 36 / 1.1² = 29.75
   EXPECT_EQ(f.Apply(report(29 * kMs)).decision, Decision::kReplanOverrun);
-  EXPECT_EQ(f.job.phase_floor_ns, 29 * kMs);
+  EXPECT_EQ(f.job.profile.phase_floor_ns, 29 * kMs);
 
   // Phases not yet settled under the current timetable (fewer than 16 since it was made, or a
   // rank still on an older version) are no measure of it: nothing happens, however long.
@@ -232,7 +232,7 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   early.rank.timetable_version = 2;
   slow.timetable_version = 2;
   EXPECT_NE(early.Apply(slow).decision, Decision::kReplanOverrun);
-  EXPECT_EQ(early.job.phase_floor_ns, 0);
+  EXPECT_EQ(early.job.profile.phase_floor_ns, 0);
   slow.timetable_version = 3;
   EXPECT_EQ(early.Apply(slow).decision, Decision::kReplanOverrun);
 
@@ -241,7 +241,7 @@ TEST(Controller, OverrunningPhasesGetTheWindowTheyTake) {
   be.controller.profile_change_reports = 1;
   be.BytesKnown();
   EXPECT_EQ(be.Apply(be.PhaseReport(34 * kMs)).decision, Decision::kNone);
-  EXPECT_EQ(be.job.phase_floor_ns, 0);
+  EXPECT_EQ(be.job.profile.phase_floor_ns, 0);
 }
 
 // A widening the planning thread did not take (it would have stretched the period: the job's
@@ -258,7 +258,7 @@ TEST(Controller, ARefusedWideningIsNotAskedForAgainUntilThePhasesGrowFurther) {
   EXPECT_EQ(f.Apply(report(36 * kMs)).decision, Decision::kNone);
   EXPECT_EQ(f.Apply(report(39 * kMs)).decision, Decision::kNone);  // 36 · 1.1 = 39.6
   EXPECT_EQ(f.Apply(report(40 * kMs)).decision, Decision::kReplanOverrun);
-  EXPECT_EQ(f.job.phase_floor_ns, 40 * kMs);
+  EXPECT_EQ(f.job.profile.phase_floor_ns, 40 * kMs);
 }
 
 TEST(Controller, StaleTimetableIsPushedAgain) {

@@ -163,10 +163,8 @@ TEST(ExtenderFilter, PlannedJobsAreScoredAsTheSchedulersPlannerHasThem) {
     job.name = hp.name;
     job.priority = hp.priority;
     job.nodes = hp.nodes;
-    job.period_ns = hp.profile.period_ns;
-    job.comm_ns = hp.profile.comm_ns;
-    job.bytes_per_phase = hp.profile.bytes_per_phase;
-    job.phase_floor_ns = floor_ns;
+    job.profile = hp.profile;
+    job.profile.phase_floor_ns = floor_ns;
     planner.AddJob(job);
     return planner.Summary().snapshot;
   };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/controller/profile.hpp"
 
 namespace metronome::controller {
 
@@ -49,25 +50,14 @@ struct JobState {
   int64_t created_ns = 0;
   std::map<uint32_t, RankState> ranks;
 
-  // Latest measured profile (from reports with enough confidence).
+  // Latest measured profile (from reports with enough confidence), its confidence, and the
+  // profile the current plan was made with. The overrun rule sets profile.phase_floor_ns: the
+  // window its phases have shown they take when that is longer than their wire time (the plan's
+  // window is never shorter).
   bool has_profile = false;
-  int64_t period_ns = 0;
-  int64_t comm_ns = 0;
-  int64_t min_comm_ns = 0;  // fastest phase reported so far (reset when the bytes change)
-  uint64_t bytes_per_phase = 0;
-  int64_t compute_ns = 0;  // median compute between phases, as the shims measure it (0: unknown)
-  int64_t jitter_ns = 0;   // its σ (0: unknown)
+  MeasuredProfile profile;
   double confidence = 0.0;
-  // The profile the current plan was made with.
-  int64_t planned_period_ns = 0;
-  int64_t planned_comm_ns = 0;
-  uint64_t planned_bytes_per_phase = 0;
-  int64_t planned_min_comm_ns = 0;
-  int64_t planned_compute_ns = 0;
-  // The window its phases have shown they take when that is longer than their wire time (the
-  // overrun rule, rules.hpp); 0: none. The plan's window is never shorter.
-  int64_t phase_floor_ns = 0;
-  int64_t planned_phase_floor_ns = 0;  // the floor the current plan was made with
+  MeasuredProfile planned_profile;
   // A widening not taken because it would have stretched the period (0: none since the job's
   // timetable last changed): the rule waits for phases longer than it by the ratio.
   int64_t overrun_refused_ns = 0;

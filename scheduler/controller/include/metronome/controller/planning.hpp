@@ -19,6 +19,7 @@
 
 #include "metronome/common/timetable.hpp"
 #include "metronome/controller/config.hpp"
+#include "metronome/controller/profile.hpp"
 
 namespace metronome::controller {
 
@@ -28,14 +29,8 @@ struct PlanJob {
   std::string name;
   int priority = 0;
   std::vector<std::string> nodes;  // one entry per rank (duplicates allowed)
-  int64_t period_ns = 0;           // measured natural period P
-  int64_t comm_ns = 0;             // measured communication phase c
-  int64_t min_comm_ns = 0;         // fastest phase measured so far (0: unknown)
-  int64_t phase_floor_ns = 0;      // the least window its phases need (0: its wire time)
-  uint64_t bytes_per_phase = 0;    // 0: unknown (the job is taken to saturate its links)
-  int64_t compute_ns = 0;          // median compute between phases (0: unknown)
-  int64_t jitter_ns = 0;           // its σ (0: unknown); widens the job's cushions
-  int64_t next_phase_ns = 0;       // its next phase start, scheduler clock (0: unknown)
+  MeasuredProfile profile;
+  int64_t next_phase_ns = 0;  // its next phase start, scheduler clock (0: unknown)
 };
 
 // The planner's verdict for one job: its timetable (planner::to_timetable, at the plan's epoch;

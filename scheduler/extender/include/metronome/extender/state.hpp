@@ -15,6 +15,7 @@
 
 #include "metronome/common/timetable.hpp"
 #include "metronome/controller/config.hpp"
+#include "metronome/controller/profile.hpp"
 
 namespace metronome::controller {
 struct PlanSnapshot;  // metronome/controller/plan_snapshot.hpp
@@ -25,12 +26,8 @@ namespace metronome::extender {
 // A node's labels, as the kube client's Node list/watch or a request's Node objects give them.
 using NodeLabels = std::map<std::string, std::string>;
 
-// A profile measured by the shims in this or an earlier run of a job.
-struct MeasuredProfile {
-  int64_t period_ns = 0;
-  int64_t comm_ns = 0;
-  uint64_t bytes_per_phase = 0;
-};
+// A profile measured by the shims in this or an earlier run of a job: the controller's.
+using controller::MeasuredProfile;
 
 // A job the scheduler knows (from the shims' registrations, or placed pods): what the service's
 // registry says of it after each plan (Service::View) and what the extender scores against.
