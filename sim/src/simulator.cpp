@@ -1,5 +1,5 @@
-// The fluid engine: jobs, their phases and gates, placement and the max-min rates, and the
-// figures of a run (docs/simulator.md).
+// The fluid engine: jobs, their phases and gates, placement and the max-min rates
+// (docs/simulator.md); the figures of a run are results.cpp's.
 #include "metronome/sim/simulator.hpp"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "engine_job.hpp"
 #include "metronome/common/timetable.hpp"
 #include "metronome/sim/max_min.hpp"
 #include "metronome/sim/placement.hpp"
@@ -18,7 +19,11 @@ namespace metronome::sim {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
+using engine::Job;
+using engine::kInf;
+using engine::LinkTotals;
+using engine::State;
+
 constexpr double kEps = 1e-9;  // seconds: events closer than this are simultaneous
 
 std::uint64_t SplitMix(std::uint64_t x) {
@@ -31,57 +36,6 @@ std::uint64_t SplitMix(std::uint64_t x) {
 std::int64_t ToNs(double s) {
   return std::llround(s * 1e9);
 }
-
-enum class State { kPending, kQueued, kLaunch, kCompute, kGate, kComm, kLocalComm, kDone };
-
-struct Job {
-  const JobSpec* spec = nullptr;
-  std::size_t index = 0;
-  State state = State::kPending;
-  Placement placement;
-  std::vector<std::uint32_t> nodes;
-  std::vector<std::uint32_t> links;
-  double compute_s = 0.0;  // mean compute per iteration on its placement
-  double volume = 0.0;     // bytes per link per iteration
-  double bottleneck_Bps = 0.0;
-  double natural_s = 0.0;
-  std::mt19937_64 rng;
-  std::normal_distribution<double> jitter{0.0, 1.0};
-  std::mt19937_64 slow_rng;  // its own stream: other noise draws stay as they were
-  double profile_factor = 1.0;
-  double start_delay = 0.0;  // launch delay before the first iteration
-
-  // Dynamic state.
-  double phase_end = kInf;  // compute end, gate release, or local comm end
-  double remaining = 0.0;   // bytes left in the current transfer, as of rate_t
-  double rate = 0.0;
-  double rate_t = 0.0;
-  int flow = -1;  // index in the active flow list
-  int iter = 0;
-  double iter_start = 0.0;
-  double compute_this = 0.0;
-  double comm_start = 0.0;
-  double gate_enter = 0.0;
-  IterationObservation obs;
-
-  // Results.
-  double start_s = 0.0;
-  double finish_s = 0.0;
-  double sum_iter = 0.0;
-  double sum_comm = 0.0;
-  double sum_gate = 0.0;
-  std::uint64_t fail_opens = 0;
-  GateMemory gate_memory;  // the gate's memory between phases (MustRealign)
-  bool best_effort = false;
-  Timetable last_tt;
-  double sum_period = 0.0;
-  std::uint64_t gated_phases = 0;
-
-  [[nodiscard]] double CommEnd() const {
-    if (rate <= 0) return kInf;
-    return rate_t + remaining / rate;
-  }
-};
 
 class Engine {
  public:
@@ -117,11 +71,11 @@ class Engine {
     for (const auto& l : cluster_.links) capacity_.push_back(l.capacity_Bps);
     link_rate_.assign(cluster_.links.size(), 0.0);
     link_flows_.assign(cluster_.links.size(), 0);
-    link_transfer_s_.assign(cluster_.links.size(), 0.0);
-    link_overlap_s_.assign(cluster_.links.size(), 0.0);
-    link_bytes_.assign(cluster_.links.size(), 0.0);
+    totals_.transfer_s.assign(cluster_.links.size(), 0.0);
+    totals_.overlap_s.assign(cluster_.links.size(), 0.0);
+    totals_.bytes.assign(cluster_.links.size(), 0.0);
     link_users_.assign(cluster_.links.size(), 0);
-    link_busy_.assign(cluster_.links.size(), 0.0);
+    totals_.busy_s.assign(cluster_.links.size(), 0.0);
     link_busy_since_.assign(cluster_.links.size(), 0.0);
     scheduler_ = MakeTimeScheduler(policy_, cluster_, jobs_.size());
   }
@@ -184,9 +138,11 @@ class Engine {
     // Flush link accounting.
     Recompute();
     for (std::size_t l = 0; l < link_users_.size(); ++l) {
-      if (link_users_[l] > 0) link_busy_[l] += now_ - link_busy_since_[l];
+      if (link_users_[l] > 0) totals_.busy_s[l] += now_ - link_busy_since_[l];
     }
-    RunResult r = Collect();
+    RunResult r = CollectResults(policy_.name, jobs_, cluster_, totals_);
+    r.summary.events = events_;
+    if (scheduler_) r.scheduler = scheduler_->Stats();
     r.summary.wall_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     return r;
@@ -336,7 +292,7 @@ class Engine {
     }
     for (const auto& [n, g] : j.placement.node_gpus) free_gpus_[n] += g;
     for (std::uint32_t l : j.links) {
-      if (--link_users_[l] == 0) link_busy_[l] += now_ - link_busy_since_[l];
+      if (--link_users_[l] == 0) totals_.busy_s[l] += now_ - link_busy_since_[l];
     }
     running_.erase(std::find(running_.begin(), running_.end(), j.index));
     if (scheduler_) scheduler_->JobFinished(j.index, ToNs(now_));
@@ -465,9 +421,9 @@ class Engine {
     // Settle bytes moved under the old rates.
     for (std::size_t l : active_links_) {
       const double dt = now_ - rates_t_;
-      link_bytes_[l] += link_rate_[l] * dt;
-      link_transfer_s_[l] += dt;
-      if (link_flows_[l] >= 2) link_overlap_s_[l] += dt;
+      totals_.bytes[l] += link_rate_[l] * dt;
+      totals_.transfer_s[l] += dt;
+      if (link_flows_[l] >= 2) totals_.overlap_s[l] += dt;
       link_rate_[l] = 0.0;
       link_flows_[l] = 0;
     }
@@ -493,73 +449,6 @@ class Engine {
     flows_dirty_ = false;
   }
 
-  RunResult Collect() {
-    RunResult r;
-    r.policy = policy_.name;
-    double sum_jct = 0, sum_w = 0, sum_wjct = 0, sum_slow = 0;
-    for (const Job& j : jobs_) {
-      JobResult jr;
-      jr.name = j.spec->name;
-      jr.model = j.spec->model;
-      jr.priority = j.spec->priority;
-      jr.gpus = j.spec->gpus;
-      jr.iterations = j.spec->iterations;
-      jr.nodes_used = static_cast<int>(j.nodes.size());
-      jr.links_crossed = static_cast<int>(j.links.size());
-      for (const std::uint32_t l : j.links) jr.links.push_back(cluster_.links[l].name);
-      jr.arrival_s = j.spec->arrival_s;
-      jr.start_s = j.start_s;
-      jr.finish_s = j.finish_s;
-      jr.jct_s = j.finish_s - j.spec->arrival_s;
-      const double iters = std::max(1, j.iter);
-      jr.mean_iteration_ms = j.sum_iter / iters * 1e3;
-      jr.natural_ms = j.natural_s * 1e3;
-      jr.slowdown = jr.natural_ms > 0 ? jr.mean_iteration_ms / jr.natural_ms : 1.0;
-      jr.comm_ms = j.sum_comm / iters * 1e3;
-      jr.gate_wait_ms = j.sum_gate / iters * 1e3;
-      jr.fail_opens = j.fail_opens;
-      jr.best_effort = j.best_effort;
-      jr.mean_period_ms =
-          j.gated_phases > 0 ? j.sum_period / static_cast<double>(j.gated_phases) * 1e3 : 0.0;
-      jr.gated_fraction = static_cast<double>(j.gated_phases) / iters;
-      jr.period_ms = static_cast<double>(j.last_tt.period_ns) * 1e-6;
-      jr.window_ms = static_cast<double>(j.last_tt.window_ns) * 1e-6;
-      jr.late_slack_ms = static_cast<double>(j.last_tt.late_slack_ns) * 1e-6;
-      const double w = 1.0 + std::max(0, jr.priority);
-      sum_jct += jr.jct_s;
-      sum_w += w;
-      sum_wjct += w * jr.jct_s;
-      sum_slow += jr.slowdown;
-      r.summary.makespan_s = std::max(r.summary.makespan_s, jr.finish_s);
-      r.jobs.push_back(std::move(jr));
-    }
-    const double n = static_cast<double>(std::max<std::size_t>(1, jobs_.size()));
-    r.summary.avg_jct_s = sum_jct / n;
-    r.summary.weighted_jct_s = sum_wjct / sum_w;
-    r.summary.avg_slowdown = sum_slow / n;
-    double sum_util = 0, sum_transfer = 0, sum_overlap = 0;
-    for (std::size_t l = 0; l < cluster_.links.size(); ++l) {
-      if (link_bytes_[l] <= 0 || link_busy_[l] <= 0) continue;
-      LinkResult lr;
-      lr.name = cluster_.links[l].name;
-      lr.capacity_gbps = capacity_[l] / kBytesPerGbit;
-      lr.bytes = link_bytes_[l];
-      lr.busy_s = link_busy_[l];
-      lr.utilization = lr.bytes / (capacity_[l] * lr.busy_s);
-      lr.overlap_s = link_overlap_s_[l];
-      sum_transfer += link_transfer_s_[l];
-      sum_overlap += link_overlap_s_[l];
-      sum_util += lr.utilization;
-      r.links.push_back(std::move(lr));
-    }
-    if (!r.links.empty())
-      r.summary.avg_link_utilization = sum_util / static_cast<double>(r.links.size());
-    if (sum_transfer > 0) r.summary.overlap_fraction = sum_overlap / sum_transfer;
-    r.summary.events = events_;
-    if (scheduler_) r.scheduler = scheduler_->Stats();
-    return r;
-  }
-
   const Scenario& scenario_;
   PolicyConfig policy_;
   RunOptions options_;
@@ -582,11 +471,8 @@ class Engine {
   MaxMinSolver solver_;
   std::vector<double> link_rate_;
   std::vector<int> link_flows_;
-  std::vector<double> link_transfer_s_;
-  std::vector<double> link_overlap_s_;
-  std::vector<double> link_bytes_;
   std::vector<int> link_users_;
-  std::vector<double> link_busy_;
+  LinkTotals totals_;  // the figures per link
   std::vector<double> link_busy_since_;
   std::vector<std::size_t> active_links_;
   double rates_t_ = 0.0;

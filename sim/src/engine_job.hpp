@@ -1,0 +1,87 @@
+// The simulator engine's per-job state and per-link totals, and the figures of a run made from
+// them (results.cpp). Private to the simulator: simulator.cpp drives the state, results.cpp
+// only reads it.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "metronome/common/timetable.hpp"
+#include "metronome/sim/cluster.hpp"
+#include "metronome/sim/placement.hpp"
+#include "metronome/sim/scenario.hpp"
+#include "metronome/sim/simulator.hpp"
+#include "metronome/sim/time_scheduler.hpp"
+
+namespace metronome::sim::engine {
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+enum class State { kPending, kQueued, kLaunch, kCompute, kGate, kComm, kLocalComm, kDone };
+
+struct Job {
+  const JobSpec* spec = nullptr;
+  std::size_t index = 0;
+  State state = State::kPending;
+  Placement placement;
+  std::vector<std::uint32_t> nodes;
+  std::vector<std::uint32_t> links;
+  double compute_s = 0.0;  // mean compute per iteration on its placement
+  double volume = 0.0;     // bytes per link per iteration
+  double bottleneck_Bps = 0.0;
+  double natural_s = 0.0;
+  std::mt19937_64 rng;
+  std::normal_distribution<double> jitter{0.0, 1.0};
+  std::mt19937_64 slow_rng;  // its own stream: other noise draws stay as they were
+  double profile_factor = 1.0;
+  double start_delay = 0.0;  // launch delay before the first iteration
+
+  // Dynamic state.
+  double phase_end = kInf;  // compute end, gate release, or local comm end
+  double remaining = 0.0;   // bytes left in the current transfer, as of rate_t
+  double rate = 0.0;
+  double rate_t = 0.0;
+  int flow = -1;  // index in the active flow list
+  int iter = 0;
+  double iter_start = 0.0;
+  double compute_this = 0.0;
+  double comm_start = 0.0;
+  double gate_enter = 0.0;
+  IterationObservation obs;
+
+  // Results.
+  double start_s = 0.0;
+  double finish_s = 0.0;
+  double sum_iter = 0.0;
+  double sum_comm = 0.0;
+  double sum_gate = 0.0;
+  std::uint64_t fail_opens = 0;
+  GateMemory gate_memory;  // the gate's memory between phases (MustRealign)
+  bool best_effort = false;
+  Timetable last_tt;
+  double sum_period = 0.0;
+  std::uint64_t gated_phases = 0;
+
+  [[nodiscard]] double CommEnd() const {
+    if (rate <= 0) return kInf;
+    return rate_t + remaining / rate;
+  }
+};
+
+// What each link carried over the run, by link index.
+struct LinkTotals {
+  std::vector<double> transfer_s;  // time with at least one transfer on it
+  std::vector<double> overlap_s;   // time with two or more
+  std::vector<double> bytes;
+  std::vector<double> busy_s;  // time during which at least one running job crossed it
+};
+
+// The run's figures: per job, per link that carried traffic, and the summary (wall time,
+// scheduler statistics and events are the caller's).
+RunResult CollectResults(const std::string& policy, const std::vector<Job>& jobs,
+                         const Cluster& cluster, const LinkTotals& totals);
+
+}  // namespace metronome::sim::engine
