@@ -113,7 +113,8 @@ class CassiniScheduler final : public TimeScheduler {
     for (const pl::JobPlan& jp : plan.jobs) {
       Entry& e = entries_.at(jp.id);
       if (!e.active) continue;
-      Timetable tt = pl::to_timetable(jp, plan.epoch_ns);
+      Timetable tt = jp.timetable;
+      tt.epoch_ns = plan.epoch_ns;
       tt.version = e.tt.version;
       e.best_effort = jp.best_effort;
       if ((ValidateTimetable(tt) & kTimetableRejectMask) != 0) {

@@ -316,7 +316,8 @@ PlanSummary PlanningAdapter::Summary() const {
     JobSchedule js;
     js.id = j.id;
     js.best_effort = j.best_effort;
-    js.timetable = pl::to_timetable(j, s.epoch_ns);
+    js.timetable = j.timetable;
+    js.timetable.epoch_ns = s.epoch_ns;
     js.predicted_slowdown = j.predicted_slowdown;
     s.jobs.push_back(js);
   }
@@ -415,7 +416,8 @@ OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budge
   result.improved = true;
   for (const auto& j : better->jobs) {
     const pl::JobPlan* before = task.current.find(j.id);
-    if (before == nullptr || before->period_ns != j.period_ns || before->offset_ns != j.offset_ns ||
+    if (before == nullptr || before->timetable.period_ns != j.timetable.period_ns ||
+        before->timetable.offset_ns != j.timetable.offset_ns ||
         before->best_effort != j.best_effort) {
       result.moved.push_back(j.id);
     }

@@ -129,9 +129,9 @@ Plan plan_cassini(const Problem& problem, const CassiniOptions& options) {
     const Job& job = problem.jobs[j];
     JobPlan jp;
     jp.id = job.id;
-    jp.period_ns = job.profile.period_ns;
-    jp.offset_ns = ((shift[j] % jp.period_ns) + jp.period_ns) % jp.period_ns;
-    jp.window_ns = job.profile.comm_ns;
+    const Nanos period = job.profile.period_ns;
+    jp.timetable = make_timetable(period, ((shift[j] % period) + period) % period,
+                                  job.profile.comm_ns, 0, false);
     plan.jobs.push_back(jp);
   }
   detail::score_baseline(problem, plan);

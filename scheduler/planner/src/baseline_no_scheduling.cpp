@@ -45,9 +45,10 @@ void score_baseline(const Problem& problem, Plan& plan) {
         random_ids.push_back(j);
         ++lp.best_effort_jobs;
       } else {
-        gated.push_back({jp.period_ns, jp.offset_ns, jp.window_ns, h});
+        gated.push_back(
+            {jp.timetable.period_ns, jp.timetable.offset_ns, jp.timetable.window_ns, h});
         gated_ids.push_back(j);
-        lp.hyperperiod_ns = std::max(lp.hyperperiod_ns, jp.period_ns);
+        lp.hyperperiod_ns = std::max(lp.hyperperiod_ns, jp.timetable.period_ns);
         ++lp.gated_jobs;
       }
     }
@@ -69,7 +70,7 @@ void score_baseline(const Problem& problem, Plan& plan) {
   for (std::size_t j = 0; j < problem.jobs.size(); ++j) {
     const Job& job = problem.jobs[j];
     JobPlan& jp = plan.jobs[j];
-    jp.predicted_slowdown = static_cast<double>(jp.period_ns - job.profile.period_ns) /
+    jp.predicted_slowdown = static_cast<double>(jp.timetable.period_ns - job.profile.period_ns) /
                                 static_cast<double>(job.profile.period_ns) +
                             extra[j];
     plan.score.latency += priority_weight(job.priority) * jp.predicted_slowdown;
@@ -90,8 +91,7 @@ Plan plan_without_time_scheduling(const Problem& problem) {
   for (const Job& job : problem.jobs) {
     JobPlan jp;
     jp.id = job.id;
-    jp.period_ns = job.profile.period_ns;
-    jp.window_ns = job.profile.period_ns;
+    jp.timetable = make_timetable(job.profile.period_ns, 0, job.profile.period_ns, 0, true);
     jp.best_effort = true;  // ungated
     plan.jobs.push_back(jp);
   }

@@ -55,14 +55,18 @@ CheckReport check_plan(const Problem& problem, const Plan& plan, const CheckOpti
     if (e.best_effort) continue;  // ungated: not part of the timetable
     const std::vector<LinkId> links = job_links(topo, job);
     if (links.empty()) continue;
-    if (e.period_ns < job.profile.period_ns) fail(who + "period below its natural period");
-    if (e.window_ns < job.profile.comm_ns) fail(who + "window shorter than its communication");
-    if (e.offset_ns < 0 || e.offset_ns >= e.period_ns) fail(who + "offset outside [0, period)");
-    if (e.late_slack_ns < 0) fail(who + "negative late slack");
-    if (e.period_ns <= 0) continue;
+    if (e.timetable.period_ns < job.profile.period_ns)
+      fail(who + "period below its natural period");
+    if (e.timetable.window_ns < job.profile.comm_ns)
+      fail(who + "window shorter than its communication");
+    if (e.timetable.offset_ns < 0 || e.timetable.offset_ns >= e.timetable.period_ns)
+      fail(who + "offset outside [0, period)");
+    if (e.timetable.late_slack_ns < 0) fail(who + "negative late slack");
+    if (e.timetable.period_ns <= 0) continue;
     for (const LinkId l : links) {
       const double h = std::min(job.profile.beta_bps, topo.link(l).capacity_bps);
-      on_link[l].push_back({j, e.period_ns, e.offset_ns, e.window_ns, h, e.late_slack_ns});
+      on_link[l].push_back({j, e.timetable.period_ns, e.timetable.offset_ns, e.timetable.window_ns,
+                            h, e.timetable.late_slack_ns});
     }
   }
   report.overload.assign(topo.link_count(), 0.0);

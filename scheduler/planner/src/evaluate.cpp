@@ -140,10 +140,7 @@ JobPlan make_entry(const Workspace& ws, std::uint32_t j, Nanos slack, double ext
   e.id = ws.jobs[j].job.id;
   switch (s.state) {
     case SlotState::kGated:
-      e.period_ns = s.period;
-      e.offset_ns = s.offset;
-      e.window_ns = shape.w;
-      e.late_slack_ns = slack;
+      e.timetable = make_timetable(s.period, s.offset, shape.w, slack, false);
       e.predicted_slowdown =
           static_cast<double>(s.period - shape.P) / static_cast<double>(shape.P) + extra;
       if (needs_no_gate(ws, j)) {
@@ -151,32 +148,27 @@ JobPlan make_entry(const Workspace& ws, std::uint32_t j, Nanos slack, double ext
         // at its natural pace (sharing bandwidth with drifting best-effort traffic, if any, as
         // it would gated). Its period and offset stay in the plan: a newcomer that cannot stack
         // with it is placed around them, and the job is gated from then on.
-        e.window_ns = e.period_ns;
-        e.late_slack_ns = 0;
+        e.timetable = make_timetable(s.period, s.offset, s.period, 0, false);
         e.predicted_slowdown = extra;
       }
       break;
     case SlotState::kBestEffort:
       e.best_effort = true;
       if (s.drifting) {  // ungated at its natural pace
-        e.period_ns = shape.P;
-        e.window_ns = shape.P;
+        e.timetable = make_timetable(shape.P, 0, shape.P, 0, true);
       } else {  // a window every period, shared with whoever is on the wire then
-        e.period_ns = s.period;
-        e.offset_ns = s.offset;
-        e.window_ns = shape.w;
+        e.timetable = make_timetable(s.period, s.offset, shape.w, 0, true);
       }
       e.predicted_slowdown =
-          static_cast<double>(e.period_ns - shape.P) / static_cast<double>(shape.P) + extra;
+          static_cast<double>(e.timetable.period_ns - shape.P) / static_cast<double>(shape.P) +
+          extra;
       break;
     case SlotState::kUnplaced:
-      e.period_ns = shape.P;
-      e.window_ns = shape.P;
+      e.timetable = make_timetable(shape.P, 0, shape.P, 0, true);
       e.best_effort = true;
       break;
     case SlotState::kNoLinks:
-      e.period_ns = shape.P;
-      e.window_ns = shape.P;  // nothing to share: always open
+      e.timetable = make_timetable(shape.P, 0, shape.P, 0, false);  // nothing to share
       break;
   }
   return e;

@@ -82,35 +82,22 @@ const JobPlan* Plan::find(JobId id) const {
   return nullptr;
 }
 
-Timetable to_timetable(const JobPlan& job, Nanos epoch_ns) {
-  const Nanos free_after = std::max<Nanos>(0, job.period_ns - job.window_ns);
+Timetable make_timetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns, Nanos cushion_ns,
+                         bool best_effort) {
+  const Nanos free_after = std::max<Nanos>(0, period_ns - window_ns);
   Timetable t;
-  t.epoch_ns = epoch_ns;
-  t.period_ns = job.period_ns;
-  t.offset_ns = job.offset_ns;
-  t.window_ns = job.window_ns;
-  t.late_slack_ns = job.best_effort ? free_after : job.late_slack_ns;
+  t.period_ns = period_ns;
+  t.offset_ns = offset_ns;
+  t.window_ns = window_ns;
+  t.late_slack_ns = best_effort ? free_after : cushion_ns;
   t.max_wait_ns = free_after;
   return t;
 }
 
-JobPlan from_timetable(const Timetable& timetable, JobId id, bool best_effort) {
-  JobPlan p;
-  p.id = id;
-  p.period_ns = timetable.period_ns;
-  p.offset_ns = timetable.offset_ns;
-  p.window_ns = timetable.window_ns > 0 ? timetable.window_ns : timetable.period_ns;
-  // A best-effort window is not protected: the plan gives it no cushion (to_timetable's late
-  // slack for it is the free time after the window, for the gate).
-  p.late_slack_ns = best_effort ? 0 : timetable.late_slack_ns;
-  p.best_effort = best_effort;
-  return p;
-}
-
 bool widening_stretches(const JobPlan& before, const JobPlan& after) {
   if (before.best_effort || after.best_effort) return false;
-  const Nanos widening = std::max<Nanos>(after.window_ns - before.window_ns, 0);
-  return after.period_ns > before.period_ns + 2 * widening;
+  const Nanos widening = std::max<Nanos>(after.timetable.window_ns - before.timetable.window_ns, 0);
+  return after.timetable.period_ns > before.timetable.period_ns + 2 * widening;
 }
 
 bool better(const Score& a, const Score& b, const PlannerOptions& o) {

@@ -21,13 +21,14 @@ void load_jobs(Workspace& ws, const std::vector<Job>& jobs, const Plan* current)
   for (const Job& job : jobs) {
     const std::uint32_t j = ws.add_job(job);
     auto it = previous.find(job.id);
-    if (it == previous.end() || it->second->period_ns <= 0) continue;
+    if (it == previous.end() || it->second->timetable.period_ns <= 0) continue;
     Slot& s = ws.slots[j];
     s.has_prev = true;
     s.prev_gated = !it->second->best_effort;
-    s.prev_period = it->second->period_ns;
-    s.prev_offset = mod(it->second->offset_ns, it->second->period_ns);
-    s.prev_drifting = it->second->best_effort && it->second->window_ns >= it->second->period_ns;
+    s.prev_period = it->second->timetable.period_ns;
+    s.prev_offset = mod(it->second->timetable.offset_ns, it->second->timetable.period_ns);
+    s.prev_drifting = it->second->best_effort &&
+                      it->second->timetable.window_ns >= it->second->timetable.period_ns;
   }
 }
 

@@ -19,10 +19,10 @@ TEST(NoTimeScheduling, EveryJobUngatedAtItsNaturalPeriodAndContentionReported) {
   EXPECT_FEASIBLE(p, plan);  // nothing is gated, so nothing can collide in the timetable
   for (const JobPlan& e : plan.jobs) {
     EXPECT_TRUE(e.best_effort);
-    EXPECT_TRUE(metronome::AlwaysOpen(to_timetable(e, 0)));
+    EXPECT_TRUE(metronome::AlwaysOpen(e.timetable));
     EXPECT_GT(e.predicted_slowdown, 0.0);
   }
-  EXPECT_EQ(entry(plan, 1).period_ns, 100 * kMs);
+  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 100 * kMs);
   // Independent phases: both on the wire 0.4·0.5 = 20 % of the time, one capacity too many.
   EXPECT_NEAR(plan.links[0].contention, 0.2, 0.02);
 }
@@ -48,8 +48,8 @@ TEST(Cassini, HasNoPrioritiesAndNoStretching) {
   p.jobs[1].priority = 7;
   const Plan b = plan_cassini(p);
   for (const JobPlan& e : a.jobs) {
-    EXPECT_EQ(entry(b, e.id).offset_ns, e.offset_ns);
-    EXPECT_EQ(e.period_ns, p.jobs[e.id - 1].profile.period_ns);  // T = P
+    EXPECT_EQ(entry(b, e.id).timetable.offset_ns, e.timetable.offset_ns);
+    EXPECT_EQ(e.timetable.period_ns, p.jobs[e.id - 1].profile.period_ns);  // T = P
   }
   // Periods 100 and 190 drift against each other: CASSINI leaves contention; the reported
   // figure agrees with the checker's sweep of the same windows.

@@ -30,7 +30,7 @@ TEST(Jitter, WindowsKeepTheMinimumCushionEvenWithoutStage3) {
     EXPECT_FEASIBLE(p, plan);  // the checker verifies that each late slack is really free
     for (const JobId id : {1, 2, 3}) {
       EXPECT_FALSE(entry(plan, id).best_effort) << id;
-      EXPECT_GE(entry(plan, id).late_slack_ns, 10 * kMs) << id << " sweeps " << sweeps;
+      EXPECT_GE(entry(plan, id).timetable.late_slack_ns, 10 * kMs) << id << " sweeps " << sweeps;
     }
     EXPECT_GE(plan.links[0].min_cushion_ns, 10 * kMs);
   }
@@ -45,7 +45,7 @@ TEST(Jitter, TheCushionGrowsWithTheJobsJitter) {
   o.jitter_headroom = 0;
   const Plan plan = planner::plan(alone, o);
   EXPECT_FEASIBLE(alone, plan);
-  EXPECT_GE(entry(plan, 1).late_slack_ns, 15 * kMs);
+  EXPECT_GE(entry(plan, 1).timetable.late_slack_ns, 15 * kMs);
   // Two 40 ms windows with σ = 5 ms need 2·(40 + 15) = 110 ms: they no longer fit into 100 ms
   // side by side, so the second is not gated at 100 ms.
   const Problem tight{
@@ -54,12 +54,12 @@ TEST(Jitter, TheCushionGrowsWithTheJobsJitter) {
   const Plan t = planner::plan(tight, o);
   EXPECT_FEASIBLE(tight, t);
   EXPECT_FALSE(entry(t, 1).best_effort);
-  EXPECT_TRUE(entry(t, 2).best_effort || entry(t, 2).period_ns > 100 * kMs);
+  EXPECT_TRUE(entry(t, 2).best_effort || entry(t, 2).timetable.period_ns > 100 * kMs);
   // Without jitter they fit (80 of 100 ms).
   const Problem calm{testing::links(1), {job(1, 1, 100, 40, {0}), job(2, 0, 100, 40, {0})}};
   const Plan c = planner::plan(calm, o);
   EXPECT_FALSE(entry(c, 2).best_effort);
-  EXPECT_EQ(entry(c, 2).period_ns, 100 * kMs);
+  EXPECT_EQ(entry(c, 2).timetable.period_ns, 100 * kMs);
 }
 
 TEST(Jitter, AGatedPeriodHasHeadroomForTheJitter) {
@@ -68,11 +68,11 @@ TEST(Jitter, AGatedPeriodHasHeadroomForTheJitter) {
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
   // σ = 2 ms: at least 102 ms, so that a late phase drifts back into its slack.
-  EXPECT_EQ(entry(plan, 1).period_ns, 102 * kMs);
+  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 102 * kMs);
   EXPECT_NEAR(entry(plan, 1).predicted_slowdown, 0.02, 1e-9);
   PlannerOptions none;
   none.jitter_headroom = 0;
-  EXPECT_EQ(entry(planner::plan(p, none), 1).period_ns, 100 * kMs);
+  EXPECT_EQ(entry(planner::plan(p, none), 1).timetable.period_ns, 100 * kMs);
 }
 
 TEST(Jitter, CushionSwitchOffPacksWindowsWithNoLateSlack) {
@@ -86,13 +86,13 @@ TEST(Jitter, CushionSwitchOffPacksWindowsWithNoLateSlack) {
   EXPECT_FEASIBLE(p, plan);
   const JobPlan& a = entry(plan, 1);
   const JobPlan& b = entry(plan, 2);
-  EXPECT_EQ(a.late_slack_ns, 0);
-  EXPECT_EQ(b.late_slack_ns, 0);
-  EXPECT_EQ(a.period_ns, b.period_ns);
+  EXPECT_EQ(a.timetable.late_slack_ns, 0);
+  EXPECT_EQ(b.timetable.late_slack_ns, 0);
+  EXPECT_EQ(a.timetable.period_ns, b.timetable.period_ns);
   // Packed: one window starts where the other ends.
-  const Nanos t = a.period_ns;
-  const Nanos d = ((b.offset_ns - a.offset_ns) % t + t) % t;
-  EXPECT_TRUE(d == a.window_ns || t - d == b.window_ns) << d;
+  const Nanos t = a.timetable.period_ns;
+  const Nanos d = ((b.timetable.offset_ns - a.timetable.offset_ns) % t + t) % t;
+  EXPECT_TRUE(d == a.timetable.window_ns || t - d == b.timetable.window_ns) << d;
   EXPECT_DOUBLE_EQ(plan.score.cushion_ns, 0.0);
 }
 
@@ -109,8 +109,8 @@ TEST(Jitter, NearlyEqualPeriodsShareTheLongerOne) {
   EXPECT_FEASIBLE((Problem{testing::links(1), {a, b}}), plan);
   EXPECT_FALSE(r.job.best_effort);
   EXPECT_FALSE(entry(plan, 1).best_effort);
-  EXPECT_EQ(entry(plan, 1).period_ns, 251 * kMs);
-  EXPECT_EQ(entry(plan, 2).period_ns, 251 * kMs);
+  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 251 * kMs);
+  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 251 * kMs);
   EXPECT_EQ(r.changed, std::vector<JobId>{1});
 }
 
@@ -133,8 +133,8 @@ TEST(Jitter, TheHeadroomIsAWholePercentSoHarmonicPeriodsStayHarmonic) {
   p.jobs[1].profile.jitter_ns = 2'000'000;
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(testing::entry(plan, 1).period_ns, 124'230'000);
-  EXPECT_EQ(testing::entry(plan, 2).period_ns, 248'460'000);
+  EXPECT_EQ(testing::entry(plan, 1).timetable.period_ns, 124'230'000);
+  EXPECT_EQ(testing::entry(plan, 2).timetable.period_ns, 248'460'000);
   EXPECT_FALSE(testing::entry(plan, 2).best_effort);
 }
 
@@ -154,17 +154,17 @@ TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
   online.add_job(a);
   const JobPlan alone = testing::entry(online.snapshot(), 1);
   EXPECT_FALSE(alone.best_effort);
-  EXPECT_EQ(alone.window_ns, alone.period_ns);  // always open
-  EXPECT_EQ(to_timetable(alone, 0).max_wait_ns, 0);
+  EXPECT_EQ(alone.timetable.window_ns, alone.timetable.period_ns);  // always open
+  EXPECT_EQ(alone.timetable.max_wait_ns, 0);
   EXPECT_DOUBLE_EQ(alone.predicted_slowdown, 0.0);
   // A newcomer on its link is placed around its planned slot, and from then on it is gated.
   const Job b = testing::job(2, 0, 100, 30, {0});
   online.add_job(b);
   const Plan plan = online.snapshot();
   EXPECT_FEASIBLE((Problem{testing::links(2), {a, b}}), plan);
-  EXPECT_EQ(testing::entry(plan, 1).window_ns, 40 * testing::kMs);
-  EXPECT_EQ(testing::entry(plan, 1).period_ns, alone.period_ns);
-  EXPECT_EQ(testing::entry(plan, 1).offset_ns, alone.offset_ns);
+  EXPECT_EQ(testing::entry(plan, 1).timetable.window_ns, 40 * testing::kMs);
+  EXPECT_EQ(testing::entry(plan, 1).timetable.period_ns, alone.timetable.period_ns);
+  EXPECT_EQ(testing::entry(plan, 1).timetable.offset_ns, alone.timetable.offset_ns);
 }
 
 TEST(Jitter, JobsThatFitSideBySideOnTheirLinksAreNotGated) {
@@ -181,7 +181,7 @@ TEST(Jitter, JobsThatFitSideBySideOnTheirLinksAreNotGated) {
   for (const JobId id : {1, 2}) {
     const JobPlan& e = testing::entry(plan, id);
     EXPECT_FALSE(e.best_effort) << "job " << id;
-    EXPECT_EQ(e.window_ns, e.period_ns) << "job " << id;  // always open
+    EXPECT_EQ(e.timetable.window_ns, e.timetable.period_ns) << "job " << id;  // always open
     EXPECT_DOUBLE_EQ(e.predicted_slowdown, 0.0) << "job " << id;
   }
   // A third job of 40 %: the three no longer fit together in every arrangement, so all three
@@ -194,7 +194,7 @@ TEST(Jitter, JobsThatFitSideBySideOnTheirLinksAreNotGated) {
   for (const JobId id : {1, 2, 3}) {
     const JobPlan& e = testing::entry(plan, id);
     EXPECT_FALSE(e.best_effort) << "job " << id;
-    EXPECT_LT(e.window_ns, e.period_ns) << "job " << id;
+    EXPECT_LT(e.timetable.window_ns, e.timetable.period_ns) << "job " << id;
   }
 }
 
@@ -206,12 +206,14 @@ TEST(Jitter, TheHeadroomIsNotAStretchTheNoStretchAblationForbids) {
   o.max_stretch = 1.0;
   const Plan plan = planner::plan(p, o);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(testing::entry(plan, 1).period_ns, 102 * testing::kMs);
-  EXPECT_EQ(testing::entry(plan, 2).period_ns, 102 * testing::kMs);
+  EXPECT_EQ(testing::entry(plan, 1).timetable.period_ns, 102 * testing::kMs);
+  EXPECT_EQ(testing::entry(plan, 2).timetable.period_ns, 102 * testing::kMs);
   // Planned again as running jobs: they stay where they are.
   const Plan again = planner::plan(p, o, &plan);
-  EXPECT_EQ(testing::entry(again, 1).offset_ns, testing::entry(plan, 1).offset_ns);
-  EXPECT_EQ(testing::entry(again, 2).offset_ns, testing::entry(plan, 2).offset_ns);
+  EXPECT_EQ(testing::entry(again, 1).timetable.offset_ns,
+            testing::entry(plan, 1).timetable.offset_ns);
+  EXPECT_EQ(testing::entry(again, 2).timetable.offset_ns,
+            testing::entry(plan, 2).timetable.offset_ns);
 }
 
 TEST(BestEffort, AWindowThatCannotBeAimedIsNotHeld) {
@@ -225,8 +227,8 @@ TEST(BestEffort, AWindowThatCannotBeAimedIsNotHeld) {
   EXPECT_FEASIBLE(p, plan);
   const JobPlan& low = testing::entry(plan, 3);
   EXPECT_TRUE(low.best_effort);
-  EXPECT_EQ(low.window_ns, low.period_ns);
-  EXPECT_EQ(low.period_ns, 137 * testing::kMs);
+  EXPECT_EQ(low.timetable.window_ns, low.timetable.period_ns);
+  EXPECT_EQ(low.timetable.period_ns, 137 * testing::kMs);
   EXPECT_GT(plan.links[0].contention, 0.0);  // predicted as a random source
 }
 
@@ -250,14 +252,14 @@ TEST(BestEffort, AWindowThatAvoidsLessThanItsHeadroomCostsIsNotHeld) {
     EXPECT_TRUE(r.job.best_effort) << second_ms;
     const Plan plan = planner.snapshot();
     EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), plan);
-    EXPECT_EQ(entry(plan, 2).offset_ns, second_ms * kMs);
+    EXPECT_EQ(entry(plan, 2).timetable.offset_ns, second_ms * kMs);
     const JobPlan& c = entry(plan, 3);
     if (second_ms == 53) {
-      EXPECT_EQ(c.window_ns, c.period_ns);  // drifting, ungated
-      EXPECT_EQ(c.period_ns, 100 * kMs);
+      EXPECT_EQ(c.timetable.window_ns, c.timetable.period_ns);  // drifting, ungated
+      EXPECT_EQ(c.timetable.period_ns, 100 * kMs);
     } else {
-      EXPECT_EQ(c.window_ns, 20 * kMs);  // aimed
-      EXPECT_EQ(c.period_ns, 105 * kMs);
+      EXPECT_EQ(c.timetable.window_ns, 20 * kMs);  // aimed
+      EXPECT_EQ(c.timetable.period_ns, 105 * kMs);
     }
   }
 }
@@ -275,14 +277,14 @@ TEST(SharedStretch, TwoHalfDutyJobsTakeTurnsAtAPeriodStretchedForTheirCushions) 
   EXPECT_EQ(r.changed, std::vector<JobId>{1});
   const Plan plan = planner.snapshot();
   EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), plan);
-  const Nanos t = entry(plan, 1).period_ns;
-  EXPECT_EQ(entry(plan, 2).period_ns, t);
+  const Nanos t = entry(plan, 1).timetable.period_ns;
+  EXPECT_EQ(entry(plan, 2).timetable.period_ns, t);
   EXPECT_GE(t, 108 * kMs);
   EXPECT_LE(t, 109 * kMs);  // the least whole-percent stretch, no more
-  EXPECT_GE(entry(plan, 1).late_slack_ns, 6 * kMs);
-  EXPECT_GE(entry(plan, 2).late_slack_ns, 6 * kMs);
+  EXPECT_GE(entry(plan, 1).timetable.late_slack_ns, 6 * kMs);
+  EXPECT_GE(entry(plan, 2).timetable.late_slack_ns, 6 * kMs);
   planner.remove_job(2);  // alone again, the first shrinks back to its own period
-  EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, 102 * kMs);
+  EXPECT_EQ(entry(planner.snapshot(), 1).timetable.period_ns, 102 * kMs);
 }
 
 // Stretched that far, the jobs wait at their gates every iteration: their phases start at the
@@ -296,17 +298,17 @@ TEST(SharedStretch, JobsStretchedPastTheirJitterKeepASmallerCushion) {
   EXPECT_FALSE(r.job.best_effort);
   const Plan plan = planner.snapshot();
   EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), plan);
-  EXPECT_EQ(entry(plan, 1).period_ns, entry(plan, 2).period_ns);
-  EXPECT_GE(entry(plan, 1).period_ns, 126 * kMs);
-  EXPECT_LT(entry(plan, 1).period_ns, 128 * kMs);
-  for (const JobId id : {1u, 2u}) EXPECT_GE(entry(plan, id).late_slack_ns, 3 * kMs) << id;
+  EXPECT_EQ(entry(plan, 1).timetable.period_ns, entry(plan, 2).timetable.period_ns);
+  EXPECT_GE(entry(plan, 1).timetable.period_ns, 126 * kMs);
+  EXPECT_LT(entry(plan, 1).timetable.period_ns, 128 * kMs);
+  for (const JobId id : {1u, 2u}) EXPECT_GE(entry(plan, id).timetable.late_slack_ns, 3 * kMs) << id;
   // Unstretched, a job keeps its 3σ: two 30 ms phases fit at 103 ms with 9 ms after each.
   OnlinePlanner calm(testing::links(1));
   calm.add_job(with_jitter(job(1, 0, 100, 30, {0}), 3));
   calm.add_job(with_jitter(job(2, 0, 100, 30, {0}), 3));
   for (const JobId id : {1u, 2u}) {
-    EXPECT_EQ(entry(calm.snapshot(), id).period_ns, 103 * kMs) << id;
-    EXPECT_GE(entry(calm.snapshot(), id).late_slack_ns, 9 * kMs) << id;
+    EXPECT_EQ(entry(calm.snapshot(), id).timetable.period_ns, 103 * kMs) << id;
+    EXPECT_GE(entry(calm.snapshot(), id).timetable.late_slack_ns, 9 * kMs) << id;
   }
 }
 
@@ -328,7 +330,7 @@ TEST(SharedStretch, NotWhenTheStretchCostsMoreThanItGains) {
         planner.add_job(with_jitter(job(2, 0, 100, c.newcomer_ms, {0}), c.sigma_ms));
     EXPECT_TRUE(r.job.best_effort) << c.newcomer_ms;
     EXPECT_TRUE(r.changed.empty()) << c.newcomer_ms;
-    EXPECT_EQ(entry(planner.snapshot(), 1).period_ns, c.gated_ms * kMs) << c.newcomer_ms;
+    EXPECT_EQ(entry(planner.snapshot(), 1).timetable.period_ns, c.gated_ms * kMs) << c.newcomer_ms;
   }
 }
 
@@ -339,7 +341,7 @@ TEST(SharedStretch, AHigherPriorityNewcomerIsNotStretchedForALowerOne) {
   planner.add_job(with_jitter(job(1, 0, 100, 48, {0}), 2));
   const AddResult r = planner.add_job(with_jitter(job(2, 1, 100, 48, {0}), 2));
   EXPECT_FALSE(r.job.best_effort);
-  EXPECT_EQ(r.job.period_ns, 102 * kMs);
+  EXPECT_EQ(r.job.timetable.period_ns, 102 * kMs);
   EXPECT_TRUE(entry(planner.snapshot(), 1).best_effort);
 }
 
@@ -358,7 +360,7 @@ TEST(StretchOrUngated, ANeighbourMetOnSeveralLinksCountsOnce) {
     planner.add_job(a);
     const AddResult r = planner.add_job(b);
     EXPECT_TRUE(r.job.best_effort) << shared << " shared link(s)";
-    EXPECT_EQ(r.job.period_ns, 70 * kMs) << shared << " shared link(s)";
+    EXPECT_EQ(r.job.timetable.period_ns, 70 * kMs) << shared << " shared link(s)";
   }
 }
 

@@ -65,60 +65,53 @@ TEST(Model, HigherPriorityWeighsMore) {
 }
 
 TEST(Timetable, GatedJobCarriesItsWindowAndSlack) {
-  JobPlan e{7, 200 * kMs, 30 * kMs, 50 * kMs, 5 * kMs, false, 0.0};
-  const metronome::Timetable t = to_timetable(e, 0);
+  const metronome::Timetable t = make_timetable(200 * kMs, 30 * kMs, 50 * kMs, 5 * kMs, false);
   EXPECT_EQ(t.period_ns, 200 * kMs);
   EXPECT_EQ(t.offset_ns, 30 * kMs);
   EXPECT_EQ(t.window_ns, 50 * kMs);
   EXPECT_EQ(t.late_slack_ns, 5 * kMs);
   EXPECT_EQ(t.max_wait_ns, 150 * kMs);  // period − window: never nearly a whole period
+  EXPECT_EQ(t.epoch_ns, 0);             // the plan's epoch: whoever pushes it sets it
+  EXPECT_EQ(t.version, 0u);
 }
 
 TEST(Timetable, UngatedJobNeverWaits) {
-  JobPlan e{7, 100 * kMs, 0, 100 * kMs, 0, true, 0.0};
-  const metronome::Timetable t = to_timetable(e, 5 * kMs);
-  EXPECT_TRUE(metronome::AlwaysOpen(t));
-  EXPECT_EQ(t.max_wait_ns, 0);
-  EXPECT_EQ(t.epoch_ns, 5 * kMs);
-}
-
-TEST(Timetable, APlanEntryRoundTripsThroughItsTimetable) {
-  for (const JobPlan& e : {JobPlan{7, 200 * kMs, 30 * kMs, 50 * kMs, 5 * kMs, false, 0.0},
-                           JobPlan{8, 100 * kMs, 30 * kMs, 40 * kMs, 0, true, 0.0},
-                           JobPlan{9, 100 * kMs, 0, 100 * kMs, 0, false, 0.0}}) {
-    const JobPlan back = from_timetable(to_timetable(e, 5 * kMs), e.id, e.best_effort);
-    EXPECT_EQ(back.id, e.id);
-    EXPECT_EQ(back.period_ns, e.period_ns);
-    EXPECT_EQ(back.offset_ns, e.offset_ns);
-    EXPECT_EQ(back.window_ns, e.window_ns);
-    EXPECT_EQ(back.late_slack_ns, e.late_slack_ns);
-    EXPECT_EQ(back.best_effort, e.best_effort);
+  for (const bool best_effort : {false, true}) {
+    const metronome::Timetable t = make_timetable(100 * kMs, 0, 100 * kMs, 0, best_effort);
+    EXPECT_TRUE(metronome::AlwaysOpen(t));
+    EXPECT_EQ(t.max_wait_ns, 0);
   }
 }
 
 TEST(Timetable, BestEffortJobKeepsItsWindowAndALatePhaseGoesAtOnce) {
-  JobPlan e{7, 100 * kMs, 30 * kMs, 40 * kMs, 0, true, 0.0};
-  const metronome::Timetable t = to_timetable(e, 0);
-  EXPECT_EQ(t.window_ns, 40 * kMs);
-  EXPECT_EQ(t.offset_ns, 30 * kMs);
+  JobPlan e;
+  e.id = 7;
+  e.best_effort = true;
+  e.timetable = make_timetable(100 * kMs, 30 * kMs, 40 * kMs, 0, true);
+  EXPECT_EQ(e.timetable.window_ns, 40 * kMs);
+  EXPECT_EQ(e.timetable.offset_ns, 30 * kMs);
   // Its window is not protected: a late phase goes at once, only one that comes within a
-  // window's length before the next window waits for it.
-  EXPECT_EQ(t.late_slack_ns, 60 * kMs);
-  EXPECT_EQ(t.max_wait_ns, 60 * kMs);
+  // window's length before the next window waits for it. The plan protects no cushion for it.
+  EXPECT_EQ(e.timetable.late_slack_ns, 60 * kMs);
+  EXPECT_EQ(e.timetable.max_wait_ns, 60 * kMs);
+  EXPECT_EQ(e.cushion_ns(), 0);
 }
 
 // A window widened by 30 ms (the overrun rule) may lengthen the period by as much, up to twice
 // that; a jump to the next harmonic is a stretch not worth taking. Best-effort on either side:
 // nothing to protect, the widening is taken.
 TEST(Widening, StretchesOnlyWhenAGatedJobsPeriodGrowsByMoreThanTwiceTheWidening) {
-  const JobPlan was{7, 505 * kMs, 0, 200 * kMs, 10 * kMs, false, 0.0};
-  JobPlan now{7, 535 * kMs, 0, 230 * kMs, 10 * kMs, false, 0.0};
+  JobPlan was;
+  was.id = 7;
+  was.timetable = make_timetable(505 * kMs, 0, 200 * kMs, 10 * kMs, false);
+  JobPlan now = was;
+  now.timetable = make_timetable(535 * kMs, 0, 230 * kMs, 10 * kMs, false);
   EXPECT_FALSE(widening_stretches(was, now));
-  now.period_ns = 565 * kMs;
+  now.timetable.period_ns = 565 * kMs;
   EXPECT_FALSE(widening_stretches(was, now));
-  now.period_ns = 566 * kMs;
+  now.timetable.period_ns = 566 * kMs;
   EXPECT_TRUE(widening_stretches(was, now));
-  now.period_ns = 1010 * kMs;
+  now.timetable.period_ns = 1010 * kMs;
   EXPECT_TRUE(widening_stretches(was, now));
   now.best_effort = true;
   EXPECT_FALSE(widening_stretches(was, now));

@@ -34,7 +34,7 @@ TEST(Offline, StrictlyImprovesWhereGreedyLeavesContention) {
   EXPECT_GT(better_plan->score.utilization, greedy.score.utilization);
   for (const JobPlan& e : better_plan->jobs) {
     EXPECT_FALSE(e.best_effort) << "job " << e.id;
-    EXPECT_EQ(e.period_ns, p.jobs[e.id - 1].profile.period_ns) << "job " << e.id;
+    EXPECT_EQ(e.timetable.period_ns, p.jobs[e.id - 1].profile.period_ns) << "job " << e.id;
   }
   EXPECT_EQ(better_plan->links[0].contention, 0.0);
   EXPECT_GT(stats.improvements, 0u);
@@ -82,7 +82,7 @@ TEST(Offline, MovesARunningJobToLetANewcomerTakeTurns) {
   const Job j2 = job(2, 1, 464, 160, {0});
   const Job j3 = job(3, 0, 214, 40, {0});
   Plan pair = plan(Problem{testing::links(1), {j1, j2}});
-  for (JobPlan& e : pair.jobs) e.offset_ns = (e.id == 1 ? 0 : 270) * testing::kMs;
+  for (JobPlan& e : pair.jobs) e.timetable.offset_ns = (e.id == 1 ? 0 : 270) * testing::kMs;
   OnlinePlanner online(testing::links(1));
   online.adopt({j1, j2}, pair);
   (void)online.add_job(j3);
@@ -96,9 +96,9 @@ TEST(Offline, MovesARunningJobToLetANewcomerTakeTurns) {
   EXPECT_FEASIBLE(p, *found);
   const JobPlan& e3 = testing::entry(*found, 3);
   EXPECT_FALSE(e3.best_effort);
-  EXPECT_EQ(e3.period_ns, 232 * testing::kMs);
-  EXPECT_EQ(testing::entry(*found, 1).period_ns, 464 * testing::kMs);
-  EXPECT_EQ(testing::entry(*found, 2).period_ns, 464 * testing::kMs);
+  EXPECT_EQ(e3.timetable.period_ns, 232 * testing::kMs);
+  EXPECT_EQ(testing::entry(*found, 1).timetable.period_ns, 464 * testing::kMs);
+  EXPECT_EQ(testing::entry(*found, 2).timetable.period_ns, 464 * testing::kMs);
   EXPECT_EQ(found->links[0].contention, 0.0);
 }
 

@@ -22,12 +22,14 @@ TEST(Replan, AfterAJobLeavesTheOthersStayStillWhenNothingIsGained) {
   const Plan after = plan(p, {}, &before);
   EXPECT_FEASIBLE(p, after);
   for (const JobId id : {1u, 3u}) {
-    EXPECT_EQ(entry(after, id).offset_ns, entry(before, id).offset_ns) << "job " << id;
-    EXPECT_EQ(entry(after, id).period_ns, entry(before, id).period_ns) << "job " << id;
+    EXPECT_EQ(entry(after, id).timetable.offset_ns, entry(before, id).timetable.offset_ns)
+        << "job " << id;
+    EXPECT_EQ(entry(after, id).timetable.period_ns, entry(before, id).timetable.period_ns)
+        << "job " << id;
   }
   // The freed gap is now cushion, without moving anybody.
-  EXPECT_GT(entry(after, 1).late_slack_ns + entry(after, 3).late_slack_ns,
-            entry(before, 1).late_slack_ns + entry(before, 3).late_slack_ns);
+  EXPECT_GT(entry(after, 1).timetable.late_slack_ns + entry(after, 3).timetable.late_slack_ns,
+            entry(before, 1).timetable.late_slack_ns + entry(before, 3).timetable.late_slack_ns);
 }
 
 TEST(Replan, WithNoChangeTheSamePlanComesBack) {
@@ -37,8 +39,8 @@ TEST(Replan, WithNoChangeTheSamePlanComesBack) {
   const Plan second = plan(p, {}, &first);
   EXPECT_FEASIBLE(p, second);
   for (const JobPlan& e : first.jobs) {
-    EXPECT_EQ(entry(second, e.id).offset_ns, e.offset_ns);
-    EXPECT_EQ(entry(second, e.id).period_ns, e.period_ns);
+    EXPECT_EQ(entry(second, e.id).timetable.offset_ns, e.timetable.offset_ns);
+    EXPECT_EQ(entry(second, e.id).timetable.period_ns, e.timetable.period_ns);
   }
 }
 
@@ -55,11 +57,14 @@ TEST(Replan, RunningJobsWithUnrelatedPeriodsStayStill) {
   EXPECT_FEASIBLE(p, after);
   for (const JobId id : {1u, 2u}) {
     EXPECT_FALSE(entry(first, id).best_effort);
-    EXPECT_EQ(entry(again, id).offset_ns, entry(first, id).offset_ns) << "job " << id;
-    EXPECT_EQ(entry(after, id).offset_ns, entry(first, id).offset_ns) << "job " << id;
-    EXPECT_EQ(entry(after, id).period_ns, entry(first, id).period_ns) << "job " << id;
+    EXPECT_EQ(entry(again, id).timetable.offset_ns, entry(first, id).timetable.offset_ns)
+        << "job " << id;
+    EXPECT_EQ(entry(after, id).timetable.offset_ns, entry(first, id).timetable.offset_ns)
+        << "job " << id;
+    EXPECT_EQ(entry(after, id).timetable.period_ns, entry(first, id).timetable.period_ns)
+        << "job " << id;
   }
-  EXPECT_EQ(entry(again, 3).offset_ns, entry(first, 3).offset_ns);
+  EXPECT_EQ(entry(again, 3).timetable.offset_ns, entry(first, 3).timetable.offset_ns);
 }
 
 TEST(Replan, AHigherPriorityNewcomerDisplacesARunningJob) {
@@ -99,13 +104,14 @@ TEST(Replan, AHigherPriorityNewcomerLeavesTheLowPriorityJobGatedAtTheHarmonicHal
   const JobPlan& low = entry(after, 3);
   EXPECT_FALSE(high.best_effort);
   EXPECT_FALSE(entry(after, 2).best_effort);
-  EXPECT_EQ(entry(after, 2).period_ns, high.period_ns);
+  EXPECT_EQ(entry(after, 2).timetable.period_ns, high.timetable.period_ns);
   ASSERT_FALSE(low.best_effort);
-  EXPECT_EQ(low.period_ns * 2, high.period_ns);  // the harmonic half period
-  EXPECT_LT(low.window_ns, low.period_ns);
+  EXPECT_EQ(low.timetable.period_ns * 2, high.timetable.period_ns);  // the harmonic half period
+  EXPECT_LT(low.timetable.window_ns, low.timetable.period_ns);
   // Every window keeps at least its reserved cushion, and the high-priority one more.
-  for (const JobPlan& e : after.jobs) EXPECT_GE(e.late_slack_ns, 3 * kMs) << "job " << e.id;
-  EXPECT_GT(high.late_slack_ns, 3 * kMs);
+  for (const JobPlan& e : after.jobs)
+    EXPECT_GE(e.timetable.late_slack_ns, 3 * kMs) << "job " << e.id;
+  EXPECT_GT(high.timetable.late_slack_ns, 3 * kMs);
   EXPECT_EQ(after.links[0].contention, 0.0);
 }
 
@@ -120,9 +126,9 @@ TEST(OnlinePlanner, AddJobTakesAFreePlaceWithoutMovingOthers) {
   const Plan after = planner.snapshot();
   const Problem p{planner.topology(), planner.jobs()};
   EXPECT_FEASIBLE(p, after);
-  EXPECT_EQ(entry(after, 1).offset_ns, entry(before, 1).offset_ns);
-  EXPECT_EQ(entry(after, 2).offset_ns, entry(before, 2).offset_ns);
-  EXPECT_EQ(entry(after, 3).late_slack_ns, r.job.late_slack_ns);
+  EXPECT_EQ(entry(after, 1).timetable.offset_ns, entry(before, 1).timetable.offset_ns);
+  EXPECT_EQ(entry(after, 2).timetable.offset_ns, entry(before, 2).timetable.offset_ns);
+  EXPECT_EQ(entry(after, 3).timetable.late_slack_ns, r.job.timetable.late_slack_ns);
 }
 
 TEST(OnlinePlanner, AddJobRepacksItsNeighboursWhenTheSlackIsSpreadTooThin) {
@@ -168,7 +174,7 @@ TEST(OnlinePlanner, AddJobFirstGivesTheNewcomerFirstPickOnItsLinksOnly) {
   };
   const Job newcomer = job(3, 5, 100, 30, {0});
   OnlinePlanner alone(testing::links(2));
-  const Nanos own_period = alone.add_job(newcomer).job.period_ns;
+  const Nanos own_period = alone.add_job(newcomer).job.timetable.period_ns;
   OnlinePlanner around = start();
   (void)around.add_job(newcomer);
   const Plan fitted = around.snapshot();
@@ -180,10 +186,10 @@ TEST(OnlinePlanner, AddJobFirstGivesTheNewcomerFirstPickOnItsLinksOnly) {
   const Plan after = planner.snapshot();
   EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), after);
   EXPECT_FALSE(r.job.best_effort);
-  EXPECT_EQ(entry(after, 3).period_ns, own_period);
+  EXPECT_EQ(entry(after, 3).timetable.period_ns, own_period);
   for (const JobId id : {1u, 2u}) EXPECT_FALSE(entry(after, id).best_effort) << id;
-  EXPECT_EQ(entry(after, 4).offset_ns, entry(before, 4).offset_ns);
-  EXPECT_EQ(entry(after, 4).period_ns, entry(before, 4).period_ns);
+  EXPECT_EQ(entry(after, 4).timetable.offset_ns, entry(before, 4).timetable.offset_ns);
+  EXPECT_EQ(entry(after, 4).timetable.period_ns, entry(before, 4).timetable.period_ns);
 }
 
 // A job that runs ungated before it is planned has a phase of its own: its first window opens
@@ -193,16 +199,16 @@ TEST(OnlinePlanner, ANewJobsFirstWindowOpensWhenItsNextPhaseComes) {
   Job first = job(1, 0, 100, 30, {0});
   first.next_phase_ns = 12'300 * kMs + 37 * kMs;  // any instant in the plan's frame
   OnlinePlanner planner(testing::links(1));
-  EXPECT_EQ(planner.add_job(first).job.offset_ns, 37 * kMs);
+  EXPECT_EQ(planner.add_job(first).job.timetable.offset_ns, 37 * kMs);
   OnlinePlanner unhinted(testing::links(1));
-  EXPECT_EQ(unhinted.add_job(job(1, 0, 100, 30, {0})).job.offset_ns, 0);
+  EXPECT_EQ(unhinted.add_job(job(1, 0, 100, 30, {0})).job.timetable.offset_ns, 0);
 
   // Where the phase would land in another job's window, the first free place after it.
   Job second = job(2, 0, 100, 30, {0});
   second.next_phase_ns = 40 * kMs;  // inside job 1's window [37, 67)
   const AddResult r = planner.add_job(second);
   EXPECT_FALSE(r.job.best_effort);
-  EXPECT_GE(r.job.offset_ns, 67 * kMs);
+  EXPECT_GE(r.job.timetable.offset_ns, 67 * kMs);
   EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), planner.snapshot());
   // The hint is for that one addition: the planner does not keep it.
   for (const Job& j : planner.jobs()) EXPECT_EQ(j.next_phase_ns, kUnknownPhase) << j.id;
@@ -220,7 +226,7 @@ TEST(OnlinePlanner, AHigherPriorityNewcomerPlacedFirstGetsItsOwnPhase) {
   (void)planner.add_job(jittered(job(3, 0, 228, 23, {0}), 5));
   const AddResult high = planner.add_job_first(jittered(job(1, 2, 485, 170, {0}), 1'000'404));
   EXPECT_FALSE(high.job.best_effort);
-  EXPECT_EQ(high.job.offset_ns, (1'000'404 * kMs) % high.job.period_ns);
+  EXPECT_EQ(high.job.timetable.offset_ns, (1'000'404 * kMs) % high.job.timetable.period_ns);
   EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), planner.snapshot());
 }
 
@@ -258,7 +264,7 @@ TEST(OnlinePlanner, IncrementallyKeptLinkProfilesAgreeWithFreshOnes) {
   EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), kept);
   ASSERT_EQ(again.jobs.size(), kept.jobs.size());
   for (const JobPlan& e : kept.jobs) {
-    EXPECT_EQ(entry(again, e.id).late_slack_ns, e.late_slack_ns) << e.id;
+    EXPECT_EQ(entry(again, e.id).timetable.late_slack_ns, e.timetable.late_slack_ns) << e.id;
     EXPECT_EQ(entry(again, e.id).predicted_slowdown, e.predicted_slowdown) << e.id;
   }
 }
@@ -274,7 +280,8 @@ TEST(OnlinePlanner, RemoveJobLetsABestEffortJobIn) {
   const Problem p{planner.topology(), planner.jobs()};
   EXPECT_FEASIBLE(p, after);
   EXPECT_FALSE(entry(after, 3).best_effort);
-  EXPECT_EQ(entry(after, 1).offset_ns, entry(before, 1).offset_ns);  // the others stay still
+  EXPECT_EQ(entry(after, 1).timetable.offset_ns,
+            entry(before, 1).timetable.offset_ns);  // the others stay still
   EXPECT_EQ(after.jobs.size(), 2u);
 }
 
@@ -285,8 +292,8 @@ TEST(OnlinePlanner, AdoptTakesAPlanAsItIs) {
   planner.adopt(p.jobs, original);
   const Plan again = planner.snapshot();
   for (const JobPlan& e : original.jobs) {
-    EXPECT_EQ(entry(again, e.id).offset_ns, e.offset_ns);
-    EXPECT_EQ(entry(again, e.id).late_slack_ns, e.late_slack_ns);
+    EXPECT_EQ(entry(again, e.id).timetable.offset_ns, e.timetable.offset_ns);
+    EXPECT_EQ(entry(again, e.id).timetable.late_slack_ns, e.timetable.late_slack_ns);
   }
 }
 

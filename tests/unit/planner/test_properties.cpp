@@ -23,11 +23,11 @@ void expect_invariants(const Problem& p, const Plan& plan, const PlannerOptions&
     if (e->best_effort) continue;
     const auto links = job_links(p.topology, job);
     if (links.empty()) continue;
-    EXPECT_GE(e->period_ns, job.profile.period_ns);
-    EXPECT_LE(static_cast<double>(e->period_ns),
+    EXPECT_GE(e->timetable.period_ns, job.profile.period_ns);
+    EXPECT_LE(static_cast<double>(e->timetable.period_ns),
               o.max_stretch * static_cast<double>(job.profile.period_ns));
-    EXPECT_LE(e->late_slack_ns, e->period_ns - e->window_ns);
-    for (const LinkId l : links) periods[l].push_back(e->period_ns);
+    EXPECT_LE(e->timetable.late_slack_ns, e->timetable.period_ns - e->timetable.window_ns);
+    for (const LinkId l : links) periods[l].push_back(e->timetable.period_ns);
   }
   for (const auto& [l, ps] : periods) {
     Nanos lcm = 1;
@@ -92,10 +92,11 @@ TEST(Properties, ReplanningWithTheCurrentPlanStaysFeasibleAndStill) {
     bool waiting = false;
     for (const Job& j : p.jobs) {
       const JobPlan* b = before.find(j.id);
-      waiting = waiting || b->best_effort || b->period_ns != j.profile.period_ns;
+      waiting = waiting || b->best_effort || b->timetable.period_ns != j.profile.period_ns;
     }
     if (waiting) continue;
-    for (const JobPlan& e : after.jobs) EXPECT_EQ(e.offset_ns, before.find(e.id)->offset_ns);
+    for (const JobPlan& e : after.jobs)
+      EXPECT_EQ(e.timetable.offset_ns, before.find(e.id)->timetable.offset_ns);
   }
 }
 

@@ -14,9 +14,9 @@ using testing::kMs;
 
 // True when the windows of a and b overlap somewhere in time (same period assumed).
 bool windows_overlap(const JobPlan& a, const JobPlan& b) {
-  const Nanos t = a.period_ns;
-  const Nanos d = ((b.offset_ns - a.offset_ns) % t + t) % t;
-  return d < a.window_ns || t - d < b.window_ns;
+  const Nanos t = a.timetable.period_ns;
+  const Nanos d = ((b.timetable.offset_ns - a.timetable.offset_ns) % t + t) % t;
+  return d < a.timetable.window_ns || t - d < b.timetable.window_ns;
 }
 
 TEST(Stages, TwoEqualPriorityJobsDutyPoint4AndPoint5DoNotOverlapAndGetEqualCushions) {
@@ -28,10 +28,10 @@ TEST(Stages, TwoEqualPriorityJobsDutyPoint4AndPoint5DoNotOverlapAndGetEqualCushi
   EXPECT_FALSE(a.best_effort);
   EXPECT_FALSE(b.best_effort);
   EXPECT_FALSE(windows_overlap(a, b));
-  EXPECT_EQ(a.period_ns, 100 * kMs);
-  EXPECT_EQ(b.period_ns, 100 * kMs);
-  EXPECT_EQ(a.late_slack_ns, b.late_slack_ns);
-  EXPECT_EQ(a.late_slack_ns, 5 * kMs);  // the 10 ms left, split evenly
+  EXPECT_EQ(a.timetable.period_ns, 100 * kMs);
+  EXPECT_EQ(b.timetable.period_ns, 100 * kMs);
+  EXPECT_EQ(a.timetable.late_slack_ns, b.timetable.late_slack_ns);
+  EXPECT_EQ(a.timetable.late_slack_ns, 5 * kMs);  // the 10 ms left, split evenly
   EXPECT_EQ(plan.links[0].min_cushion_ns, 5 * kMs);
 }
 
@@ -40,8 +40,8 @@ TEST(Stages, HigherPriorityGetsTheLargerCushion) {
   const Problem p{testing::links(1), {job(1, 3, 100, 40, {0}), job(2, 0, 100, 50, {0})}};
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).late_slack_ns, 8 * kMs);
-  EXPECT_EQ(entry(plan, 2).late_slack_ns, 2 * kMs);
+  EXPECT_EQ(entry(plan, 1).timetable.late_slack_ns, 8 * kMs);
+  EXPECT_EQ(entry(plan, 2).timetable.late_slack_ns, 2 * kMs);
 }
 
 TEST(Stages, ADriftingBestEffortJobDoesNotKeepTheSlackInOnePiece) {
@@ -56,9 +56,9 @@ TEST(Stages, ADriftingBestEffortJobDoesNotKeepTheSlackInOnePiece) {
   EXPECT_FEASIBLE(p, plan);
   const JobPlan& drifting = entry(plan, 3);
   ASSERT_TRUE(drifting.best_effort);
-  ASSERT_EQ(drifting.window_ns, drifting.period_ns);
-  EXPECT_EQ(entry(plan, 1).late_slack_ns, 87 * kMs);
-  EXPECT_EQ(entry(plan, 2).late_slack_ns, 58 * kMs);
+  ASSERT_EQ(drifting.timetable.window_ns, drifting.timetable.period_ns);
+  EXPECT_EQ(entry(plan, 1).timetable.late_slack_ns, 87 * kMs);
+  EXPECT_EQ(entry(plan, 2).timetable.late_slack_ns, 58 * kMs);
 }
 
 TEST(Stages, OverloadedLinkLowestPriorityIsStretchedToAHarmonicPeriodThatFits) {
@@ -68,12 +68,12 @@ TEST(Stages, OverloadedLinkLowestPriorityIsStretchedToAHarmonicPeriodThatFits) {
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
   const JobPlan& high = entry(plan, 1);
-  EXPECT_FALSE(high.best_effort);        // uncontended: gated, checked by the checker
-  EXPECT_EQ(high.period_ns, 200 * kMs);  // unstretched
-  EXPECT_EQ(entry(plan, 2).period_ns, 200 * kMs);
+  EXPECT_FALSE(high.best_effort);                  // uncontended: gated, checked by the checker
+  EXPECT_EQ(high.timetable.period_ns, 200 * kMs);  // unstretched
+  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 200 * kMs);
   const JobPlan& low = entry(plan, 3);
   EXPECT_FALSE(low.best_effort);
-  EXPECT_EQ(low.period_ns, 200 * kMs);  // 100 ms stretched to the harmonic 200 ms
+  EXPECT_EQ(low.timetable.period_ns, 200 * kMs);  // 100 ms stretched to the harmonic 200 ms
   EXPECT_DOUBLE_EQ(high.predicted_slowdown, 0.0);
   EXPECT_DOUBLE_EQ(low.predicted_slowdown, 1.0);
 }
@@ -86,12 +86,12 @@ TEST(Stages, OverloadedLinkLowestPriorityIsBestEffortWhenNoPeriodFits) {
   EXPECT_FEASIBLE(p, plan);
   const JobPlan& high = entry(plan, 1);
   EXPECT_FALSE(high.best_effort);
-  EXPECT_EQ(high.period_ns, 100 * kMs);
+  EXPECT_EQ(high.timetable.period_ns, 100 * kMs);
   EXPECT_FALSE(entry(plan, 2).best_effort);
   const JobPlan& low = entry(plan, 3);
   EXPECT_TRUE(low.best_effort);
-  EXPECT_EQ(low.period_ns, 100 * kMs);  // not starved: a 40 ms window every 100 ms
-  EXPECT_EQ(low.window_ns, 40 * kMs);
+  EXPECT_EQ(low.timetable.period_ns, 100 * kMs);  // not starved: a 40 ms window every 100 ms
+  EXPECT_EQ(low.timetable.window_ns, 40 * kMs);
   // Its 10 ms of overflow lands on the middle job, never on the high-priority one.
   EXPECT_FALSE(windows_overlap(high, low));
   EXPECT_DOUBLE_EQ(high.predicted_slowdown, 0.0);
@@ -103,8 +103,8 @@ TEST(Stages, Periods100And190TheSecondBecomes200) {
   const Problem p{testing::links(1), {job(1, 1, 100, 30, {0}), job(2, 0, 190, 50, {0})}};
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).period_ns, 100 * kMs);
-  EXPECT_EQ(entry(plan, 2).period_ns, 200 * kMs);
+  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 100 * kMs);
+  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 200 * kMs);
   EXPECT_FALSE(entry(plan, 2).best_effort);
   EXPECT_EQ(plan.links[0].hyperperiod_ns, 200 * kMs);
 }
@@ -114,8 +114,8 @@ TEST(Stages, UnrelatedPeriodsInterleaveUnstretchedWhenTheirGcdLeavesRoom) {
   const Problem p{testing::links(1), {job(1, 0, 100, 8, {0}), job(2, 0, 120, 8, {0})}};
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).period_ns, 100 * kMs);
-  EXPECT_EQ(entry(plan, 2).period_ns, 120 * kMs);
+  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 100 * kMs);
+  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 120 * kMs);
   EXPECT_FALSE(entry(plan, 2).best_effort);
   EXPECT_EQ(plan.links[0].hyperperiod_ns, 600 * kMs);
 }
@@ -127,9 +127,9 @@ TEST(Stages, AStretchThatCostsMoreThanTheContentionItAvoidsIsNotTaken) {
   const Problem p{testing::links(1), {job(1, 0, 100, 30, {0}), job(2, 0, 120, 20, {0})}};
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).period_ns, 100 * kMs);
+  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 100 * kMs);
   EXPECT_TRUE(entry(plan, 2).best_effort);
-  EXPECT_EQ(entry(plan, 2).period_ns, 120 * kMs);
+  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 120 * kMs);
   EXPECT_LT(entry(plan, 2).predicted_slowdown, 2.0 / 3.0);
 }
 
@@ -143,7 +143,7 @@ TEST(Stages, ChainOfLinksGetsOneConsistentOffsetPerJob) {
   EXPECT_FEASIBLE(p, plan);
   for (const JobPlan& e : plan.jobs) {
     EXPECT_FALSE(e.best_effort) << "job " << e.id;
-    EXPECT_EQ(e.period_ns, 100 * kMs) << "job " << e.id;
+    EXPECT_EQ(e.timetable.period_ns, 100 * kMs) << "job " << e.id;
   }
   EXPECT_EQ(plan.jobs.size(), 7u);  // one entry, hence one offset, per job
 }
@@ -158,7 +158,7 @@ TEST(Stages, CycleOfLinksGetsOneConsistentOffsetPerJob) {
   EXPECT_FEASIBLE(p, plan);
   for (const JobPlan& e : plan.jobs) {
     EXPECT_FALSE(e.best_effort) << "job " << e.id;
-    EXPECT_EQ(e.period_ns, 100 * kMs) << "job " << e.id;
+    EXPECT_EQ(e.timetable.period_ns, 100 * kMs) << "job " << e.id;
   }
   for (const LinkPlan& l : plan.links) EXPECT_NEAR(l.served_load, 0.9, 1e-9);
 }
@@ -172,8 +172,8 @@ TEST(Stages, JobsWithLowBetaStack) {
   const JobPlan& b = entry(plan, 2);
   EXPECT_FALSE(a.best_effort);
   EXPECT_FALSE(b.best_effort);
-  EXPECT_EQ(a.period_ns, 100 * kMs);
-  EXPECT_EQ(b.period_ns, 100 * kMs);
+  EXPECT_EQ(a.timetable.period_ns, 100 * kMs);
+  EXPECT_EQ(b.timetable.period_ns, 100 * kMs);
   EXPECT_TRUE(windows_overlap(a, b));
 }
 
@@ -196,7 +196,7 @@ TEST(Stages, JobOnOneNodeNeedsNoWindow) {
   p.jobs.push_back(j);
   const Plan plan = planner::plan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).window_ns, entry(plan, 1).period_ns);
+  EXPECT_EQ(entry(plan, 1).timetable.window_ns, entry(plan, 1).timetable.period_ns);
   EXPECT_FALSE(entry(plan, 1).best_effort);
 }
 

@@ -57,7 +57,7 @@ TEST(WhatIf, AgreesWithAddingTheJob) {
     const AddResult added = copy.add_job(probe);
     EXPECT_EQ(r[c].gated, !added.job.best_effort) << "candidate " << c;
     if (r[c].gated) {
-      EXPECT_EQ(r[c].period_ns, added.job.period_ns) << "candidate " << c;
+      EXPECT_EQ(r[c].period_ns, added.job.timetable.period_ns) << "candidate " << c;
     }
     const Problem p{copy.topology(), copy.jobs()};
     EXPECT_FEASIBLE(p, copy.snapshot());

@@ -33,7 +33,7 @@ struct PlanJob {
   int64_t next_phase_ns = 0;  // its next phase start, scheduler clock (0: unknown)
 };
 
-// The planner's verdict for one job: its timetable (planner::to_timetable, at the plan's epoch;
+// The planner's verdict for one job: its timetable (the plan entry's, at the plan's epoch;
 // version 0 until the service numbers it) and what the plan says of it.
 struct JobSchedule {
   uint64_t id = 0;

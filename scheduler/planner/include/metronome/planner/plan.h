@@ -12,21 +12,23 @@ namespace metronome::planner {
 
 struct JobPlan {
   JobId id = 0;
-  // Gated jobs: window k opens at epoch + offset + k·period and lasts window. The period is
-  // harmonic with the other gated jobs on each of the job's links and never below P.
-  Nanos period_ns = 0;
-  Nanos offset_ns = 0;      // in [0, period)
-  Nanos window_ns = 0;      // = c; equal to the period when the job is not gated at all
-  Nanos late_slack_ns = 0;  // the cushion: how late the job may start and still collide with none
+  // What the job's gate obeys: common/'s Timetable, the one schedule type from planner to gate,
+  // with its offset from Plan::epoch_ns (epoch_ns and version stay 0: whoever pushes it sets
+  // them; make_timetable below fills it).
+  // Gated jobs: window k opens at epoch + offset + k·period and lasts window = c. The period is
+  // harmonic with the other gated jobs on each of the job's links and never below P. The late
+  // slack is the cushion: how late the job may start and still collide with none.
   // Best-effort: the job did not fit without contention. It is never starved: it keeps its
   // natural period and a window every period, where its overflow lands on the fewest and
   // lowest-priority windows, and shares bandwidth while it overlaps them. Its window is not
-  // protected, so it has no cushion (late_slack_ns 0); its timetable lets a late phase go at
-  // once (to_timetable).
-  // (A job the planner knows nothing about, e.g. absent from an adopted plan, is ungated:
-  // window = period.)
+  // protected (no cushion): a late phase goes at once.
+  // Not gated at all (nothing to take turns with, or a drifting best-effort job, or a job the
+  // planner knows nothing about): window = period, the gate is always open.
+  Timetable timetable;
   bool best_effort = false;
   double predicted_slowdown = 0.0;  // (iteration time − P) / P expected under this plan
+  // The cushion the plan protects after the window: the late slack of a gated job, 0 otherwise.
+  [[nodiscard]] Nanos cushion_ns() const { return best_effort ? 0 : timetable.late_slack_ns; }
 };
 
 struct LinkPlan {
@@ -59,23 +61,17 @@ struct Plan {
   [[nodiscard]] const JobPlan* find(JobId id) const;
 };
 
-// The timetable the gate of a planned job obeys (common/'s Timetable, the one schedule type from
-// planner to gate), at the plan's epoch; version 0: whoever pushes it numbers it.
-// The longest a gate may hold a phase is period − window: a phase that comes later than its
-// slack but before its window would have ended goes at once (the gate's fail-open) instead of
-// waiting nearly a whole period for the next window; one that comes after the window's end waits
-// for the next window, at most period − window. A gated job's values are as planned. A
-// best-effort job's window is not protected, so waiting for it gains little: its late slack is
-// period − window (a late phase always goes at once; only one that comes within a window's
-// length before its next window waits for it, which keeps it aimed). An ungated job has
-// window = period: the gate is always open (AlwaysOpen), max wait 0.
-[[nodiscard]] Timetable to_timetable(const JobPlan& job, Nanos epoch_ns);
-
-// The plan entry a pushed timetable came from (the inverse of to_timetable for the fields a plan
-// keeps: period, offset from the timetable's epoch, window, late slack, best-effort), for a
-// reader that has only the timetables (the kube-scheduler extender). A window of 0 reads as the
-// whole period (ungated).
-[[nodiscard]] JobPlan from_timetable(const Timetable& timetable, JobId id, bool best_effort);
+// A plan entry's timetable: window k opens at offset + k·period (from the plan's epoch) and
+// lasts `window`. The longest a gate may hold a phase is period − window: a phase that comes
+// later than its slack but before its window would have ended goes at once (the gate's fail-open)
+// instead of waiting nearly a whole period for the next window; one that comes after the
+// window's end waits for the next window, at most period − window. A gated job's late slack is
+// its cushion. A best-effort job's window is not protected, so waiting for it gains little: its
+// late slack is period − window (a late phase always goes at once; only one that comes within a
+// window's length before its next window waits for it, which keeps it aimed). window = period:
+// the gate is always open (AlwaysOpen), max wait 0.
+[[nodiscard]] Timetable make_timetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns,
+                                       Nanos cushion_ns, bool best_effort);
 
 // Whether re-planning a gated job with a wider window (the controller's overrun rule) left it
 // gated at a period longer than before by more than twice the widening: the wider window no
