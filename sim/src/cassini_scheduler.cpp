@@ -24,22 +24,8 @@ namespace pl = metronome::planner;
 
 class CassiniScheduler final : public TimeScheduler {
  public:
-  CassiniScheduler(const Cluster& cluster, std::size_t job_count) : entries_(job_count) {
-    for (const Cluster::Rack& rack : cluster.racks) {
-      const pl::LinkId up = topology_.add_link(cluster.links[rack.uplink].name,
-                                               cluster.links[rack.uplink].capacity_Bps);
-      if (up != rack.uplink) throw std::logic_error("cassini: link numbering differs");
-      const pl::RackId r = topology_.add_rack(rack.name, up);
-      for (std::uint32_t n : rack.nodes) {
-        const Cluster::Node& node = cluster.nodes[n];
-        const pl::LinkId nl = topology_.add_link(cluster.links[node.uplink].name,
-                                                 cluster.links[node.uplink].capacity_Bps);
-        if (nl != node.uplink) throw std::logic_error("cassini: link numbering differs");
-        const pl::NodeId id = topology_.add_node(node.name, r, nl);
-        if (id != n) throw std::logic_error("cassini: node numbering differs");
-      }
-    }
-  }
+  CassiniScheduler(const Cluster& cluster, std::size_t job_count)
+      : topology_(*cluster.network), entries_(job_count) {}
 
   void JobStarted(const ActiveJob& a, std::int64_t /*now_ns*/) override {
     if (a.links.empty()) return;  // inside one node: nothing to schedule

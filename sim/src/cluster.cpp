@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+
+#include "metronome/controller/topology.hpp"
+#include "metronome/planner/topology.h"
 
 namespace metronome::sim {
 
@@ -30,25 +34,34 @@ Cluster Cluster::FromScenario(const Scenario& s) {
     }
     c.racks.push_back(std::move(rack));
   }
+  c.topology.unknown_nodes_link.clear();
+  for (const Rack& rack : c.racks) {
+    controller::TopologyConfig::RackSpec r;
+    r.name = rack.name;
+    r.uplink_bytes_per_s = c.links[rack.uplink].capacity_Bps;
+    for (const std::uint32_t n : rack.nodes) {
+      r.nodes.push_back({c.nodes[n].name, c.links[c.nodes[n].uplink].capacity_Bps});
+    }
+    c.topology.racks.push_back(std::move(r));
+  }
+  auto network = std::make_shared<planner::Topology>(controller::BuildTopology(c.topology));
+  bool same = network->node_count() == c.nodes.size() && network->link_count() == c.links.size();
+  for (std::uint32_t n = 0; same && n < c.nodes.size(); ++n) {
+    same = network->node_name(n) == c.nodes[n].name;
+  }
+  for (std::uint32_t l = 0; same && l < c.links.size(); ++l) {
+    same = network->link(l).name == c.links[l].name;
+  }
+  if (!same) {
+    throw std::invalid_argument(
+        "topology: every node and rack needs a distinct name and a positive uplink");
+  }
+  c.network = std::move(network);
   return c;
 }
 
 std::vector<std::uint32_t> Cluster::LinksCrossed(std::span<const std::uint32_t> ns) const {
-  std::vector<std::uint32_t> out;
-  if (ns.empty()) return out;
-  const bool one_node =
-      std::all_of(ns.begin(), ns.end(), [&](std::uint32_t n) { return n == ns.front(); });
-  if (one_node) return out;
-  const std::uint32_t rack0 = nodes[ns.front()].rack;
-  const bool one_rack =
-      std::all_of(ns.begin(), ns.end(), [&](std::uint32_t n) { return nodes[n].rack == rack0; });
-  for (std::uint32_t n : ns) {
-    out.push_back(nodes[n].uplink);
-    if (!one_rack) out.push_back(racks[nodes[n].rack].uplink);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return network->links_crossed(ns);
 }
 
 int Cluster::TotalGpus() const {

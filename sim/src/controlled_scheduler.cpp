@@ -60,24 +60,6 @@ Settings ConfigFor(const PolicyConfig& policy) {
   return c;
 }
 
-// The simulated cluster as a topology file would describe it: every rack's uplink and every
-// node's NIC, in the simulator's link order (checked).
-ctl::TopologyConfig TopologyOf(const Cluster& cluster) {
-  ctl::TopologyConfig t;
-  t.unknown_nodes_link.clear();
-  for (const Cluster::Rack& rack : cluster.racks) {
-    ctl::TopologyConfig::RackSpec r;
-    r.name = rack.name;
-    r.uplink_bytes_per_s = cluster.links[rack.uplink].capacity_Bps;
-    for (std::uint32_t n : rack.nodes) {
-      r.nodes.push_back(
-          {cluster.nodes[n].name, cluster.links[cluster.nodes[n].uplink].capacity_Bps});
-    }
-    t.racks.push_back(std::move(r));
-  }
-  return t;
-}
-
 // A candidate placement's what-if id: never a running job's (those are scenario indices).
 constexpr std::uint64_t kWhatIfId = ~std::uint64_t{0};
 
@@ -87,7 +69,7 @@ class ControlledScheduler final : public TimeScheduler {
       : policy_(policy),
         cluster_(cluster),
         config_(ConfigFor(policy)),
-        planner_(TopologyOf(cluster), config_.planning),
+        planner_(cluster.topology, config_.planning),
         entries_(job_count) {
     if (planner_.link_count() != cluster.links.size()) {
       throw std::logic_error("simulated scheduler: the topology's links differ from the cluster's");
