@@ -107,8 +107,19 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
   struct LinkCache {
     std::vector<detail::Folded> arcs;  // the others' windows on the circle of period P
     detail::CostCurve curve;           // the best-effort cost along that circle
+    // Windows of an unrelated period meet the job's the same at any offset: their overlaps,
+    // summed once per link (share × excess for the job; what they add to each of them).
+    std::vector<detail::Overlap> swept;
+    double swept_mine = 0.0;
+    double swept_neighbours = 0.0;  // Σ π_i·added_i
+    bool swept_higher = false;      // one of them has a higher priority
   };
   std::unordered_map<LinkId, LinkCache> link_cache;  // per link, for this job's shape
+  // What an overlap adds to the other job's iteration time, relative to its natural period.
+  const auto added_to = [&](const detail::Overlap& o) {
+    return o.share * static_cast<double>(ws.slots[o.job].period) * o.excess /
+           static_cast<double>(ws.jobs[o.job].shape.P);
+  };
   std::vector<const detail::CostCurve*> pointers;
   Job probe = job;
   for (const std::vector<NodeId>& nodes : candidates) {
@@ -162,8 +173,22 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
       for (std::size_t k = 0; k < shape.links.size(); ++k) {
         auto [it, fresh] = link_cache.try_emplace(shape.links[k]);
         if (fresh) {
-          detail::fold_link(ws, shape, k, be.period, it->second.arcs);
-          detail::cost_curve(it->second.arcs, shape.w, be.period, it->second.curve);
+          LinkCache& c = it->second;
+          detail::fold_link(ws, shape, k, be.period, c.arcs);
+          const auto whole = [&](const detail::Folded& a) { return a.len >= be.period; };
+          const double w = static_cast<double>(std::min(shape.w, be.period));
+          for (const detail::Folded& a : c.arcs) {
+            if (!whole(a)) continue;
+            const detail::Overlap o{a.job, w * a.scale, a.excess};
+            c.swept.push_back(o);
+            c.swept_mine += o.share * o.excess;
+            const double added = added_to(o);
+            if (added <= 0) continue;
+            c.swept_neighbours += ws.jobs[o.job].shape.weight * added;
+            c.swept_higher = c.swept_higher || ws.jobs[o.job].job.priority > job.priority;
+          }
+          c.arcs.erase(std::remove_if(c.arcs.begin(), c.arcs.end(), whole), c.arcs.end());
+          detail::cost_curve(c.arcs, shape.w, be.period, c.curve);
         }
         pointers.push_back(&it->second.curve);
       }
@@ -173,13 +198,22 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
       double worst = 0.0;
       for (std::size_t k = 0; k < shape.links.size(); ++k) {
         const LinkId l = shape.links[k];
-        detail::overlaps(link_cache[l].arcs, shape.w, be.period, be.offset, ov);
-        double mine = 0.0;
+        const LinkCache& c = link_cache[l];
+        detail::overlaps(c.arcs, shape.w, be.period, be.offset, ov);
+        double mine = c.swept_mine * static_cast<double>(be.period) / p_new;
         for (const detail::Overlap& o : ov) {
-          const detail::Slot& s = ws.slots[o.job];
           mine += o.share * static_cast<double>(be.period) * o.excess / p_new;
-          neighbour(o.job, o.share * static_cast<double>(s.period) * o.excess /
-                               static_cast<double>(ws.jobs[o.job].shape.P));
+          neighbour(o.job, added_to(o));
+        }
+        r.neighbour_slowdown += c.swept_neighbours;
+        r.hurts_higher_priority = r.hurts_higher_priority || c.swept_higher;
+        if (options.list_affected) {
+          for (const detail::Overlap& o : c.swept) {
+            const double added = added_to(o);
+            if (added <= 0) continue;
+            const double before = gated_slowdown(ws, o.job);
+            r.affected.push_back({ws.jobs[o.job].job.id, before, before + added});
+          }
         }
         worst = std::max(worst, mine);
       }
