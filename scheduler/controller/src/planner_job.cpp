@@ -46,7 +46,8 @@ pl::Job ToPlannerJob(const PlanJob& j, const pl::Topology& topology, const NodeI
   if (unknown && distinct.size() >= 2 && nodes.unknown_link) {
     job.extra_links.push_back(*nodes.unknown_link);
   }
-  job.profile = ToPlannerProfile(j, Bottleneck(topology, pl::job_links(topology, job)), config);
+  job.profile = ToPlannerProfile(j.profile, j.nodes.size(),
+                                 Bottleneck(topology, pl::job_links(topology, job)), config);
   if (j.next_phase_ns != 0) job.next_phase_ns = j.next_phase_ns - config.epoch_ns;
   return job;
 }
@@ -60,11 +61,11 @@ double Bottleneck(const pl::Topology& topology, std::span<const pl::LinkId> link
   return min_cap;
 }
 
-pl::JobProfile ToPlannerProfile(const PlanJob& j, double bottleneck_bps,
+pl::JobProfile ToPlannerProfile(const MeasuredProfile& m, std::size_t ranks, double bottleneck_bps,
                                 const PlanningConfig& config) {
   const double min_cap = bottleneck_bps > 0.0 ? bottleneck_bps : kFallbackCapacity;
-  int64_t period = std::max<int64_t>(j.profile.period_ns, 1);
-  int64_t comm = std::clamp<int64_t>(j.profile.comm_ns, 1, period);
+  int64_t period = std::max<int64_t>(m.period_ns, 1);
+  int64_t comm = std::clamp<int64_t>(m.comm_ns, 1, period);
   // With the bytes known, the window is what the job needs on the wire, not the comm time
   // measured last: that one is inflated by contention while the job is learned ungated. The
   // job's achievable rate is taken from its fastest phase so far (contention only slows
@@ -74,15 +75,14 @@ pl::JobProfile ToPlannerProfile(const PlanJob& j, double bottleneck_bps,
   // may stack. The compute part of the period is what the shim measured between phases (else
   // the period less the phase: medians over different windows, noisy under contention).
   double beta = min_cap;
-  if (j.profile.bytes_per_phase > 0) {
-    const int64_t compute = j.profile.compute_ns > 0 ? std::min(j.profile.compute_ns, period)
-                                                     : std::max<int64_t>(period - comm, 0);
-    const int64_t fastest =
-        j.profile.min_comm_ns > 0 ? std::min(j.profile.min_comm_ns, comm) : comm;
+  if (m.bytes_per_phase > 0) {
+    const int64_t compute =
+        m.compute_ns > 0 ? std::min(m.compute_ns, period) : std::max<int64_t>(period - comm, 0);
+    const int64_t fastest = m.min_comm_ns > 0 ? std::min(m.min_comm_ns, comm) : comm;
     // What crosses each link per phase: a ring all-reduce over n ranks sends 2(n-1)/n of the
     // bytes the call reduces.
-    const double n = static_cast<double>(std::max<size_t>(j.nodes.size(), 2));
-    const double wire_bytes = static_cast<double>(j.profile.bytes_per_phase) * 2.0 * (n - 1.0) / n;
+    const double n = static_cast<double>(std::max<std::size_t>(ranks, 2));
+    const double wire_bytes = static_cast<double>(m.bytes_per_phase) * 2.0 * (n - 1.0) / n;
     beta = wire_bytes * 1e9 / static_cast<double>(fastest);
     comm = fastest;
     if (beta >= config.saturate_fraction * min_cap) {
@@ -95,7 +95,7 @@ pl::JobProfile ToPlannerProfile(const PlanJob& j, double bottleneck_bps,
     // Phases that took persistently longer than that window in a gated slot (traffic the
     // plan does not control slowed them: the controller's overrun rule) get the window they
     // take, or the job walks later every period and waits at its gate.
-    comm = std::max(comm, std::min(j.profile.phase_floor_ns, period));
+    comm = std::max(comm, std::min(m.phase_floor_ns, period));
     period = compute + comm;
   }
   // A margin over the measured period, so that jitter does not make the job later than its
@@ -111,7 +111,7 @@ pl::JobProfile ToPlannerProfile(const PlanJob& j, double bottleneck_bps,
   // periodic job. The planner rounds any jitter up to a whole percent of headroom and none to
   // nothing, so a copy of a model that reported 0 would get a period 1 % off the other's,
   // and one of them twice its period (seen on the demo with period_margin 0).
-  profile.jitter_ns = std::clamp<int64_t>(j.profile.jitter_ns, 1, period);
+  profile.jitter_ns = std::clamp<int64_t>(m.jitter_ns, 1, period);
   return profile;
 }
 

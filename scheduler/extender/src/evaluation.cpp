@@ -95,11 +95,7 @@ class Evaluation {
       double nic = snap_.node_nic[node->second];
       if (nic <= 0) nic = config_.default_nic_bytes_per_s;
       auto [input, fresh] = inputs.try_emplace({gpu, nic});
-      if (fresh) {
-        input->second = Input(gpu, nic, ranks);
-        // One entry per rank, as the registry lists a job's nodes (the conversion counts them).
-        if (input->second) input->second->nodes.assign(static_cast<size_t>(ranks), pod.job);
-      }
+      if (fresh) input->second = Input(gpu, nic, ranks);
       if (!input->second) continue;
       std::vector<pl::NodeId> nodes = other_ids;
       nodes.push_back(node->second);
@@ -107,8 +103,9 @@ class Evaluation {
       pl::Job job;
       job.id = id;
       job.priority = priority;
-      job.profile = controller::ToPlannerProfile(
-          *input->second, controller::Bottleneck(topology, links), snap_.planning);
+      job.profile =
+          controller::ToPlannerProfile(input->second->profile, static_cast<std::size_t>(ranks),
+                                       controller::Bottleneck(topology, links), snap_.planning);
       auto g = std::find_if(groups.begin(), groups.end(),
                             [&](const Group& x) { return same(x.job.profile, job.profile); });
       if (g == groups.end()) g = groups.insert(groups.end(), Group{job, {}, {}, {}});

@@ -5,6 +5,7 @@
 // metronome::planner (the service and the simulator never do: they read PlanSummary).
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,9 +41,10 @@ struct NodeIndex {
 // the adapter for every job it plans and by the extender for jobs not planned yet.
 [[nodiscard]] planner::Job ToPlannerJob(const PlanJob& job, const planner::Topology& topology,
                                         const NodeIndex& nodes, const PlanningConfig& config);
-// Its profile part alone, on links whose narrowest carries `bottleneck_bps` (0: the job crosses
-// no link), for a caller that has the links already; `job.nodes` counts the ranks.
-[[nodiscard]] planner::JobProfile ToPlannerProfile(const PlanJob& job, double bottleneck_bps,
+// Its profile part alone: a profile of a job of `ranks` ranks on links whose narrowest carries
+// `bottleneck_bps` (0: the job crosses no link), for a caller that has the links already.
+[[nodiscard]] planner::JobProfile ToPlannerProfile(const MeasuredProfile& profile,
+                                                   std::size_t ranks, double bottleneck_bps,
                                                    const PlanningConfig& config);
 // The narrowest capacity among `links` (0: none).
 [[nodiscard]] double Bottleneck(const planner::Topology& topology,
