@@ -84,7 +84,7 @@ class Evaluation {
       std::vector<std::vector<pl::LinkId>> links;
     };
     std::vector<Group> groups;
-    std::map<std::pair<std::string, double>, std::optional<controller::PlanJob>> inputs;
+    std::map<std::pair<std::string, double>, std::optional<MeasuredProfile>> inputs;
     for (size_t i = 0; i < args_.names.size(); ++i) {
       const auto node = snap_.nodes.ids.find(args_.names[i]);
       if (node == snap_.nodes.ids.end()) continue;  // not learnable: no opinion
@@ -104,7 +104,7 @@ class Evaluation {
       job.id = id;
       job.priority = priority;
       job.profile =
-          controller::ToPlannerProfile(input->second->profile, static_cast<std::size_t>(ranks),
+          controller::ToPlannerProfile(*input->second, static_cast<std::size_t>(ranks),
                                        controller::Bottleneck(topology, links), snap_.planning);
       auto g = std::find_if(groups.begin(), groups.end(),
                             [&](const Group& x) { return same(x.job.profile, job.profile); });
@@ -155,18 +155,18 @@ class Evaluation {
  private:
   // The job's profile on a GPU type behind a NIC of `nic` bytes/s (profile_input.hpp): the
   // pod's annotations, else its TrafficProfile, else what an earlier run measured.
-  std::optional<controller::PlanJob> Input(const std::string& gpu, double nic, int ranks) const {
+  std::optional<MeasuredProfile> Input(const std::string& gpu, double nic, int ranks) const {
     const PodInfo& pod = args_.pod;
     if (pod.period_ms && pod.gradient_mb) {
-      return InputFromPeriod(*pod.period_ms, *pod.gradient_mb, nic, ranks);
+      return ProfileFromPeriod(*pod.period_ms, *pod.gradient_mb, nic, ranks);
     }
-    if (auto p = InputFromModel(pod.model, gpu, nic, ranks, models_)) return p;
+    if (auto p = ProfileFromModel(pod.model, gpu, nic, ranks, models_)) return p;
     if (const auto d = snap_.declared.find(pod.job); d != snap_.declared.end()) {
-      if (auto p = InputFromDeclared(d->second, gpu, nic, ranks, models_)) return p;
+      if (auto p = ProfileFromDeclared(d->second, gpu, nic, ranks, models_)) return p;
     }
     if (const auto m = snap_.measured.find(pod.job);
         m != snap_.measured.end() && m->second.period_ns > 0) {
-      return InputFromMeasured(m->second);
+      return ProfileFromMeasured(m->second);
     }
     return std::nullopt;
   }

@@ -125,7 +125,14 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     for (const pl::Job& j : state.plan->jobs) planned_jobs.emplace(j.id, &j);
   }
   pl::JobId next_id = 1;
-  const auto add_job = [&](controller::PlanJob input, const JobSnapshot* registered) {
+  const auto add_job = [&](const std::string& name, int priority,
+                           const std::vector<std::string>& nodes, const MeasuredProfile& profile,
+                           const JobSnapshot* registered) {
+    controller::PlanJob input;
+    input.name = name;
+    input.priority = priority;
+    input.nodes = nodes;
+    input.profile = profile;
     pl::Job job = controller::ToPlannerJob(input, topo, snap->nodes, snap->planning);
     job.id = next_id++;
     if (registered != nullptr) {
@@ -138,9 +145,9 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
         snap->plan.jobs.push_back(p);
       }
     }
-    snap->job_names[job.id] = input.name;
+    snap->job_names[job.id] = name;
     snap->job_priorities[job.id] = job.priority;
-    snap->job_ids[input.name] = job.id;
+    snap->job_ids[name] = job.id;
     snap->jobs.push_back(std::move(job));
   };
 
@@ -152,12 +159,7 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     snap->job_nodes[j.name] = nodes;
     if (j.profile.period_ns > 0 && j.profile.comm_ns >= 0) {
       snap->measured[j.name] = j.profile;
-      controller::PlanJob input = InputFromMeasured(j.profile);
-      input.id = j.id;
-      input.name = j.name;
-      input.priority = j.priority;
-      input.nodes = nodes;
-      add_job(std::move(input), &j);
+      add_job(j.name, j.priority, nodes, ProfileFromMeasured(j.profile), &j);
     }
   }
   // Jobs whose pods are bound but whose shims have not registered yet: their earlier measured
@@ -166,24 +168,20 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     if (snap->job_nodes.count(name) != 0) continue;
     snap->job_nodes[name] = nodes;
     int priority = kPriorityNormal;
-    std::optional<controller::PlanJob> input;
+    std::optional<MeasuredProfile> profile;
     if (const auto m = state.measured.find(name);
         m != state.measured.end() && m->second.period_ns > 0) {
-      input = InputFromMeasured(m->second);
+      profile = ProfileFromMeasured(m->second);
     }
     if (const auto d = state.declared.find(name); d != state.declared.end()) {
       if (const auto p = ParsePriorityWord(d->second.priority); p) priority = *p;
       const std::string gpu = d->second.gpu_type.empty() ? config.default_gpu : d->second.gpu_type;
-      if (!input) {
-        input = InputFromDeclared(d->second, gpu, config.default_nic_bytes_per_s,
-                                  static_cast<int>(nodes.size()), models);
+      if (!profile) {
+        profile = ProfileFromDeclared(d->second, gpu, config.default_nic_bytes_per_s,
+                                      static_cast<int>(nodes.size()), models);
       }
     }
-    if (!input) continue;
-    input->name = name;
-    input->priority = priority;
-    input->nodes = nodes;
-    add_job(std::move(*input), nullptr);
+    if (profile) add_job(name, priority, nodes, *profile, nullptr);
   }
 
   // The planner refuses unusable jobs (validate()); one bad entry must not blind the extender.

@@ -160,9 +160,9 @@ def lone(d: demo.Demo) -> bool:
     # What Metronome could add to an ungated job is its gate's holding: none at all here (no
     # phase held, the counters below), which is the 0.5 % bound met exactly. Two runs of the same
     # job differ by more than that on this 2-core machine whatever runs beside them: the median
-    # iteration with/without ranged 0.957-1.021 x over eight runs (2026-12-02, before and after
-    # the change of that day alike, gate counters all 0). The whole-run ratio is bounded by that
-    # spread, so that a real slowdown still fails.
+    # iteration with/without ranged 0.957-1.021 x over six recorded runs (2026-12-02, two before
+    # and four after the change of that day, gate counters all 0). The whole-run ratio is bounded
+    # by that spread, so that a real slowdown still fails.
     if not b <= 1.03 * a:
         print("FAIL: an ungated job should run at its ungated pace under Metronome "
               "(within the testbed's 3 % run-to-run spread)")

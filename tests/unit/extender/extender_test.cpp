@@ -297,6 +297,27 @@ TEST(ExtenderVerbs, PodsOfNoJobGetNeutralAnswers) {
   EXPECT_EQ(ext.stats().reused_decisions, 1u) << "prioritize reuses the same pod's filter";
 }
 
+// A pod may declare any positive number: the conversions saturate (no out-of-range cast), and
+// the answer is a valid one whatever the planner makes of the job.
+TEST(ExtenderVerbs, AbsurdDeclaredNumbersNeverFailARequest) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  for (const char* value : {"1e300", "1e-300", "99999999999999999999"}) {
+    Json req = Json::parse(Fixture("filter_full_nodes.json"));
+    auto& ann = req["Pod"]["metadata"]["annotations"];
+    ann["metronome.dev/gradient-mb"] = value;
+    ann["metronome.dev/period-ms"] = value;
+    const ExtenderResponse f = ext.HandleFilter(req.dump());
+    ASSERT_EQ(f.status, 200) << value << ": " << f.body;
+    const ExtenderResponse p = ext.HandlePrioritize(req.dump());
+    ASSERT_EQ(p.status, 200) << value << ": " << p.body;
+    for (const auto& [node, score] : Scores(p.body)) {
+      EXPECT_GE(score, 0) << value << " " << node;
+      EXPECT_LE(score, 10) << value << " " << node;
+    }
+  }
+}
+
 TEST(ExtenderVerbs, NoStateYetPassesEverything) {
   Extender ext;  // nothing fed: no jobs, no topology
   const Json f = Json::parse(ext.HandleFilter(Fixture("filter_full_nodes.json")).body);
