@@ -5,6 +5,7 @@
 #include "metronome/common/clock_sync.hpp"
 #include "metronome/common/protocol.hpp"
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
 
 namespace metronome {
 namespace {
@@ -37,10 +38,22 @@ proto::Message Sample(proto::MessageType t) {
       for (int i = 0; i < 8; ++i) r.phase_starts_ns.push_back(1'700'000'000'000'000'000 + i);
       return r;
     }
-    case MessageType::kTimetablePush:
-      return TimetablePush{"resnet50-job-17",
-                           {12, 1'700'000'000'000'000'000, 180'000'000, 3'000'000, 40'000'000,
-                            5'000'000, 180'000'000}};
+    case MessageType::kTimetablePush: {
+      TimetablePush p{"resnet50-job-17",
+                      {12, 1'700'000'000'000'000'000, 180'000'000, 3'000'000, 40'000'000, 5'000'000,
+                       180'000'000},
+                      {}};
+      // Four higher-ranked windows to yield to, as a crowded link gives.
+      p.yields.epoch_ns = p.timetable.epoch_ns;
+      p.yields.need_ns = 40'000'000;
+      p.yields.max_wait_ns = 180'000'000;
+      p.yields.tolerance_ns = 3'000'000;
+      for (int64_t i = 0; i < 4; ++i) {
+        p.yields.windows[p.yields.count++] = {280'000'000 + i * 13'000'000, i * 7'000'000,
+                                              80'000'000};
+      }
+      return p;
+    }
     case MessageType::kBye:
       return Bye{"resnet50-job-17", 5, "exit"};
     case MessageType::kError:
@@ -87,6 +100,30 @@ void BM_GateDecision(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_GateDecision);
+
+// The ranked gate with state.range(0) higher-ranked windows of unrelated periods (duty 1/32
+// each: with 16 of them half the time is someone's window, and most arrivals move past one).
+void BM_RankedGateDecision(benchmark::State& state) {
+  const Timetable tt{3, 1'700'000'000'000'000'000, 180'000'000, 0, 180'000'000, 0, 0};
+  YieldSet y;
+  y.epoch_ns = tt.epoch_ns;
+  y.need_ns = 20'000'000;
+  y.max_wait_ns = 180'000'000;
+  y.count = static_cast<uint32_t>(state.range(0));
+  for (uint32_t i = 0; i < y.count; ++i) {
+    const int64_t period = 150'000'000 + 17'321'113 * i;
+    y.windows[i] = {period, 7'654'321 * i, period / 32};
+  }
+  ValidateYieldSet(y);
+  int64_t now = 1'700'000'123'456'789'000;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(now);
+    GateDecision d = DecideRankedGate(tt, y, now, kDefaultMaxWaitCapNs);
+    benchmark::DoNotOptimize(d);
+    now += 7'919'011;  // arrivals spread over the windows' phases
+  }
+}
+BENCHMARK(BM_RankedGateDecision)->Arg(0)->Arg(1)->Arg(4)->Arg(16);
 
 void BM_ValidateTimetable(benchmark::State& state) {
   const Timetable raw{3,        1'700'000'000'000'000'000, 180'000'000, -3'000'000, 400'000'000, -1,

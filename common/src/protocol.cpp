@@ -59,7 +59,7 @@ void PackFields(Packer& pk, const ClockPong& m) {
 }
 
 void PackFields(Packer& pk, const ProfileReport& m) {
-  pk.pack_array(19);
+  pk.pack_array(21);
   PackStr(pk, m.job_id);
   pk.pack(m.rank);
   pk.pack(m.iterations);
@@ -85,10 +85,13 @@ void PackFields(Packer& pk, const ProfileReport& m) {
   pk.pack(m.jitter_ns);
   pk.pack(m.compute_ns);
   pk.pack(m.realigned);
+  pk.pack(m.yielded);
+  pk.pack(m.yield_wait_ns);
 }
 
 void PackFields(Packer& pk, const TimetablePush& m) {
-  pk.pack_array(9);
+  const YieldSet& y = m.yields;
+  pk.pack_array(y.count > 0 ? 10 : 9);
   PackStr(pk, m.job_id);
   pk.pack(m.timetable.version);
   pk.pack(m.timetable.epoch_ns);
@@ -98,6 +101,21 @@ void PackFields(Packer& pk, const TimetablePush& m) {
   pk.pack(m.timetable.late_slack_ns);
   pk.pack(m.timetable.max_wait_ns);
   pk.pack(static_cast<uint32_t>(AlwaysOpen(m.timetable) ? 0 : 1));  // the explicit "no gate"
+  // [need, max_wait, tolerance, [[period, offset, window], ...]] (the timetable's epoch); absent
+  // when there is nothing to yield to, so that such a push is what it was before yields.
+  if (y.count == 0) return;
+  const uint32_t n = y.count < kMaxYieldWindows ? y.count : kMaxYieldWindows;
+  pk.pack_array(4);
+  pk.pack(y.need_ns);
+  pk.pack(y.max_wait_ns);
+  pk.pack(y.tolerance_ns);
+  pk.pack_array(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    pk.pack_array(3);
+    pk.pack(y.windows[i].period_ns);
+    pk.pack(y.windows[i].offset_ns);
+    pk.pack(y.windows[i].window_ns);
+  }
 }
 
 void PackFields(Packer& pk, const Bye& m) {
@@ -138,6 +156,41 @@ class FieldReader {
     if (out_.error != DecodeError::kNone) return false;
     if (i_ >= f_.size) return true;
     return Int(name, v);
+  }
+
+  // A trailing yield set (absent: none), as TimetablePush encodes it, checked by
+  // ValidateYieldSet against `epoch_ns`.
+  bool OptionalYields(const char* name, YieldSet& y, int64_t epoch_ns) {
+    if (out_.error != DecodeError::kNone) return false;
+    if (i_ >= f_.size) return true;
+    const msgpack::object* o = Next(name);
+    if (o->type != msgpack::type::ARRAY || o->via.array.size < 4) {
+      return Fail(name, "is not [need, max_wait, tolerance, windows]");
+    }
+    const msgpack::object* f = o->via.array.ptr;
+    if (!(ConvertInt(name, f[0], y.need_ns) && ConvertInt(name, f[1], y.max_wait_ns) &&
+          ConvertInt(name, f[2], y.tolerance_ns))) {
+      return false;
+    }
+    if (f[3].type != msgpack::type::ARRAY) return Fail(name, "has no window list");
+    if (f[3].via.array.size > kMaxYieldWindows) return Fail(name, "has more than 16 windows");
+    y.count = f[3].via.array.size;
+    for (uint32_t i = 0; i < y.count; ++i) {
+      const msgpack::object& w = f[3].via.array.ptr[i];
+      if (w.type != msgpack::type::ARRAY || w.via.array.size != 3) {
+        return Fail(name, "has a window that is not [period, offset, window]");
+      }
+      if (!(ConvertInt(name, w.via.array.ptr[0], y.windows[i].period_ns) &&
+            ConvertInt(name, w.via.array.ptr[1], y.windows[i].offset_ns) &&
+            ConvertInt(name, w.via.array.ptr[2], y.windows[i].window_ns))) {
+        return false;
+      }
+    }
+    y.epoch_ns = epoch_ns;
+    if ((ValidateYieldSet(y) & kYieldRejectMask) != 0) {
+      return Fail(name, "has a period, window, need or tolerance out of range");
+    }
+    return true;
   }
 
   template <typename T>
@@ -261,7 +314,8 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
         r.Int("late", m.late) && r.Int("failed_open", m.failed_open) &&
         r.I64List("phase_starts_ns", m.phase_starts_ns, kMaxPhaseStarts) &&
         r.OptionalInt("hold_ns", m.hold_ns) && r.OptionalInt("jitter_ns", m.jitter_ns) &&
-        r.OptionalInt("compute_ns", m.compute_ns) && r.OptionalInt("realigned", m.realigned))) {
+        r.OptionalInt("compute_ns", m.compute_ns) && r.OptionalInt("realigned", m.realigned) &&
+        r.OptionalInt("yielded", m.yielded) && r.OptionalInt("yield_wait_ns", m.yield_wait_ns))) {
     return false;
   }
   if (m.period_ns < 0) return r.Fail("period_ns", "is negative");
@@ -273,6 +327,7 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
   if (m.compute_ns < 0 || m.compute_ns > m.period_ns) {
     return r.Fail("compute_ns", "is not in [0, period]");
   }
+  if (m.yield_wait_ns < 0) return r.Fail("yield_wait_ns", "is negative");
   if (!(m.confidence >= 0.0 && m.confidence <= 1.0))
     return r.Fail("confidence", "is not in [0, 1]");
   return true;
@@ -285,7 +340,7 @@ bool ParseFields(FieldReader& r, TimetablePush& m) {
         r.Int("epoch_ns", t.epoch_ns) && r.Int("period_ns", t.period_ns) &&
         r.Int("offset_ns", t.offset_ns) && r.Int("window_ns", t.window_ns) &&
         r.Int("late_slack_ns", t.late_slack_ns) && r.Int("max_wait_ns", t.max_wait_ns) &&
-        r.OptionalInt("gated", gated))) {
+        r.OptionalInt("gated", gated) && r.OptionalYields("yields", m.yields, t.epoch_ns))) {
     return false;
   }
   if (gated > 1) return r.Fail("gated", "is not 0 or 1");

@@ -14,8 +14,13 @@
                          pair of the 13 models (91, a model with itself included) sharing one rack
                          uplink, on A100 and on T4 nodes, for the model-pair sweep of
                          scripts/evaluate.sh
+  --load-sweep DIR       (not kept here) writes load-<n>-s<seed>.yaml into DIR: one high-priority
+                         job and n = 1..5 normal or low neighbours of unrelated periods across one
+                         10 Gbit/s rack-to-rack link, the offered load rising from 0.5 to 2.0,
+                         three seeds each, for the load sweep of scripts/evaluate.sh
 
-Usage: /usr/bin/python3 examples/scenarios/generate.py [--scaling DIR | --pairs DIR]   (from anywhere)
+Usage: /usr/bin/python3 examples/scenarios/generate.py [--scaling DIR | --pairs DIR |
+                                                        --load-sweep DIR]   (from anywhere)
 Iteration counts are chosen from the model table's compute times so that each job would run for a
 few minutes alone; the simulator itself reads compute times and gradient sizes from the table.
 """
@@ -161,6 +166,44 @@ Model-pair sweep: {a} and {b} on {gpu} nodes ({nic} Gbit/s NICs), sharing the ra
 """, 91, {"compute_jitter": 0.02, "clock_skew_us": 50, "profile_error": 0.03}, racks, jobs)
 
 
+# The load sweep's offered load (Σ comm/period of all jobs at solo speed) by neighbour count.
+SWEEP_LOADS = {1: 0.5, 2: 0.8, 3: 1.2, 4: 1.6, 5: 2.0}
+
+
+def load_sweep(out, seeds=(1, 2, 3)):
+    """One high-priority job (200 ms compute, 80 ms on the wire alone) and n neighbours whose
+    periods (150-450 ms, drawn) are unrelated to it and to each other; every job's 8 GPUs sit on
+    one node of either rack, so every all-reduce crosses the 10 Gbit/s rack uplinks and only
+    them. Each job runs about 60 s alone. The neighbours share the load left to them at random
+    (each duty cycle at most 0.6)."""
+    wire = 2 * 7 / 8 / 1.25e9  # seconds per byte of gradient on the 10 Gbit/s path, 8 ranks
+    high_comm, high_compute = 0.080, 0.200
+    for n, load in SWEEP_LOADS.items():
+        for seed in seeds:
+            rng = random.Random(1000 * n + seed)
+            racks = [{"name": f"r{r}", "uplink_gbps": 10,
+                      "nodes": [{"name": f"r{r}n{k}", "gpus": 4, "gpu": "A100", "nic_gbps": 100}
+                                for k in range(n + 1)]} for r in (1, 2)]
+            left = load - high_comm / (high_comm + high_compute)
+            shares = [rng.uniform(0.5, 1.5) for _ in range(n)]
+            duties = [min(0.6, left * s / sum(shares)) for s in shares]
+            jobs = [{"name": "high", "compute_ms": 200, "gradient_mb": round(high_comm / wire / 1e6, 2),
+                     "gpus": 8, "iterations": int(60 / (high_comm + high_compute)),
+                     "priority": "high", "nodes": ["r1n0", "r2n0"]}]
+            for k, duty in enumerate(duties, start=1):
+                period = rng.uniform(0.150, 0.450)
+                comm = duty * period
+                jobs.append({"name": f"n{k}", "compute_ms": round((period - comm) * 1e3, 1),
+                             "gradient_mb": round(comm / wire / 1e6, 2), "gpus": 8,
+                             "iterations": int(60 / period),
+                             "priority": rng.choice(["normal", "low"]),
+                             "nodes": [f"r1n{k}", f"r2n{k}"]})
+            write(out / f"load-{n}-s{seed}.yaml", f"""
+Load sweep: one high-priority job and {n} neighbour(s) of unrelated periods on one 10 Gbit/s
+rack-to-rack link, offered load {load} (seed {seed}).
+""", seed, {"compute_jitter": 0.01, "clock_skew_us": 50}, racks, jobs)
+
+
 if __name__ == "__main__":
     import sys
     table = load_table()
@@ -173,6 +216,10 @@ if __name__ == "__main__":
         out = Path(sys.argv[2])
         out.mkdir(parents=True, exist_ok=True)
         pairs(table, out)
+    elif len(sys.argv) == 3 and sys.argv[1] == "--load-sweep":
+        out = Path(sys.argv[2])
+        out.mkdir(parents=True, exist_ok=True)
+        load_sweep(out)
     else:
         heterogeneous(table)
         large(table)

@@ -12,7 +12,7 @@
 //   - The background recalculation runs every controller.offline_interval_ms, capped by
 //     iterations rather than time so that a run is reproducible, and is adopted by the
 //     service's rule (PlanningAdapter::AdoptOffline).
-//   - The gate decides with the shim's DecideCappedGate and MustRealign (simulator.cpp).
+//   - The gate decides with the shim's DecideRankedGate and MustRealign (simulator.cpp).
 // The service runs on its embedded defaults but for planning.wire_margin (0: see ConfigFor); a
 // policy's ablation switches change only the keys they name (planning.cushion,
 // planning.max_stretch, controller.overrun_ratio).
@@ -125,6 +125,11 @@ class ControlledScheduler final : public TimeScheduler {
     if (!e.active || !e.job.planned) return nullptr;
     if (e.job.best_effort && !policy_.gate_best_effort) return nullptr;
     return &e.job.timetable;
+  }
+  [[nodiscard]] const YieldSet* GateYields(std::size_t index) const override {
+    const Entry& e = entries_[index];
+    if (!e.active || !e.job.planned || e.job.yields.count == 0) return nullptr;
+    return &e.job.yields;
   }
   [[nodiscard]] const Timetable* CurrentTimetable(std::size_t index) const override {
     const Entry& e = entries_[index];

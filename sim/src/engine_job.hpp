@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
 #include "metronome/sim/cluster.hpp"
 #include "metronome/sim/placement.hpp"
 #include "metronome/sim/scenario.hpp"
@@ -20,7 +21,14 @@ namespace metronome::sim::engine {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
-enum class State { kPending, kQueued, kLaunch, kCompute, kGate, kComm, kLocalComm, kDone };
+// kYield: a phase paused between two of its collectives for a higher-ranked window
+// (DecideYield).
+enum class State { kPending, kQueued, kLaunch, kCompute, kGate, kComm, kYield, kLocalComm, kDone };
+
+// What one all-reduce call of a simulated phase carries: PyTorch DDP's default gradient bucket
+// (bucket_cap_mb = 25). A phase of V gradient bytes is ceil(V / this) collectives, and only a
+// job that yields pauses between them.
+inline constexpr double kBucketBytes = 25.0 * 1024 * 1024;
 
 struct Job {
   const JobSpec* spec = nullptr;
@@ -45,6 +53,14 @@ struct Job {
   double rate = 0.0;
   double rate_t = 0.0;
   int flow = -1;  // index in the active flow list
+  // A yielding job's phase in collectives: bytes per collective (0: one flow, no pauses), the
+  // bytes of this phase, and `remaining` at the end of the current collective.
+  double collective_bytes = 0.0;
+  double phase_bytes = 0.0;
+  double stop_at = 0.0;
+  double pause_s = 0.0;           // time this phase paused between its collectives
+  double collective_start = 0.0;  // when the collective now on the wire started
+  WirePace pace;                  // the shim's pace of its collectives (DecideYield's need)
   int iter = 0;
   double iter_start = 0.0;
   double compute_this = 0.0;
@@ -59,7 +75,9 @@ struct Job {
   double sum_comm = 0.0;
   double sum_gate = 0.0;
   std::uint64_t fail_opens = 0;
-  GateMemory gate_memory;  // the gate's memory between phases (MustRealign)
+  std::uint64_t yields = 0;  // holds for higher-ranked windows, at phase starts and inside
+  double sum_yield = 0.0;    // time they held
+  GateMemory gate_memory;    // the gate's memory between phases (MustRealign)
   bool best_effort = false;
   Timetable last_tt;
   double sum_period = 0.0;
@@ -67,7 +85,7 @@ struct Job {
 
   [[nodiscard]] double CommEnd() const {
     if (rate <= 0) return kInf;
-    return rate_t + remaining / rate;
+    return rate_t + (remaining - stop_at) / rate;
   }
 };
 

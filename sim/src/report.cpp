@@ -61,6 +61,8 @@ nlohmann::json ToJson(const RunResult& run, bool with_links) {
                     {"comm_ms", r.comm_ms},
                     {"gate_wait_ms", r.gate_wait_ms},
                     {"fail_opens", r.fail_opens},
+                    {"yields", r.yields},
+                    {"yield_wait_ms", r.yield_wait_ms},
                     {"best_effort", r.best_effort},
                     {"mean_period_ms", r.mean_period_ms},
                     {"gated_fraction", r.gated_fraction},

@@ -31,6 +31,8 @@ RunResult CollectResults(const std::string& policy, const std::vector<Job>& jobs
     jr.comm_ms = j.sum_comm / iters * 1e3;
     jr.gate_wait_ms = j.sum_gate / iters * 1e3;
     jr.fail_opens = j.fail_opens;
+    jr.yields = j.yields;
+    jr.yield_wait_ms = j.sum_yield / iters * 1e3;
     jr.best_effort = j.best_effort;
     jr.mean_period_ms =
         j.gated_phases > 0 ? j.sum_period / static_cast<double>(j.gated_phases) * 1e3 : 0.0;

@@ -12,6 +12,7 @@
 
 #include "engine_job.hpp"
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
 #include "metronome/sim/max_min.hpp"
 #include "metronome/sim/placement.hpp"
 
@@ -163,6 +164,11 @@ class Engine {
         StartCompute(j);
         return false;
       case State::kComm:
+        if (j.stop_at > 0) return NextCollective(j);
+        return EndIteration(j);
+      case State::kYield:
+        AddFlow(j);
+        return false;
       case State::kLocalComm:
         return EndIteration(j);
       default:
@@ -190,6 +196,14 @@ class Engine {
       StartComm(j);
       return;
     }
+    const YieldSet* yields = scheduler_->GateYields(j.index);
+    static const YieldSet kNoYields;
+    if (yields == nullptr) yields = &kNoYields;
+    // The phase's first collective yields for its own share (the rest yield one by one).
+    const double collectives = Collectives(j);
+    const auto first_need =
+        PacedNeed(*yields, j.pace, static_cast<std::uint64_t>(Gradient(j) / collectives),
+                  static_cast<std::uint64_t>(Gradient(j)));
     if (!AlwaysOpen(*tt)) {  // the report's gated share counts the phases a gate could hold
       j.sum_period += static_cast<double>(tt->period_ns) * 1e-9;
       ++j.gated_phases;
@@ -205,7 +219,9 @@ class Engine {
     for (std::uint32_t n : j.nodes) {
       const std::int64_t local = now_ns + skew_ns_[n];
       // The shim's gate with its default wait cap (METRONOME_MAX_WAIT_MS).
-      const GateDecision d = DecideCappedGate(*tt, local, kDefaultMaxWaitCapNs, realign);
+      const GateDecision d =
+          DecideRankedGate(*tt, *yields, local, kDefaultMaxWaitCapNs, realign, first_need);
+      if (d.yielded) j.obs.yielded = true;
       if (first) {
         j.obs.lateness_ns = d.lateness_ns;
         j.obs.late = CountsLate(d, *tt);
@@ -229,6 +245,50 @@ class Engine {
     }
     j.state = State::kGate;
     j.phase_end = release;
+    if (j.obs.yielded) {
+      ++j.yields;
+      j.sum_yield += release - now_;
+    }
+  }
+
+  // The latest release over the job's ranks of the yield of a collective inside its phase
+  // (each rank's shim decides on its own node's clock; the all-reduce goes when the last does).
+  double YieldRelease(const Job& j, const YieldSet& y, std::int64_t need) const {
+    const std::int64_t now_ns = ToNs(now_);
+    std::int64_t release_ns = now_ns;
+    for (std::uint32_t n : j.nodes) {
+      const GateDecision d = DecideYield(y, now_ns + skew_ns_[n], need, kDefaultMaxWaitCapNs);
+      if (d.action == GateAction::kWaitUntil) {
+        release_ns = std::max(release_ns, d.until_ns - skew_ns_[n]);
+      }
+    }
+    return static_cast<double>(release_ns) * 1e-9;
+  }
+
+  // One collective of a yielding phase ended: the next one yields to the higher-ranked windows.
+  bool NextCollective(Job& j) {
+    j.remaining = j.stop_at;
+    j.rate_t = now_;
+    const double collectives = Collectives(j);
+    const auto bytes = static_cast<std::uint64_t>(Gradient(j) / collectives);
+    UpdatePace(j.pace, bytes, ToNs(now_ - j.collective_start));
+    j.stop_at -= j.collective_bytes;
+    if (j.stop_at < 1e-6 * j.collective_bytes) j.stop_at = 0.0;
+    const YieldSet* y = scheduler_->GateYields(j.index);
+    if (y == nullptr) return false;
+    const double release =
+        YieldRelease(j, *y, PacedNeed(*y, j.pace, bytes, static_cast<std::uint64_t>(Gradient(j))));
+    if (release <= now_ + kEps) {
+      j.collective_start = now_;
+      return false;
+    }
+    RemoveFlow(j);
+    j.state = State::kYield;
+    j.phase_end = release;
+    j.pause_s += release - now_;
+    ++j.yields;
+    j.sum_yield += release - now_;
+    return false;
   }
 
   void StartComm(Job& j) {
@@ -238,7 +298,6 @@ class Engine {
       j.phase_end = now_ + j.volume / cluster_.intra_node_Bps;
       return;
     }
-    j.state = State::kComm;
     j.remaining = j.volume;
     const Noise& noise = scenario_.noise;
     if (noise.slow_phase_p > 0 &&
@@ -246,6 +305,35 @@ class Engine {
       j.remaining *=
           std::uniform_real_distribution<double>(1.0, noise.slow_phase_factor)(j.slow_rng);
     }
+    // A job that yields runs its phase as the collectives DDP would call (kBucketBytes of
+    // gradient each), and pauses between them for higher-ranked windows (NextCollective).
+    j.collective_bytes = 0.0;
+    j.stop_at = 0.0;
+    j.pause_s = 0.0;
+    j.phase_bytes = j.remaining;
+    if (scheduler_ && scheduler_->GateYields(j.index) != nullptr) {
+      const double collectives = Collectives(j);
+      if (collectives > 1) {
+        j.collective_bytes = j.remaining / collectives;
+        j.stop_at = j.remaining - j.collective_bytes;
+      }
+    }
+    AddFlow(j);
+  }
+
+  // The all-reduce calls of one phase: its gradient in DDP buckets (at least one).
+  static double Gradient(const Job& j) {
+    if (j.spec->gpus <= 1) return j.volume;
+    return j.volume * j.spec->gpus / (2.0 * (j.spec->gpus - 1));
+  }
+  static double Collectives(const Job& j) {
+    if (j.spec->gpus <= 1) return 1.0;
+    return std::max(1.0, std::ceil(Gradient(j) / engine::kBucketBytes));
+  }
+
+  void AddFlow(Job& j) {
+    j.collective_start = now_;
+    j.state = State::kComm;
     j.rate = 0.0;
     j.rate_t = now_;
     j.phase_end = kInf;
@@ -267,9 +355,13 @@ class Engine {
 
   bool EndIteration(Job& j) {
     if (j.state == State::kComm) RemoveFlow(j);
+    if (j.collective_bytes > 0) {
+      UpdatePace(j.pace, static_cast<std::uint64_t>(Gradient(j) / Collectives(j)),
+                 ToNs(now_ - j.collective_start));
+    }
     j.sum_comm += now_ - j.comm_start;
     j.obs.comm_ns = ToNs(now_ - j.comm_start);
-    j.obs.hold_ns = ToNs(j.comm_start - j.gate_enter);
+    j.obs.hold_ns = ToNs(j.comm_start - j.gate_enter + j.pause_s);
     j.sum_iter += now_ - j.iter_start;
     ++j.iter;
     done_iterations_ += 1.0;

@@ -13,6 +13,7 @@
 #include "metronome/planner/offline.h"
 #include "metronome/planner/plan.h"
 #include "metronome/planner/planner.h"
+#include "metronome/planner/ranked_yields.h"
 #include "metronome/planner/topology.h"
 #include "metronome/planner/what_if.h"
 
@@ -312,12 +313,19 @@ PlanSummary PlanningAdapter::Summary() const {
   s.utilization = plan.score.utilization;
   s.latency = plan.score.latency;
   s.cushion_ns = plan.score.cushion_ns;
-  for (const auto& j : plan.jobs) {
+  const std::vector<pl::Job> jobs = impl_->online.jobs();
+  const std::vector<pl::JobYields> yields =
+      pl::ranked_yields(impl_->online.topology(), jobs, plan, impl_->options);
+  for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
+    const pl::JobPlan& j = plan.jobs[i];
     JobSchedule js;
     js.id = j.id;
     js.best_effort = j.best_effort;
     js.timetable = j.timetable;
     js.timetable.epoch_ns = s.epoch_ns;
+    js.yields = yields[i].yields;
+    js.yields.epoch_ns = s.epoch_ns;
+    js.yielded_to = yields[i].yielded_to;
     js.predicted_slowdown = j.predicted_slowdown;
     s.jobs.push_back(js);
   }
@@ -335,7 +343,7 @@ PlanSummary PlanningAdapter::Summary() const {
     s.links.push_back(ls);
   }
   auto snapshot = std::make_shared<PlanSnapshot>();
-  snapshot->jobs = impl_->online.jobs();
+  snapshot->jobs = jobs;
   snapshot->plan = plan;
   s.snapshot = std::move(snapshot);
   return s;

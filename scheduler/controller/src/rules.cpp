@@ -195,10 +195,14 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
                        job.phases_seen >= job.phases_at_timetable + kSettledPhases;
   if (usable && settled && controller.overrun_ratio > 0.0) {
     const Timetable& tt = job.timetable;
-    const OverrunMove move =
-        JudgeOverrun({report.comm_ns, tt.window_ns, !job.best_effort && !AlwaysOpen(tt),
-                      job.overrun_refused_ns, job.profile.phase_floor_ns},
-                     controller.overrun_ratio);
+    // A window every other transfer on its links yields to is overrun only where a yielding
+    // transfer was still on the wire when it opened: the job's own phase is its fastest.
+    const int64_t phase = job.yielded_to && job.profile.min_comm_ns > 0
+                              ? std::min(report.comm_ns, job.profile.min_comm_ns)
+                              : report.comm_ns;
+    const OverrunMove move = JudgeOverrun({phase, tt.window_ns, !job.best_effort && !AlwaysOpen(tt),
+                                           job.overrun_refused_ns, job.profile.phase_floor_ns},
+                                          controller.overrun_ratio);
     job.consecutive_overrun_reports =
         move != OverrunMove::kNone ? job.consecutive_overrun_reports + 1 : 0;
     if (job.consecutive_overrun_reports >= controller.profile_change_reports && cooled) {
@@ -269,11 +273,18 @@ bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableCo
   check = ValidateTimetable(tt);
   job.predicted_slowdown = schedule.predicted_slowdown;
   if ((check & kTimetableRejectMask) != 0) return false;
+  YieldSet yields = schedule.yields;
+  yields.max_wait_ns = std::min(yields.max_wait_ns, config.max_wait_ms * 1'000'000);
+  if ((ValidateYieldSet(yields) & kYieldRejectMask) != 0) yields = YieldSet{};
   const Timetable& old = job.timetable;
   tt.version = old.version;  // the same slot keeps its version
-  if (job.planned && old == tt && job.best_effort == schedule.best_effort) return false;
+  job.yielded_to = schedule.yielded_to;
+  if (job.planned && old == tt && job.yields == yields && job.best_effort == schedule.best_effort) {
+    return false;
+  }
   tt.version = old.version + 1;
   job.timetable = tt;
+  job.yields = yields;
   job.planned = true;
   job.best_effort = schedule.best_effort;
   job.consecutive_late_reports = 0;

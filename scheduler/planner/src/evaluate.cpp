@@ -11,6 +11,7 @@
 #include <map>
 
 #include "contention.h"
+#include "metronome/planner/ranked_yields.h"
 #include "workspace.h"
 
 namespace metronome::planner::detail {
@@ -23,7 +24,9 @@ double duty(const JobShape& s) {
 
 // Contention on one link: gated windows and best-effort windows are deterministic arcs; drifting
 // best-effort jobs are random sources. Adds each job's extra slowdown into extra[j] (max over
-// links), for every job or only `only_job`.
+// links), for every job or only `only_job`. A gated window that every best-effort job there
+// yields to (ranked_yields.h) is not slowed by them: they wait for it instead (their own
+// slowdown, sharing or waiting, is counted as before).
 double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra,
                        std::uint32_t only_job = std::numeric_limits<std::uint32_t>::max()) {
   const auto& be = ws.link_best_effort[l];
@@ -74,8 +77,21 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
       const JobShape& shape = ws.jobs[j].shape;
       e = std::max(e, (factor - 1.0) * static_cast<double>(shape.w) / static_cast<double>(shape.P));
     };
+    const std::size_t gated = ws.link_jobs[l].size();
     for (std::size_t i = 0; i < arc_ids.size(); ++i) {
-      if (only_job == kAll || arc_ids[i] == only_job) bump(arc_ids[i], memo.gated_stretch[i]);
+      if (only_job != kAll && arc_ids[i] != only_job) continue;
+      if (i < gated) {
+        const int priority = ws.jobs[arc_ids[i]].shape.priority;
+        const double rate = arcs[i].height;
+        const bool yielded_to = std::all_of(be.begin(), be.end(), [&](std::uint32_t k) {
+          const JobShape& other = ws.jobs[k].shape;
+          const auto at = std::lower_bound(other.links.begin(), other.links.end(), l);
+          const double height = other.height[static_cast<std::size_t>(at - other.links.begin())];
+          return ranks_above(priority, other.priority) && slows_materially(rate, height, capacity);
+        });
+        if (yielded_to) continue;
+      }
+      bump(arc_ids[i], memo.gated_stretch[i]);
     }
     for (std::size_t k = 0; k < random_ids.size(); ++k) {
       if (only_job == kAll || random_ids[k] == only_job) {

@@ -42,7 +42,7 @@ Configuration file keys (YAML, --config; flags override them):
   registry.report_interval_ms: 1000    report interval told to shims in Welcome
   registry.max_clients: 100000         peers beyond this are rejected
   planning.min_confidence: 0.5         profiles below this confidence are not planned
-  planning.saturate_fraction: 0.3      fastest phase's rate >= this x capacity: saturating job
+  planning.saturate_fraction: 0.1      fastest phase's rate >= this x capacity: saturating job
   planning.wire_margin: 0.1            saturating job's window = wire time of its bytes x (1+this)
   planning.period_margin: 0.0          planned period >= measured natural period x (1+this)
   planning.epoch_ns: 0                 reference instant of every timetable (scheduler clock)

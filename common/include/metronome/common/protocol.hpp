@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
 
 namespace metronome::proto {
 
@@ -98,15 +99,24 @@ struct ProfileReport {
   // Optional (trailing; absent means 0): late phases the gate held to their next window rather
   // than let go into a neighbour's (cumulative; see common's MustRealign).
   uint64_t realigned = 0;
+  // Optional (trailing; absent means 0): collectives the gate held for higher-ranked windows
+  // (yield.hpp), and how long in all (cumulative).
+  uint64_t yielded = 0;
+  int64_t yield_wait_ns = 0;
 };
 
 // On the wire the push ends with a `gated` flag (optional, trailing; absent means 1): the encoder
 // writes 0 for an always-open timetable, the scheduler's explicit "no gate", and the decoder
 // makes a timetable flagged 0 always open (window = period, no slack, no wait) whatever its
 // window said. In memory the timetable alone says it (AlwaysOpen): no second field to disagree.
+// After it comes the yield set (optional, trailing; absent means none, and the encoder leaves it
+// out when there is none): [need_ns, max_wait_ns,
+// tolerance_ns, [[period_ns, offset_ns, window_ns], ...]] in the timetable's epoch, at most
+// kMaxYieldWindows windows; a set ValidateYieldSet rejects fails the whole message.
 struct TimetablePush {
   std::string job_id;
   Timetable timetable;
+  YieldSet yields;
 };
 
 struct Bye {

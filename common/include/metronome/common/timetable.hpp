@@ -154,6 +154,7 @@ struct GateDecision {
   int64_t until_ns = 0;     // for kWaitUntil: when to release; otherwise `now`
   int64_t lateness_ns = 0;  // how long after the latest window opened the arrival came
   bool realigned = false;   // waits although the wait exceeds max_wait (asked to realign)
+  bool yielded = false;     // waits for higher-ranked windows to pass (yield.hpp)
 };
 
 // The gate: what to do with a communication phase that wants to start at `now`. A phase later

@@ -44,6 +44,8 @@ struct JobResult {
   double comm_ms = 0.0;       // mean communication phase
   double gate_wait_ms = 0.0;  // mean time held by the gate per iteration
   std::uint64_t fail_opens = 0;
+  std::uint64_t yields = 0;     // holds for higher-ranked windows (phase starts and inside phases)
+  double yield_wait_ms = 0.0;   // mean time they held per iteration
   bool best_effort = false;     // marked best-effort in the final plan it ran under
   double mean_period_ms = 0.0;  // mean timetable period over its gated phases (0: never gated)
   double gated_fraction = 0.0;  // share of its communication phases that went through a gate

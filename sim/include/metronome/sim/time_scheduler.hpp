@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
 #include "metronome/sim/cluster.hpp"
 
 namespace metronome::sim {
@@ -40,6 +41,7 @@ struct IterationObservation {
   bool failed_open = false;      // the gate gave up waiting (max_wait)
   bool late = false;             // the shim counts it late (CountsLate)
   bool realigned = false;        // held to its next window beyond max_wait (MustRealign)
+  bool yielded = false;          // held for higher-ranked windows (DecideRankedGate)
   std::int64_t hold_ns = 0;      // how long the gate held it
   std::int64_t comm_ns = 0;      // measured communication phase (its start to its end)
 };
@@ -83,6 +85,8 @@ class TimeScheduler {
   // The timetable the job's gate uses for the phase that starts now; nullptr = ungated (the
   // phase starts at once). Called once per communication phase.
   [[nodiscard]] virtual const Timetable* GateTimetable(std::size_t index) = 0;
+  // The higher-ranked windows its gate yields to, with that timetable (nullptr: none).
+  [[nodiscard]] virtual const YieldSet* GateYields(std::size_t /*index*/) const { return nullptr; }
   // The job's current timetable, for reports (nullptr: none).
   [[nodiscard]] virtual const Timetable* CurrentTimetable(std::size_t index) const = 0;
   // Whether the plan marks the job best-effort (ungated, shares bandwidth).

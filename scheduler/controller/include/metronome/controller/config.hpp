@@ -56,8 +56,11 @@ struct RegistryConfig {
 struct PlanningConfig {
   double min_confidence = 0.5;  // profiles below this confidence are not planned yet
   // Fastest phase at ≥ this × capacity: the job saturates the link. Low, because a job is first
-  // measured ungated, sharing the link: with three jobs on it, a saturating one sees ~1/3.
-  double saturate_fraction = 0.3;
+  // measured ungated, sharing the link: with six jobs on it, a saturating one sees ~1/5, and a
+  // high-priority job taken for a slow one is stacked beside the others instead of given its
+  // window (0.3 did that on the load sweep's crowded links). Taking a slow job for a saturating
+  // one costs less: its window is its wire time, and the overrun rule widens it.
+  double saturate_fraction = 0.1;
   double wire_margin = 0.1;  // saturating jobs: window = wire time of their bytes × (1 + this)
   // Planned period ≥ measured natural period × (1 + this). 0: the planner already adds a
   // headroom of the jitter (rounded up to whole percents: 1 % for any measurable jitter), and a

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
 #include "metronome/controller/profile.hpp"
 
 namespace metronome::controller {
@@ -67,6 +68,8 @@ struct JobState {
   bool best_effort = false;
   double predicted_slowdown = 0.0;
   Timetable timetable;
+  YieldSet yields;          // pushed with the timetable, under its version
+  bool yielded_to = false;  // every transfer on its links that could meet it yields to it
   std::vector<std::string> links;
 
   // Controller.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
 #include "metronome/controller/config.hpp"
 #include "metronome/controller/profile.hpp"
 
@@ -39,6 +40,10 @@ struct JobSchedule {
   uint64_t id = 0;
   bool best_effort = false;
   Timetable timetable;
+  YieldSet yields;  // the higher-ranked windows it must not start into (its timetable's epoch)
+  // Gated, met by ungated jobs on its links, and all of them yield to it
+  // (planner::JobYields::yielded_to): nothing the plan does not control meets its window.
+  bool yielded_to = false;
   double predicted_slowdown = 0.0;
 };
 

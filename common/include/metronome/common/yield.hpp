@@ -1,0 +1,268 @@
+// Ranked yielding: a phase does not start into the windows of the jobs ranked above its job on
+// the links they share, whatever their periods.
+//
+// The scheduler ranks the jobs of each shared link (priority first, then gated before
+// best-effort) and gives each job a YieldSet: the windows of the gated jobs ranked above it.
+// Window i of the set opens at epoch_ns + offset_ns + k * period_ns (any k, scheduler clock)
+// and lasts window_ns. The gate holds a phase until the first gap in those windows at least
+// need_ns long (the phase's expected time on the wire), never longer than max_wait_ns; when
+// there is no such gap in time it at least waits for the window it would start into to close,
+// and otherwise goes as the timetable alone says. Inside a phase every further collective
+// yields the same way (DecideYield), for the gap its own share of the phase needs: a lower-
+// ranked phase pauses between its collectives while a higher-ranked window is on the wire, so
+// that lower-ranked jobs sharing what is left cannot run into it together.
+//
+// Like timetable.hpp this compiles for the host and, under nvcc, for the device gate kernel: no
+// library, no overflow, no unbounded loop.
+#pragma once
+
+#include <cstdint>
+
+#include "metronome/common/timetable.hpp"
+
+namespace metronome {
+
+inline constexpr uint32_t kMaxYieldWindows = 16;
+
+struct YieldWindow {
+  int64_t period_ns = 0;  // in the timetable limits
+  int64_t offset_ns = 0;  // from YieldSet::epoch_ns; normalized into [0, period)
+  int64_t window_ns = 0;  // in (0, period): a window as long as its period leaves no gap
+  // 1 / period, filled by ValidateYieldSet: the gate finds a time's place in the period with a
+  // multiplication instead of a division (a 64-bit division costs as much as the rest).
+  double inv_period = 0.0;
+
+  friend constexpr bool operator==(const YieldWindow&, const YieldWindow&) = default;
+};
+
+struct YieldSet {
+  int64_t epoch_ns = 0;     // the plan's epoch (the timetable's)
+  int64_t need_ns = 0;      // the gap a phase needs; in [0, max_period]
+  int64_t max_wait_ns = 0;  // the longest a phase waits for a gap; in [0, max_wait_cap]
+  // How far a transfer may run into the next window rather than wait for the gap after it
+  // (what that window's cushion absorbs); in [0, max_period].
+  int64_t tolerance_ns = 0;
+  uint32_t count = 0;  // windows in use; at most kMaxYieldWindows
+  YieldWindow windows[kMaxYieldWindows] = {};
+
+  friend constexpr bool operator==(const YieldSet& a, const YieldSet& b) {
+    if (a.epoch_ns != b.epoch_ns || a.need_ns != b.need_ns || a.max_wait_ns != b.max_wait_ns ||
+        a.tolerance_ns != b.tolerance_ns || a.count != b.count) {
+      return false;
+    }
+    for (uint32_t i = 0; i < a.count && i < kMaxYieldWindows; ++i) {
+      if (!(a.windows[i] == b.windows[i])) return false;
+    }
+    return true;
+  }
+};
+
+// What ValidateYieldSet did. A rejected set is unusable (the gate yields to nothing).
+enum YieldCheck : uint32_t {
+  kYieldOk = 0,
+  kRejectYieldCount = 1u << 0,   // more than kMaxYieldWindows windows
+  kRejectYieldWindow = 1u << 1,  // a period outside the limits, or a window not in (0, period)
+  kRejectYieldEpoch = 1u << 2,   // |epoch| beyond max_abs_epoch
+  kRejectYieldNeed = 1u << 3,    // need or tolerance outside [0, max_period]
+  kClampYieldOffset = 1u << 8,   // an offset outside [0, period): reduced modulo period
+  kClampYieldWait = 1u << 9,     // max wait outside [0, max_wait_cap]
+};
+inline constexpr uint32_t kYieldRejectMask = 0xffu;
+
+// Checks a set in place and fills each window's inverse period. The set is usable iff
+// (result & kYieldRejectMask) == 0.
+METRONOME_HD constexpr uint32_t ValidateYieldSet(YieldSet& y, const TimetableLimits& lim = {}) {
+  uint32_t r = kYieldOk;
+  if (y.count > kMaxYieldWindows) return kRejectYieldCount;
+  if (y.epoch_ns > lim.max_abs_epoch_ns || y.epoch_ns < -lim.max_abs_epoch_ns) {
+    r |= kRejectYieldEpoch;
+  }
+  if (y.need_ns < 0 || y.need_ns > lim.max_period_ns) r |= kRejectYieldNeed;
+  if (y.tolerance_ns < 0 || y.tolerance_ns > lim.max_period_ns) r |= kRejectYieldNeed;
+  for (uint32_t i = 0; i < y.count; ++i) {
+    const YieldWindow& w = y.windows[i];
+    if (w.period_ns < lim.min_period_ns || w.period_ns > lim.max_period_ns || w.window_ns <= 0 ||
+        w.window_ns >= w.period_ns) {
+      r |= kRejectYieldWindow;
+    }
+  }
+  if (r != kYieldOk) return r;
+  const int64_t wait = ClampI64(y.max_wait_ns, 0, lim.max_wait_cap_ns);
+  if (wait != y.max_wait_ns) {
+    y.max_wait_ns = wait;
+    r |= kClampYieldWait;
+  }
+  for (uint32_t i = 0; i < y.count; ++i) {
+    YieldWindow& w = y.windows[i];
+    if (w.offset_ns < 0 || w.offset_ns >= w.period_ns) {
+      w.offset_ns = FloorMod(w.offset_ns, w.period_ns);
+      r |= kClampYieldOffset;
+    }
+    w.inv_period = 1.0 / static_cast<double>(w.period_ns);
+  }
+  return r;
+}
+
+// The functions below require a set that passed ValidateYieldSet.
+
+// The opening of window w's occurrence that ends after t: the one t lies in, or else the next.
+// `since_epoch` is t − YieldSet::epoch_ns.
+METRONOME_HD constexpr int64_t OccurrenceEndingAfter(const YieldWindow& w, int64_t t,
+                                                     int64_t since_epoch) {
+  const int64_t x = since_epoch - w.offset_ns;  // |x| < 2^52 (NextClearStart): exact as a double
+  int64_t phase = x - static_cast<int64_t>(static_cast<double>(x) * w.inv_period) * w.period_ns;
+  // The product may round the quotient one off either way (toward zero for negative x too).
+  if (phase < 0) phase += w.period_ns;
+  if (phase < 0) phase += w.period_ns;
+  if (phase >= w.period_ns) phase -= w.period_ns;
+  const int64_t open = t - phase;
+  return phase < w.window_ns ? open : open + w.period_ns;
+}
+
+// Moves of the start before NextClearStart gives up (each move takes it past a window's end;
+// more than this many means the windows leave no such gap nearby).
+inline constexpr uint32_t kMaxYieldMoves = 4 * kMaxYieldWindows;
+
+// The earliest t in [from, limit] such that [t, t + need) meets no window of the set, or
+// kInt64Max when there is none (or none found within kMaxYieldMoves). One multiplication per
+// window finds its occurrence at `from`; moving the start on only compares and adds. The scan
+// goes round the windows and stops when `count` of them in a row leave the start where it is.
+METRONOME_HD constexpr int64_t NextClearStart(const YieldSet& y, int64_t from, int64_t need,
+                                              int64_t limit) {
+  // Times are taken from the set's epoch, as doubles exact to the nanosecond: a set more than
+  // 2^51 ns (26 days) from `from` is stale, and a time that far from any real clock is garbage.
+  constexpr int64_t kSpan = int64_t{1} << 51;
+  if (from > kInt64Max / 2 || from < kInt64Min / 2 || limit > kInt64Max / 2) return kInt64Max;
+  if (from - y.epoch_ns > kSpan || y.epoch_ns - from > kSpan) return kInt64Max;
+  if (y.count == 0) return from;
+  const int64_t span = need > 0 ? need : 1;  // a phase of no length still must not start inside
+  int64_t open[kMaxYieldWindows] = {};
+  for (uint32_t i = 0; i < y.count; ++i) {
+    open[i] = OccurrenceEndingAfter(y.windows[i], from, from - y.epoch_ns);
+  }
+  int64_t t = from;
+  uint32_t moves = 0;
+  uint32_t clear = 0;  // windows in a row that left t where it is
+  for (uint32_t i = 0; clear < y.count; i = i + 1 == y.count ? 0 : i + 1) {
+    const YieldWindow& w = y.windows[i];
+    if (open[i] + w.window_ns <= t) {  // t moved past this occurrence: take the next
+      open[i] += w.period_ns;
+      if (open[i] + w.window_ns <= t) open[i] = OccurrenceEndingAfter(w, t, t - y.epoch_ns);
+    }
+    if (open[i] >= t + span) {  // [t, t + need) ends before it opens
+      ++clear;
+      continue;
+    }
+    t = open[i] + w.window_ns;
+    if (t > limit || ++moves > kMaxYieldMoves) return kInt64Max;
+    clear = 0;  // its next occurrence may still be too close: every window again
+  }
+  return t;
+}
+
+// The end of the first window occurrence that [t, t + need) meets (t when it meets none): the
+// start of the gap after the window in the way.
+METRONOME_HD constexpr int64_t FirstWindowEnd(const YieldSet& y, int64_t t, int64_t need) {
+  const int64_t span = need > 0 ? need : 1;
+  int64_t first_open = kInt64Max;
+  int64_t end = t;
+  for (uint32_t i = 0; i < y.count; ++i) {
+    const YieldWindow& w = y.windows[i];
+    const int64_t open = OccurrenceEndingAfter(w, t, t - y.epoch_ns);
+    if (open < t + span && open < first_open) {
+      first_open = open;
+      end = open + w.window_ns;
+    }
+  }
+  return end;
+}
+
+// Where a transfer that may start at `start` (arriving at `now`) and needs `need` on the wire
+// goes: the first start of a gap that long (less the set's tolerance); failing that (within
+// min(max_wait, cap) of now), the start of the gap after the first window in its way (as much
+// time as it can get before the next), outside every window; failing that, `start`.
+METRONOME_HD constexpr int64_t YieldedStart(const YieldSet& y, int64_t now, int64_t start,
+                                            int64_t need, int64_t cap_ns) {
+  need = need > y.tolerance_ns ? need - y.tolerance_ns : 0;
+  const int64_t wait = y.max_wait_ns < cap_ns ? y.max_wait_ns : cap_ns;
+  int64_t limit = SaturatingAdd(now, wait < 0 ? 0 : wait);
+  if (limit < start) limit = start;
+  int64_t t = NextClearStart(y, start, need, limit);
+  if (t == kInt64Max) t = NextClearStart(y, start, 0, limit);
+  return t == kInt64Max ? start : t;
+}
+
+// The share of a phase's need that one of its collectives has: need · bytes / phase_bytes
+// (the whole need when either is unknown).
+METRONOME_HD constexpr int64_t CollectiveNeed(const YieldSet& y, uint64_t bytes,
+                                              uint64_t phase_bytes) {
+  if (bytes == 0 || phase_bytes == 0 || bytes >= phase_bytes) return y.need_ns;
+  return static_cast<int64_t>(static_cast<double>(y.need_ns) * static_cast<double>(bytes) /
+                              static_cast<double>(phase_bytes));
+}
+
+// How long a job's collectives have lately taken per byte (an exponential average over the
+// ones no gate held): with the traffic it now shares the link with, the next one takes about
+// as long. The scheduler's need (its wire time, stretched by the sharing it expects) is the
+// floor; a job that finds the link more crowded than that waits for longer gaps.
+struct WirePace {
+  double ns_per_byte = 0.0;  // 0: nothing measured yet
+};
+
+METRONOME_HD constexpr void UpdatePace(WirePace& p, uint64_t bytes, int64_t duration_ns) {
+  if (bytes == 0 || duration_ns <= 0) return;
+  const double x = static_cast<double>(duration_ns) / static_cast<double>(bytes);
+  p.ns_per_byte = p.ns_per_byte > 0.0 ? p.ns_per_byte + (x - p.ns_per_byte) * 0.25 : x;
+}
+
+// The gap a collective of `bytes` needs: its share of the scheduler's need, or what its pace
+// says when that is longer (never more than the whole period's worth, kMaxPeriod).
+METRONOME_HD constexpr int64_t PacedNeed(const YieldSet& y, const WirePace& p, uint64_t bytes,
+                                         uint64_t phase_bytes) {
+  const int64_t share = CollectiveNeed(y, bytes, phase_bytes);
+  const double paced = p.ns_per_byte * static_cast<double>(bytes);
+  if (!(paced > static_cast<double>(share))) return share;
+  const double cap = static_cast<double>(TimetableLimits{}.max_period_ns);
+  return static_cast<int64_t>(paced < cap ? paced : cap);
+}
+
+// The ranked gate at a phase's start: the timetable's decision (DecideCappedGate), then the
+// higher-ranked windows (YieldedStart from the start the timetable gives, for `need`: the
+// whole phase's y.need_ns, or its first collective's CollectiveNeed). A decision the yield
+// changed waits (kWaitUntil) and says so (GateDecision::yielded); its lateness is the
+// timetable's.
+METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const YieldSet& y,
+                                                     int64_t now, int64_t cap_ns, bool realign,
+                                                     int64_t need) {
+  GateDecision d = DecideCappedGate(tt, now, cap_ns, realign);
+  if (y.count == 0) return d;
+  const int64_t start = d.action == GateAction::kWaitUntil ? d.until_ns : now;
+  const int64_t t = YieldedStart(y, now, start, need, cap_ns);
+  if (t == start) return d;
+  d.action = GateAction::kWaitUntil;
+  d.until_ns = t;
+  d.yielded = true;
+  return d;
+}
+METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const YieldSet& y,
+                                                     int64_t now, int64_t cap_ns,
+                                                     bool realign = false) {
+  return DecideRankedGate(tt, y, now, cap_ns, realign, y.need_ns);
+}
+
+// A collective inside a phase that its gate let go: it yields alone (no timetable), for its
+// own `need` (CollectiveNeed).
+METRONOME_HD constexpr GateDecision DecideYield(const YieldSet& y, int64_t now, int64_t need,
+                                                int64_t cap_ns) {
+  GateDecision d;
+  d.until_ns = now;
+  if (y.count == 0) return d;
+  const int64_t t = YieldedStart(y, now, now, need, cap_ns);
+  if (t == now) return d;
+  d.action = GateAction::kWaitUntil;
+  d.until_ns = t;
+  d.yielded = true;
+  return d;
+}
+
+}  // namespace metronome

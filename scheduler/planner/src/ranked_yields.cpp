@@ -1,0 +1,139 @@
+#include "metronome/planner/ranked_yields.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <unordered_map>
+
+namespace metronome::planner {
+
+namespace {
+
+bool gated(const JobPlan& p) {
+  return !p.best_effort && !AlwaysOpen(p.timetable);
+}
+
+// The planned jobs with their links, and the jobs on each link, by plan entry.
+struct LinkUsers {
+  std::vector<const Job*> job;
+  std::vector<std::vector<LinkId>> links;
+  std::vector<std::vector<std::size_t>> users;  // by link
+
+  LinkUsers(const Topology& topology, const std::vector<Job>& jobs, const Plan& plan)
+      : job(plan.jobs.size(), nullptr), links(plan.jobs.size()), users(topology.link_count()) {
+    std::unordered_map<JobId, const Job*> by_id;
+    for (const Job& j : jobs) by_id.emplace(j.id, &j);
+    for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
+      const auto it = by_id.find(plan.jobs[i].id);
+      if (it == by_id.end()) continue;
+      job[i] = it->second;
+      links[i] = job_links(topology, *job[i]);
+      for (const LinkId l : links[i]) users[l].push_back(i);
+    }
+  }
+};
+
+}  // namespace
+
+bool ranks_above(int a_priority, int b_priority) {
+  return a_priority > b_priority;
+}
+
+bool slows_materially(double a_rate, double b_rate, double capacity) {
+  return a_rate + b_rate - capacity > 0.25 * a_rate;
+}
+
+std::vector<JobYields> ranked_yields(const Topology& topology, const std::vector<Job>& jobs,
+                                     const Plan& plan, const PlannerOptions& options) {
+  const std::size_t n = plan.jobs.size();
+  const LinkUsers u(topology, jobs, plan);
+  std::vector<JobYields> out(n);
+  // Per gated job: the ungated jobs that meet it, and those of them whose set holds its window.
+  std::vector<std::size_t> met(n, 0);
+  std::vector<std::size_t> covered(n, 0);
+  std::vector<std::size_t> above;
+  std::vector<std::size_t> meets;
+  for (std::size_t b = 0; b < n; ++b) {
+    if (u.job[b] == nullptr) continue;
+    const Job& jb = *u.job[b];
+    const bool b_gated = gated(plan.jobs[b]);
+    above.clear();
+    meets.clear();
+    // The share of the wire the job expects between the windows it yields to: the others that
+    // do not yield to it, or to which it does not yield, are there as often as their duty
+    // cycles say (on its busiest link).
+    double sharing = 1.0;
+    for (const LinkId l : u.links[b]) {
+      const double capacity = topology.link(l).capacity_bps;
+      const double b_rate = std::min(jb.profile.beta_bps, capacity);
+      double others = 0.0;
+      for (const std::size_t a : u.users[l]) {
+        if (a == b) continue;
+        // Side by side within the capacity: nothing to yield, nothing shared.
+        if (std::min(u.job[a]->profile.beta_bps, capacity) + b_rate <= capacity * (1 + 1e-9)) {
+          continue;
+        }
+        const bool a_gated = gated(plan.jobs[a]);
+        const double a_rate = std::min(u.job[a]->profile.beta_bps, capacity);
+        if (a_gated && !b_gated && slows_materially(a_rate, b_rate, capacity) &&
+            std::find(meets.begin(), meets.end(), a) == meets.end()) {
+          meets.push_back(a);
+        }
+        if (!a_gated || !ranks_above(u.job[a]->priority, jb.priority)) {
+          others += u.job[a]->profile.duty_cycle();
+          continue;
+        }
+        if (!slows_materially(std::min(u.job[a]->profile.beta_bps, capacity), b_rate, capacity)) {
+          continue;
+        }
+        if (std::find(above.begin(), above.end(), a) == above.end()) above.push_back(a);
+      }
+      sharing = std::max(sharing, 1.0 + others);
+    }
+    // The highest-ranked first, then the longest duty cycle, then the id (a stable set).
+    std::sort(above.begin(), above.end(), [&](std::size_t x, std::size_t y) {
+      const Timetable& tx = plan.jobs[x].timetable;
+      const Timetable& ty = plan.jobs[y].timetable;
+      if (u.job[x]->priority != u.job[y]->priority) {
+        return u.job[x]->priority > u.job[y]->priority;
+      }
+      const double dx = static_cast<double>(tx.window_ns) / static_cast<double>(tx.period_ns);
+      const double dy = static_cast<double>(ty.window_ns) / static_cast<double>(ty.period_ns);
+      if (dx != dy) return dx > dy;
+      return plan.jobs[x].id < plan.jobs[y].id;
+    });
+    if (above.size() > kMaxYieldWindows) above.resize(kMaxYieldWindows);
+    YieldSet& y = out[b].yields;
+    y.need_ns = std::min(static_cast<Nanos>(static_cast<double>(jb.profile.comm_ns) * sharing),
+                         jb.profile.period_ns);
+    y.max_wait_ns = jb.profile.period_ns;
+    for (const std::size_t a : above) {
+      // The window and the part of its cushion that its jitter may take: a phase of the job
+      // that starts a little late must find the wire still clear at its end.
+      const Timetable& t = plan.jobs[a].timetable;
+      const auto jitter = static_cast<Nanos>(options.jitter_cushion *
+                                             static_cast<double>(u.job[a]->profile.jitter_ns));
+      const Nanos guard = std::min(t.late_slack_ns, std::max(options.min_cushion_ns, jitter));
+      // A transfer may run into a window by what the least of these cushions absorbs: the
+      // job it meets there ends that much late at most, still inside its guard.
+      y.tolerance_ns = y.count == 0 ? guard : std::min(y.tolerance_ns, guard);
+      y.windows[y.count++] = {t.period_ns, t.offset_ns,
+                              std::min(t.window_ns + guard, t.period_ns - 1)};
+    }
+    // Periods and windows come from a validated plan: this only fills the inverse periods.
+    if ((ValidateYieldSet(y) & kYieldRejectMask) != 0) {
+      y = YieldSet{};
+      above.clear();
+    }
+    for (const std::size_t a : meets) {
+      ++met[a];
+      if (std::find(above.begin(), above.end(), a) != above.end()) ++covered[a];
+    }
+  }
+  for (std::size_t a = 0; a < n; ++a) {
+    out[a].yielded_to =
+        u.job[a] != nullptr && gated(plan.jobs[a]) && met[a] > 0 && met[a] == covered[a];
+  }
+  return out;
+}
+
+}  // namespace metronome::planner

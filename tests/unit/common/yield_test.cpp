@@ -1,0 +1,192 @@
+#include "metronome/common/yield.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace metronome {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kEpoch = 1'700'000'000'000 * kMs / 1000;  // a realistic CLOCK_REALTIME
+
+Timetable AlwaysOpenTimetable(int64_t period) {
+  Timetable t;
+  t.version = 1;
+  t.epoch_ns = kEpoch;
+  t.period_ns = period;
+  t.window_ns = period;
+  return t;
+}
+
+YieldSet Set(int64_t need, int64_t max_wait, std::initializer_list<YieldWindow> windows) {
+  YieldSet y;
+  y.epoch_ns = kEpoch;
+  y.need_ns = need;
+  y.max_wait_ns = max_wait;
+  for (const YieldWindow& w : windows) y.windows[y.count++] = w;
+  EXPECT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
+  return y;
+}
+
+// Whether [t, t + need) meets any window of the set (brute force over occurrences).
+bool Meets(const YieldSet& y, int64_t t, int64_t need) {
+  for (uint32_t i = 0; i < y.count; ++i) {
+    const YieldWindow& w = y.windows[i];
+    const int64_t base = y.epoch_ns + w.offset_ns;
+    const int64_t k0 = (t - base) / w.period_ns - 2;
+    for (int64_t k = k0; k < k0 + 6; ++k) {
+      const int64_t open = base + k * w.period_ns;
+      if (open < t + need && t < open + w.window_ns) return true;
+    }
+  }
+  return false;
+}
+
+TEST(YieldValidate, RejectsWhatTheGateCannotUse) {
+  YieldSet y;
+  y.count = kMaxYieldWindows + 1;
+  EXPECT_EQ(ValidateYieldSet(y), kRejectYieldCount);
+  y = YieldSet{};
+  y.count = 1;
+  y.windows[0] = {100 * kMs, 0, 100 * kMs};  // no gap at all
+  EXPECT_NE(ValidateYieldSet(y) & kRejectYieldWindow, 0u);
+  y.windows[0] = {100 * kMs, 0, 0};
+  EXPECT_NE(ValidateYieldSet(y) & kRejectYieldWindow, 0u);
+  y.windows[0] = {10, 0, 5};  // faster than anything periodic
+  EXPECT_NE(ValidateYieldSet(y) & kRejectYieldWindow, 0u);
+  y.windows[0] = {100 * kMs, 0, 10 * kMs};
+  y.need_ns = -1;
+  EXPECT_NE(ValidateYieldSet(y) & kRejectYieldNeed, 0u);
+  y.need_ns = 0;
+  y.epoch_ns = kInt64Max;
+  EXPECT_NE(ValidateYieldSet(y) & kRejectYieldEpoch, 0u);
+}
+
+TEST(YieldValidate, NormalizesOffsetsAndCapsTheWait) {
+  YieldSet y;
+  y.epoch_ns = kEpoch;
+  y.max_wait_ns = 1'000'000 * kMs;
+  y.count = 1;
+  y.windows[0] = {100 * kMs, -30 * kMs, 10 * kMs};
+  const uint32_t r = ValidateYieldSet(y);
+  EXPECT_EQ(r & kYieldRejectMask, 0u);
+  EXPECT_NE(r & kClampYieldOffset, 0u);
+  EXPECT_NE(r & kClampYieldWait, 0u);
+  EXPECT_EQ(y.windows[0].offset_ns, 70 * kMs);
+  EXPECT_EQ(y.max_wait_ns, TimetableLimits{}.max_wait_cap_ns);
+}
+
+TEST(RankedGate, NoWindowsIsTheTimetablesDecision) {
+  const Timetable tt = AlwaysOpenTimetable(100 * kMs);
+  const YieldSet none;
+  const GateDecision d = DecideRankedGate(tt, none, kEpoch + 5 * kMs, 1000 * kMs);
+  EXPECT_EQ(d.action, GateAction::kGoNow);
+  EXPECT_FALSE(d.yielded);
+}
+
+TEST(RankedGate, APhaseArrivingInsideAHigherWindowWaitsForItToClose) {
+  // Higher-ranked window: [0, 80) ms of every 280 ms. Need 50 ms.
+  const YieldSet y = Set(50 * kMs, 300 * kMs, {{280 * kMs, 0, 80 * kMs}});
+  const GateDecision d =
+      DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, kEpoch + 30 * kMs, 1000 * kMs);
+  EXPECT_EQ(d.action, GateAction::kWaitUntil);
+  EXPECT_TRUE(d.yielded);
+  EXPECT_EQ(d.until_ns, kEpoch + 80 * kMs);
+}
+
+TEST(RankedGate, APhaseThatWouldRunIntoTheNextWindowWaitsForTheGapAfterIt) {
+  const YieldSet y = Set(50 * kMs, 400 * kMs, {{280 * kMs, 0, 80 * kMs}});
+  // At 250 ms only 30 ms are left before the window at 280: wait until 360.
+  const GateDecision d =
+      DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, kEpoch + 250 * kMs, 1000 * kMs);
+  EXPECT_EQ(d.action, GateAction::kWaitUntil);
+  EXPECT_EQ(d.until_ns, kEpoch + 360 * kMs);
+  // At 100 ms the gap is long enough: go.
+  const GateDecision go =
+      DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, kEpoch + 100 * kMs, 1000 * kMs);
+  EXPECT_EQ(go.action, GateAction::kGoNow);
+  EXPECT_FALSE(go.yielded);
+}
+
+TEST(RankedGate, WithoutAGapLongEnoughInTimeItStillNeverStartsIntoAWindow) {
+  // Need 250 ms but gaps are 200 ms: no gap ever fits; it waits only for the window to close.
+  const YieldSet y = Set(250 * kMs, 400 * kMs, {{280 * kMs, 0, 80 * kMs}});
+  const GateDecision d =
+      DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, kEpoch + 10 * kMs, 1000 * kMs);
+  EXPECT_EQ(d.action, GateAction::kWaitUntil);
+  EXPECT_EQ(d.until_ns, kEpoch + 80 * kMs);
+  const GateDecision go =
+      DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, kEpoch + 100 * kMs, 1000 * kMs);
+  EXPECT_EQ(go.action, GateAction::kGoNow);
+}
+
+TEST(RankedGate, NeverWaitsLongerThanItsMaxWaitOrTheCap) {
+  const YieldSet y = Set(50 * kMs, 20 * kMs, {{280 * kMs, 0, 80 * kMs}});
+  // Inside the window with 50 ms left of it, but max wait 20 ms: goes as the timetable says.
+  const GateDecision d =
+      DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, kEpoch + 30 * kMs, 1000 * kMs);
+  EXPECT_EQ(d.action, GateAction::kGoNow);
+  const YieldSet patient = Set(50 * kMs, 400 * kMs, {{280 * kMs, 0, 80 * kMs}});
+  const GateDecision capped =
+      DecideRankedGate(AlwaysOpenTimetable(300 * kMs), patient, kEpoch + 30 * kMs, 10 * kMs);
+  EXPECT_EQ(capped.action, GateAction::kGoNow);
+}
+
+TEST(RankedGate, UnrelatedPeriodsLeaveAGapThatMeetsNone) {
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int64_t> period(150 * kMs, 450 * kMs);
+  for (int trial = 0; trial < 500; ++trial) {
+    YieldSet y;
+    y.epoch_ns = kEpoch;
+    y.need_ns = std::uniform_int_distribution<int64_t>(0, 40 * kMs)(rng);
+    y.max_wait_ns = 2'000 * kMs;
+    y.count = 1 + static_cast<uint32_t>(trial % 4);
+    for (uint32_t i = 0; i < y.count; ++i) {
+      const int64_t p = period(rng);
+      y.windows[i] = {p, std::uniform_int_distribution<int64_t>(0, p - 1)(rng), p / 6};
+    }
+    ASSERT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
+    const int64_t now = kEpoch + std::uniform_int_distribution<int64_t>(0, 10'000 * kMs)(rng);
+    const GateDecision d = DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, now, 2'000 * kMs);
+    const int64_t start = d.action == GateAction::kWaitUntil ? d.until_ns : now;
+    ASSERT_GE(start, now);
+    ASSERT_LE(start - now, 2'000 * kMs);
+    if (d.yielded || d.action == GateAction::kGoNow) {
+      // Whatever it chose starts outside every window; with the need met unless no gap was found.
+      EXPECT_FALSE(Meets(y, start, 1)) << "trial " << trial;
+    }
+    if (NextClearStart(y, now, y.need_ns, now + 2'000 * kMs) == start) {
+      EXPECT_FALSE(Meets(y, start, y.need_ns)) << "trial " << trial;
+    }
+  }
+}
+
+TEST(RankedGate, YieldsOnTopOfTheTimetablesOwnWait) {
+  // Own timetable: window at 100 ms of every 300; a higher window [100, 130) of every 280 ms
+  // (offset 100) sits on it. The phase waits for its window, then for the higher one to pass.
+  Timetable tt;
+  tt.version = 1;
+  tt.epoch_ns = kEpoch;
+  tt.period_ns = 300 * kMs;
+  tt.offset_ns = 100 * kMs;
+  tt.window_ns = 50 * kMs;
+  tt.max_wait_ns = 250 * kMs;
+  ASSERT_EQ(ValidateTimetable(tt) & kTimetableRejectMask, 0u);
+  const YieldSet y = Set(10 * kMs, 250 * kMs, {{280 * kMs, 100 * kMs, 30 * kMs}});
+  const GateDecision d = DecideRankedGate(tt, y, kEpoch + 60 * kMs, 1000 * kMs);
+  EXPECT_EQ(d.action, GateAction::kWaitUntil);
+  EXPECT_TRUE(d.yielded);
+  EXPECT_EQ(d.until_ns, kEpoch + 130 * kMs);
+}
+
+TEST(RankedGate, FarFromAnyClockItNeverOverflows) {
+  const YieldSet y = Set(50 * kMs, 400 * kMs, {{280 * kMs, 0, 80 * kMs}});
+  for (int64_t now : {kInt64Max - 1, kInt64Min + 1, int64_t{0}, kInt64Max / 2 + 1}) {
+    const GateDecision d = DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, now, kInt64Max);
+    EXPECT_GE(d.until_ns, now);
+  }
+}
+
+}  // namespace
+}  // namespace metronome
