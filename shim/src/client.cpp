@@ -230,6 +230,11 @@ void Client::Handle(const proto::Message& m, int64_t now) {
 void Client::HandleTimetable(const proto::TimetablePush& p) {
   Timetable t = p.timetable;
   const uint32_t check = ValidateTimetable(t);
+  // The decoder validated the yields against the timetable's epoch (and filled their inverse
+  // periods); validating again keeps the store's input checked whoever built the push.
+  YieldSet yields = p.yields;
+  yields.epoch_ns = p.timetable.epoch_ns;
+  if ((ValidateYieldSet(yields) & kYieldRejectMask) != 0) yields = YieldSet{};
   if (check & kTimetableRejectMask) {
     rt_.counters.timetables_rejected.fetch_add(1);
     if (reject_logs_++ < 20) {
@@ -250,11 +255,13 @@ void Client::HandleTimetable(const proto::TimetablePush& p) {
       continue;
     }
     job->accepted_version = t.version;
-    job->store.Publish(t);  // an always-open one too: its version is what the shim reports
+    job->store.Publish(t, yields);  // an always-open one too: its version is what is reported
     for (CommState* c : comms) {
       if (c->job == job && c->device_slot >= 0) {
-        // No gate: the kernel's slot holds no timetable (were it launched, it would go at once).
-        DeviceGate::Publish(c->device_slot, AlwaysOpen(t) ? nullptr : &t, rt_.config().max_wait_ns);
+        // No gate and nothing to yield to: the kernel's slot holds no timetable (were it
+        // launched, it would go at once).
+        const bool none = AlwaysOpen(t) && yields.count == 0;
+        DeviceGate::Publish(c->device_slot, none ? nullptr : &t, yields, rt_.config().max_wait_ns);
       }
     }
     rt_.counters.timetables_accepted.fetch_add(1);
@@ -262,11 +269,11 @@ void Client::HandleTimetable(const proto::TimetablePush& p) {
     if (now - last_tt_log_ns_ >= 1000 * kMs) {
       MLOG_INFO(
           "timetable v%llu for job %s rank %u: period=%.3f ms offset=%.3f ms window=%.3f ms "
-          "slack=%.3f ms max_wait=%.3f ms%s%s (%llu updates not logged)",
+          "slack=%.3f ms max_wait=%.3f ms yields=%u%s%s (%llu updates not logged)",
           static_cast<unsigned long long>(t.version), job->job_id.c_str(), job->rank,
           static_cast<double>(t.period_ns) / 1e6, static_cast<double>(t.offset_ns) / 1e6,
           static_cast<double>(t.window_ns) / 1e6, static_cast<double>(t.late_slack_ns) / 1e6,
-          static_cast<double>(t.max_wait_ns) / 1e6, check != 0 ? " (clamped)" : "",
+          static_cast<double>(t.max_wait_ns) / 1e6, yields.count, check != 0 ? " (clamped)" : "",
           AlwaysOpen(t) ? " (no gate)" : "", static_cast<unsigned long long>(tt_log_suppressed_));
       last_tt_log_ns_ = now;
       tt_log_suppressed_ = 0;
@@ -288,6 +295,7 @@ void Client::DrainEvents() {
     if (any) {
       c->estimate = c->tracker.Estimate();
       c->gap_threshold_ns.store(c->estimate.gap_threshold_ns, std::memory_order_relaxed);
+      c->phase_bytes.store(c->estimate.bytes, std::memory_order_relaxed);
       c->first_key.store(c->estimate.first_key, std::memory_order_relaxed);
       c->merge_below_ns.store(c->estimate.merge_below_ns, std::memory_order_relaxed);
     }
@@ -364,12 +372,15 @@ void Client::SendReports(int64_t now) {
       r.late += c->late.load();
       r.failed_open += c->failed_open.load();
       r.realigned += c->realigned.load();
+      r.yielded += c->yielded.load();
+      r.yield_wait_ns += c->yield_wait_ns.load();
       if (c->device_gate) {
         const DeviceGate::Counters k = DeviceGate::KernelCounters(c->device_slot);
         r.gated += k.waits;
         r.late += k.waits + k.failed_open;
         r.failed_open += k.failed_open;
         r.realigned += k.realigned;
+        r.yielded += k.yields;
       }
       if (main == nullptr || c->estimate.bytes > main->estimate.bytes) main = c;
     }
@@ -401,7 +412,7 @@ void Client::CheckSilence(int64_t now) {
     job->store.Clear();
   }
   for (CommState* c : rt_.LiveComms()) {
-    if (c->device_slot >= 0) DeviceGate::Publish(c->device_slot, nullptr, 0);
+    if (c->device_slot >= 0) DeviceGate::Publish(c->device_slot, nullptr, YieldSet{}, 0);
   }
   DeviceGate::ReleaseAll();
   MarkUnregistered();

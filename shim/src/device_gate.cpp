@@ -305,7 +305,7 @@ DeviceGateStatus DeviceGate::Status() noexcept {
   return s.n_contexts > 0 ? s.contexts[0].status : DeviceGateStatus::kUnavailable;
 }
 
-bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
+bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, const YieldRequest& y,
                          int64_t server_minus_local_ns, int64_t max_wait_ns, GateMemory& memory,
                          HostDecision& decided) noexcept {
   decided = HostDecision{};
@@ -316,7 +316,9 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
   auto* cu_stream = reinterpret_cast<CUstream>(stream);
   if (e->status == DeviceGateStatus::kKernel) {
     CUdeviceptr arg = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot);
-    void* params[] = {&arg};
+    int64_t need = y.need_ns;
+    uint32_t mid_phase = y.phase_start ? 0 : 1;
+    void* params[] = {&arg, &need, &mid_phase};
     return s.drv.LaunchKernel(e->gate, 1, 1, 1, 32, 1, 1, 0, cu_stream, params, nullptr) ==
            CUDA_SUCCESS;
   }
@@ -324,10 +326,11 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
   // Decided here, at the call: the host's gate memory serves (the kernel keeps its own).
   // It counts (memory, decision) only once it stands: a stream wait that cannot be enqueued
   // leaves the phase to the host gate, which decides again.
-  const GateDecision d =
-      DecideHostGate(tt, RealtimeNs(), server_minus_local_ns, max_wait_ns, MustRealign(memory));
+  // Inside a phase the gate memory is neither read nor written (only phase starts realign).
+  const GateDecision d = DecideHostGate(tt, y, RealtimeNs(), server_minus_local_ns, max_wait_ns,
+                                        y.phase_start && MustRealign(memory));
   if (d.action != GateAction::kWaitUntil) {
-    Remember(memory, d.realigned);
+    if (y.phase_start) Remember(memory, d.realigned);
     decided = {true, d};
     return true;
   }
@@ -338,7 +341,7 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
     s.slots[slot].release = ticket;
     return false;
   }
-  Remember(memory, d.realigned);
+  if (y.phase_start) Remember(memory, d.realigned);
   decided = {true, d};
   s.pending_until[slot].store(d.until_ns, std::memory_order_relaxed);
   s.pending_ticket[slot].store(ticket, std::memory_order_release);
@@ -382,7 +385,8 @@ bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
   return false;
 }
 
-void DeviceGate::Publish(int slot, const Timetable* tt, int64_t max_wait_cap_ns) noexcept {
+void DeviceGate::Publish(int slot, const Timetable* tt, const YieldSet& yields,
+                         int64_t max_wait_cap_ns) noexcept {
   State& s = S();
   if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return;
   DeviceGateSlot& g = s.slots[slot];
@@ -399,6 +403,17 @@ void DeviceGate::Publish(int slot, const Timetable* tt, int64_t max_wait_cap_ns)
     g.late_slack_ns = tt->late_slack_ns;
     g.max_wait_ns = std::min(tt->max_wait_ns, max_wait_cap_ns);
     g.max_wait_cap_ns = max_wait_cap_ns;
+    const uint32_t n = yields.count < kMaxYieldWindows ? yields.count : kMaxYieldWindows;
+    g.yield_epoch_ns = yields.epoch_ns;
+    g.yield_need_ns = yields.need_ns;
+    g.yield_max_wait_ns = yields.max_wait_ns;
+    g.yield_tolerance_ns = yields.tolerance_ns;
+    for (uint32_t i = 0; i < n; ++i) {
+      g.yield_windows[i][0] = yields.windows[i].period_ns;
+      g.yield_windows[i][1] = yields.windows[i].offset_ns;
+      g.yield_windows[i][2] = yields.windows[i].window_ns;
+    }
+    g.yield_count = n;
     g.valid = 1;
   }
   __sync_synchronize();
@@ -466,6 +481,7 @@ DeviceGate::Counters DeviceGate::KernelCounters(int slot) noexcept {
   c.waits = s.slots[slot].waits;
   c.failed_open = s.slots[slot].failed_open;
   c.realigned = s.slots[slot].realigned;
+  c.yields = s.slots[slot].yields;
   return c;
 }
 

@@ -20,7 +20,9 @@
 #include <cstdint>
 
 #include "device_gate_slot.hpp"
+#include "host_gate.hpp"
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
 
 namespace metronome::shim {
 
@@ -46,10 +48,12 @@ class DeviceGate {
     bool decided = false;  // false: the kernel decides
     GateDecision decision;
   };
-  // The caller's path, at a phase start. Returns true when the gate is on the stream (or, where
-  // the host decides, when it decided that the phase goes now). Where the host decides, it uses
-  // and updates `memory`; the kernel keeps its own in the slot.
-  static bool Enqueue(int slot, cudaStream_t stream, const Timetable& tt,
+  // The caller's path, at a phase start or (with yields) a collective inside one. Returns true when
+  // the gate is on the stream (or, where the host decides, when it decided that the phase goes
+  // now). Where the host decides, it uses and updates `memory`; the kernel keeps its own in the
+  // slot. `y`: the windows to yield to, the gap the collective needs, and whether it starts a phase
+  // (inside a phase it yields alone; the gate memory is left as it is).
+  static bool Enqueue(int slot, cudaStream_t stream, const Timetable& tt, const YieldRequest& y,
                       int64_t server_minus_local_ns, int64_t max_wait_ns, GateMemory& memory,
                       HostDecision& decided) noexcept;
 
@@ -57,7 +61,9 @@ class DeviceGate {
   static bool StreamIsCapturing(cudaStream_t stream) noexcept;
 
   // Background thread.
-  static void Publish(int slot, const Timetable* tt, int64_t max_wait_cap_ns) noexcept;
+  // `tt` nullptr: no gate (the kernel returns at once); else the timetable and its yields.
+  static void Publish(int slot, const Timetable* tt, const YieldSet& yields,
+                      int64_t max_wait_cap_ns) noexcept;
   static void SetServerMinusLocal(int64_t server_minus_local_ns) noexcept;
   // Releases due stream waits; returns the local time of the next release (INT64_MAX if none).
   static int64_t ServiceWaits(int64_t now_local_ns) noexcept;
@@ -70,6 +76,7 @@ class DeviceGate {
     uint64_t waits = 0;
     uint64_t failed_open = 0;
     uint64_t realigned = 0;
+    uint64_t yields = 0;  // collectives held for higher-ranked windows
   };
   static Counters KernelCounters(int slot) noexcept;
 

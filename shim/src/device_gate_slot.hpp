@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "metronome/common/yield.hpp"
+
 namespace metronome::shim {
 
 struct alignas(128) DeviceGateSlot {
@@ -30,6 +32,15 @@ struct alignas(128) DeviceGateSlot {
   volatile uint32_t since_realign;
   volatile int64_t max_wait_cap_ns;  // METRONOME_MAX_WAIT_MS: no wait is longer, realigning or not
   volatile uint64_t realigned;       // written by the kernel: late phases it held to their window
+  // The higher-ranked windows the job yields to (common's YieldSet), under the same sequence
+  // lock; the kernel validates them again before use.
+  volatile int64_t yield_epoch_ns;
+  volatile int64_t yield_need_ns;
+  volatile int64_t yield_max_wait_ns;
+  volatile int64_t yield_tolerance_ns;
+  volatile uint32_t yield_count;
+  volatile int64_t yield_windows[kMaxYieldWindows][3];  // period, offset, window
+  volatile uint64_t yields;  // written by the kernel: collectives it held for them
 };
 
 }  // namespace metronome::shim

@@ -29,8 +29,19 @@ int64_t SleepUntilRealtime(int64_t target_ns, int64_t spin_lead_ns) noexcept {
 GateDecision DecideHostGate(const Timetable& tt, int64_t now_local_ns,
                             int64_t server_minus_local_ns, int64_t max_wait_cap_ns,
                             bool realign) noexcept {
+  return DecideHostGate(tt, YieldRequest{}, now_local_ns, server_minus_local_ns, max_wait_cap_ns,
+                        realign);
+}
+
+GateDecision DecideHostGate(const Timetable& tt, const YieldRequest& y, int64_t now_local_ns,
+                            int64_t server_minus_local_ns, int64_t max_wait_cap_ns,
+                            bool realign) noexcept {
   const int64_t now_server = SaturatingAdd(now_local_ns, server_minus_local_ns);
-  GateDecision d = DecideCappedGate(tt, now_server, max_wait_cap_ns, realign);
+  static const YieldSet kNone;
+  const YieldSet& set = y.yields != nullptr ? *y.yields : kNone;
+  GateDecision d = y.phase_start
+                       ? DecideRankedGate(tt, set, now_server, max_wait_cap_ns, realign, y.need_ns)
+                       : DecideYield(set, now_server, y.need_ns, max_wait_cap_ns);
   d.until_ns = d.action == GateAction::kWaitUntil ? SaturatingSub(d.until_ns, server_minus_local_ns)
                                                   : now_local_ns;
   return d;
@@ -38,12 +49,20 @@ GateDecision DecideHostGate(const Timetable& tt, int64_t now_local_ns,
 
 HostGateOutcome HostGate(const Timetable& tt, int64_t now_local_ns, int64_t server_minus_local_ns,
                          int64_t max_wait_cap_ns, bool may_block, bool realign) noexcept {
+  return HostGate(tt, YieldRequest{}, now_local_ns, server_minus_local_ns, max_wait_cap_ns,
+                  may_block, realign);
+}
+
+HostGateOutcome HostGate(const Timetable& tt, const YieldRequest& y, int64_t now_local_ns,
+                         int64_t server_minus_local_ns, int64_t max_wait_cap_ns, bool may_block,
+                         bool realign) noexcept {
   HostGateOutcome out;
   const GateDecision d =
-      DecideHostGate(tt, now_local_ns, server_minus_local_ns, max_wait_cap_ns, realign);
+      DecideHostGate(tt, y, now_local_ns, server_minus_local_ns, max_wait_cap_ns, realign);
   out.action = d.action;
   out.lateness_ns = d.lateness_ns;
   out.realigned = d.realigned;
+  out.yielded = d.yielded;
   if (d.action == GateAction::kWaitUntil && may_block) {
     // The decision bounded the wait by max_wait; bound it again against clock steps.
     int64_t target = d.until_ns;

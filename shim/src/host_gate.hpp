@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
 
 namespace metronome::shim {
 
@@ -20,6 +21,7 @@ struct HostGateOutcome {
   int64_t waited_ns = 0;    // how long the caller was held
   int64_t lateness_ns = 0;  // arrival after the latest window opened (scheduler clock)
   bool realigned = false;   // a late phase held to its next window (common's MustRealign)
+  bool yielded = false;     // held for higher-ranked windows (common's yield.hpp)
 };
 
 // Decides (common's DecideGate, with the timetable's max wait capped by `max_wait_cap_ns`) and,
@@ -33,5 +35,20 @@ HostGateOutcome HostGate(const Timetable& tt, int64_t now_local_ns, int64_t serv
 GateDecision DecideHostGate(const Timetable& tt, int64_t now_local_ns,
                             int64_t server_minus_local_ns, int64_t max_wait_cap_ns,
                             bool realign = false) noexcept;
+
+// One collective's gate with the windows it yields to (common's yield.hpp): at a phase start
+// the ranked gate (DecideRankedGate), inside a phase the yield alone (DecideYield), for the gap
+// `need_ns` the collective needs.
+struct YieldRequest {
+  const YieldSet* yields = nullptr;  // nullptr or count 0: none
+  int64_t need_ns = 0;
+  bool phase_start = true;
+};
+GateDecision DecideHostGate(const Timetable& tt, const YieldRequest& y, int64_t now_local_ns,
+                            int64_t server_minus_local_ns, int64_t max_wait_cap_ns,
+                            bool realign) noexcept;
+HostGateOutcome HostGate(const Timetable& tt, const YieldRequest& y, int64_t now_local_ns,
+                         int64_t server_minus_local_ns, int64_t max_wait_cap_ns, bool may_block,
+                         bool realign) noexcept;
 
 }  // namespace metronome::shim

@@ -204,8 +204,9 @@ CommState* Runtime::OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noe
     if (st->device_slot >= 0) {
       // A communicator joining a job that already has a timetable (a split one) gates at once.
       Timetable t;
-      if (job->store.Read(t) && !AlwaysOpen(t))
-        DeviceGate::Publish(st->device_slot, &t, config_.max_wait_ns);
+      YieldSet y;
+      if (job->store.Read(t, y) && (!AlwaysOpen(t) || y.count > 0))
+        DeviceGate::Publish(st->device_slot, &t, y, config_.max_wait_ns);
     }
     if (!Insert(st)) {
       MLOG_WARN("more than %zu communicators: %p is not tracked", kTableSize,
@@ -297,11 +298,18 @@ Runtime::CallToken Runtime::BeforeCollective(ncclComm_t comm, Op op, uint64_t by
       if (ts.group_depth > 0) ts.group_gated = true;
       // The phase starts when the gate lets it go: that is what the tracker and the scheduler
       // (which judges phase starts against the windows) must see.
-      const int64_t released = Gate(st, stream);
+      const int64_t released = Gate(st, stream, bytes, true);
       if (released != 0) {
         tok.hold_ns = std::max<int64_t>(released - tok.start_ns, 0);
         tok.start_ns = released;
       }
+    }
+  } else if (mode_ == Mode::kEnforce && t_state.group_depth == 0) {
+    // Inside a phase: the collective yields to the higher-ranked windows, if there are any.
+    const int64_t released = Gate(st, stream, bytes, false);
+    if (released != 0) {
+      tok.hold_ns = std::max<int64_t>(released - tok.start_ns, 0);
+      tok.start_ns = released;
     }
   }
   return tok;
@@ -312,26 +320,42 @@ void Runtime::AfterCollective(const CallToken& t) noexcept {
   if (st == nullptr) return;
   const int64_t end = RealtimeNs();
   st->last_end_ns.store(end, std::memory_order_relaxed);
+  // The caller's thread alone writes the pace (NCCL: one thread per communicator).
+  WirePace pace{st->ns_per_byte.load(std::memory_order_relaxed)};
+  UpdatePace(pace, t.bytes, end - t.start_ns);
+  st->ns_per_byte.store(pace.ns_per_byte, std::memory_order_relaxed);
   st->calls.store(st->calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   st->ring.Push(CollEvent{t.start_ns, end, t.op, t.bytes, t.hold_ns});
 }
 
-int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
+int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
+                      bool phase_start) noexcept {
   Timetable tt;
-  if (!st->job->store.Read(tt)) return 0;                      // no timetable: go
+  YieldSet yields;
+  if (!st->job->store.Read(tt, yields)) return 0;              // no timetable: go
   if (!clock_valid.load(std::memory_order_relaxed)) return 0;  // no common clock: go
-  // The scheduler's "no gate": DecideGate would let the phase go; nothing is enqueued on the
-  // stream for it either (no kernel launch, no stream wait) and nothing is counted.
-  if (AlwaysOpen(tt)) return 0;
+  // The scheduler's "no gate" and nothing to yield to: DecideRankedGate would let the phase go;
+  // nothing is enqueued on the stream for it either (no kernel launch, no stream wait) and
+  // nothing is counted. Inside a phase only the yields hold a collective.
+  if (yields.count == 0 && (!phase_start || AlwaysOpen(tt))) return 0;
+  const WirePace pace{st->ns_per_byte.load(std::memory_order_relaxed)};
+  const YieldRequest y{
+      &yields, PacedNeed(yields, pace, bytes, st->phase_bytes.load(std::memory_order_relaxed)),
+      phase_start};
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
   if (st->device_gate) {  // also on the legacy default stream (0)
     DeviceGate::HostDecision host;
-    if (DeviceGate::Enqueue(st->device_slot, stream, tt, offset, config_.max_wait_ns,
+    if (DeviceGate::Enqueue(st->device_slot, stream, tt, y, offset, config_.max_wait_ns,
                             st->gate_memory, host)) {
       // The kernel counts its own decisions; a stream wait's are counted here, as the host
       // gate's (the wait itself happens on the stream, so no waited time).
-      if (host.decided)
-        Count(st, host.decision.action, host.decision.lateness_ns, tt, 0, host.decision.realigned);
+      if (host.decided) {
+        if (host.decision.yielded) st->yielded.fetch_add(1, std::memory_order_relaxed);
+        if (phase_start) {
+          Count(st, host.decision.action, host.decision.lateness_ns, tt, 0,
+                host.decision.realigned);
+        }
+      }
       return 0;
     }
   }
@@ -340,10 +364,17 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream) noexcept {
     st->capture_passes.fetch_add(1, std::memory_order_relaxed);
     return 0;
   }
-  const bool realign = MustRealign(st->gate_memory);
-  const HostGateOutcome o = HostGate(tt, RealtimeNs(), offset, config_.max_wait_ns, true, realign);
-  Remember(st->gate_memory, o.realigned);
-  Count(st, o.action, o.lateness_ns, tt, o.waited_ns, o.realigned);
+  const bool realign = phase_start && MustRealign(st->gate_memory);
+  const HostGateOutcome o =
+      HostGate(tt, y, RealtimeNs(), offset, config_.max_wait_ns, true, realign);
+  if (o.yielded) {
+    st->yielded.fetch_add(1, std::memory_order_relaxed);
+    st->yield_wait_ns.fetch_add(o.waited_ns, std::memory_order_relaxed);
+  }
+  if (phase_start) {
+    Remember(st->gate_memory, o.realigned);
+    Count(st, o.action, o.lateness_ns, tt, o.waited_ns, o.realigned);
+  }
   return o.action == GateAction::kWaitUntil ? RealtimeNs() : 0;
 }
 

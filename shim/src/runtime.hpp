@@ -79,11 +79,15 @@ struct CommState {
   std::atomic<uint64_t> realigned{0};  // late phases held to their window (MustRealign)
   std::atomic<uint64_t> capture_passes{0};
   std::atomic<int64_t> waited_ns{0};
+  std::atomic<uint64_t> yielded{0};       // collectives held for higher-ranked windows
+  std::atomic<int64_t> yield_wait_ns{0};  // ... and for how long (host gate)
+  std::atomic<double> ns_per_byte{0.0};   // common's WirePace of its collectives
   GateMemory gate_memory;  // the host gate's, between phases (NCCL: one thread per comm)
   // Written by the background thread, read by the caller's.
   std::atomic<int64_t> gap_threshold_ns{1'000'000};
   std::atomic<uint64_t> first_key{0};
   std::atomic<int64_t> merge_below_ns{0};
+  std::atomic<uint64_t> phase_bytes{0};  // the tracker's bytes per phase (0: not known yet)
   SpscRing<CollEvent, 1024> ring;
   // Background thread only.
   PhaseTracker tracker;
@@ -168,7 +172,9 @@ class Runtime {
 
  private:
   // Returns the local time the host gate released the caller, or 0 when it did not hold it.
-  int64_t Gate(CommState* st, cudaStream_t stream) noexcept;
+  // The gate for one collective of `bytes`: at a phase start the timetable and the yields,
+  // inside a phase the yields alone. Returns the local release time when it held the caller.
+  int64_t Gate(CommState* st, cudaStream_t stream, uint64_t bytes, bool phase_start) noexcept;
   // Counts one gate decision made on the host (the host gate's, or a stream wait's).
   static void Count(CommState* st, GateAction action, int64_t lateness_ns, const Timetable& tt,
                     int64_t waited_ns, bool realigned) noexcept;

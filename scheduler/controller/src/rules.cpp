@@ -78,6 +78,11 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   rank.failed_open = report.failed_open;
   v.realigned = report.realigned > rank.realigned ? report.realigned - rank.realigned : 0;
   rank.realigned = report.realigned;
+  v.yielded = report.yielded > rank.yielded ? report.yielded - rank.yielded : 0;
+  v.yield_wait_ns =
+      report.yield_wait_ns > rank.yield_wait_ns ? report.yield_wait_ns - rank.yield_wait_ns : 0;
+  rank.yielded = report.yielded;
+  rank.yield_wait_ns = report.yield_wait_ns;
 
   // Profile.
   const bool usable = report.period_ns > 0 && report.comm_ns > 0 &&

@@ -188,6 +188,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Name("metronome_job_lateness_seconds")
                        .Help("Moving average of a job's phase start minus its window opening")
                        .Register(r);
+  job_yields_ = &BuildCounter()
+                     .Name("metronome_job_yields_total")
+                     .Help("Collectives a job's shims held for higher-priority windows")
+                     .Register(r);
+  job_yield_wait_ = &BuildCounter()
+                         .Name("metronome_job_yield_wait_seconds_total")
+                         .Help("Time a job's collectives waited for higher-priority windows")
+                         .Register(r);
   phases_measured_ = &BuildCounter()
                           .Name("metronome_phases_measured_total")
                           .Help("Communication phases reported by shims")
@@ -309,9 +317,19 @@ prometheus::Gauge& Metrics::LinkJobs(const std::string& link) {
 prometheus::Gauge& Metrics::JobLateness(const std::string& job) {
   return job_lateness_->Add({{"job", job}});
 }
+prometheus::Counter& Metrics::JobYields(const std::string& job) {
+  return job_yields_->Add({{"job", job}});
+}
+prometheus::Counter& Metrics::JobYieldWait(const std::string& job) {
+  return job_yield_wait_->Add({{"job", job}});
+}
 void Metrics::RemoveJob(const std::string& job) {
   auto& g = job_lateness_->Add({{"job", job}});
   job_lateness_->Remove(&g);
+  auto& y = job_yields_->Add({{"job", job}});
+  job_yields_->Remove(&y);
+  auto& w = job_yield_wait_->Add({{"job", job}});
+  job_yield_wait_->Remove(&w);
 }
 prometheus::Counter& Metrics::HttpRequests(const std::string& route, int status) {
   return http_requests_->Add({{"route", route}, {"code", std::to_string(status)}});

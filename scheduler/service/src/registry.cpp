@@ -345,6 +345,7 @@ void Registry::PushTimetable(JobState& job, RankState& rank, const char* reason,
   proto::TimetablePush p;
   p.job_id = job.name;
   p.timetable = job.timetable;  // an ungated job's is always open: sent as an explicit "no gate"
+  p.yields = job.yields;        // the higher-ranked windows, in the same epoch
   Queue(rank.identity, p);
   rank.last_push_ns = now;
   metrics_.TimetablePushes(reason).Increment();
@@ -386,6 +387,10 @@ void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, 
     metrics_.JobLateness(job.name).Set(job.lateness_ewma_ns * 1e-9);
   }
   if (v.realigned > 0) metrics_.PhasesRealigned().Increment(static_cast<double>(v.realigned));
+  if (v.yielded > 0) {
+    metrics_.JobYields(job.name).Increment(static_cast<double>(v.yielded));
+    metrics_.JobYieldWait(job.name).Increment(static_cast<double>(v.yield_wait_ns) * 1e-9);
+  }
   if (v.late_phases > 0) {
     metrics_.PhasesLate().Increment(v.late_phases);
     // Logged at info when a streak starts, at debug while it lasts; always counted.

@@ -12,6 +12,20 @@ using nlohmann::json;
 
 namespace {
 
+// The higher-ranked windows the job yields to (offsets from the timetable's epoch).
+json YieldsToJson(const YieldSet& y) {
+  json windows = json::array();
+  for (uint32_t i = 0; i < y.count && i < kMaxYieldWindows; ++i) {
+    windows.push_back({{"period_ns", y.windows[i].period_ns},
+                       {"offset_ns", y.windows[i].offset_ns},
+                       {"window_ns", y.windows[i].window_ns}});
+  }
+  return json{{"need_ns", y.need_ns},
+              {"max_wait_ns", y.max_wait_ns},
+              {"tolerance_ns", y.tolerance_ns},
+              {"windows", windows}};
+}
+
 json TimetableToJson(const JobState& job, int64_t now) {
   const Timetable& t = job.timetable;
   return json{{"job", job.name},
@@ -24,7 +38,8 @@ json TimetableToJson(const JobState& job, int64_t now) {
               {"max_wait_ns", t.max_wait_ns},
               {"gated", !AlwaysOpen(t)},
               {"best_effort", job.best_effort},
-              {"next_window_ns", NextWindowStart(t, now)}};
+              {"next_window_ns", NextWindowStart(t, now)},
+              {"yields", YieldsToJson(job.yields)}};
 }
 
 json JobSummary(const JobState& job, int64_t now) {
@@ -40,7 +55,16 @@ json JobSummary(const JobState& job, int64_t now) {
          {"lateness_ewma_ns", static_cast<int64_t>(job.lateness_ewma_ns)},
          {"phases_seen", job.phases_seen},
          {"phases_late", job.phases_late},
-         {"replans", job.replans}};
+         {"replans", job.replans},
+         {"yielded_to", job.yielded_to}};
+  uint64_t yields = 0;
+  int64_t yield_wait_ns = 0;
+  for (const auto& [r, rank] : job.ranks) {
+    yields += rank.yielded;
+    yield_wait_ns += rank.yield_wait_ns;
+  }
+  j["yields"] = yields;  // the ranks' collectives held for higher-ranked windows (cumulative)
+  j["yield_wait_ns"] = yield_wait_ns;
   j["profile"] = job.has_profile ? json{{"period_ns", job.profile.period_ns},
                                         {"comm_ns", job.profile.comm_ns},
                                         {"bytes_per_phase", job.profile.bytes_per_phase},
@@ -116,7 +140,9 @@ std::optional<nlohmann::json> Registry::JobJson(const std::string& name) {
                      {"gated", rank.gated},
                      {"late", rank.late},
                      {"failed_open", rank.failed_open},
-                     {"realigned", rank.realigned}});
+                     {"realigned", rank.realigned},
+                     {"yielded", rank.yielded},
+                     {"yield_wait_ns", rank.yield_wait_ns}});
   }
   j["rank_list"] = ranks;
   j["decisions"] = job.decisions;
@@ -182,10 +208,15 @@ nlohmann::json Registry::TimelineJson(int64_t span_ns) {
     if (m == members.end()) continue;
     json jobs = json::array();
     for (const JobState* job : m->second) {
-      json entry{{"job", job->name},
-                 {"priority", job->priority},
-                 {"planned", job->planned},
-                 {"best_effort", job->best_effort}};
+      uint64_t yields = 0;
+      int64_t yield_wait_ns = 0;
+      for (const auto& [r, rank] : job->ranks) {
+        yields += rank.yielded;
+        yield_wait_ns += rank.yield_wait_ns;
+      }
+      json entry{{"job", job->name},        {"priority", job->priority},
+                 {"planned", job->planned}, {"best_effort", job->best_effort},
+                 {"yields", yields},        {"yield_wait_ns", yield_wait_ns}};
       if (job->planned) entry["timetable"] = TimetableToJson(*job, now);
       json phases = json::array();
       for (const auto& p : job->phases) {

@@ -119,6 +119,11 @@ constexpr const char* kHtml = R"HTML(<!DOCTYPE html>
       const color = colorOf(job.job);
       ctx.fillStyle = "#333";
       ctx.fillText(job.job + (job.best_effort ? " (best effort)" : ""), 2, y + 16);
+      if (job.yields > 0) {  // collectives held for higher-priority windows, and how long
+        ctx.fillStyle = "#666";
+        ctx.fillText("yielded " + job.yields + "x, " + (job.yield_wait_ns / 1e9).toFixed(1) + " s",
+                     2, y + 28);
+      }
       const tt = job.timetable;
       if (tt && tt.period_ns > 0) {
         const base = tt.epoch_ns + tt.offset_ns;

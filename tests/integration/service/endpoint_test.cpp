@@ -167,6 +167,35 @@ TEST(SchedulerEndpoint, ChangedProfileTriggersReplan) {
 
 // The overrun rule end to end. Two jobs on 25 MB/s rack uplinks, 240 and 200 ms on the wire
 // every 500 ms, take turns at 505 ms. The low-priority job's phases then take 230 ms on its
+// Two jobs on one link, of high and low priority: the low one is pushed the high one's gated
+// window to yield to (in the same epoch as its own timetable), and the status API shows it;
+// the high one yields to nothing.
+TEST(SchedulerEndpoint, ALowerPriorityJobIsPushedTheHigherJobsWindowToYieldTo) {
+  Scheduler s;
+  ASSERT_TRUE(s.ready()) << s.Log();
+  zmq::context_t ctx;
+  auto hi = RegisterJob(ctx, s, "hi", "n0", "n1", 2);
+  auto lo = RegisterJob(ctx, s, "lo", "n2", "n3", 0);
+  ReportProfile(hi, 300 * kMs, 100 * kMs);
+  ReportProfile(lo, 170 * kMs, 60 * kMs);
+  ASSERT_TRUE(WaitFor([&] {
+    lo.r0->Poll(50);
+    hi.r0->Poll(1);
+    return lo.r0->yields.count > 0 && hi.r0->timetable && !AlwaysOpen(*hi.r0->timetable);
+  })) << s.Log();
+  const Timetable& high = *hi.r0->timetable;
+  const YieldSet& y = lo.r0->yields;
+  ASSERT_EQ(y.count, 1u);
+  EXPECT_EQ(y.windows[0].period_ns, high.period_ns);
+  EXPECT_EQ(y.windows[0].offset_ns, high.offset_ns);
+  EXPECT_GE(y.windows[0].window_ns, high.window_ns);  // its window and its jitter's guard
+  EXPECT_EQ(y.epoch_ns, lo.r0->timetable->epoch_ns);
+  EXPECT_EQ(hi.r0->yields.count, 0u);
+  const auto tt = s.Get("/api/v1/jobs/lo/timetable");
+  ASSERT_TRUE(tt);
+  EXPECT_EQ((*tt)["yields"]["windows"].size(), 1u) << tt->dump();
+}
+
 // windows: the controller asks for a 230 ms window, which would fit beside the other's only at
 // twice the period; the planning thread refuses it. Counted, logged, no new timetable, and the
 // status API shows the refused window.

@@ -298,12 +298,16 @@ class ProtoClient {
   }
 
   std::optional<Timetable> timetable;
+  YieldSet yields;  // the latest push's
   std::vector<proto::Error> errors;
   int64_t last_recv_ns_ = 0;
 
  private:
   void Note(const proto::Message& m) {
-    if (auto* p = std::get_if<proto::TimetablePush>(&m)) timetable = p->timetable;
+    if (auto* p = std::get_if<proto::TimetablePush>(&m)) {
+      timetable = p->timetable;
+      yields = p->yields;
+    }
     if (auto* e = std::get_if<proto::Error>(&m)) errors.push_back(*e);
   }
 

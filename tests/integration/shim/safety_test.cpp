@@ -88,7 +88,7 @@ bool WaitFor(Pred p, std::chrono::milliseconds limit) {
 // From the peer's thread, once the shim has pinged: pushes `t` with its epoch at now, at most
 // every 100 ms; `no_gate` flags it "no gate" on the wire whatever its window (the flag is the
 // encoded push's last byte).
-void PushEvery100ms(RawPeer& p, Timetable t, bool no_gate = false) {
+void PushEvery100ms(RawPeer& p, Timetable t, bool no_gate = false, const YieldSet& yields = {}) {
   static thread_local int64_t last = 0;
   const int64_t now = RealtimeNs();
   if (p.pings() == 0 || now - last < 100'000'000) return;
@@ -97,9 +97,45 @@ void PushEvery100ms(RawPeer& p, Timetable t, bool no_gate = false) {
   push.job_id = p.job_id();
   push.timetable = t;
   push.timetable.epoch_ns = now;
+  push.yields = yields;
   std::string bytes = proto::Encode(push);
   if (no_gate) bytes.back() = '\0';
   p.SendRaw(bytes);
+}
+
+// A job with no gate of its own yields to a higher-priority window that covers 15 of every 20 ms:
+// its collectives, at phase starts and inside phases, are held for it, and never longer than the
+// set's max wait (4 ms here) however the window falls.
+TEST(ShimSafety, YieldsHoldCollectivesForHigherWindowsWithinTheirMaxWait) {
+  YieldSet yields;
+  yields.need_ns = 1'000'000;
+  yields.max_wait_ns = 4'000'000;
+  yields.count = 1;
+  yields.windows[0] = {20'000'000, 0, 15'000'000};
+  RawPeer peer;
+  peer.tick = [&](RawPeer& p) {
+    PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, 20'000'000, 0, 0}, false, yields);
+  };
+  peer.Start();
+  ShimUnderTest shim(peer.endpoint());
+  ASSERT_TRUE(WaitFor([&] { return shim.Version() >= 1; }, 5s)) << "no timetable in force";
+  int64_t worst = 0;
+  int64_t held = 0;
+  for (int i = 0; i < 60; ++i) {
+    std::this_thread::sleep_for(3ms);  // 3 ms apart: phase starts and collectives inside them
+    const int64_t h = shim.Collective();
+    worst = std::max(worst, h);
+    held += h > 0 ? 1 : 0;
+  }
+  peer.Stop();
+  const CommState* st = shim.rt->Find(shim.comm);
+  ASSERT_NE(st, nullptr);
+  std::printf("yields: %llu collectives held (%lld with a hold), worst %.2f ms\n",
+              static_cast<unsigned long long>(st->yielded.load()), static_cast<long long>(held),
+              static_cast<double>(worst) / 1e6);
+  EXPECT_GT(st->yielded.load(), 5u) << "a 15-of-20 ms window held nothing";
+  EXPECT_GT(held, 5);
+  EXPECT_LE(worst, 4'000'000 + 2'000'000) << "held beyond the yields' max wait";
 }
 
 TEST(ShimSafety, SchedulerAbsentRunsUngated) {

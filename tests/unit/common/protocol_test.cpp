@@ -39,11 +39,22 @@ std::vector<Message> OneOfEach() {
   rep.jitter_ns = 2'500'000;
   rep.compute_ns = 280'000'000;
   rep.realigned = 3;
+  rep.yielded = 410;
+  rep.yield_wait_ns = 9'800'000'000;
 
   TimetablePush push;
   push.job_id = "bert-large-7";
   push.timetable = {
       9, 1'700'000'000'000'000'000, 400'000'000, 25'000'000, 120'000'000, 10'000'000, 200'000'000};
+  // Three higher-priority windows of unrelated periods to yield to.
+  push.yields.epoch_ns = push.timetable.epoch_ns;
+  push.yields.need_ns = 60'000'000;
+  push.yields.max_wait_ns = 400'000'000;
+  push.yields.tolerance_ns = 4'000'000;
+  push.yields.count = 3;
+  push.yields.windows[0] = {283'000'000, 12'000'000, 86'000'000};
+  push.yields.windows[1] = {517'000'000, 400'000'000, 120'000'000};
+  push.yields.windows[2] = {190'000'000, 0, 30'000'000};
 
   return {
       hello,
@@ -210,6 +221,92 @@ TEST(Protocol, TimetablePushSaysNoGateExplicitly) {
   EXPECT_EQ(Encode(d.message), bytes);
   none.timetable.window_ns = 100'000'000;
   EXPECT_EQ(Encode(none).back(), '\x01');
+}
+
+TEST(Protocol, TimetablePushCarriesItsYieldsAndLeavesThemOutWhenNone) {
+  const TimetablePush with = std::get<TimetablePush>(OneOfEach()[5]);
+  const Decoded d = Decode(Encode(with));
+  ASSERT_TRUE(d.ok()) << d.detail;
+  const TimetablePush& got = std::get<TimetablePush>(d.message);
+  EXPECT_EQ(got.yields.count, 3u);
+  EXPECT_EQ(got.yields.epoch_ns, with.timetable.epoch_ns);  // the timetable's, not on the wire
+  EXPECT_EQ(got.yields.windows[1].period_ns, 517'000'000);
+  EXPECT_EQ(got.yields.tolerance_ns, 4'000'000);
+  EXPECT_GT(got.yields.windows[1].inv_period, 0.0);  // validated: ready for the gate
+  // No yields: the push is what it was before yields existed (nine fields).
+  TimetablePush none = with;
+  none.yields = YieldSet{};
+  const std::string bytes = Encode(none);
+  const msgpack::object_handle h = msgpack::unpack(bytes.data(), bytes.size());
+  EXPECT_EQ(h.get().via.array.ptr[2].via.array.size, 9u);
+  EXPECT_EQ(std::get<TimetablePush>(Decode(bytes).message).yields.count, 0u);
+}
+
+TEST(ProtocolReject, YieldSetsTheGateCannotUse) {
+  // The push's nine fields, then a yields field built by `yields`.
+  auto push = [](auto yields) {
+    return Raw(kProtocolVersion, 6, [&](auto& pk) {
+      pk.pack_array(10);
+      pk.pack(std::string("j"));
+      pk.pack(1);
+      pk.pack(int64_t{1'700'000'000'000'000'000});
+      pk.pack(400'000'000);
+      pk.pack(0);
+      pk.pack(100'000'000);
+      pk.pack(0);
+      pk.pack(100'000'000);
+      pk.pack(1);
+      yields(pk);
+    });
+  };
+  auto windows = [](auto& pk, uint32_t n, int64_t period, int64_t window) {
+    pk.pack_array(4);
+    pk.pack(50'000'000);
+    pk.pack(300'000'000);
+    pk.pack(0);
+    pk.pack_array(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      pk.pack_array(3);
+      pk.pack(period);
+      pk.pack(0);
+      pk.pack(window);
+    }
+  };
+  EXPECT_TRUE(Decode(push([&](auto& pk) { windows(pk, 16, 280'000'000, 80'000'000); })).ok());
+  const std::vector<std::pair<const char*, std::string>> bad = {
+      {"17 windows", push([&](auto& pk) { windows(pk, 17, 280'000'000, 80'000'000); })},
+      {"no gap", push([&](auto& pk) { windows(pk, 1, 280'000'000, 280'000'000); })},
+      {"no window", push([&](auto& pk) { windows(pk, 1, 280'000'000, 0); })},
+      {"period 10 ns", push([&](auto& pk) { windows(pk, 1, 10, 5); })},
+      {"not an array", push([](auto& pk) { pk.pack(7); })},
+      {"short", push([](auto& pk) {
+         pk.pack_array(2);
+         pk.pack(1);
+         pk.pack(2);
+       })},
+      {"window of two", push([](auto& pk) {
+         pk.pack_array(4);
+         pk.pack(1);
+         pk.pack(2);
+         pk.pack(0);
+         pk.pack_array(1);
+         pk.pack_array(2);
+         pk.pack(280'000'000);
+         pk.pack(0);
+       })},
+      {"negative need", push([](auto& pk) {
+         pk.pack_array(4);
+         pk.pack(-1);
+         pk.pack(2);
+         pk.pack(0);
+         pk.pack_array(0);
+       })},
+  };
+  for (const auto& [what, bytes] : bad) {
+    const Decoded d = Decode(bytes);
+    EXPECT_EQ(d.error, DecodeError::kBadField) << what;
+    EXPECT_NE(d.detail.find("'yields'"), std::string::npos) << what << ": " << d.detail;
+  }
 }
 
 TEST(ProtocolReject, EmptyAndOversized) {

@@ -37,6 +37,66 @@ TEST(HostGate, WaitsForTheNextWindowInLocalTime) {
   EXPECT_EQ(d.until_ns, 1093 * kMs);
 }
 
+// A higher-priority window [0, 80) ms of every 280 ms, from an epoch at 1 s.
+YieldSet HigherWindow(int64_t need, int64_t max_wait) {
+  YieldSet y;
+  y.epoch_ns = 1000 * kMs;
+  y.need_ns = need;
+  y.max_wait_ns = max_wait;
+  y.count = 1;
+  y.windows[0] = {280 * kMs, 0, 80 * kMs};
+  EXPECT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
+  return y;
+}
+
+TEST(HostGate, APhaseYieldsToAHigherWindowInLocalTime) {
+  const Timetable open = Tt(1000 * kMs, 300 * kMs, 300 * kMs, 0, 0);  // no gate of its own
+  const YieldSet y = HigherWindow(50 * kMs, 300 * kMs);
+  // Local 1020 = scheduler 1027: inside the window, which closes at 1080 scheduler = 1073 local.
+  const GateDecision d = DecideHostGate(open, YieldRequest{&y, 50 * kMs, true}, 1020 * kMs, 7 * kMs,
+                                        1000 * kMs, false);
+  EXPECT_EQ(d.action, GateAction::kWaitUntil);
+  EXPECT_TRUE(d.yielded);
+  EXPECT_EQ(d.until_ns, 1073 * kMs);
+  // The same with no yields: the always-open timetable lets it go.
+  EXPECT_EQ(DecideHostGate(open, YieldRequest{}, 1020 * kMs, 7 * kMs, 1000 * kMs, false).action,
+            GateAction::kGoNow);
+}
+
+TEST(HostGate, ACollectiveInsideAPhaseYieldsForItsOwnShare) {
+  const Timetable open = Tt(1000 * kMs, 300 * kMs, 300 * kMs, 0, 0);
+  const YieldSet y = HigherWindow(120 * kMs, 300 * kMs);
+  // At 1250 (30 ms before the window at 1280) a collective needing 20 ms goes; one needing
+  // 40 ms waits for the window to pass (1360).
+  const GateDecision small =
+      DecideHostGate(open, YieldRequest{&y, 20 * kMs, false}, 1250 * kMs, 0, 1000 * kMs, false);
+  EXPECT_EQ(small.action, GateAction::kGoNow);
+  const GateDecision big =
+      DecideHostGate(open, YieldRequest{&y, 40 * kMs, false}, 1250 * kMs, 0, 1000 * kMs, false);
+  EXPECT_EQ(big.action, GateAction::kWaitUntil);
+  EXPECT_EQ(big.until_ns, 1360 * kMs);
+  // Never beyond the local cap on any wait (METRONOME_MAX_WAIT_MS).
+  EXPECT_EQ(DecideHostGate(open, YieldRequest{&y, 40 * kMs, false}, 1250 * kMs, 0, 50 * kMs, false)
+                .action,
+            GateAction::kGoNow);
+}
+
+TEST(TimetableStore, PublishesTheYieldsWithTheTimetable) {
+  TimetableStore store;
+  const Timetable t = Tt(1000 * kMs, 300 * kMs, 300 * kMs, 0, 0);
+  const YieldSet y = HigherWindow(50 * kMs, 300 * kMs);
+  store.Publish(t, y);
+  Timetable got;
+  YieldSet yields;
+  ASSERT_TRUE(store.Read(got, yields));
+  EXPECT_EQ(got, t);
+  EXPECT_EQ(yields, y);
+  EXPECT_EQ(yields.windows[0].inv_period, y.windows[0].inv_period);
+  store.Publish(t);  // a timetable without yields clears them
+  ASSERT_TRUE(store.Read(got, yields));
+  EXPECT_EQ(yields.count, 0u);
+}
+
 TEST(HostGate, FailsOpenBeyondMaxWaitAndTheLocalCap) {
   const Timetable t = Tt(0, 100 * kMs, 10 * kMs, 5 * kMs, 80 * kMs);
   EXPECT_EQ(DecideHostGate(t, 1010 * kMs, 0, 1000 * kMs).action, GateAction::kFailOpen);  // 90 > 80
@@ -175,7 +235,7 @@ TEST(DeviceGate, UnavailableWithoutAGpuDriver) {
 
 TEST(DeviceGate, SlotLayoutIsStable) {
   // The kernel and the host agree on this layout (both compile device_gate_slot.hpp).
-  EXPECT_EQ(sizeof(DeviceGateSlot), 256u);
+  EXPECT_EQ(sizeof(DeviceGateSlot), 640u);
   EXPECT_EQ(alignof(DeviceGateSlot), 128u);
 }
 

@@ -33,6 +33,8 @@ struct RankState {
   int64_t last_push_ns = 0;        // when the scheduler last sent it a timetable
   uint64_t gated = 0, late = 0, failed_open = 0,
            realigned = 0;  // the shim's cumulative gate counters
+  uint64_t yielded = 0;    // ... collectives held for higher-ranked windows
+  int64_t yield_wait_ns = 0;
 };
 
 // A communication phase a job actually ran (scheduler clock), as the controller judged it.

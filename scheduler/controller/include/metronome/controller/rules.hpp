@@ -50,8 +50,11 @@ struct ReportVerdict {
   Decision decision = Decision::kNone;
   uint32_t new_phases = 0;
   uint32_t late_phases = 0;  // new phases past the late slack (held by the shim)
-  uint64_t realigned = 0;    // late phases the shim held to their next window since its last report
-  bool repush = false;       // the rank runs an older timetable version
+  uint64_t realigned = 0;
+  uint64_t yielded = 0;        // collectives the shim held for higher-ranked windows since then
+  int64_t yield_wait_ns = 0;   // ... and how long they waited    // late phases the shim held to
+                               // their next window since its last report
+  bool repush = false;         // the rank runs an older timetable version
   bool first_profile = false;  // the job can be planned now
   std::string reason;          // one line for the log
 };

@@ -65,6 +65,9 @@ class Metrics {
   prometheus::Gauge& LinkMinCushion(const std::string& link);
   prometheus::Gauge& LinkJobs(const std::string& link);
   prometheus::Gauge& JobLateness(const std::string& job);
+  // Collectives a job's shims held for higher-ranked windows, and the time they waited.
+  prometheus::Counter& JobYields(const std::string& job);
+  prometheus::Counter& JobYieldWait(const std::string& job);
   void RemoveJob(const std::string& job);
 
   // HTTP.
@@ -107,6 +110,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>* link_cushion_;
   prometheus::Family<prometheus::Gauge>* link_jobs_;
   prometheus::Family<prometheus::Gauge>* job_lateness_;
+  prometheus::Family<prometheus::Counter>* job_yields_;
+  prometheus::Family<prometheus::Counter>* job_yield_wait_;
   prometheus::Counter* phases_measured_;
   prometheus::Counter* phases_late_;
   prometheus::Counter* phases_realigned_;
