@@ -60,6 +60,16 @@ for f in "$OUT"/pairs/pair-*.yaml; do
     >> "$OUT/pairs.jsonl"
 done
 
+echo "evaluate: load sweep (1 high-priority job and 1-5 neighbours of unrelated periods, 3 seeds)" >&2
+"$PY" examples/scenarios/generate.py --load-sweep "$OUT/load"
+: > "$OUT/load-sweep.jsonl"
+for f in "$OUT"/load/load-*.yaml; do
+  name="$(basename "$f" .yaml)"
+  "$SIM" "$f" --compare network-aware,metronome --json --no-progress |
+    "$PY" -c "import json,sys; d=json.load(sys.stdin); n,s='$name'.split('-')[1:]; print(json.dumps({'neighbours': int(n), 'seed': int(s[1:]), **{r['policy']: {'weighted_jct_s': r['summary']['weighted_jct_s'], 'avg_jct_s': r['summary']['avg_jct_s'], 'high': r['by_priority']['high']['mean_slowdown'], 'yields': sum(j.get('yields', 0) for j in r['jobs'])} for r in d['runs']}}))" \
+    >> "$OUT/load-sweep.jsonl"
+done
+
 echo "evaluate: simulator run time against cluster size" >&2
 "$PY" examples/scenarios/generate.py --scaling "$OUT/scaling"
 : > "$OUT/scaling.jsonl"
