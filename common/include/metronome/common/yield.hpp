@@ -160,27 +160,9 @@ METRONOME_HD constexpr int64_t NextClearStart(const YieldSet& y, int64_t from, i
   return t;
 }
 
-// The end of the first window occurrence that [t, t + need) meets (t when it meets none): the
-// start of the gap after the window in the way.
-METRONOME_HD constexpr int64_t FirstWindowEnd(const YieldSet& y, int64_t t, int64_t need) {
-  const int64_t span = need > 0 ? need : 1;
-  int64_t first_open = kInt64Max;
-  int64_t end = t;
-  for (uint32_t i = 0; i < y.count; ++i) {
-    const YieldWindow& w = y.windows[i];
-    const int64_t open = OccurrenceEndingAfter(w, t, t - y.epoch_ns);
-    if (open < t + span && open < first_open) {
-      first_open = open;
-      end = open + w.window_ns;
-    }
-  }
-  return end;
-}
-
 // Where a transfer that may start at `start` (arriving at `now`) and needs `need` on the wire
 // goes: the first start of a gap that long (less the set's tolerance); failing that (within
-// min(max_wait, cap) of now), the start of the gap after the first window in its way (as much
-// time as it can get before the next), outside every window; failing that, `start`.
+// min(max_wait, cap) of now), the first start outside every window; failing that, `start`.
 METRONOME_HD constexpr int64_t YieldedStart(const YieldSet& y, int64_t now, int64_t start,
                                             int64_t need, int64_t cap_ns) {
   need = need > y.tolerance_ns ? need - y.tolerance_ns : 0;
@@ -226,15 +208,11 @@ METRONOME_HD constexpr int64_t PacedNeed(const YieldSet& y, const WirePace& p, u
   return static_cast<int64_t>(paced < cap ? paced : cap);
 }
 
-// The ranked gate at a phase's start: the timetable's decision (DecideCappedGate), then the
-// higher-ranked windows (YieldedStart from the start the timetable gives, for `need`: the
-// whole phase's y.need_ns, or its first collective's CollectiveNeed). A decision the yield
-// changed waits (kWaitUntil) and says so (GateDecision::yielded); its lateness is the
-// timetable's.
-METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const YieldSet& y,
-                                                     int64_t now, int64_t cap_ns, bool realign,
-                                                     int64_t need) {
-  GateDecision d = DecideCappedGate(tt, now, cap_ns, realign);
+// A decision `d` taken at `now`, held further for the higher-ranked windows: YieldedStart from
+// the start `d` gives, for `need`. A decision the yield changed waits (kWaitUntil) and says so
+// (GateDecision::yielded); its lateness stays `d`'s.
+METRONOME_HD constexpr GateDecision ThenYield(GateDecision d, const YieldSet& y, int64_t now,
+                                              int64_t need, int64_t cap_ns) {
   if (y.count == 0) return d;
   const int64_t start = d.action == GateAction::kWaitUntil ? d.until_ns : now;
   const int64_t t = YieldedStart(y, now, start, need, cap_ns);
@@ -244,6 +222,15 @@ METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const 
   d.yielded = true;
   return d;
 }
+
+// The ranked gate at a phase's start: the timetable's decision (DecideCappedGate), then the
+// higher-ranked windows, for `need` (the whole phase's y.need_ns, or its first collective's
+// share, CollectiveNeed / PacedNeed).
+METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const YieldSet& y,
+                                                     int64_t now, int64_t cap_ns, bool realign,
+                                                     int64_t need) {
+  return ThenYield(DecideCappedGate(tt, now, cap_ns, realign), y, now, need, cap_ns);
+}
 METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const YieldSet& y,
                                                      int64_t now, int64_t cap_ns,
                                                      bool realign = false) {
@@ -251,18 +238,12 @@ METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const 
 }
 
 // A collective inside a phase that its gate let go: it yields alone (no timetable), for its
-// own `need` (CollectiveNeed).
+// own `need`.
 METRONOME_HD constexpr GateDecision DecideYield(const YieldSet& y, int64_t now, int64_t need,
                                                 int64_t cap_ns) {
-  GateDecision d;
-  d.until_ns = now;
-  if (y.count == 0) return d;
-  const int64_t t = YieldedStart(y, now, now, need, cap_ns);
-  if (t == now) return d;
-  d.action = GateAction::kWaitUntil;
-  d.until_ns = t;
-  d.yielded = true;
-  return d;
+  GateDecision go;
+  go.until_ns = now;
+  return ThenYield(go, y, now, need, cap_ns);
 }
 
 }  // namespace metronome
