@@ -37,8 +37,7 @@ GateDecision DecideHostGate(const Timetable& tt, const YieldRequest& y, int64_t 
                             int64_t server_minus_local_ns, int64_t max_wait_cap_ns,
                             bool realign) noexcept {
   const int64_t now_server = SaturatingAdd(now_local_ns, server_minus_local_ns);
-  static const YieldSet kNone;
-  const YieldSet& set = y.yields != nullptr ? *y.yields : kNone;
+  const YieldSet& set = y.yields != nullptr ? *y.yields : kNoYields;
   GateDecision d = y.phase_start
                        ? DecideRankedGate(tt, set, now_server, max_wait_cap_ns, realign, y.need_ns)
                        : DecideYield(set, now_server, y.need_ns, max_wait_cap_ns);

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
-#include <new>
+#include <optional>
 
 #include "client.hpp"
 #include "device_gate.hpp"
@@ -304,7 +304,7 @@ Runtime::CallToken Runtime::BeforeCollective(ncclComm_t comm, Op op, uint64_t by
         tok.start_ns = released;
       }
     }
-  } else if (mode_ == Mode::kEnforce && t_state.group_depth == 0) {
+  } else if (mode_ == Mode::kEnforce && t_state.group_depth == 0 && st->job->store.MayYield()) {
     // Inside a phase: the collective yields to the higher-ranked windows, if there are any.
     const int64_t released = Gate(st, stream, bytes, false);
     if (released != 0) {
@@ -320,10 +320,13 @@ void Runtime::AfterCollective(const CallToken& t) noexcept {
   if (st == nullptr) return;
   const int64_t end = RealtimeNs();
   st->last_end_ns.store(end, std::memory_order_relaxed);
-  // The caller's thread alone writes the pace (NCCL: one thread per communicator).
-  WirePace pace{st->ns_per_byte.load(std::memory_order_relaxed)};
-  UpdatePace(pace, t.bytes, end - t.start_ns);
-  st->ns_per_byte.store(pace.ns_per_byte, std::memory_order_relaxed);
+  // The caller's thread alone writes the pace (NCCL: one thread per communicator), and only
+  // for a job that yields: no one else reads it.
+  if (st->job->store.MayYield()) {
+    WirePace pace{st->ns_per_byte.load(std::memory_order_relaxed)};
+    UpdatePace(pace, t.bytes, end - t.start_ns);
+    st->ns_per_byte.store(pace.ns_per_byte, std::memory_order_relaxed);
+  }
   st->calls.store(st->calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   st->ring.Push(CollEvent{t.start_ns, end, t.op, t.bytes, t.hold_ns});
 }
@@ -331,17 +334,25 @@ void Runtime::AfterCollective(const CallToken& t) noexcept {
 int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
                       bool phase_start) noexcept {
   Timetable tt;
-  YieldSet yields;
-  if (!st->job->store.Read(tt, yields)) return 0;              // no timetable: go
+  // Most jobs yield to nothing: the set (600 bytes) is neither read nor even zeroed for them.
+  std::optional<YieldSet> set;
+  if (st->job->store.MayYield()) {
+    if (!st->job->store.Read(tt, set.emplace())) return 0;  // no timetable: go
+  } else if (!st->job->store.Read(tt)) {
+    return 0;
+  }
+  const YieldSet& yields = set ? *set : kNoYields;
   if (!clock_valid.load(std::memory_order_relaxed)) return 0;  // no common clock: go
   // The scheduler's "no gate" and nothing to yield to: DecideRankedGate would let the phase go;
   // nothing is enqueued on the stream for it either (no kernel launch, no stream wait) and
   // nothing is counted. Inside a phase only the yields hold a collective.
   if (yields.count == 0 && (!phase_start || AlwaysOpen(tt))) return 0;
-  const WirePace pace{st->ns_per_byte.load(std::memory_order_relaxed)};
-  const YieldRequest y{
-      &yields, PacedNeed(yields, pace, bytes, st->phase_bytes.load(std::memory_order_relaxed)),
-      phase_start};
+  YieldRequest y{nullptr, 0, phase_start};
+  if (set) {
+    const WirePace pace{st->ns_per_byte.load(std::memory_order_relaxed)};
+    y = {&*set, PacedNeed(*set, pace, bytes, st->phase_bytes.load(std::memory_order_relaxed)),
+         phase_start};
+  }
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
   if (st->device_gate) {  // also on the legacy default stream (0)
     DeviceGate::HostDecision host;

@@ -52,18 +52,29 @@ class TimetableStore {
     seq_.store(s + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
     valid_.store(0, std::memory_order_relaxed);
+    y_[4].store(0, std::memory_order_relaxed);
     seq_.store(s + 2, std::memory_order_release);
   }
 
   // Any number of readers. False when there is no timetable, or when a writer kept it busy for
   // all the retries (then the caller goes ungated, which is always safe).
-  bool Read(Timetable& out) const noexcept {
-    YieldSet ignored;
-    return Read(out, ignored);
-  }
+  bool Read(Timetable& out) const noexcept { return ReadInto(out, nullptr); }
 
   // The timetable and its yields, read together (count 0: none).
-  bool Read(Timetable& out, YieldSet& yields) const noexcept {
+  bool Read(Timetable& out, YieldSet& yields) const noexcept { return ReadInto(out, &yields); }
+
+  // Whether the last published timetable came with windows to yield to: one relaxed load, for
+  // the caller's path to skip the yields (and their 600 bytes) when there are none. A stale
+  // answer costs one read or one missed yield, never a wrong hold.
+  bool MayYield() const noexcept { return y_[4].load(std::memory_order_relaxed) != 0; }
+
+  uint64_t Version() const noexcept {
+    Timetable t;
+    return Read(t) ? t.version : 0;
+  }
+
+ private:
+  bool ReadInto(Timetable& out, YieldSet* yields) const noexcept {
     for (int attempt = 0; attempt < 16; ++attempt) {
       const uint32_t s1 = seq_.load(std::memory_order_acquire);
       if (s1 & 1u) continue;
@@ -75,32 +86,30 @@ class TimetableStore {
       out.window_ns = f_[4].load(std::memory_order_relaxed);
       out.late_slack_ns = f_[5].load(std::memory_order_relaxed);
       out.max_wait_ns = f_[6].load(std::memory_order_relaxed);
-      yields.epoch_ns = y_[0].load(std::memory_order_relaxed);
-      yields.need_ns = y_[1].load(std::memory_order_relaxed);
-      yields.max_wait_ns = y_[2].load(std::memory_order_relaxed);
-      yields.tolerance_ns = y_[3].load(std::memory_order_relaxed);
-      const auto n = static_cast<uint32_t>(y_[4].load(std::memory_order_relaxed));
-      yields.count = n < kMaxYieldWindows ? n : kMaxYieldWindows;
-      for (uint32_t i = 0; i < yields.count; ++i) {
-        YieldWindow& w = yields.windows[i];
-        const std::atomic<int64_t>* f = &y_[kYieldHeader + kWindowFields * i];
-        w.period_ns = f[0].load(std::memory_order_relaxed);
-        w.offset_ns = f[1].load(std::memory_order_relaxed);
-        w.window_ns = f[2].load(std::memory_order_relaxed);
-        w.inv_period = std::bit_cast<double>(f[3].load(std::memory_order_relaxed));
-      }
+      if (yields != nullptr) ReadYields(*yields);
       std::atomic_thread_fence(std::memory_order_acquire);
       if (seq_.load(std::memory_order_relaxed) == s1) return valid != 0;
     }
     return false;
   }
 
-  uint64_t Version() const noexcept {
-    Timetable t;
-    return Read(t) ? t.version : 0;
+  void ReadYields(YieldSet& yields) const noexcept {
+    yields.epoch_ns = y_[0].load(std::memory_order_relaxed);
+    yields.need_ns = y_[1].load(std::memory_order_relaxed);
+    yields.max_wait_ns = y_[2].load(std::memory_order_relaxed);
+    yields.tolerance_ns = y_[3].load(std::memory_order_relaxed);
+    const auto n = static_cast<uint32_t>(y_[4].load(std::memory_order_relaxed));
+    yields.count = n < kMaxYieldWindows ? n : kMaxYieldWindows;
+    for (uint32_t i = 0; i < yields.count; ++i) {
+      YieldWindow& w = yields.windows[i];
+      const std::atomic<int64_t>* f = &y_[kYieldHeader + kWindowFields * i];
+      w.period_ns = f[0].load(std::memory_order_relaxed);
+      w.offset_ns = f[1].load(std::memory_order_relaxed);
+      w.window_ns = f[2].load(std::memory_order_relaxed);
+      w.inv_period = std::bit_cast<double>(f[3].load(std::memory_order_relaxed));
+    }
   }
 
- private:
   std::atomic<uint32_t> seq_{0};
   std::atomic<int> valid_{0};
   std::atomic<int64_t> f_[7] = {};

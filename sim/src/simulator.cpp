@@ -197,7 +197,6 @@ class Engine {
       return;
     }
     const YieldSet* yields = scheduler_->GateYields(j.index);
-    static const YieldSet kNoYields;
     if (yields == nullptr) yields = &kNoYields;
     // The phase's first collective yields for its own share (the rest yield one by one).
     const double collectives = Collectives(j);

@@ -57,6 +57,9 @@ struct YieldSet {
   }
 };
 
+// Nothing to yield to.
+inline constexpr YieldSet kNoYields{};
+
 // What ValidateYieldSet did. A rejected set is unusable (the gate yields to nothing).
 enum YieldCheck : uint32_t {
   kYieldOk = 0,
