@@ -129,6 +129,7 @@ class ControlledScheduler final : public TimeScheduler {
   [[nodiscard]] const YieldSet* GateYields(std::size_t index) const override {
     const Entry& e = entries_[index];
     if (!e.active || !e.job.planned || e.job.yields.count == 0) return nullptr;
+    if (e.job.best_effort && !policy_.gate_best_effort) return nullptr;  // no gate at all
     return &e.job.yields;
   }
   [[nodiscard]] const Timetable* CurrentTimetable(std::size_t index) const override {

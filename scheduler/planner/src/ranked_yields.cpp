@@ -68,12 +68,10 @@ std::vector<JobYields> ranked_yields(const Topology& topology, const std::vector
       double others = 0.0;
       for (const std::size_t a : u.users[l]) {
         if (a == b) continue;
-        // Side by side within the capacity: nothing to yield, nothing shared.
-        if (std::min(u.job[a]->profile.beta_bps, capacity) + b_rate <= capacity * (1 + 1e-9)) {
-          continue;
-        }
-        const bool a_gated = gated(plan.jobs[a]);
         const double a_rate = std::min(u.job[a]->profile.beta_bps, capacity);
+        // Side by side within the capacity: nothing to yield, nothing shared.
+        if (a_rate + b_rate <= capacity * (1 + 1e-9)) continue;
+        const bool a_gated = gated(plan.jobs[a]);
         if (a_gated && !b_gated && slows_materially(a_rate, b_rate, capacity) &&
             std::find(meets.begin(), meets.end(), a) == meets.end()) {
           meets.push_back(a);
@@ -82,9 +80,7 @@ std::vector<JobYields> ranked_yields(const Topology& topology, const std::vector
           others += u.job[a]->profile.duty_cycle();
           continue;
         }
-        if (!slows_materially(std::min(u.job[a]->profile.beta_bps, capacity), b_rate, capacity)) {
-          continue;
-        }
+        if (!slows_materially(a_rate, b_rate, capacity)) continue;
         if (std::find(above.begin(), above.end(), a) == above.end()) above.push_back(a);
       }
       sharing = std::max(sharing, 1.0 + others);

@@ -1,8 +1,8 @@
 // Ranked yielding: a phase does not start into the windows of the jobs ranked above its job on
 // the links they share, whatever their periods.
 //
-// The scheduler ranks the jobs of each shared link (priority first, then gated before
-// best-effort) and gives each job a YieldSet: the windows of the gated jobs ranked above it.
+// The scheduler ranks the jobs of each shared link by priority and gives each job a YieldSet: the
+// windows of the gated higher-priority jobs there (planner/ranked_yields.h).
 // Window i of the set opens at epoch_ns + offset_ns + k * period_ns (any k, scheduler clock)
 // and lasts window_ns. The gate holds a phase until the first gap in those windows at least
 // need_ns long (the phase's expected time on the wire), never longer than max_wait_ns; when
@@ -186,10 +186,10 @@ METRONOME_HD constexpr int64_t CollectiveNeed(const YieldSet& y, uint64_t bytes,
                               static_cast<double>(phase_bytes));
 }
 
-// How long a job's collectives have lately taken per byte (an exponential average over the
-// ones no gate held): with the traffic it now shares the link with, the next one takes about
-// as long. The scheduler's need (its wire time, stretched by the sharing it expects) is the
-// floor; a job that finds the link more crowded than that waits for longer gaps.
+// How long a job's collectives have lately taken per byte, from their release by the gate to
+// their end (an exponential average): with the traffic it now shares the link with, the next
+// one takes about as long. The scheduler's need (its wire time, stretched by the sharing it
+// expects) is the floor; a job that finds the link more crowded than that waits for longer gaps.
 struct WirePace {
   double ns_per_byte = 0.0;  // 0: nothing measured yet
 };
