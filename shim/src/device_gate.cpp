@@ -52,7 +52,9 @@ struct Driver {
 
 struct ContextEntry {
   CUcontext ctx = nullptr;
-  DeviceGateStatus status = DeviceGateStatus::kUnavailable;
+  // Read on the caller's path; lowered (kernel -> stream waits -> host gate) by Degrade when the
+  // driver fails or a kernel overstays, never raised again.
+  std::atomic<DeviceGateStatus> status{DeviceGateStatus::kUnavailable};
   CUfunction gate = nullptr;
   int64_t host_minus_gpu_ns = 0;
 };
@@ -79,6 +81,10 @@ struct State {
   std::atomic<int> wake_fd{-1};
   std::atomic<bool> any{false};
   std::atomic<bool> disabled{false};  // in a forked child
+  // The watchdog (background thread): the kernel launch count it last saw running on each slot,
+  // and since when (local time).
+  uint64_t watched_launch[DeviceGate::kMaxSlots] = {};
+  int64_t watched_since[DeviceGate::kMaxSlots] = {};
 };
 
 State& S() {
@@ -128,6 +134,20 @@ void LogUnavailableOnce(State& s, const char* why) {
   if (s.logged_unavailable) return;
   s.logged_unavailable = true;
   MLOG_INFO("device gate unavailable (%s): using the host gate", why);
+}
+
+// The next gate down for a context whose driver failed: stream waits where the driver has them
+// (and they have not failed themselves), else the host gate. Logged once per step; lock-free
+// (the caller's path calls it when a launch fails).
+void Degrade(State& s, ContextEntry& e, const char* why, int code) {
+  DeviceGateStatus cur = e.status.load();
+  DeviceGateStatus next = DeviceGateStatus::kUnavailable;
+  if (cur == DeviceGateStatus::kKernel && s.drv.StreamWaitValue32 != nullptr) {
+    next = DeviceGateStatus::kWaitValue;
+  }
+  if (cur == DeviceGateStatus::kUnavailable || !e.status.compare_exchange_strong(cur, next)) return;
+  MLOG_WARN("device gate: %s (CUDA error %d): %s from now on", why, code,
+            next == DeviceGateStatus::kWaitValue ? "stream waits" : "the host gate");
 }
 
 #if METRONOME_HAVE_GATE_KERNEL
@@ -206,7 +226,7 @@ ContextEntry* EntryFor(State& s, CUcontext ctx) {
     CUmodule mod = nullptr;
     if (d.ModuleLoadData(&mod, kGateFatbin) == CUDA_SUCCESS &&
         d.ModuleGetFunction(&e->gate, mod, "metronome_gate_kernel") == CUDA_SUCCESS) {
-      e->status = DeviceGateStatus::kKernel;
+      e->status.store(DeviceGateStatus::kKernel);
       e->host_minus_gpu_ns = Calibrate(s, mod);
       MLOG_INFO("device gate: spin kernel loaded for sm_%d%d", major, minor);
       return e;
@@ -215,7 +235,7 @@ ContextEntry* EntryFor(State& s, CUcontext ctx) {
   }
 #endif
   if (d.StreamWaitValue32 != nullptr) {
-    e->status = DeviceGateStatus::kWaitValue;
+    e->status.store(DeviceGateStatus::kWaitValue);
     MLOG_INFO(
         "device gate: sm_%d%d has no gate kernel: using stream waits "
         "(cuStreamWaitValue32) released by the background thread",
@@ -302,7 +322,7 @@ DeviceGateStatus DeviceGate::Status() noexcept {
   State& s = S();
   if (s.disabled.load()) return DeviceGateStatus::kUnavailable;
   std::lock_guard<std::mutex> lock(s.mu);
-  return s.n_contexts > 0 ? s.contexts[0].status : DeviceGateStatus::kUnavailable;
+  return s.n_contexts > 0 ? s.contexts[0].status.load() : DeviceGateStatus::kUnavailable;
 }
 
 bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, const YieldRequest& y,
@@ -311,18 +331,23 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
   decided = HostDecision{};
   State& s = S();
   if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return false;
-  const ContextEntry* e = s.slot_ctx[slot];
+  ContextEntry* e = s.slot_ctx[slot];
   if (e == nullptr) return false;
   auto* cu_stream = reinterpret_cast<CUstream>(stream);
-  if (e->status == DeviceGateStatus::kKernel) {
+  const DeviceGateStatus status = e->status.load(std::memory_order_relaxed);
+  if (status == DeviceGateStatus::kKernel) {
     CUdeviceptr arg = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot);
     int64_t need = y.need_ns;
     uint32_t mid_phase = y.phase_start ? 0 : 1;
-    void* params[] = {&arg, &need, &mid_phase};
-    return s.drv.LaunchKernel(e->gate, 1, 1, 1, 32, 1, 1, 0, cu_stream, params, nullptr) ==
-           CUDA_SUCCESS;
+    uint32_t generation = s.slots[slot].cancel;
+    void* params[] = {&arg, &need, &mid_phase, &generation};
+    const CUresult r =
+        s.drv.LaunchKernel(e->gate, 1, 1, 1, 32, 1, 1, 0, cu_stream, params, nullptr);
+    if (r == CUDA_SUCCESS) return true;
+    Degrade(s, *e, "the gate kernel does not launch", static_cast<int>(r));
+    return false;  // this collective: the host gate
   }
-  if (e->status != DeviceGateStatus::kWaitValue || StreamIsCapturing(stream)) return false;
+  if (status != DeviceGateStatus::kWaitValue || StreamIsCapturing(stream)) return false;
   // Decided here, at the call: the host's gate memory serves (the kernel keeps its own).
   // It counts (memory, decision) only once it stands: a stream wait that cannot be enqueued
   // leaves the phase to the host gate, which decides again.
@@ -337,8 +362,10 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
   const uint32_t ticket = s.issued[slot].fetch_add(1) + 1;
   CUdeviceptr flag = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot) +
                      offsetof(DeviceGateSlot, release);
-  if (s.drv.StreamWaitValue32(cu_stream, flag, ticket, CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS) {
+  const CUresult r = s.drv.StreamWaitValue32(cu_stream, flag, ticket, CU_STREAM_WAIT_VALUE_GEQ);
+  if (r != CUDA_SUCCESS) {
     s.slots[slot].release = ticket;
+    Degrade(s, *e, "stream waits fail", static_cast<int>(r));
     return false;
   }
   if (y.phase_start) Remember(memory, d.realigned);
@@ -379,8 +406,18 @@ bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
   }
   if (st == 2) {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    return S().drv.StreamIsCapturing(reinterpret_cast<CUstream>(stream), &status) == CUDA_SUCCESS &&
-           status != CU_STREAM_CAPTURE_STATUS_NONE;
+    const CUresult r = S().drv.StreamIsCapturing(reinterpret_cast<CUstream>(stream), &status);
+    if (r != CUDA_SUCCESS) {
+      // Unknown: it may be capturing, and a host wait then only delays the capture. The phase
+      // goes ungated (observed).
+      static std::atomic<bool> logged{false};
+      if (!logged.exchange(true)) {
+        MLOG_WARN("device gate: the capture query fails (CUDA error %d): such phases go ungated",
+                  static_cast<int>(r));
+      }
+      return true;
+    }
+    return status != CU_STREAM_CAPTURE_STATUS_NONE;
   }
   return false;
 }
@@ -433,7 +470,7 @@ void DeviceGate::SetServerMinusLocal(int64_t v) noexcept {
 int64_t DeviceGate::ServiceWaits(int64_t now) noexcept {
   State& s = S();
   if (!s.any.load(std::memory_order_relaxed) || s.slots == nullptr) return INT64_MAX;
-  int64_t next = INT64_MAX;
+  int64_t next = Watch(now);
   for (int i = 0; i < kMaxSlots; ++i) {
     const uint32_t ticket = s.pending_ticket[i].load(std::memory_order_acquire);
     if (ticket == 0) continue;
@@ -449,6 +486,35 @@ int64_t DeviceGate::ServiceWaits(int64_t now) noexcept {
     s.pending_ticket[i].compare_exchange_strong(expected, 0);
   }
   return next;
+}
+
+int64_t DeviceGate::Watch(int64_t now) noexcept {
+  State& s = S();
+  std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return now + kWatchPollNs;  // Prepare or a Degrade: look again soon
+  bool kernels = false;
+  for (int i = 0; i < kMaxSlots; ++i) {
+    ContextEntry* e = s.slot_ctx[i];
+    if (!s.used[i] || e == nullptr) continue;
+    DeviceGateSlot& g = s.slots[i];
+    if (e->status.load() == DeviceGateStatus::kKernel) kernels = true;
+    const uint64_t launched = g.launches;
+    if (launched == g.finished) continue;   // none running
+    if (launched != s.watched_launch[i]) {  // another kernel runs now: it starts its clock
+      s.watched_launch[i] = launched;
+      s.watched_since[i] = now;
+      continue;
+    }
+    // No kernel holds a stream longer than the cap (realigning or yielding; a plain wait's max
+    // wait is below it). One still there after that, and the margin the watchdog's own polling
+    // takes, is stuck: every kernel of the slot is released, and the context gates on without it.
+    if (now - s.watched_since[i] <= g.max_wait_cap_ns + kWatchPollNs) continue;
+    g.cancel = g.cancel + 1;
+    __sync_synchronize();
+    s.watched_since[i] = now;
+    Degrade(s, *e, "a gate kernel overstayed its bound and was released", 0);
+  }
+  return kernels ? now + kWatchPollNs : INT64_MAX;
 }
 
 void DeviceGate::ReleaseAll() noexcept {

@@ -65,8 +65,15 @@ class DeviceGate {
   static void Publish(int slot, const Timetable* tt, const YieldSet& yields,
                       int64_t max_wait_cap_ns) noexcept;
   static void SetServerMinusLocal(int64_t server_minus_local_ns) noexcept;
-  // Releases due stream waits; returns the local time of the next release (INT64_MAX if none).
+  // Releases due stream waits and watches the gate kernels (Watch); returns the local time it
+  // wants to run again (INT64_MAX: nothing to do).
   static int64_t ServiceWaits(int64_t now_local_ns) noexcept;
+  // The watchdog: a gate kernel that holds its stream past the cap (METRONOME_MAX_WAIT_MS) plus
+  // kWatchPollNs is released (the slot's cancel generation moves on, which every kernel queued
+  // on the stream also sees), and its context falls back to stream waits, logged once. Returns
+  // when to look again while kernels may run.
+  static int64_t Watch(int64_t now_local_ns) noexcept;
+  static constexpr int64_t kWatchPollNs = 10'000'000;
   static void ReleaseAll() noexcept;
   static void ForgetAfterFork() noexcept;
 

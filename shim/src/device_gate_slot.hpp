@@ -41,6 +41,11 @@ struct alignas(128) DeviceGateSlot {
   volatile uint32_t yield_count;
   volatile int64_t yield_windows[kMaxYieldWindows][3];  // period, offset, window
   volatile uint64_t yields;  // written by the kernel: collectives it held for them
+  // Written by the kernel when it leaves (launches - finished: the one running now).
+  volatile uint64_t finished;
+  // Written by the host's watchdog: a kernel launched with an older generation leaves at once
+  // (one stuck past its bound, and every one queued behind it on the stream).
+  volatile uint32_t cancel;
 };
 
 }  // namespace metronome::shim

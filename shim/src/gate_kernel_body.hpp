@@ -1,0 +1,113 @@
+// What the device gate kernels do, written once for nvcc (gate_kernel.cu, on the GPU's
+// %globaltimer) and for the host (the driver stand-in of tests/driver_faults runs the same code on
+// a thread with a host clock, so that the kernel's decisions and bounds are tested without a GPU).
+#pragma once
+
+#include <cstdint>
+
+#include "device_gate_slot.hpp"
+#include "metronome/common/timetable.hpp"
+#include "metronome/common/yield.hpp"
+
+namespace metronome::shim {
+
+// The gate: decides at the moment the stream reaches it, then spins until the window opens,
+// never longer than the timetable's max wait (capped on the host by METRONOME_MAX_WAIT_MS), or,
+// for a late phase that realigns or a yield, than the cap itself. The gate memory (how many
+// phases ago one realigned) lives in the slot: launches on one communicator's stream run one
+// after another. `need_ns`: the gap the collective needs between higher-ranked windows;
+// `mid_phase` != 0: a collective inside a phase, which yields alone (common's DecideYield).
+// `generation`: the slot's cancel count at launch; the kernel leaves as soon as the host's
+// watchdog moves it on. `now()` is the GPU timer, `pause(ns)` a short sleep, `fence()` a
+// system-wide fence.
+template <class Now, class Pause, class Fence>
+METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, uint32_t mid_phase,
+                                       uint32_t generation, Now now, Pause pause, Fence fence) {
+  const int64_t arrival = now();
+  slot->launches = slot->launches + 1;
+  Timetable tt;
+  YieldSet yields;
+  int64_t server_minus_gpu = 0;
+  int64_t cap = 0;
+  // A consistent copy under the sequence lock; none after 32 tries (the host kept writing), no
+  // timetable, or a launch the watchdog has cancelled: go (fail open).
+  bool ok = false;
+  for (int attempt = 0; !ok && attempt < 32 && slot->cancel == generation; ++attempt) {
+    const uint32_t s1 = slot->seq;
+    fence();
+    if (s1 & 1u) continue;
+    if (slot->valid == 0) break;
+    tt.version = static_cast<uint64_t>(slot->version);
+    tt.epoch_ns = slot->epoch_ns;
+    tt.period_ns = slot->period_ns;
+    tt.offset_ns = slot->offset_ns;
+    tt.window_ns = slot->window_ns;
+    tt.late_slack_ns = slot->late_slack_ns;
+    tt.max_wait_ns = slot->max_wait_ns;
+    server_minus_gpu = slot->server_minus_gpu_ns;
+    cap = slot->max_wait_cap_ns;
+    yields.epoch_ns = slot->yield_epoch_ns;
+    yields.need_ns = slot->yield_need_ns;
+    yields.max_wait_ns = slot->yield_max_wait_ns;
+    yields.tolerance_ns = slot->yield_tolerance_ns;
+    yields.count = slot->yield_count;
+    if (yields.count > kMaxYieldWindows) yields.count = 0;
+    for (uint32_t i = 0; i < yields.count; ++i) {
+      yields.windows[i].period_ns = slot->yield_windows[i][0];
+      yields.windows[i].offset_ns = slot->yield_windows[i][1];
+      yields.windows[i].window_ns = slot->yield_windows[i][2];
+    }
+    fence();
+    ok = slot->seq == s1;
+  }
+  if (!ok || tt.period_ns <= 0) {
+    slot->finished = slot->finished + 1;
+    return;
+  }
+  if ((ValidateYieldSet(yields) & kYieldRejectMask) != 0) yields.count = 0;
+  const int64_t now_server = SaturatingAdd(arrival, server_minus_gpu);
+  GateDecision d;
+  if (mid_phase != 0) {
+    d = DecideYield(yields, now_server, need_ns, cap);
+  } else {
+    GateMemory memory{slot->since_realign};
+    d = DecideRankedGate(tt, yields, now_server, cap, MustRealign(memory), need_ns);
+    Remember(memory, d.realigned);
+    slot->since_realign = memory.since_realign;
+    if (d.realigned) slot->realigned = slot->realigned + 1;
+    if (d.action == GateAction::kFailOpen) slot->failed_open = slot->failed_open + 1;
+  }
+  if (d.action == GateAction::kWaitUntil) {
+    if (d.yielded) slot->yields = slot->yields + 1;
+    int64_t target = SaturatingSub(d.until_ns, server_minus_gpu);
+    const int64_t longest = d.realigned || d.yielded ? cap : tt.max_wait_ns;
+    const int64_t bound = SaturatingAdd(arrival, longest);
+    if (target > bound) target = bound;
+    slot->last_target_gpu_ns = target;
+    if (mid_phase == 0) slot->waits = slot->waits + 1;
+    int64_t t = now();
+    while (t < target && slot->cancel == generation) {
+      if (target - t > 8000) pause(4000);
+      t = now();
+    }
+    slot->last_release_gpu_ns = t;
+  }
+  fence();
+  slot->finished = slot->finished + 1;
+}
+
+// Calibration: keeps writing the GPU timer into mapped memory until told to stop, or for
+// `bound_ns` at most.
+template <class Now, class Fence>
+METRONOME_HD inline void RunTimerKernel(volatile int64_t* out, volatile uint32_t* stop,
+                                        int64_t bound_ns, Now now, Fence fence) {
+  const int64_t start = now();
+  int64_t t = start;
+  while (*stop == 0 && t - start < bound_ns) {
+    t = now();
+    *out = t;
+    fence();
+  }
+}
+
+}  // namespace metronome::shim

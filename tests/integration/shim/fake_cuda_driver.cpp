@@ -1,0 +1,255 @@
+// A stand-in for libcuda.so.1, for tests only: the driver entry points the shim's device gate
+// uses, on CPU threads, with faults injected one at a time.
+//
+// Streams are FIFO queues, each served by its own thread. The gate and timer kernels run
+// gate_kernel_body.hpp (the code nvcc builds into the shim's fatbin) on the stream's thread, with
+// a "GPU timer" that is CLOCK_REALTIME minus one hour, so that the shim's calibration has
+// something to find. Host-mapped memory is plain memory whose device address is its host address.
+//
+// Environment:
+//   METRONOME_FAKE_CUDA_FAIL    comma-separated entry points that fail (cuInit, cuCtxGetCurrent,
+//                               cuModuleLoadData, cuMemHostAlloc, cuLaunchKernel,
+//                               cuStreamWaitValue32, cuStreamIsCapturing)
+//   METRONOME_FAKE_CUDA_KERNEL  "hang": the gate kernel's timer stands still, so a kernel that
+//                               waits never reaches its window (nor its own bound) by itself
+//   METRONOME_FAKE_CUDA_SM      compute capability as major*10+minor (default 90)
+#include <cuda.h>
+#include <time.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gate_kernel_body.hpp"
+
+namespace {
+
+constexpr int64_t kGpuBehindHostNs = 3'600'000'000'000;  // the "GPU timer" is an hour behind
+
+bool Fails(const char* entry) {
+  const char* list = std::getenv("METRONOME_FAKE_CUDA_FAIL");
+  if (list == nullptr) return false;
+  const std::string s = std::string(",") + list + ",";
+  return s.find(std::string(",") + entry + ",") != std::string::npos;
+}
+
+bool KernelHangs() {
+  const char* k = std::getenv("METRONOME_FAKE_CUDA_KERNEL");
+  return k != nullptr && std::strcmp(k, "hang") == 0;
+}
+
+int64_t HostNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t GpuNs() {
+  return HostNs() - kGpuBehindHostNs;
+}
+
+void PauseNs(int64_t ns) {
+  timespec ts{0, static_cast<long>(ns)};
+  nanosleep(&ts, nullptr);
+}
+
+void Fence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+// One stream: its operations run in order on its own thread.
+class Stream {
+ public:
+  Stream() : worker_([this] { Run(); }) {}
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  void Push(std::function<void()> op) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ops_.push_back(std::move(op));
+    }
+    cv_.notify_all();
+  }
+  void Synchronize() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return ops_.empty() && !busy_; });
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !ops_.empty(); });
+      if (ops_.empty()) return;  // stopping, and everything ran
+      std::function<void()> op = std::move(ops_.front());
+      ops_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      op();
+      lock.lock();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> ops_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+// The legacy default stream (0), made on first use and kept until the process exits.
+Stream* StreamOf(CUstream s) {
+  if (s != nullptr && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD) {
+    return reinterpret_cast<Stream*>(s);
+  }
+  static Stream* legacy = new Stream();
+  return legacy;
+}
+
+enum class Kernel { kGate, kTimer };
+Kernel gate_kernel = Kernel::kGate;
+Kernel timer_kernel = Kernel::kTimer;
+int context_token = 0;
+int module_token = 0;
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuInit(unsigned int) {
+  return Fails("cuInit") ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  if (Fails("cuCtxGetCurrent")) return CUDA_ERROR_INVALID_CONTEXT;
+  *ctx = reinterpret_cast<CUcontext>(&context_token);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice* dev) {
+  *dev = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice) {
+  const char* sm = std::getenv("METRONOME_FAKE_CUDA_SM");
+  const int cc = sm != nullptr ? std::atoi(sm) : 90;
+  if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+    *value = cc / 10;
+  else if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+    *value = cc % 10;
+  else
+    *value = 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadData(CUmodule* mod, const void*) {
+  if (Fails("cuModuleLoadData")) return CUDA_ERROR_INVALID_IMAGE;
+  *mod = reinterpret_cast<CUmodule>(&module_token);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
+  if (std::strcmp(name, "metronome_gate_kernel") == 0) {
+    *f = reinterpret_cast<CUfunction>(&gate_kernel);
+  } else if (std::strcmp(name, "metronome_timer_kernel") == 0) {
+    *f = reinterpret_cast<CUfunction>(&timer_kernel);
+  } else {
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned int) {
+  if (Fails("cuMemHostAlloc")) return CUDA_ERROR_OUT_OF_MEMORY;
+  *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  if (*p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(*p, 0, bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer(CUdeviceptr* dev, void* host, unsigned int) {
+  *dev = reinterpret_cast<CUdeviceptr>(host);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(CUstream* s, unsigned int) {
+  *s = reinterpret_cast<CUstream>(new Stream());
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream s) {
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  delete reinterpret_cast<Stream*>(s);  // runs what is queued, then joins its thread
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream s) {
+  StreamOf(s)->Synchronize();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
+  if (Fails("cuStreamIsCapturing")) return CUDA_ERROR_UNKNOWN;
+  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream stream, void** params, void**) {
+  if (Fails("cuLaunchKernel")) return CUDA_ERROR_LAUNCH_FAILED;
+  const Kernel k = *reinterpret_cast<Kernel*>(f);
+  if (k == Kernel::kGate) {
+    auto* slot =
+        reinterpret_cast<metronome::shim::DeviceGateSlot*>(*static_cast<CUdeviceptr*>(params[0]));
+    const int64_t need = *static_cast<int64_t*>(params[1]);
+    const uint32_t mid_phase = *static_cast<uint32_t*>(params[2]);
+    const uint32_t generation = *static_cast<uint32_t*>(params[3]);
+    const bool hang = KernelHangs();
+    StreamOf(stream)->Push([=] {
+      const int64_t frozen = GpuNs();
+      metronome::shim::RunGateKernel(
+          slot, need, mid_phase, generation, [&] { return hang ? frozen : GpuNs(); }, PauseNs,
+          Fence);
+    });
+    return CUDA_SUCCESS;
+  }
+  auto* out = reinterpret_cast<volatile int64_t*>(*static_cast<CUdeviceptr*>(params[0]));
+  auto* stop = reinterpret_cast<volatile uint32_t*>(*static_cast<CUdeviceptr*>(params[1]));
+  const int64_t bound = *static_cast<int64_t*>(params[2]);
+  StreamOf(stream)->Push([=] { metronome::shim::RunTimerKernel(out, stop, bound, GpuNs, Fence); });
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int) {
+  if (Fails("cuStreamWaitValue32")) return CUDA_ERROR_NOT_SUPPORTED;
+  auto* word = reinterpret_cast<volatile uint32_t*>(addr);
+  StreamOf(stream)->Push([=] {
+    // CU_STREAM_WAIT_VALUE_GEQ, in the wrap-around sense the driver uses.
+    while (static_cast<int32_t>(*word - value) < 0) PauseNs(20'000);
+  });
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* data) {
+  StreamOf(stream)->Push([=] { fn(data); });
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"
