@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace metronome::shim {
 namespace {
@@ -16,6 +17,34 @@ bool ParseInt(const char* s, long long& out) {
   const long long v = std::strtoll(s, &end, 10);
   if (errno != 0 || end == s || *end != '\0') return false;
   out = v;
+  return true;
+}
+
+// "high=N,normal=N,low=N", any subset in any order, N in 0..255. All or nothing.
+bool ParseTrafficClasses(const char* v, int (&out)[3]) {
+  int parsed[3] = {out[0], out[1], out[2]};
+  std::string s(v);
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    std::size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(pos, end - pos);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) return false;
+    const std::string name = item.substr(0, eq);
+    long long n = 0;
+    if (!ParseInt(item.substr(eq + 1).c_str(), n) || n < 0 || n > 255) return false;
+    if (name == "low")
+      parsed[0] = static_cast<int>(n);
+    else if (name == "normal")
+      parsed[1] = static_cast<int>(n);
+    else if (name == "high")
+      parsed[2] = static_cast<int>(n);
+    else
+      return false;
+    pos = end + 1;
+  }
+  for (int i = 0; i < 3; ++i) out[i] = parsed[i];
   return true;
 }
 
@@ -61,6 +90,9 @@ Config ParseConfig(const std::function<const char*(const char*)>& get) {
       c.gate = GateKind::kHost;
     else
       Warn(c, "METRONOME_GATE", v);
+  }
+  if (const char* v = get("METRONOME_TRAFFIC_CLASS"); v != nullptr && *v != '\0') {
+    if (!ParseTrafficClasses(v, c.traffic_class)) Warn(c, "METRONOME_TRAFFIC_CLASS", v);
   }
   if (const char* v = get("METRONOME_MAX_WAIT_MS"); v != nullptr && *v != '\0') {
     long long ms = 0;

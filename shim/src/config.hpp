@@ -25,13 +25,22 @@ struct Config {
   int64_t silence_ns = 5'000'000'000;              // METRONOME_FAILOPEN_MS: scheduler silence bound
   std::string nccl_library;                        // METRONOME_NCCL_LIBRARY
   std::string curve_server_key;  // METRONOME_CURVE_SERVERKEY: the scheduler's Z85 CURVE public key
-  std::string warnings;          // what could not be parsed ("" = all fine), logged once at start
+  // METRONOME_TRAFFIC_CLASS "high=N,normal=N,low=N" (any of them, 0-255): the trafficClass of
+  // communicators created with a config that leaves it undefined, by TrafficClassIndex of the
+  // priority; -1 (the default): NCCL's own.
+  int traffic_class[3] = {-1, -1, -1};
+  std::string warnings;  // what could not be parsed ("" = all fine), logged once at start
 };
 
 // Parses the settings from `get` (getenv in production; a map in tests). Never throws for bad
 // values: they keep their default and are named in Config::warnings.
 Config ParseConfig(const std::function<const char*(const char*)>& get);
 Config ConfigFromEnv();
+
+// 0 low (priority <= 0), 1 normal (1), 2 high (>= 2): METRONOME_PRIORITY's classes.
+constexpr int TrafficClassIndex(int32_t priority) {
+  return priority <= 0 ? 0 : (priority == 1 ? 1 : 2);
+}
 
 const char* ModeName(Mode m);
 const char* GateKindName(GateKind g);

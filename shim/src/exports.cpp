@@ -2,8 +2,9 @@
 // nccl.h with C linkage: a signature that differs from the header is a compile error, and the
 // static_asserts check that the pnccl twin the shim calls has the same type.
 //
-// Wrapped: collectives, point-to-point, groups, communicator creation and destruction. Every
-// other NCCL function is not defined here and reaches libnccl directly.
+// Wrapped: collectives, point-to-point, groups, communicator creation, revocation, suspension and
+// destruction (those of a newer NCCL when the header has them). Every other NCCL function is not
+// defined here and reaches libnccl directly; shim/nccl_passthrough.txt says why for each.
 //
 // No exception leaves these functions (they call only noexcept code; nccl.h's declarations carry
 // no exception specification, so the definitions cannot say noexcept themselves), and none
@@ -162,7 +163,8 @@ METRONOME_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nrank
   o.id = &commId;
   o.nranks = nranks;
   o.rank = rank;
-  return ms::Create<Fn::kCommInitRankConfig>(comm, o, comm, nranks, commId, rank, config);
+  return ms::Create<Fn::kCommInitRankConfig>(comm, o, comm, nranks, commId, rank,
+                                             ms::WithTrafficClass(config));
 }
 
 METRONOME_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
@@ -190,7 +192,8 @@ METRONOME_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
   CommOrigin o;
   o.how = "Split";
   o.parent = comm;
-  return ms::Create<Fn::kCommSplit>(newcomm, o, comm, color, key, newcomm, config);
+  return ms::Create<Fn::kCommSplit>(newcomm, o, comm, color, key, newcomm,
+                                    ms::WithTrafficClass(config));
 }
 
 METRONOME_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank,
@@ -202,7 +205,7 @@ METRONOME_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int 
   o.nranks = nranks;
   o.rank = myrank;
   return ms::Create<Fn::kCommInitRankScalable>(newcomm, o, newcomm, nranks, myrank, nId, commIds,
-                                               config);
+                                               ms::WithTrafficClass(config));
 }
 
 METRONOME_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
@@ -212,8 +215,43 @@ METRONOME_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksL
   o.how = "Shrink";
   o.parent = comm;
   return ms::Create<Fn::kCommShrink>(newcomm, o, comm, excludeRanksList, excludeRanksCount, newcomm,
-                                     config, shrinkFlags);
+                                     ms::WithTrafficClass(config), shrinkFlags);
 }
+
+#if NCCL_VERSION_CODE >= 22902
+METRONOME_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks,
+                                           const ncclUniqueId* uniqueId, int rank,
+                                           ncclComm_t* newcomm, ncclConfig_t* config) {
+  // Existing ranks pass their communicator (the new one is part of its job); new ranks pass
+  // none and the id.
+  CommOrigin o;
+  o.how = "Grow";
+  o.parent = comm;
+  o.id = comm == nullptr ? uniqueId : nullptr;
+  o.nranks = nRanks;
+  o.rank = comm == nullptr ? rank : -1;
+  return ms::Create<Fn::kCommGrow>(newcomm, o, comm, nRanks, uniqueId, rank, newcomm,
+                                   ms::WithTrafficClass(config));
+}
+#endif
+
+// ---- Revocation and suspension: the communicator stays, its calls are not gated -------------
+
+#if NCCL_VERSION_CODE >= 22807
+METRONOME_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  return ms::Pause<Fn::kCommRevoke>(comm, true, "revoked", comm, revokeFlags);
+}
+#endif
+
+#if NCCL_VERSION_CODE >= 22907
+METRONOME_EXPORT ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags) {
+  return ms::Pause<Fn::kCommSuspend>(comm, true, "suspended", comm, flags);
+}
+
+METRONOME_EXPORT ncclResult_t ncclCommResume(ncclComm_t comm) {
+  return ms::Pause<Fn::kCommResume>(comm, false, "resumed", comm);
+}
+#endif
 
 // ---- Communicator destruction ---------------------------------------------------------------
 

@@ -60,6 +60,28 @@ inline ncclResult_t Destroy(ncclComm_t comm, const char* how) noexcept {
   return r;
 }
 
+// Revoke and Suspend pause a communicator before NCCL acts (nothing of it is held while NCCL
+// stops it); Resume unpauses it once NCCL has resumed it.
+template <Fn F, class... A>
+inline ncclResult_t Pause(ncclComm_t comm, bool paused, const char* how, A... a) noexcept {
+  ThreadState& ts = Tls();
+  if (ts.depth != 0 || !g_shim_active.load(std::memory_order_relaxed)) return Forward<F>(a...);
+  ++ts.depth;
+  if (paused) Runtime::Get().OnCommPaused(comm, true, how);
+  const ncclResult_t r = Forward<F>(a...);
+  if (!paused && r == ncclSuccess) Runtime::Get().OnCommPaused(comm, false, how);
+  --ts.depth;
+  return r;
+}
+
+// The config NCCL gets for a new communicator: the application's, or, when it leaves
+// trafficClass undefined and METRONOME_TRAFFIC_CLASS gives the job's priority one, a copy with
+// that class. The copy lives as long as the process (NCCL may read a nonblocking
+// communicator's config after the call returns; a communicator creation is rare). An application
+// config from a header older than 2.26, or not made by NCCL_CONFIG_INITIALIZER, is passed as it
+// is.
+ncclConfig_t* WithTrafficClass(ncclConfig_t* config) noexcept;
+
 inline uint64_t Bytes(size_t count, ncclDataType_t t) {
   return static_cast<uint64_t>(count) * DataTypeSize(t);
 }

@@ -12,13 +12,31 @@
 #include <atomic>
 
 // Every NCCL function the shim calls, wrapped or not. X(name) is the name without the prefix.
+// Those of a newer NCCL than the header's are left out (tests/integration/shim/nccl_surface.py
+// checks the header's functions against the wrapped ones and nccl_passthrough.txt).
 // clang-format off
+#if NCCL_VERSION_CODE >= 22807
+#define METRONOME_NCCL_2_28_7(X) X(CommRevoke)
+#else
+#define METRONOME_NCCL_2_28_7(X)
+#endif
+#if NCCL_VERSION_CODE >= 22902
+#define METRONOME_NCCL_2_29_2(X) X(CommGrow)
+#else
+#define METRONOME_NCCL_2_29_2(X)
+#endif
+#if NCCL_VERSION_CODE >= 22907
+#define METRONOME_NCCL_2_29_7(X) X(CommSuspend) X(CommResume)
+#else
+#define METRONOME_NCCL_2_29_7(X)
+#endif
 #define METRONOME_NCCL_FUNCTIONS(X)                                                      \
   X(AllReduce) X(Broadcast) X(Bcast) X(Reduce) X(AllGather) X(ReduceScatter)             \
   X(AlltoAll) X(Gather) X(Scatter) X(Send) X(Recv) X(GroupStart) X(GroupEnd)             \
   X(CommInitRank) X(CommInitRankConfig) X(CommInitAll) X(CommSplit)                      \
   X(CommInitRankScalable) X(CommShrink) X(CommFinalize) X(CommDestroy) X(CommAbort)      \
-  X(GetVersion) X(CommUserRank) X(CommCount) X(CommCuDevice)
+  X(GetVersion) X(CommUserRank) X(CommCount) X(CommCuDevice)                             \
+  METRONOME_NCCL_2_28_7(X) METRONOME_NCCL_2_29_2(X) METRONOME_NCCL_2_29_7(X)
 // clang-format on
 
 namespace metronome::shim {

@@ -268,11 +268,22 @@ void Runtime::OnCommDestroyed(ncclComm_t comm, const char* how) noexcept {
   }
 }
 
+void Runtime::OnCommPaused(ncclComm_t comm, bool paused, const char* how) noexcept {
+  CommState* st = Find(comm);
+  if (st == nullptr || st->paused.exchange(paused) == paused) return;
+  MLOG_INFO("communicator %p %s: %s", static_cast<void*>(comm), how,
+            paused ? "no longer tracked or gated" : "tracked and gated again");
+}
+
+int Runtime::TrafficClass() const noexcept {
+  return config_.traffic_class[TrafficClassIndex(config_.priority)];
+}
+
 Runtime::CallToken Runtime::BeforeCollective(ncclComm_t comm, Op op, uint64_t bytes,
                                              cudaStream_t stream) noexcept {
   CallToken tok;
   CommState* st = Find(comm);
-  if (st == nullptr) return tok;
+  if (st == nullptr || st->paused.load(std::memory_order_relaxed)) return tok;
   tok.st = st;
   tok.op = static_cast<uint32_t>(op);
   tok.bytes = bytes;

@@ -69,6 +69,9 @@ struct CommState {
   std::atomic<uint32_t> nranks{0};
   bool device_gate = false;  // gate with the device gate (else the host gate)
   int device_slot = -1;
+  // Revoked or suspended (ncclCommRevoke, ncclCommSuspend): its calls are neither tracked nor
+  // gated until it resumes; its state is freed at destroy as any other's.
+  std::atomic<bool> paused{false};
   // Written by the caller's thread.
   std::atomic<int64_t> last_end_ns{0};
   std::atomic<uint64_t> calls{0};
@@ -133,6 +136,10 @@ class Runtime {
   // Registry (communicator creation and destruction: rare, may lock and allocate).
   CommState* OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noexcept;
   void OnCommDestroyed(ncclComm_t comm, const char* how) noexcept;
+  void OnCommPaused(ncclComm_t comm, bool paused, const char* how) noexcept;
+  // The traffic class (ncclConfig_t::trafficClass) for this process's communicators from the
+  // job's priority (METRONOME_TRAFFIC_CLASS), or -1: leave NCCL's.
+  int TrafficClass() const noexcept;
   CommState* Find(ncclComm_t comm) const noexcept;
 
   // The caller's path.

@@ -9,6 +9,12 @@
 //   idle                           never touches NCCL; prints its thread count
 //   footprint                      prints VmRSS and thread count before/after a communicator
 //   calls <n>                      n back-to-back ncclAllReduce calls; prints ns per call
+//   nonblocking                    a nonblocking communicator (rank 2 of 4): polls it ready, then
+//                                  20 ncclAllReduce; prints the polls and the calls that succeeded
+//   revoke                         5 ncclAllReduce, ncclCommRevoke, 5 more (refused), destroy
+//   traffic_class                  prints the trafficClass the fake NCCL received for a config
+//                                  that leaves it undefined, one that sets 7, and a split
+//                                  without a config
 #include <dlfcn.h>
 #include <nccl.h>
 #include <sys/wait.h>
@@ -24,6 +30,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+extern "C" int fakeNcclTrafficClass(ncclComm_t comm);  // fake_nccl.cpp
 
 namespace {
 
@@ -70,11 +78,71 @@ int Iterate(int iters, int compute_us) {
   return 0;
 }
 
+int Nonblocking() {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 2;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRankConfig(&comm, 4, id, 2, &config) != ncclInProgress) return 3;
+  int polls = 0;
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress && polls < 100) {
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return 4;
+    ++polls;
+  }
+  float x[4] = {};
+  int ok = 0;
+  for (int i = 0; i < 20; ++i) {
+    ok += ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::printf("nonblocking polls %d calls_ok %d\n", polls, ok);
+  return ncclCommDestroy(comm) == ncclSuccess ? 0 : 5;
+}
+
+int Revoke() {
+  ncclComm_t comm = MakeComm();
+  if (comm == nullptr) return 2;
+  float x[4] = {};
+  for (int i = 0; i < 5; ++i) ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, nullptr);
+  if (ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) != ncclSuccess) return 3;
+  int refused = 0;
+  for (int i = 0; i < 5; ++i) {
+    refused += ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, nullptr) != ncclSuccess;
+  }
+  std::printf("revoked refused %d\n", refused);
+  return ncclCommDestroy(comm) == ncclSuccess ? 0 : 4;
+}
+
+int TrafficClass() {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return 2;
+  ncclConfig_t undefined = NCCL_CONFIG_INITIALIZER;
+  ncclConfig_t seven = NCCL_CONFIG_INITIALIZER;
+  seven.trafficClass = 7;
+  ncclComm_t a = nullptr;
+  ncclComm_t b = nullptr;
+  ncclComm_t c = nullptr;
+  if (ncclCommInitRankConfig(&a, 1, id, 0, &undefined) != ncclSuccess) return 3;
+  if (ncclCommInitRankConfig(&b, 1, id, 0, &seven) != ncclSuccess) return 4;
+  if (ncclCommSplit(a, 0, 0, &c, nullptr) != ncclSuccess) return 5;
+  std::printf("traffic_class undefined %d set %d split %d app_config %d\n", fakeNcclTrafficClass(a),
+              fakeNcclTrafficClass(b), fakeNcclTrafficClass(c), undefined.trafficClass);
+  ncclCommDestroy(c);
+  ncclCommDestroy(b);
+  ncclCommDestroy(a);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "iterate" && argc > 3) return Iterate(std::atoi(argv[2]), std::atoi(argv[3]));
+  if (cmd == "nonblocking") return Nonblocking();
+  if (cmd == "revoke") return Revoke();
+  if (cmd == "traffic_class") return TrafficClass();
   if (cmd == "bcast" && argc > 2) {
     ncclComm_t comm = MakeComm();
     if (comm == nullptr) return 2;

@@ -4,6 +4,9 @@
 // calling itself). Environment:
 //   FAKE_NCCL_NS_PER_BYTE  collective duration per byte (default 0: return at once)
 //   FAKE_NCCL_FAIL_INIT=1  communicator creation fails with ncclSystemError
+// A communicator created with config.blocking = 0 is in progress (ncclInProgress from its
+// creation, its queries and collectives) until ncclCommGetAsyncError has been polled 3 times.
+// The config's trafficClass is kept (fakeNcclTrafficClass) for the tests to read.
 #include <nccl.h>
 
 #include <time.h>
@@ -16,6 +19,9 @@ struct ncclComm {
   int nranks;
   int rank;
   unsigned long long calls;
+  int pending_polls = 0;  // > 0: a nonblocking initialization still in progress
+  int traffic_class = NCCL_CONFIG_UNDEF_INT;
+  bool revoked = false;
 };
 
 namespace {
@@ -35,6 +41,7 @@ bool FailInit() {
 
 ncclResult_t Work(ncclComm_t comm, size_t count, ncclDataType_t dt) {
   if (comm == nullptr) return ncclInvalidArgument;
+  if (comm->pending_polls > 0 || comm->revoked) return ncclInvalidUsage;
   if (static_cast<int>(dt) < 0 || static_cast<int>(dt) >= ncclNumTypes) return ncclInvalidArgument;
   ++comm->calls;
   const double ns = NsPerByte() * static_cast<double>(count) * 4.0;
@@ -52,6 +59,15 @@ ncclResult_t NewComm(ncclComm_t* out, int nranks, int rank) {
   if (FailInit()) return ncclSystemError;
   *out = new ncclComm{nranks, rank, 0};
   return ncclSuccess;
+}
+
+// The config's effect on a new communicator: nonblocking, traffic class.
+ncclResult_t Configure(ncclComm_t comm, const ncclConfig_t* config) {
+  if (config == nullptr) return ncclSuccess;
+  comm->traffic_class = config->trafficClass;
+  if (config->blocking != 0) return ncclSuccess;
+  comm->pending_polls = 3;
+  return ncclInProgress;
 }
 
 std::atomic<int> g_group{0};
@@ -82,8 +98,8 @@ FAKE_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqu
 FAKE_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId id,
          int rank, ncclConfig_t* config) {
   (void)id;
-  (void)config;
-  return NewComm(comm, nranks, rank);
+  if (ncclResult_t r = NewComm(comm, nranks, rank); r != ncclSuccess) return r;
+  return Configure(*comm, config);
 }
 FAKE_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comm, int ndev, const int* devlist) {
   (void)devlist;
@@ -96,9 +112,23 @@ FAKE_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
          ncclConfig_t* config) {
   (void)color;
   (void)key;
-  (void)config;
   if (comm == nullptr) return ncclInvalidArgument;
-  return NewComm(newcomm, 1, 0);
+  if (ncclResult_t r = NewComm(newcomm, 1, 0); r != ncclSuccess) return r;
+  return Configure(*newcomm, config);
+}
+FAKE_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* error) {
+  if (comm == nullptr || error == nullptr) return ncclInvalidArgument;
+  if (comm->pending_polls > 0) --comm->pending_polls;
+  *error = comm->pending_polls > 0 ? ncclInProgress : ncclSuccess;
+  return ncclSuccess;
+}
+FAKE_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int flags) {
+  if (comm == nullptr || flags != 0) return ncclInvalidArgument;
+  comm->revoked = true;
+  return ncclSuccess;
+}
+extern "C" __attribute__((visibility("default"))) int fakeNcclTrafficClass(ncclComm_t comm) {
+  return comm == nullptr ? -2 : comm->traffic_class;
 }
 FAKE_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return comm == nullptr ? ncclInvalidArgument : ncclSuccess;
@@ -115,11 +145,13 @@ FAKE_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
 }
 FAKE_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
   if (comm == nullptr || count == nullptr) return ncclInvalidArgument;
+  if (comm->pending_polls > 0) return ncclInProgress;
   *count = comm->nranks;
   return ncclSuccess;
 }
 FAKE_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
   if (comm == nullptr || rank == nullptr) return ncclInvalidArgument;
+  if (comm->pending_polls > 0) return ncclInProgress;
   *rank = comm->rank;
   return ncclSuccess;
 }

@@ -2,7 +2,7 @@
 # Process-level tests of libmetronome.so under LD_PRELOAD. Usage:
 #   shim_process_tests.sh <check> <libmetronome.so> <program> [build_dir]
 # Checks: equivalence (real NCCL), natural_pace, reentrancy, missing, threads, fork, idle, off,
-# static, install.
+# static, install, nonblocking, revoke, traffic_class.
 # In sanitizer builds METRONOME_TEST_PRELOAD_PREFIX holds the sanitizer runtime, which must come
 # first in LD_PRELOAD.
 set -euo pipefail
@@ -50,6 +50,38 @@ reentrancy)
   METRONOME_LOG=info LD_PRELOAD="$preload" "$prog" bcast 10 >/dev/null 2>"$tmp/err" || fail "bcast run failed"
   grep -q 'collectives=10 ' "$tmp/err" || { cat "$tmp/err"; fail "ncclBcast counted other than once per call"; }
   echo "10 ncclBcast calls (each calling ncclBroadcast inside NCCL) counted as 10 collectives"
+  ;;
+nonblocking)
+  # As PyTorch with TORCH_NCCL_USE_COMM_NONBLOCKING=1: init returns ncclInProgress and is polled.
+  METRONOME_LOG=info LD_PRELOAD="$preload" "$prog" nonblocking >"$tmp/out" 2>"$tmp/err" ||
+    { cat "$tmp/out" "$tmp/err"; fail "nonblocking run failed"; }
+  grep -q 'nonblocking polls 3 calls_ok 20' "$tmp/out" || { cat "$tmp/out"; fail "the communicator did not become ready"; }
+  grep -q 'destroyed: job=.* rank=2 collectives=20 ' "$tmp/err" ||
+    { cat "$tmp/err"; fail "the shim did not track the nonblocking communicator as rank 2 with 20 collectives"; }
+  echo "a nonblocking communicator: ready after 3 polls, tracked as rank 2 of 4, 20 collectives"
+  ;;
+revoke)
+  METRONOME_LOG=info LD_PRELOAD="$preload" "$prog" revoke >"$tmp/out" 2>"$tmp/err" ||
+    { cat "$tmp/out" "$tmp/err"; fail "revoke run failed"; }
+  grep -q 'revoked refused 5' "$tmp/out" || { cat "$tmp/out"; fail "NCCL did not see the revoke"; }
+  grep -q 'revoked: no longer tracked or gated' "$tmp/err" || { cat "$tmp/err"; fail "no log line for the revoke"; }
+  grep -q 'destroyed: .* collectives=5 ' "$tmp/err" || { cat "$tmp/err"; fail "calls after the revoke were tracked"; }
+  echo "ncclCommRevoke: reaches NCCL, the communicator is no longer tracked, freed at destroy"
+  ;;
+traffic_class)
+  # No map: NCCL's default (undefined) stays.
+  LD_PRELOAD="$preload" "$prog" traffic_class >"$tmp/none" 2>/dev/null || fail "traffic_class run failed"
+  grep -q 'traffic_class undefined -2147483648 set 7 split -2147483648 app_config -2147483648' "$tmp/none" ||
+    { cat "$tmp/none"; fail "without METRONOME_TRAFFIC_CLASS the shim changed a config"; }
+  for prio in high:46 normal:26 low:10; do
+    METRONOME_TRAFFIC_CLASS=high=46,normal=26,low=10 METRONOME_PRIORITY=${prio%%:*} \
+      LD_PRELOAD="$preload" "$prog" traffic_class >"$tmp/out" 2>/dev/null || fail "traffic_class run failed"
+    # The application's own 7 and the split that inherits its parent's config stay; its config
+    # struct is not written.
+    grep -q "traffic_class undefined ${prio##*:} set 7 split -2147483648 app_config -2147483648" "$tmp/out" ||
+      { cat "$tmp/out"; fail "priority ${prio%%:*}: expected trafficClass ${prio##*:}"; }
+  done
+  echo "trafficClass from METRONOME_TRAFFIC_CLASS by priority (46/26/10); an application's value and a config-less split kept"
   ;;
 missing)
   LD_PRELOAD="$preload" "$prog" missing >"$tmp/out" 2>"$tmp/err" || fail "missing run failed"
@@ -123,6 +155,7 @@ ncclCommInitAll
 ncclCommInitRank
 ncclCommInitRankConfig
 ncclCommInitRankScalable
+ncclCommRevoke
 ncclCommShrink
 ncclCommSplit
 ncclGather

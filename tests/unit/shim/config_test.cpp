@@ -72,5 +72,22 @@ TEST(ShimConfig, OffMode) {
   EXPECT_EQ(Parse({{"METRONOME_MODE", "off"}}).mode, Mode::kOff);
 }
 
+TEST(ShimConfig, TrafficClassMap) {
+  Config none = Parse({});
+  for (int tc : none.traffic_class) EXPECT_EQ(tc, -1);  // NCCL's own by default
+  Config c = Parse({{"METRONOME_TRAFFIC_CLASS", "high=46,low=10"}});
+  EXPECT_EQ(c.traffic_class[TrafficClassIndex(0)], 10);
+  EXPECT_EQ(c.traffic_class[TrafficClassIndex(1)], -1);
+  EXPECT_EQ(c.traffic_class[TrafficClassIndex(2)], 46);
+  EXPECT_EQ(c.traffic_class[TrafficClassIndex(7)], 46);
+  EXPECT_EQ(c.traffic_class[TrafficClassIndex(-3)], 10);
+  EXPECT_TRUE(c.warnings.empty());
+  for (const char* bad : {"high=256", "high", "urgent=3", "high=1,,low=2", "high=-1", "high=x"}) {
+    Config b = Parse({{"METRONOME_TRAFFIC_CLASS", bad}});
+    for (int tc : b.traffic_class) EXPECT_EQ(tc, -1) << bad;  // all or nothing
+    EXPECT_NE(b.warnings.find("METRONOME_TRAFFIC_CLASS"), std::string::npos) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace metronome::shim
