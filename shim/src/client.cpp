@@ -13,6 +13,7 @@
 #include "metronome/common/clock.hpp"
 #include "profile_report.hpp"
 #include "real_nccl.hpp"
+#include "rhythm.hpp"
 #include "runtime.hpp"
 
 namespace metronome::shim {
@@ -285,7 +286,8 @@ void Client::HandleTimetable(const proto::TimetablePush& p) {
 }
 
 void Client::DrainEvents() {
-  for (CommState* c : rt_.LiveComms()) {
+  const auto comms = rt_.LiveComms();
+  for (CommState* c : comms) {
     CollEvent e;
     bool any = false;
     while (c->ring.Pop(e)) {
@@ -313,6 +315,32 @@ void Client::DrainEvents() {
       }
     }
   }
+  // Per job: only the communicator that carries its rhythm, while the rhythm is stable, is held.
+  for (JobState* job : rt_.Jobs()) {
+    CommState* rhythm = RhythmOf(job, comms);
+    for (CommState* c : comms) {
+      if (c->job != job) continue;
+      const bool observe = c != rhythm || !MayGate(c->estimate);
+      if (c->observe_only.exchange(observe, std::memory_order_relaxed) != observe) {
+        MLOG_INFO("communicator %p of job %s: %s", static_cast<void*>(c->comm), job->job_id.c_str(),
+                  observe ? (c == rhythm ? "no stable rhythm: observed, never held"
+                                         : "not the job's rhythm: observed, never held")
+                          : "carries the job's rhythm: gated");
+      }
+    }
+  }
+}
+
+CommState* Client::RhythmOf(const JobState* job, const std::vector<CommState*>& comms) {
+  const PhaseEstimate* estimates[64];
+  CommState* owners[64];
+  std::size_t n = 0;
+  for (CommState* c : comms) {
+    if (c->job != job || n == 64) continue;
+    estimates[n] = &c->estimate;
+    owners[n++] = c;
+  }
+  return n == 0 ? nullptr : owners[RhythmComm(estimates, n)];
 }
 
 void Client::SendHellos(int64_t now) {
@@ -363,7 +391,6 @@ void Client::SendReports(int64_t now) {
     proto::ProfileReport r;
     r.job_id = job->job_id;
     r.rank = job->rank;
-    CommState* main = nullptr;
     for (CommState* c : comms) {
       if (c->job != job) continue;
       // Decisions made on the host (host gate, stream waits) are counted in the communicator's
@@ -382,9 +409,11 @@ void Client::SendReports(int64_t now) {
         r.realigned += k.realigned;
         r.yielded += k.yields;
       }
-      if (main == nullptr || c->estimate.bytes > main->estimate.bytes) main = c;
     }
-    if (main != nullptr) FillProfile(main->tracker, main->estimate, offset, r);
+    // The profile of the communicator whose rhythm the gate holds (RhythmComm).
+    if (CommState* main = RhythmOf(job, comms)) {
+      FillProfile(main->tracker, main->estimate, offset, r);
+    }
     r.clock_offset_ns = offset;
     r.clock_error_ns = sync_.ErrorBoundNs();
     r.timetable_version = job->store.Version();

@@ -29,6 +29,7 @@ namespace metronome::shim {
 
 class Runtime;
 struct JobState;
+struct CommState;
 
 class Client {
  public:
@@ -48,6 +49,8 @@ class Client {
   void Handle(const proto::Message& m, int64_t now);
   void HandleTimetable(const proto::TimetablePush& p);
   void DrainEvents();
+  // The job's communicator whose rhythm is gated and reported (RhythmComm), or nullptr.
+  static CommState* RhythmOf(const JobState* job, const std::vector<CommState*>& comms);
   void SendHellos(int64_t now);
   void SendReports(int64_t now);
   void SendPing(int64_t now);

@@ -193,6 +193,22 @@ void PhaseTracker::ComputeStats(int64_t* median, int64_t* sigma) const {
   *sigma = static_cast<int64_t>(1.4826 * static_cast<double>(MedianOf(gaps, n)));
 }
 
+double PhaseTracker::Regularity() const {
+  int64_t s[kStartHistory];
+  int64_t a[kStartHistory];
+  const size_t n = starts_.Last(kStartHistory, s);
+  if (n < 3 || arrivals_.Last(kStartHistory, a) != n) return 0.0;
+  int64_t iv[kStartHistory];
+  for (size_t i = 0; i + 1 < n; ++i) iv[i] = std::max<int64_t>(a[i + 1] - s[i], 0);
+  int64_t copy[kStartHistory];
+  std::copy(iv, iv + n - 1, copy);
+  const int64_t med = MedianOf(copy, n - 1);
+  if (med <= 0) return 0.0;
+  size_t near = 0;
+  for (size_t i = 0; i + 1 < n; ++i) near += std::llabs(iv[i] - med) * 10 <= med;
+  return static_cast<double>(near) / static_cast<double>(n - 1);
+}
+
 PhaseEstimate PhaseTracker::Estimate() const {
   PhaseEstimate e;
   e.phases = phases_;
@@ -204,6 +220,7 @@ PhaseEstimate PhaseTracker::Estimate() const {
   double spread = 1.0;
   e.period_ns = MedianInterval(&spread);
   e.natural_period_ns = MedianNaturalInterval();
+  e.regularity = Regularity();
   ComputeStats(&e.compute_ns, &e.jitter_ns);
   if (e.period_ns > 0) {
     e.next_start_ns = e.last_start_ns + e.period_ns;

@@ -41,12 +41,16 @@ struct PhaseEstimate {
   // 1.4826·MAD over kJitterWindow phases; 0 = unknown. Communication time is left out: measured
   // ungated it varies with the contention the scheduler is about to remove.
   int64_t jitter_ns = 0;
-  int64_t compute_ns = 0;        // median of that compute (0 = unknown)
-  int64_t next_start_ns = 0;     // predicted start of the next phase (0 = unknown)
-  int64_t comm_ns = 0;           // median duration of a phase
-  uint64_t bytes = 0;            // bytes moved in the last complete phase
-  uint32_t ops = 0;              // collectives in the last complete phase
-  double confidence = 0.0;       // 0..1: how regular the recent periods are
+  int64_t compute_ns = 0;     // median of that compute (0 = unknown)
+  int64_t next_start_ns = 0;  // predicted start of the next phase (0 = unknown)
+  int64_t comm_ns = 0;        // median duration of a phase
+  uint64_t bytes = 0;         // bytes moved in the last complete phase
+  uint32_t ops = 0;           // collectives in the last complete phase
+  double confidence = 0.0;    // 0..1: how regular the recent periods are
+  // 0..1: the share of the last (up to 63) natural intervals (release to the next arrival: no
+  // hold) within ±10 % of their median. Low when phases of several kinds alternate (FSDP's
+  // forward and backward layers) although the last few intervals agree.
+  double regularity = 0.0;
   int64_t gap_threshold_ns = 0;  // a gap above this starts a phase
   uint64_t first_key = 0;        // signature of a phase's first collective (0 = not settled)
   int64_t merge_below_ns = 0;    // with first_key: a gap below this before another collective
@@ -126,6 +130,7 @@ class PhaseTracker {
   void ClosePhase();
   int64_t MedianInterval(double* spread) const;
   int64_t MedianNaturalInterval() const;
+  double Regularity() const;
   // Median and robust σ of the compute between phases (0, 0 while fewer than 4 were seen).
   void ComputeStats(int64_t* median, int64_t* sigma) const;
   int64_t MergeBelow() const;

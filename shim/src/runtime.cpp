@@ -305,7 +305,8 @@ Runtime::CallToken Runtime::BeforeCollective(ncclComm_t comm, Op op, uint64_t by
                            std::memory_order_relaxed);
     ThreadState& ts = t_state;
     const bool group_done = ts.group_depth > 0 && ts.group_gated;
-    if (mode_ == Mode::kEnforce && !group_done) {
+    if (mode_ == Mode::kEnforce && !group_done &&
+        !st->observe_only.load(std::memory_order_relaxed)) {
       if (ts.group_depth > 0) ts.group_gated = true;
       // The phase starts when the gate lets it go: that is what the tracker and the scheduler
       // (which judges phase starts against the windows) must see.
@@ -315,7 +316,8 @@ Runtime::CallToken Runtime::BeforeCollective(ncclComm_t comm, Op op, uint64_t by
         tok.start_ns = released;
       }
     }
-  } else if (mode_ == Mode::kEnforce && t_state.group_depth == 0 && st->job->store.MayYield()) {
+  } else if (mode_ == Mode::kEnforce && t_state.group_depth == 0 && st->job->store.MayYield() &&
+             !st->observe_only.load(std::memory_order_relaxed)) {
     // Inside a phase: the collective yields to the higher-ranked windows, if there are any.
     const int64_t released = Gate(st, stream, bytes, false);
     if (released != 0) {

@@ -72,6 +72,9 @@ struct CommState {
   // Revoked or suspended (ncclCommRevoke, ncclCommSuspend): its calls are neither tracked nor
   // gated until it resumes; its state is freed at destroy as any other's.
   std::atomic<bool> paused{false};
+  // Written by the background thread: not the communicator that carries its job's rhythm, or
+  // no stable rhythm (rhythm.hpp): tracked and reported, never held.
+  std::atomic<bool> observe_only{false};
   // Written by the caller's thread.
   std::atomic<int64_t> last_end_ns{0};
   std::atomic<uint64_t> calls{0};

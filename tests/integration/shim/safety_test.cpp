@@ -138,6 +138,57 @@ TEST(ShimSafety, YieldsHoldCollectivesForHigherWindowsWithinTheirMaxWait) {
   EXPECT_LE(worst, 4'000'000 + 2'000'000) << "held beyond the yields' max wait";
 }
 
+// A job with two communicators, as tensor plus data parallelism has them: a split one with calls
+// spread through the compute, and the parent with one burst an iteration. Once their rhythms are
+// known only the parent, whose rhythm the timetable describes, is held; the split one is
+// observed.
+TEST(ShimSafety, OnlyTheCommunicatorThatCarriesTheJobsRhythmIsHeld) {
+  RawPeer peer;
+  peer.tick = [&](RawPeer& p) {
+    PushEvery100ms(p, Timetable{1, 0, 40'000'000, 0, 4'000'000, 0, 40'000'000});
+  };
+  peer.Start();
+  ShimUnderTest shim(peer.endpoint());
+  auto* split = reinterpret_cast<ncclComm_t>(reinterpret_cast<uintptr_t>(shim.comm) + 0x10);
+  CommOrigin o;
+  o.how = "Split";
+  o.parent = shim.comm;
+  o.nranks = 2;
+  o.rank = 0;
+  ASSERT_NE(shim.rt->OnCommCreated(split, o), nullptr);
+  ASSERT_TRUE(WaitFor([&] { return shim.Version() >= 1; }, 5s)) << "no timetable in force";
+  int64_t split_held_late = 0;
+  int64_t parent_held_late = 0;
+  for (int i = 0; i < 60; ++i) {
+    const bool late = i >= 40;     // after the rhythms are judged (12 phases and more)
+    for (int k = 0; k < 8; ++k) {  // "tensor parallel": calls through the compute
+      std::this_thread::sleep_for(2ms);
+      const auto tok = shim.rt->BeforeCollective(split, Op::kAllReduce, 1 << 20, nullptr);
+      shim.rt->AfterCollective(tok);
+      if (late) split_held_late += tok.hold_ns;
+    }
+    std::this_thread::sleep_for(4ms);
+    for (int b = 0; b < 3; ++b) {  // "data parallel": one burst of buckets
+      const auto tok = shim.rt->BeforeCollective(shim.comm, Op::kAllReduce, 25 << 20, nullptr);
+      shim.rt->AfterCollective(tok);
+      if (late) parent_held_late += tok.hold_ns;
+    }
+  }
+  peer.Stop();
+  const CommState* s = shim.rt->Find(split);
+  const CommState* m = shim.rt->Find(shim.comm);
+  ASSERT_NE(s, nullptr);
+  ASSERT_NE(m, nullptr);
+  std::printf("held in the last 20 iterations: parent %.1f ms, split %.1f ms\n",
+              static_cast<double>(parent_held_late) / 1e6,
+              static_cast<double>(split_held_late) / 1e6);
+  EXPECT_TRUE(s->observe_only.load());
+  EXPECT_FALSE(m->observe_only.load());
+  EXPECT_EQ(split_held_late, 0) << "the split communicator was held";
+  EXPECT_GT(parent_held_late, 0) << "the parent was never held";
+  shim.rt->OnCommDestroyed(split, "destroyed");
+}
+
 TEST(ShimSafety, SchedulerAbsentRunsUngated) {
   ShimUnderTest shim("tcp://127.0.0.1:1");  // nothing listens there
   int64_t worst = 0;

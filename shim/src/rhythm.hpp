@@ -1,0 +1,34 @@
+// Which of a job's communicators the gate may hold: the one that carries the iteration's rhythm,
+// and only while that rhythm is stable. The scheduler's timetable is made from that
+// communicator's profile (the job's reports describe it); holding another one (tensor-parallel
+// all-reduces inside the compute, a pipeline stage's sends and receives per micro-batch) would
+// delay compute the timetable knows nothing of.
+#pragma once
+
+#include <cstddef>
+
+#include "phase_tracker.hpp"
+
+namespace metronome::shim {
+
+// Phases a tracker must have seen before its rhythm is judged (two period windows); until then
+// the scheduler's timetable decides alone.
+inline constexpr uint64_t kJudgeAfterPhases = 2 * PhaseTracker::kPeriodWindow + 2;
+// The confidence below which a rhythm is not stable (the scheduler's planning.min_confidence
+// default: it does not plan such a job either).
+inline constexpr double kMinRhythmConfidence = 0.5;
+// And the share of the recent natural intervals that must agree (PhaseEstimate::regularity): an
+// occasional slow iteration passes, alternating kinds of phases do not.
+inline constexpr double kMinRegularity = 0.8;
+
+// False when the communicator has been watched long enough and shows no stable period (too low a
+// confidence or regularity): it is observed (tracked and reported), never held.
+bool MayGate(const PhaseEstimate& e);
+
+// The index of the communicator that carries the job's rhythm among `n` (n > 0): of those with a
+// stable period, the longest period (the iteration), and among periods within 5 % of it the
+// shortest phase (a burst of communication, not communication spread through the compute);
+// when none is stable yet, the one that moves the most bytes a phase.
+std::size_t RhythmComm(const PhaseEstimate* const* comms, std::size_t n);
+
+}  // namespace metronome::shim
