@@ -47,7 +47,7 @@ struct PhaseEstimate {
   uint64_t bytes = 0;         // bytes moved in the last complete phase
   uint32_t ops = 0;           // collectives in the last complete phase
   double confidence = 0.0;    // 0..1: how regular the recent periods are
-  // 0..1: the share of the last (up to 63) natural intervals (release to the next arrival: no
+  // 0..1: the share of the last (up to 255) natural intervals (release to the next arrival: no
   // hold) within ±10 % of their median. Low when phases of several kinds alternate (FSDP's
   // forward and backward layers) although the last few intervals agree.
   double regularity = 0.0;
@@ -60,7 +60,7 @@ struct PhaseEstimate {
 class PhaseTracker {
  public:
   static constexpr size_t kGapHistory = 128;
-  static constexpr size_t kStartHistory = 64;
+  static constexpr size_t kStartHistory = 256;
   static constexpr size_t kPeriodWindow = 5;
   static constexpr size_t kDurationWindow = 8;
   static constexpr size_t kJitterWindow = 32;

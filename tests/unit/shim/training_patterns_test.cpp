@@ -86,17 +86,17 @@ Pattern Ddp(int iterations) {
   return p;
 }
 
-Pattern Fsdp(int iterations) {
+Pattern Fsdp(int iterations, int layers = 48) {
   Pattern p;
   Sequence s(2);
   const int64_t start = s.now();
   constexpr uint64_t kLayer = 54'000'000;
   for (int i = 0; i < iterations; ++i) {
-    for (int l = 0; l < 48; ++l) {  // forward: gather a layer, run it (the next gather overlaps)
+    for (int l = 0; l < layers; ++l) {  // forward: gather a layer, run it (the next overlaps)
       s.Call(p.main, kAllGather, kLayer, 60 * kUs);
       s.Compute(3400 * kUs);
     }
-    for (int l = 0; l < 48; ++l) {  // backward: gather, run, reduce-scatter its gradients
+    for (int l = 0; l < layers; ++l) {  // backward: gather, run, reduce-scatter its gradients
       s.Call(p.main, kAllGather, kLayer, 60 * kUs);
       s.Compute(6800 * kUs);
       s.Call(p.main, kReduceScatter, kLayer, 60 * kUs);
@@ -194,10 +194,12 @@ TEST(TrainingPatterns, FsdpLayersHaveNoStableRhythmAndAreObserved) {
   // collectives), and forward and backward layers alternate in kind: no one period holds, and
   // the communicator is observed, never held. (Finding the 500 ms iteration behind the layers
   // would let it be gated: not done.)
-  const Pattern p = Fsdp(30);
-  const PhaseEstimate e = Track(p.main);
-  Print("FSDP", "sharded", e, p.iteration_ns);
-  EXPECT_FALSE(MayGate(e));
+  for (const int layers : {48, 96}) {  // GPT-2 XL; a GPT-3-sized stack
+    const Pattern p = Fsdp(12, layers);
+    const PhaseEstimate e = Track(p.main);
+    Print(layers == 48 ? "FSDP 48" : "FSDP 96", "sharded", e, p.iteration_ns);
+    EXPECT_FALSE(MayGate(e)) << layers << " layers";
+  }
 }
 
 TEST(TrainingPatterns, PipelineGatesTheDataParallelCommunicatorOnly) {
