@@ -146,8 +146,12 @@ void Degrade(State& s, ContextEntry& e, const char* why, int code) {
     next = DeviceGateStatus::kWaitValue;
   }
   if (cur == DeviceGateStatus::kUnavailable || !e.status.compare_exchange_strong(cur, next)) return;
-  MLOG_WARN("device gate: %s (CUDA error %d): %s from now on", why, code,
-            next == DeviceGateStatus::kWaitValue ? "stream waits" : "the host gate");
+  const char* then = next == DeviceGateStatus::kWaitValue ? "stream waits" : "the host gate";
+  if (code != 0) {
+    MLOG_WARN("device gate: %s (CUDA error %d): %s from now on", why, code, then);
+  } else {
+    MLOG_WARN("device gate: %s: %s from now on", why, then);
+  }
 }
 
 #if METRONOME_HAVE_GATE_KERNEL
@@ -500,6 +504,7 @@ int64_t DeviceGate::Watch(int64_t now) noexcept {
     if (e->status.load() == DeviceGateStatus::kKernel) kernels = true;
     const uint64_t launched = g.launches;
     if (launched == g.finished) continue;   // none running
+    kernels = true;                         // this one, whatever the context gates with now
     if (launched != s.watched_launch[i]) {  // another kernel runs now: it starts its clock
       s.watched_launch[i] = launched;
       s.watched_since[i] = now;
@@ -507,9 +512,12 @@ int64_t DeviceGate::Watch(int64_t now) noexcept {
     }
     // No kernel holds a stream longer than the cap (realigning or yielding; a plain wait's max
     // wait is below it). One still there after that, and the margin the watchdog's own polling
-    // takes, is stuck: every kernel of the slot is released, and the context gates on without it.
+    // takes, is stuck: every kernel of the context's slots is released (the same GPU timer and
+    // code), and the context gates on without them.
     if (now - s.watched_since[i] <= g.max_wait_cap_ns + kWatchPollNs) continue;
-    g.cancel = g.cancel + 1;
+    for (int j = 0; j < kMaxSlots; ++j) {
+      if (s.used[j] && s.slot_ctx[j] == e) s.slots[j].cancel = s.slots[j].cancel + 1;
+    }
     __sync_synchronize();
     s.watched_since[i] = now;
     Degrade(s, *e, "a gate kernel overstayed its bound and was released", 0);

@@ -69,9 +69,9 @@ class DeviceGate {
   // wants to run again (INT64_MAX: nothing to do).
   static int64_t ServiceWaits(int64_t now_local_ns) noexcept;
   // The watchdog: a gate kernel that holds its stream past the cap (METRONOME_MAX_WAIT_MS) plus
-  // kWatchPollNs is released (the slot's cancel generation moves on, which every kernel queued
-  // on the stream also sees), and its context falls back to stream waits, logged once. Returns
-  // when to look again while kernels may run.
+  // kWatchPollNs is released with every kernel of its context's slots (their cancel generations
+  // move on, which each kernel queued on a stream also sees), and the context falls back to
+  // stream waits, logged once. Returns when to look again while kernels may run.
   static int64_t Watch(int64_t now_local_ns) noexcept;
   static constexpr int64_t kWatchPollNs = 10'000'000;
   static void ReleaseAll() noexcept;

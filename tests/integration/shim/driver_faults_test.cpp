@@ -69,7 +69,7 @@ struct Expected {
 struct Observed {
   int64_t worst_ns = 0;  // from the call to the stream reaching the collective
   int caller_held = 0;
-  int stream_held = 0;
+  int stream_held = 0;  // collectives the stream held more than 3 ms
   uint64_t capture_passes = 0;
   int64_t calibration_error_ns = 0;
 };
@@ -134,7 +134,9 @@ Observed GatePhases() {
       const int64_t total = reached.load() == 0 ? INT64_MAX : reached.load() - start;
       o.worst_ns = std::max(o.worst_ns, total);
       o.caller_held += tok.hold_ns > 0;
-      o.stream_held += total - tok.hold_ns > 1'000'000;
+      // Held on the stream: longer than the stand-in's stream thread may take to be scheduled
+      // on a loaded machine.
+      o.stream_held += total - tok.hold_ns > 3'000'000;
     }
     if (const CommState* st = rt->Find(comm)) o.capture_passes = st->capture_passes.load();
     if (DeviceGate::Status() == DeviceGateStatus::kKernel) {
@@ -165,7 +167,11 @@ void ExpectFallback(const char* faults, const char* kernel, const Expected& want
     EXPECT_EQ(DeviceGate::Status(), want.status);
     EXPECT_LE(o.worst_ns, kCapNs + 40'000'000) << "a collective held beyond the wait cap";
     EXPECT_EQ(o.caller_held > 0, want.caller_held);
-    EXPECT_EQ(o.stream_held > 0, want.stream_held);
+    if (want.stream_held) {
+      EXPECT_GE(o.stream_held, 5);
+    } else {
+      EXPECT_LE(o.stream_held, 2);
+    }
     if (!want.caller_held && !want.stream_held) {
       EXPECT_GT(o.capture_passes, 0u);
     }
