@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs Metronome's test suite on a fresh machine: installs what it needs, builds, tests.
-#   scripts/test.sh              everything CI runs: release tests, the same tests under
-#                                AddressSanitizer + UndefinedBehaviorSanitizer, short fuzz runs
+#   scripts/test.sh              everything CI runs: the source checks (scripts/check.sh),
+#                                release tests, the same tests under AddressSanitizer +
+#                                UndefinedBehaviorSanitizer, short fuzz runs
+#   scripts/test.sh check        only the source checks (formatting, Python and shell lint)
 #   scripts/test.sh release      only the release build and its tests
 #   scripts/test.sh sanitize     only the sanitizer build and its tests
 #   scripts/test.sh fuzz         only the libFuzzer targets (FUZZ_SECONDS each, default 20)
@@ -33,14 +35,16 @@ run_fuzz() {
 
 case "$mode" in
   all)
+    bash scripts/check.sh
     run_preset release "$@"
     run_preset sanitize "$@"
     run_fuzz
     ;;
+  check) bash scripts/check.sh ;;
   release | sanitize) run_preset "$mode" "$@" ;;
   fuzz) run_fuzz "$@" ;;
   *)
-    echo "usage: scripts/test.sh [all|release|sanitize|fuzz] [ctest args...]" >&2
+    echo "usage: scripts/test.sh [all|check|release|sanitize|fuzz] [ctest args...]" >&2
     exit 2
     ;;
 esac

@@ -24,7 +24,6 @@ Usage: /usr/bin/python3 examples/scenarios/generate.py [--scaling DIR | --pairs 
 Iteration counts are chosen from the model table's compute times so that each job would run for a
 few minutes alone; the simulator itself reads compute times and gradient sizes from the table.
 """
-import math
 import random
 from pathlib import Path
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import os
 import re
 import signal

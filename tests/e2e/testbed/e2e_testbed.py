@@ -21,7 +21,6 @@ import re
 import statistics
 import sys
 import threading
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent

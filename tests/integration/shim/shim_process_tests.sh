@@ -35,7 +35,7 @@ natural_pace)
   export FAKE_NCCL_NS_PER_BYTE=0.02
   best() { sort -n | head -1; }
   # Alternating runs, best median of each: the machine's load is noise for both alike.
-  for i in 1 2 3; do
+  for _ in 1 2 3; do
     "$prog" iterate 20 50000 | awk '/median_iteration_us/ {print $2}' >>"$tmp/plain"
     LD_PRELOAD="$preload" "$prog" iterate 20 50000 2>>"$tmp/shim.err" |
       awk '/median_iteration_us/ {print $2}' >>"$tmp/shim"
