@@ -3,7 +3,7 @@
 # C++/CUDA file as clang-format (.clang-format) writes it, Python without pyflakes findings, shell
 # scripts without shellcheck warnings. Prints what fails; exit 1 if anything does.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 status=0
 
 mapfile -t cxx < <(git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh')
