@@ -194,19 +194,16 @@ void PhaseTracker::ComputeStats(int64_t* median, int64_t* sigma) const {
 }
 
 double PhaseTracker::Regularity() const {
-  int64_t s[kStartHistory];
-  int64_t a[kStartHistory];
-  const size_t n = starts_.Last(kStartHistory, s);
-  if (n < 3 || arrivals_.Last(kStartHistory, a) != n) return 0.0;
-  int64_t iv[kStartHistory];
-  for (size_t i = 0; i + 1 < n; ++i) iv[i] = std::max<int64_t>(a[i + 1] - s[i], 0);
+  int64_t gaps[kStartHistory];
+  const size_t n = compute_gaps_.Last(kStartHistory, gaps);
+  if (n < 2) return 0.0;
   int64_t copy[kStartHistory];
-  std::copy(iv, iv + n - 1, copy);
-  const int64_t med = MedianOf(copy, n - 1);
+  std::copy(gaps, gaps + n, copy);
+  const int64_t med = MedianOf(copy, n);
   if (med <= 0) return 0.0;
   size_t near = 0;
-  for (size_t i = 0; i + 1 < n; ++i) near += std::llabs(iv[i] - med) * 10 <= med;
-  return static_cast<double>(near) / static_cast<double>(n - 1);
+  for (size_t i = 0; i < n; ++i) near += std::llabs(gaps[i] - med) * 10 <= med;
+  return static_cast<double>(near) / static_cast<double>(n);
 }
 
 PhaseEstimate PhaseTracker::Estimate() const {

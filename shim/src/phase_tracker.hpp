@@ -47,9 +47,10 @@ struct PhaseEstimate {
   uint64_t bytes = 0;         // bytes moved in the last complete phase
   uint32_t ops = 0;           // collectives in the last complete phase
   double confidence = 0.0;    // 0..1: how regular the recent periods are
-  // 0..1: the share of the last (up to 255) natural intervals (release to the next arrival: no
-  // hold) within ±10 % of their median. Low when phases of several kinds alternate (FSDP's
-  // forward and backward layers) although the last few intervals agree.
+  // 0..1: the share of the last (up to 256) computes between phases (a phase's end to the next
+  // one's arrival: neither the gate's holds nor the contention of the wire count) within ±10 %
+  // of their median. Low when phases of several kinds alternate (FSDP's forward and backward
+  // layers) although the last few intervals agree.
   double regularity = 0.0;
   int64_t gap_threshold_ns = 0;  // a gap above this starts a phase
   uint64_t first_key = 0;        // signature of a phase's first collective (0 = not settled)

@@ -4,8 +4,7 @@ namespace metronome::shim {
 namespace {
 
 bool Stable(const PhaseEstimate& e) {
-  return e.phases >= kJudgeAfterPhases && e.period_ns > 0 && e.confidence >= kMinRhythmConfidence &&
-         e.regularity >= kMinRegularity;
+  return e.phases >= kJudgeAfterPhases && e.period_ns > 0 && e.regularity >= kMinRegularity;
 }
 
 }  // namespace

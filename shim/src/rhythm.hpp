@@ -14,15 +14,14 @@ namespace metronome::shim {
 // Phases a tracker must have seen before its rhythm is judged (two period windows); until then
 // the scheduler's timetable decides alone.
 inline constexpr uint64_t kJudgeAfterPhases = 2 * PhaseTracker::kPeriodWindow + 2;
-// The confidence below which a rhythm is not stable (the scheduler's planning.min_confidence
-// default: it does not plan such a job either).
-inline constexpr double kMinRhythmConfidence = 0.5;
-// And the share of the recent natural intervals that must agree (PhaseEstimate::regularity): an
-// occasional slow iteration passes, alternating kinds of phases do not.
+// The share of the recent computes between phases that must agree (PhaseEstimate::regularity):
+// an occasional slow iteration passes, alternating kinds of phases do not. (Not the period's
+// confidence: the wire's contention and the gate's own holds move the phase starts, and a job
+// that is not gated because its starts vary would never get the chance to steady them.)
 inline constexpr double kMinRegularity = 0.8;
 
-// False when the communicator has been watched long enough and shows no stable period (too low a
-// confidence or regularity): it is observed (tracked and reported), never held.
+// False when the communicator has been watched long enough and shows no stable rhythm (its
+// computes between phases disagree): it is observed (tracked and reported), never held.
 bool MayGate(const PhaseEstimate& e);
 
 // The index of the communicator that carries the job's rhythm among `n` (n > 0): of those with a

@@ -350,15 +350,19 @@ def print_table(jobs: list[Job], solo: dict[str, float], runs: list[RunResult]) 
 
 
 def plot_timeline(runs: list[RunResult], jobs: list[Job], link: str, path: Path) -> None:
+    """Each run on a row: the whole run on the left, and on the right a zoom on four periods of
+    the slowest job late in the run, where one can see the jobs take turns (or not)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(runs), 1, figsize=(12, 2.2 + 1.2 * len(runs) * len(jobs) / 2),
-                             sharex=False, squeeze=False)
+    fig, axes = plt.subplots(len(runs), 2, figsize=(16, 2.2 + 1.2 * len(runs) * len(jobs) / 2),
+                             sharex=False, squeeze=False, gridspec_kw={"width_ratios": [3, 2]})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, r in zip(axes[:, 0], runs):
+
+    def draw(ax, r: RunResult) -> float:
         t0 = r.t0
+        end = 0.0
         for k, j in enumerate(jobs):
             # Who sent when, as the wire saw it (rank 0's NIC counters): the trainers' phase
             # timestamps would also count the time the gate held a phase as communication.
@@ -367,10 +371,9 @@ def plot_timeline(runs: list[RunResult], jobs: list[Job], link: str, path: Path)
             else:
                 wire = comm_intervals(r.phases[j.name])
             spans = [(s - t0, e - s) for s, e in wire]
+            end = max([end] + [s + d for s, d in spans])
             ax.broken_barh(spans, (k - 0.4, 0.8), color=colors[k % len(colors)], label=j.name)
         ax.set_yticks(range(len(jobs)), [f"{j.name} ({j.priority})" for j in jobs])
-        ax.set_title(f"{r.label}: each job on the wire (bars, its rank 0's NIC) and {link} "
-                     "throughput (line)")
         ax.set_xlabel("time since start (s)")
         if link in r.link_series:
             tw = ax.twinx()
@@ -379,6 +382,21 @@ def plot_timeline(runs: list[RunResult], jobs: list[Job], link: str, path: Path)
             tw.plot(xs, ys, color="black", linewidth=0.7)
             tw.set_ylabel("Mbit/s")
             tw.set_ylim(bottom=0)
+        return end
+
+    for row, r in zip(axes, runs):
+        end = draw(row[0], r)
+        row[0].set_title(f"{r.label}: each job on the wire (bars, its rank 0's NIC) and {link} "
+                         "throughput (line)")
+        # Four periods of the slowest job, from 60 % of the run (past the learning and the
+        # first plans).
+        period = max((statistics.median(b[0] - a[0] for a, b in zip(iv, iv[1:]))
+                      for iv in (comm_intervals(r.phases[j.name]) for j in jobs) if len(iv) > 2),
+                     default=1.0)
+        z0 = 0.6 * end
+        draw(row[1], r)
+        row[1].set_xlim(z0, z0 + 4 * period)
+        row[1].set_title(f"{r.label}: zoom on four periods ({4 * period:.1f} s)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
