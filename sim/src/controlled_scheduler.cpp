@@ -12,7 +12,9 @@
 //   - The background recalculation runs every controller.offline_interval_ms, capped by
 //     iterations rather than time so that a run is reproducible, and is adopted by the
 //     service's rule (PlanningAdapter::AdoptOffline).
-//   - The gate decides with the shim's DecideRankedGate and MustRealign (simulator.cpp).
+//   - The gate decides with the shim's DecideRankedGate and MustRealign (simulator.cpp), and
+//     holds a job only while the shim's MayGate (rhythm.hpp) says its rhythm is stable, judged
+//     at each report as the shim's background thread judges it.
 // The service runs on its embedded defaults but for planning.wire_margin (0: see ConfigFor); a
 // policy's ablation switches change only the keys they name (planning.cushion,
 // planning.max_stretch, controller.overrun_ratio).
@@ -32,6 +34,7 @@
 #include "metronome/sim/time_scheduler.hpp"
 #include "phase_tracker.hpp"
 #include "profile_report.hpp"
+#include "rhythm.hpp"
 
 namespace metronome::sim {
 
@@ -122,13 +125,13 @@ class ControlledScheduler final : public TimeScheduler {
 
   [[nodiscard]] const Timetable* GateTimetable(std::size_t index) override {
     const Entry& e = entries_[index];
-    if (!e.active || !e.job.planned) return nullptr;
+    if (!e.active || !e.job.planned || !e.may_gate) return nullptr;
     if (e.job.best_effort && !policy_.gate_best_effort) return nullptr;
     return &e.job.timetable;
   }
   [[nodiscard]] const YieldSet* GateYields(std::size_t index) const override {
     const Entry& e = entries_[index];
-    if (!e.active || !e.job.planned || e.job.yields.count == 0) return nullptr;
+    if (!e.active || !e.job.planned || !e.may_gate || e.job.yields.count == 0) return nullptr;
     if (e.job.best_effort && !policy_.gate_best_effort) return nullptr;  // no gate at all
     return &e.job.yields;
   }
@@ -188,6 +191,7 @@ class ControlledScheduler final : public TimeScheduler {
     ActiveJob view;
     ctl::JobState job;  // the service's registry entry for the job
     shim::PhaseTracker tracker{};
+    bool may_gate = true;  // the shim's rule (rhythm.hpp): no stable rhythm, never held
     std::uint64_t gated = 0, late = 0, failed_open = 0, realigned = 0;  // the shim's counters
     std::int64_t next_report_ns = 0;
   };
@@ -206,8 +210,10 @@ class ControlledScheduler final : public TimeScheduler {
     const std::int64_t start = now_ns - obs.comm_ns;
     const std::int64_t mid = start + obs.comm_ns / 2;
     const auto half = static_cast<std::uint64_t>(e.view.gradient_bytes / 2);
+    // As the shim records them: the phase's first collective carries the gate's hold, a later
+    // one the yields' pauses before it.
     e.tracker.Add({start, mid, 0, half, obs.hold_ns});
-    e.tracker.Add({mid, now_ns, 0, half, 0});
+    e.tracker.Add({mid, now_ns, 0, half, obs.pause_ns});
     if (obs.waited) ++e.gated;
     if (obs.late) ++e.late;
     if (obs.failed_open) ++e.failed_open;
@@ -219,7 +225,9 @@ class ControlledScheduler final : public TimeScheduler {
     proto::ProfileReport r;
     r.job_id = e.job.name;
     r.rank = rank.rank;
-    shim::FillProfile(e.tracker, e.tracker.Estimate(), 0, r);
+    const shim::PhaseEstimate estimate = e.tracker.Estimate();
+    shim::FillProfile(e.tracker, estimate, 0, r);
+    e.may_gate = shim::MayGate(estimate);  // as the shim's background thread decides
     r.clock_error_ns = cluster_.clock_error_ns;
     r.timetable_version = e.job.timetable.version;
     r.gated = e.gated;

@@ -360,7 +360,8 @@ class Engine {
     }
     j.sum_comm += now_ - j.comm_start;
     j.obs.comm_ns = ToNs(now_ - j.comm_start);
-    j.obs.hold_ns = ToNs(j.comm_start - j.gate_enter + j.pause_s);
+    j.obs.hold_ns = ToNs(j.comm_start - j.gate_enter);
+    j.obs.pause_ns = ToNs(j.pause_s);
     j.sum_iter += now_ - j.iter_start;
     ++j.iter;
     done_iterations_ += 1.0;

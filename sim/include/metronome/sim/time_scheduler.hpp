@@ -42,7 +42,8 @@ struct IterationObservation {
   bool late = false;             // the shim counts it late (CountsLate)
   bool realigned = false;        // held to its next window beyond max_wait (MustRealign)
   bool yielded = false;          // held for higher-ranked windows (DecideRankedGate)
-  std::int64_t hold_ns = 0;      // how long the gate held it
+  std::int64_t hold_ns = 0;      // how long the gate held it at the phase start
+  std::int64_t pause_ns = 0;     // how long yields held its further collectives
   std::int64_t comm_ns = 0;      // measured communication phase (its start to its end)
 };
 
