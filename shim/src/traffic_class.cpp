@@ -24,10 +24,11 @@ ncclConfig_t* WithTrafficClass(ncclConfig_t* config) noexcept {
     return config;
   }
   if (config->trafficClass != NCCL_CONFIG_UNDEF_INT) return config;  // the application's choice
-  void* copy = ::operator new(
-      config->size < sizeof(ncclConfig_t) ? sizeof(ncclConfig_t) : config->size, std::nothrow);
+  const std::size_t bytes =
+      config->size < sizeof(ncclConfig_t) ? sizeof(ncclConfig_t) : config->size;
+  void* copy = ::operator new(bytes, std::nothrow);
   if (copy == nullptr) return config;
-  std::memset(copy, 0, config->size < sizeof(ncclConfig_t) ? sizeof(ncclConfig_t) : config->size);
+  std::memset(copy, 0, bytes);
   std::memcpy(copy, config, config->size);
   auto* c = static_cast<ncclConfig_t*>(copy);
   c->trafficClass = tc;
