@@ -23,7 +23,7 @@ BENCHES=(common/bench_common planner/bench_planner shim/bench_shim extender/benc
 if [[ -z "${METRONOME_SIM:-}" || -z "${METRONOME_BENCH_DIR:-}" ]]; then
   cmake -S "$REPO" -B "$REPO/build/eval" -DCMAKE_BUILD_TYPE=Release -DMETRONOME_BUILD_TESTS=OFF \
         -DMETRONOME_BUILD_BENCH=ON > "$OUT/cmake.log"
-  targets=(metronome-sim)
+  targets=(metronome-sim metronome-scheduler service_load_driver)
   for b in "${BENCHES[@]}"; do targets+=("$(basename "$b")"); done
   cmake --build "$REPO/build/eval" --target "${targets[@]}" -j"$(nproc)" >> "$OUT/cmake.log"
   METRONOME_SIM="${METRONOME_SIM:-$REPO/build/eval/sim/metronome-sim}"
@@ -101,6 +101,18 @@ for b in "${BENCHES[@]}"; do
     --benchmark_report_aggregates_only=true --benchmark_out_format=json \
     --benchmark_out="$OUT/bench/$name.json" > /dev/null
 done
+
+# The service under load: the driver starts its own metronome-scheduler, pinned to one core with
+# its clients on the other where the machine has two (taskset), and prints its own table.
+echo "evaluate: service load (2,000 clients x 10 reports/s, 20 s, churn 10 jobs/s)" >&2
+LOAD=(--clients 2000 --rate 10 --duration 20)
+if (($(nproc) >= 2)); then
+  taskset -c 1 "$METRONOME_BENCH_DIR/service/service_load_driver" "${LOAD[@]}" \
+    --scheduler-cpu 0 > "$OUT/bench/service_load_driver.txt" || true
+else
+  "$METRONOME_BENCH_DIR/service/service_load_driver" "${LOAD[@]}" \
+    > "$OUT/bench/service_load_driver.txt" || true
+fi
 
 # The CPU testbed's figures: scripts/demo.sh writes out/demo/results.json; without it, a copy of
 # an earlier demo run kept in out/testbed/results.json (the report states which file it read).

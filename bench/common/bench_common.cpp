@@ -62,7 +62,7 @@ proto::Message Sample(proto::MessageType t) {
   return Bye{};
 }
 
-void BM_Encode(benchmark::State& state) {
+void BmEncode(benchmark::State& state) {
   const auto type = static_cast<proto::MessageType>(state.range(0));
   const proto::Message m = Sample(type);
   std::string out;
@@ -73,21 +73,21 @@ void BM_Encode(benchmark::State& state) {
   }
   state.SetLabel(std::string(proto::TypeName(type)) + " " + std::to_string(out.size()) + " B");
 }
-BENCHMARK(BM_Encode)->DenseRange(1, 8);
+BENCHMARK(BmEncode)->DenseRange(1, 8);
 
-void BM_Decode(benchmark::State& state) {
+void BmDecode(benchmark::State& state) {
   const auto type = static_cast<proto::MessageType>(state.range(0));
   const std::string bytes = proto::Encode(Sample(type));
   for (auto _ : state) {
     proto::Decoded d = proto::Decode(bytes);
     benchmark::DoNotOptimize(d);
-    if (!d.ok()) state.SkipWithError("decode failed");
+    if (!d.Ok()) state.SkipWithError("decode failed");
   }
   state.SetLabel(std::string(proto::TypeName(type)));
 }
-BENCHMARK(BM_Decode)->DenseRange(1, 8);
+BENCHMARK(BmDecode)->DenseRange(1, 8);
 
-void BM_GateDecision(benchmark::State& state) {
+void BmGateDecision(benchmark::State& state) {
   Timetable tt{3,          1'700'000'000'000'000'000, 180'000'000, 3'000'000, 40'000'000, 5'000'000,
                180'000'000};
   ValidateTimetable(tt);
@@ -99,11 +99,11 @@ void BM_GateDecision(benchmark::State& state) {
     now += 7'919;  // walk through all phases of the period
   }
 }
-BENCHMARK(BM_GateDecision);
+BENCHMARK(BmGateDecision);
 
 // The ranked gate with state.range(0) higher-ranked windows of unrelated periods (duty 1/32
 // each: with 16 of them half the time is someone's window, and most arrivals move past one).
-void BM_RankedGateDecision(benchmark::State& state) {
+void BmRankedGateDecision(benchmark::State& state) {
   const Timetable tt{3, 1'700'000'000'000'000'000, 180'000'000, 0, 180'000'000, 0, 0};
   YieldSet y;
   y.epoch_ns = tt.epoch_ns;
@@ -123,9 +123,9 @@ void BM_RankedGateDecision(benchmark::State& state) {
     now += 7'919'011;  // arrivals spread over the windows' phases
   }
 }
-BENCHMARK(BM_RankedGateDecision)->Arg(0)->Arg(1)->Arg(4)->Arg(16);
+BENCHMARK(BmRankedGateDecision)->Arg(0)->Arg(1)->Arg(4)->Arg(16);
 
-void BM_ValidateTimetable(benchmark::State& state) {
+void BmValidateTimetable(benchmark::State& state) {
   const Timetable raw{3,        1'700'000'000'000'000'000, 180'000'000, -3'000'000, 400'000'000, -1,
                       INT64_MAX};
   for (auto _ : state) {
@@ -134,9 +134,9 @@ void BM_ValidateTimetable(benchmark::State& state) {
     benchmark::DoNotOptimize(t);
   }
 }
-BENCHMARK(BM_ValidateTimetable);
+BENCHMARK(BmValidateTimetable);
 
-void BM_ClockSyncAddSample(benchmark::State& state) {
+void BmClockSyncAddSample(benchmark::State& state) {
   ClockSync c(16);
   int64_t t = 0;
   for (auto _ : state) {
@@ -145,7 +145,7 @@ void BM_ClockSyncAddSample(benchmark::State& state) {
     benchmark::DoNotOptimize(c.OffsetNs());
   }
 }
-BENCHMARK(BM_ClockSyncAddSample);
+BENCHMARK(BmClockSyncAddSample);
 
 }  // namespace
 }  // namespace metronome

@@ -192,7 +192,7 @@ void Run(benchmark::State& state, bool full_nodes, bool busy) {
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   Report(state, ms, cpu_ms, body.size());
-  const auto stats = ext.stats();
+  const auto stats = ext.Stats();
   state.counters["filtered_out"] =
       static_cast<double>(stats.nodes_filtered_out) / static_cast<double>(stats.filter_requests);
   state.counters["reused"] = static_cast<double>(stats.reused_decisions);
@@ -204,26 +204,26 @@ void Run(benchmark::State& state, bool full_nodes, bool busy) {
   state.counters["mean_score"] = sum / static_cast<double>(scores.size());
 }
 
-void BM_FilterPrioritize_1000_NodeNames(benchmark::State& state) {
+void BmFilterPrioritize1000NodeNames(benchmark::State& state) {
   Run(state, false, false);
 }
-void BM_FilterPrioritize_1000_FullNodes(benchmark::State& state) {
+void BmFilterPrioritize1000FullNodes(benchmark::State& state) {
   Run(state, true, false);
 }
 // Busy links (400 jobs spread over four racks each, duty cycles 0.6-0.9): many candidates get
 // no window, so the what-if takes its
 // contention path and filter writes FailedNodes reasons.
-void BM_FilterPrioritize_1000_NodeNames_Busy(benchmark::State& state) {
+void BmFilterPrioritize1000NodeNamesBusy(benchmark::State& state) {
   Run(state, false, true);
 }
-void BM_FilterPrioritize_1000_FullNodes_Busy(benchmark::State& state) {
+void BmFilterPrioritize1000FullNodesBusy(benchmark::State& state) {
   Run(state, true, true);
 }
 
-BENCHMARK(BM_FilterPrioritize_1000_NodeNames)->Unit(benchmark::kMillisecond)->Iterations(300);
-BENCHMARK(BM_FilterPrioritize_1000_FullNodes)->Unit(benchmark::kMillisecond)->Iterations(100);
-BENCHMARK(BM_FilterPrioritize_1000_NodeNames_Busy)->Unit(benchmark::kMillisecond)->Iterations(300);
-BENCHMARK(BM_FilterPrioritize_1000_FullNodes_Busy)->Unit(benchmark::kMillisecond)->Iterations(100);
+BENCHMARK(BmFilterPrioritize1000NodeNames)->Unit(benchmark::kMillisecond)->Iterations(300);
+BENCHMARK(BmFilterPrioritize1000FullNodes)->Unit(benchmark::kMillisecond)->Iterations(100);
+BENCHMARK(BmFilterPrioritize1000NodeNamesBusy)->Unit(benchmark::kMillisecond)->Iterations(300);
+BENCHMARK(BmFilterPrioritize1000FullNodesBusy)->Unit(benchmark::kMillisecond)->Iterations(100);
 
 }  // namespace
 

@@ -1,5 +1,5 @@
 // Planner benchmarks on a generated two-tier cluster: 512 nodes in 64 racks (100 Gb/s node
-// uplinks, 400 Gb/s rack uplinks) and N jobs of mixed sizes and priorities (generator.h,
+// uplinks, 400 Gb/s rack uplinks) and N jobs of mixed sizes and priorities (generator.hpp,
 // seed 42). The argument of every benchmark is the job count N.
 //
 //   BM_FullPlan/N         plan all N jobs from scratch (stages 1–3 and the Plan's evaluation)
@@ -14,34 +14,34 @@
 #include <map>
 #include <random>
 
-#include "metronome/planner/baselines.h"
-#include "metronome/planner/generator.h"
-#include "metronome/planner/planner.h"
-#include "metronome/planner/what_if.h"
+#include "metronome/planner/baselines.hpp"
+#include "metronome/planner/generator.hpp"
+#include "metronome/planner/planner.hpp"
+#include "metronome/planner/what_if.hpp"
 
 namespace mp = metronome::planner;
 
 namespace {
 
-mp::GeneratorSpec spec(std::int64_t jobs) {
+mp::GeneratorSpec Spec(std::int64_t jobs) {
   mp::GeneratorSpec s;  // 64 racks × 8 nodes, seed 42
   s.jobs = static_cast<std::uint32_t>(jobs);
   return s;
 }
 
-const mp::Problem& problem(std::int64_t jobs, double jitter = 0.0) {
+const mp::Problem& Problem(std::int64_t jobs, double jitter = 0.0) {
   static std::map<std::pair<std::int64_t, double>, mp::Problem> cache;
   auto it = cache.find({jobs, jitter});
   if (it == cache.end()) {
-    mp::GeneratorSpec s = spec(jobs);
+    mp::GeneratorSpec s = Spec(jobs);
     s.compute_jitter = jitter;
-    it = cache.emplace(std::make_pair(jobs, jitter), mp::generate(s)).first;
+    it = cache.emplace(std::make_pair(jobs, jitter), mp::Generate(s)).first;
   }
   return it->second;
 }
 
 // Counters: best-effort jobs, gated jobs whose period was stretched, served load (Σ links).
-void report(benchmark::State& state, const mp::Problem& p, const mp::Plan& plan) {
+void Report(benchmark::State& state, const mp::Problem& p, const mp::Plan& plan) {
   std::size_t best_effort = 0;
   std::size_t stretched = 0;
   for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
@@ -54,79 +54,79 @@ void report(benchmark::State& state, const mp::Problem& p, const mp::Plan& plan)
   state.counters["utilization"] = plan.score.utilization;
 }
 
-void BM_FullPlan(benchmark::State& state) {
-  const mp::Problem& p = problem(state.range(0));
+void BmFullPlan(benchmark::State& state) {
+  const mp::Problem& p = Problem(state.range(0));
   mp::Plan plan;
   for (auto _ : state) {
-    plan = mp::plan(p);
+    plan = mp::MakePlan(p);
     benchmark::DoNotOptimize(plan.jobs.data());
   }
-  report(state, p, plan);
+  Report(state, p, plan);
 }
 
-void BM_FullPlanJitter(benchmark::State& state) {
-  const mp::Problem& p = problem(state.range(0), 0.02);
+void BmFullPlanJitter(benchmark::State& state) {
+  const mp::Problem& p = Problem(state.range(0), 0.02);
   mp::PlannerOptions o;
   o.min_cushion_ns = 100'000;
   mp::Plan plan;
   for (auto _ : state) {
-    plan = mp::plan(p, o);
+    plan = mp::MakePlan(p, o);
     benchmark::DoNotOptimize(plan.jobs.data());
   }
-  report(state, p, plan);
+  Report(state, p, plan);
 }
 
-void BM_Snapshot(benchmark::State& state) {
-  const mp::Problem& p = problem(state.range(0));
+void BmSnapshot(benchmark::State& state) {
+  const mp::Problem& p = Problem(state.range(0));
   mp::OnlinePlanner planner(p.topology);
-  planner.plan_all(p.jobs);
+  planner.PlanAll(p.jobs);
   for (auto _ : state) {
-    mp::Plan plan = planner.snapshot();
+    mp::Plan plan = planner.Snapshot();
     benchmark::DoNotOptimize(plan.jobs.data());
   }
 }
 
-void BM_AddJob(benchmark::State& state) {
-  const mp::Problem& p = problem(state.range(0));
+void BmAddJob(benchmark::State& state) {
+  const mp::Problem& p = Problem(state.range(0));
   mp::OnlinePlanner planner(p.topology);
-  planner.plan_all(p.jobs);
+  planner.PlanAll(p.jobs);
   std::vector<mp::Job> arrivals;
   for (std::uint64_t k = 0; k < 64; ++k) {
-    arrivals.push_back(mp::generate_job(spec(state.range(0)), p.topology, 1'000'000 + k, 1000 + k));
+    arrivals.push_back(mp::GenerateJob(Spec(state.range(0)), p.topology, 1'000'000 + k, 1000 + k));
   }
   std::size_t next = 0;
   std::size_t gated = 0;
   std::size_t total = 0;
   for (auto _ : state) {
     const mp::Job& job = arrivals[next++ % arrivals.size()];
-    const mp::AddResult r = planner.add_job(job);
+    const mp::AddResult r = planner.AddJob(job);
     benchmark::DoNotOptimize(r.job.timetable.offset_ns);
     state.PauseTiming();
     gated += r.job.best_effort ? 0 : 1;
     ++total;
-    planner.remove_job(job.id);
+    planner.RemoveJob(job.id);
     state.ResumeTiming();
   }
   state.counters["gated_share"] =
       total ? static_cast<double>(gated) / static_cast<double>(total) : 0.0;
 }
 
-void BM_WhatIf1000Nodes(benchmark::State& state) {
-  const mp::Problem& p = problem(state.range(0));
+void BmWhatIf1000Nodes(benchmark::State& state) {
+  const mp::Problem& p = Problem(state.range(0));
   mp::OnlinePlanner planner(p.topology);
-  planner.plan_all(p.jobs);
+  planner.PlanAll(p.jobs);
   // One two-pod job; 1,000 candidate placements (node pairs drawn with a fixed seed).
-  mp::Job job = mp::generate_job(spec(state.range(0)), p.topology, 2'000'000, 7);
+  mp::Job job = mp::GenerateJob(Spec(state.range(0)), p.topology, 2'000'000, 7);
   std::mt19937_64 rng(11);
   std::vector<std::vector<mp::NodeId>> candidates;
-  const auto nodes = static_cast<std::uint32_t>(p.topology.node_count());
+  const auto nodes = static_cast<std::uint32_t>(p.topology.NodeCount());
   for (int c = 0; c < 1000; ++c) {
     candidates.push_back(
         {static_cast<mp::NodeId>(rng() % nodes), static_cast<mp::NodeId>(rng() % nodes)});
   }
   std::size_t gated = 0;
   for (auto _ : state) {
-    const auto results = mp::what_if(planner, job, candidates);
+    const auto results = mp::WhatIf(planner, job, candidates);
     benchmark::DoNotOptimize(results.data());
     gated = 0;
     for (const auto& r : results) gated += r.gated ? 1 : 0;
@@ -134,35 +134,35 @@ void BM_WhatIf1000Nodes(benchmark::State& state) {
   state.counters["gated_candidates"] = static_cast<double>(gated);
 }
 
-void BM_Cassini(benchmark::State& state) {
-  const mp::Problem& p = problem(state.range(0));
+void BmCassini(benchmark::State& state) {
+  const mp::Problem& p = Problem(state.range(0));
   for (auto _ : state) {
-    mp::Plan plan = mp::plan_cassini(p);
+    mp::Plan plan = mp::PlanCassini(p);
     benchmark::DoNotOptimize(plan.jobs.data());
   }
 }
 
-void BM_NoTimeScheduling(benchmark::State& state) {
-  const mp::Problem& p = problem(state.range(0));
+void BmNoTimeScheduling(benchmark::State& state) {
+  const mp::Problem& p = Problem(state.range(0));
   for (auto _ : state) {
-    mp::Plan plan = mp::plan_without_time_scheduling(p);
+    mp::Plan plan = mp::PlanWithoutTimeScheduling(p);
     benchmark::DoNotOptimize(plan.jobs.data());
   }
 }
 
-void sizes(benchmark::internal::Benchmark* b) {
+void Sizes(benchmark::internal::Benchmark* b) {
   for (const std::int64_t n : {250, 500, 1000, 2000, 4000}) b->Arg(n);
   b->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace
 
-BENCHMARK(BM_FullPlan)->Apply(sizes);
-BENCHMARK(BM_AddJob)->Apply(sizes);
-BENCHMARK(BM_WhatIf1000Nodes)->Apply(sizes);
-BENCHMARK(BM_Snapshot)->Apply(sizes);
-BENCHMARK(BM_Cassini)->Apply(sizes);
-BENCHMARK(BM_NoTimeScheduling)->Apply(sizes);
-BENCHMARK(BM_FullPlanJitter)->Apply(sizes);
+BENCHMARK(BmFullPlan)->Apply(Sizes);
+BENCHMARK(BmAddJob)->Apply(Sizes);
+BENCHMARK(BmWhatIf1000Nodes)->Apply(Sizes);
+BENCHMARK(BmSnapshot)->Apply(Sizes);
+BENCHMARK(BmCassini)->Apply(Sizes);
+BENCHMARK(BmNoTimeScheduling)->Apply(Sizes);
+BENCHMARK(BmFullPlanJitter)->Apply(Sizes);
 
 BENCHMARK_MAIN();

@@ -72,25 +72,22 @@ void ReplaceJob(benchmark::State& state, bool spread, bool summary_only) {
   }
 }
 
-void BM_ReplaceJob_apart(benchmark::State& s) {
+void BmReplaceJobApart(benchmark::State& s) {
   ReplaceJob(s, false, false);
 }
-void BM_ReplaceJob_spread(benchmark::State& s) {
+void BmReplaceJobSpread(benchmark::State& s) {
   ReplaceJob(s, true, false);
 }
-void BM_Summary_spread(benchmark::State& s) {
+void BmSummarySpread(benchmark::State& s) {
   ReplaceJob(s, true, true);
 }
 
 }  // namespace
 
-BENCHMARK(BM_ReplaceJob_apart)
-    ->Name("BM_ReplaceJob/apart")
-    ->Arg(500)
-    ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_ReplaceJob_spread)
+BENCHMARK(BmReplaceJobApart)->Name("BM_ReplaceJob/apart")->Arg(500)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BmReplaceJobSpread)
     ->Name("BM_ReplaceJob/spread")
     ->Arg(500)
     ->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Summary_spread)->Name("BM_Summary/spread")->Arg(500)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BmSummarySpread)->Name("BM_Summary/spread")->Arg(500)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

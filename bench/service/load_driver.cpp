@@ -15,6 +15,7 @@
 //   - the scheduler's CPU use (cores, from /proc/PID/stat) and resident memory (VmRSS, VmHWM).
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/epoll.h>
@@ -64,6 +65,7 @@ struct Options {
   std::string endpoint;  // empty: start our own scheduler
   std::string http;
   std::string scheduler = METRONOME_SCHEDULER_BIN;
+  int scheduler_cpu = -1;  // >= 0: the scheduler we start runs on this CPU only
 };
 
 int64_t MonoNs() {
@@ -217,7 +219,7 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       if (!c.socket->recv(msg, zmq::recv_flags::dontwait)) break;
       const int64_t t = MonoNs();
       const auto d = proto::Decode(msg.data(), msg.size());
-      if (!d.ok()) {
+      if (!d.Ok()) {
         ++stats.errors;
         continue;
       }
@@ -451,6 +453,10 @@ int main(int argc, char** argv) {
   app.add_flag("--spread", o.spread,
                "each job's ranks on different racks (rack uplinks shared by many jobs)");
   app.add_option("--scheduler", o.scheduler, "metronome-scheduler to start");
+  app.add_option("--scheduler-cpu", o.scheduler_cpu,
+                 "pin the scheduler it starts to this CPU (run the driver itself under taskset "
+                 "on the others)")
+      ->check(CLI::NonNegativeNumber);
   auto* endpoint_opt =
       app.add_option("--endpoint", o.endpoint, "a running scheduler's ZeroMQ endpoint instead");
   auto* http_opt = app.add_option("--http", o.http, "... and its HTTP HOST:PORT");
@@ -483,7 +489,21 @@ int main(int argc, char** argv) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (posix_spawn(&pid, argvp[0], &fa, nullptr, argvp.data(), environ) != 0) {
+    // The child inherits the mask it is spawned with, and every thread it starts inherits that:
+    // narrow our own mask around the spawn, before any client thread exists.
+    cpu_set_t own{};
+    sched_getaffinity(0, sizeof own, &own);
+    if (o.scheduler_cpu >= 0) {
+      cpu_set_t one{};
+      CPU_SET(o.scheduler_cpu, &one);
+      if (sched_setaffinity(0, sizeof one, &one) != 0) {
+        std::fprintf(stderr, "cannot pin to CPU %d\n", o.scheduler_cpu);
+        return 2;
+      }
+    }
+    const int spawned = posix_spawn(&pid, argvp[0], &fa, nullptr, argvp.data(), environ);
+    sched_setaffinity(0, sizeof own, &own);
+    if (spawned != 0) {
       std::fprintf(stderr, "cannot start %s\n", o.scheduler.c_str());
       return 1;
     }

@@ -51,24 +51,24 @@ ncclResult_t Call(ncclComm_t comm) {
                                             static_cast<cudaStream_t>(nullptr));
 }
 
-void BM_DirectCall(benchmark::State& state) {
+void BmDirectCall(benchmark::State& state) {
   auto* volatile fn = &FakeAllReduce;
   auto* comm = reinterpret_cast<ncclComm_t>(uintptr_t{0x4000});
   for (auto _ : state) {
     benchmark::DoNotOptimize(fn(g_buf, g_buf, 256, ncclFloat, ncclSum, comm, nullptr));
   }
 }
-BENCHMARK(BM_DirectCall);
+BENCHMARK(BmDirectCall);
 
-void BM_ShimOff(benchmark::State& state) {
+void BmShimOff(benchmark::State& state) {
   ms::Runtime* rt = MakeRuntime(ms::Mode::kOff);
   ncclComm_t comm = Register(rt);
   for (auto _ : state) benchmark::DoNotOptimize(Call(comm));
 }
-BENCHMARK(BM_ShimOff);
+BENCHMARK(BmShimOff);
 
 // Enforce mode, a collective inside a burst (not a phase start): lookup, clock, ring push.
-void BM_ShimEnforceInBurst(benchmark::State& state) {
+void BmShimEnforceInBurst(benchmark::State& state) {
   ms::Runtime* rt = MakeRuntime(ms::Mode::kEnforce);
   ncclComm_t comm = Register(rt);
   ms::CommState* st = rt->Find(comm);
@@ -76,10 +76,10 @@ void BM_ShimEnforceInBurst(benchmark::State& state) {
   Call(comm);
   for (auto _ : state) benchmark::DoNotOptimize(Call(comm));
 }
-BENCHMARK(BM_ShimEnforceInBurst);
+BENCHMARK(BmShimEnforceInBurst);
 
 // Enforce mode, every call a phase start inside an open window: + timetable read and DecideGate.
-void BM_ShimEnforcePhaseStartOpenWindow(benchmark::State& state) {
+void BmShimEnforcePhaseStartOpenWindow(benchmark::State& state) {
   ms::Runtime* rt = MakeRuntime(ms::Mode::kEnforce);
   ncclComm_t comm = Register(rt);
   ms::CommState* st = rt->Find(comm);
@@ -91,15 +91,15 @@ void BM_ShimEnforcePhaseStartOpenWindow(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Call(comm));
   state.counters["gated"] = static_cast<double>(st->gated.load());
 }
-BENCHMARK(BM_ShimEnforcePhaseStartOpenWindow);
+BENCHMARK(BmShimEnforcePhaseStartOpenWindow);
 
 // A communicator the shim does not know (created before it, or beyond its table).
-void BM_ShimEnforceUnknownComm(benchmark::State& state) {
+void BmShimEnforceUnknownComm(benchmark::State& state) {
   MakeRuntime(ms::Mode::kEnforce);
   auto* comm = reinterpret_cast<ncclComm_t>(uintptr_t{0xdead000});
   for (auto _ : state) benchmark::DoNotOptimize(Call(comm));
 }
-BENCHMARK(BM_ShimEnforceUnknownComm);
+BENCHMARK(BmShimEnforceUnknownComm);
 
 }  // namespace
 

@@ -77,15 +77,15 @@ void Run(benchmark::State& state, const char* policy) {
       events * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-void BM_K8sDefault(benchmark::State& state) {
+void BmK8sDefault(benchmark::State& state) {
   Run(state, "k8s-default");
 }
-void BM_Metronome(benchmark::State& state) {
+void BmMetronome(benchmark::State& state) {
   Run(state, "metronome");
 }
 
-BENCHMARK(BM_K8sDefault)->Arg(64)->Arg(128)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Metronome)->Arg(64)->Arg(128)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK(BmK8sDefault)->Arg(64)->Arg(128)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK(BmMetronome)->Arg(64)->Arg(128)->Arg(256)->Arg(512)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

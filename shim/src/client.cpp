@@ -96,7 +96,7 @@ void Client::Run() noexcept {
 }
 
 bool Client::Connect() {
-  const Config& c = rt_.config();
+  const Config& c = rt_.GetConfig();
   transport_ = c.curve_server_key.empty() ? MakeZmtpTransport() : MakeZmqTransport();
   if (!transport_->Open(c)) {
     MLOG_ERROR("no connection to the scheduler (%s): running ungated", c.scheduler.c_str());
@@ -166,7 +166,7 @@ void Client::Receive() {
       continue;
     }
     const proto::Decoded d = proto::Decode(rx_.data(), n);
-    if (!d.ok()) {
+    if (!d.Ok()) {
       rt_.counters.rx_rejected.fetch_add(1);
       if (reject_logs_++ < 5) {
         MLOG_WARN("rejected a message from the scheduler: %s (%s)",
@@ -262,7 +262,8 @@ void Client::HandleTimetable(const proto::TimetablePush& p) {
         // No gate and nothing to yield to: the kernel's slot holds no timetable (were it
         // launched, it would go at once).
         const bool none = AlwaysOpen(t) && yields.count == 0;
-        DeviceGate::Publish(c->device_slot, none ? nullptr : &t, yields, rt_.config().max_wait_ns);
+        DeviceGate::Publish(c->device_slot, none ? nullptr : &t, yields,
+                            rt_.GetConfig().max_wait_ns);
       }
     }
     rt_.counters.timetables_accepted.fetch_add(1);
@@ -357,7 +358,7 @@ void Client::SendHellos(int64_t now) {
     job->bye_sent = false;
     proto::Hello h;
     h.job_id = job->job_id;
-    h.node = rt_.config().node;
+    h.node = rt_.GetConfig().node;
     h.rank = job->rank;
     h.world_size = job->world;
     h.priority = job->priority;
@@ -432,7 +433,7 @@ void Client::MarkUnregistered() {
 }
 
 void Client::CheckSilence(int64_t now) {
-  if (failed_open_ || now - last_rx_ns_ <= rt_.config().silence_ns) return;
+  if (failed_open_ || now - last_rx_ns_ <= rt_.GetConfig().silence_ns) return;
   failed_open_ = true;
   rt_.counters.fail_open_events.fetch_add(1);
   bool had_timetable = false;
@@ -446,7 +447,7 @@ void Client::CheckSilence(int64_t now) {
   DeviceGate::ReleaseAll();
   MarkUnregistered();
   MLOG_WARN("scheduler %s silent for %lld ms: %s; will re-register when it answers",
-            rt_.config().scheduler.c_str(), static_cast<long long>((now - last_rx_ns_) / kMs),
+            rt_.GetConfig().scheduler.c_str(), static_cast<long long>((now - last_rx_ns_) / kMs),
             had_timetable ? "failing open (ungated)" : "running ungated");
 }
 

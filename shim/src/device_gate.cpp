@@ -33,21 +33,21 @@ namespace {
 
 // The driver API, opened at run time.
 struct Driver {
-  CUresult (*Init)(unsigned int) = nullptr;
-  CUresult (*CtxGetCurrent)(CUcontext*) = nullptr;
-  CUresult (*CtxGetDevice)(CUdevice*) = nullptr;
-  CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
-  CUresult (*ModuleLoadData)(CUmodule*, const void*) = nullptr;
-  CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                           unsigned, CUstream, void**, void**) = nullptr;
-  CUresult (*MemHostAlloc)(void**, size_t, unsigned int) = nullptr;
-  CUresult (*MemHostGetDevicePointer)(CUdeviceptr*, void*, unsigned int) = nullptr;
-  CUresult (*StreamWaitValue32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
-  CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*StreamCreate)(CUstream*, unsigned int) = nullptr;
-  CUresult (*StreamSynchronize)(CUstream) = nullptr;
-  CUresult (*StreamDestroy)(CUstream) = nullptr;
+  CUresult (*init)(unsigned int) = nullptr;
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*mem_host_alloc)(void**, size_t, unsigned int) = nullptr;
+  CUresult (*mem_host_get_device_pointer)(CUdeviceptr*, void*, unsigned int) = nullptr;
+  CUresult (*stream_wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*stream_create)(CUstream*, unsigned int) = nullptr;
+  CUresult (*stream_synchronize)(CUstream) = nullptr;
+  CUresult (*stream_destroy)(CUstream) = nullptr;
 };
 
 struct ContextEntry {
@@ -111,22 +111,22 @@ bool LoadDriver(State& s, bool force) {
   }
   s.driver_tried = true;
   Driver& d = s.drv;
-  const bool ok = Bind(h, "cuInit", d.Init) && Bind(h, "cuCtxGetCurrent", d.CtxGetCurrent) &&
-                  Bind(h, "cuCtxGetDevice", d.CtxGetDevice) &&
-                  Bind(h, "cuDeviceGetAttribute", d.DeviceGetAttribute) &&
-                  Bind(h, "cuModuleLoadData", d.ModuleLoadData) &&
-                  Bind(h, "cuModuleGetFunction", d.ModuleGetFunction) &&
-                  Bind(h, "cuLaunchKernel", d.LaunchKernel) &&
-                  Bind(h, "cuMemHostAlloc", d.MemHostAlloc) &&
-                  Bind(h, "cuMemHostGetDevicePointer_v2", d.MemHostGetDevicePointer) &&
-                  Bind(h, "cuStreamIsCapturing", d.StreamIsCapturing) &&
-                  Bind(h, "cuStreamCreate", d.StreamCreate) &&
-                  Bind(h, "cuStreamSynchronize", d.StreamSynchronize) &&
-                  Bind(h, "cuStreamDestroy_v2", d.StreamDestroy);
-  if (!Bind(h, "cuStreamWaitValue32_v2", d.StreamWaitValue32)) {
-    Bind(h, "cuStreamWaitValue32", d.StreamWaitValue32);
+  const bool ok = Bind(h, "cuInit", d.init) && Bind(h, "cuCtxGetCurrent", d.ctx_get_current) &&
+                  Bind(h, "cuCtxGetDevice", d.ctx_get_device) &&
+                  Bind(h, "cuDeviceGetAttribute", d.device_get_attribute) &&
+                  Bind(h, "cuModuleLoadData", d.module_load_data) &&
+                  Bind(h, "cuModuleGetFunction", d.module_get_function) &&
+                  Bind(h, "cuLaunchKernel", d.launch_kernel) &&
+                  Bind(h, "cuMemHostAlloc", d.mem_host_alloc) &&
+                  Bind(h, "cuMemHostGetDevicePointer_v2", d.mem_host_get_device_pointer) &&
+                  Bind(h, "cuStreamIsCapturing", d.stream_is_capturing) &&
+                  Bind(h, "cuStreamCreate", d.stream_create) &&
+                  Bind(h, "cuStreamSynchronize", d.stream_synchronize) &&
+                  Bind(h, "cuStreamDestroy_v2", d.stream_destroy);
+  if (!Bind(h, "cuStreamWaitValue32_v2", d.stream_wait_value32)) {
+    Bind(h, "cuStreamWaitValue32", d.stream_wait_value32);
   }
-  s.driver_ok = ok && d.Init(0) == CUDA_SUCCESS;
+  s.driver_ok = ok && d.init(0) == CUDA_SUCCESS;
   return s.driver_ok;
 }
 
@@ -142,7 +142,7 @@ void LogUnavailableOnce(State& s, const char* why) {
 void Degrade(State& s, ContextEntry& e, const char* why, int code) {
   DeviceGateStatus cur = e.status.load();
   DeviceGateStatus next = DeviceGateStatus::kUnavailable;
-  if (cur == DeviceGateStatus::kKernel && s.drv.StreamWaitValue32 != nullptr) {
+  if (cur == DeviceGateStatus::kKernel && s.drv.stream_wait_value32 != nullptr) {
     next = DeviceGateStatus::kWaitValue;
   }
   if (cur == DeviceGateStatus::kUnavailable || !e.status.compare_exchange_strong(cur, next)) return;
@@ -158,9 +158,9 @@ void Degrade(State& s, ContextEntry& e, const char* why, int code) {
 int64_t Calibrate(State& s, CUmodule mod) {
   Driver& d = s.drv;
   CUfunction timer = nullptr;
-  if (d.ModuleGetFunction(&timer, mod, "metronome_timer_kernel") != CUDA_SUCCESS) return 0;
+  if (d.module_get_function(&timer, mod, "metronome_timer_kernel") != CUDA_SUCCESS) return 0;
   void* host = nullptr;
-  if (d.MemHostAlloc(&host, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) !=
+  if (d.mem_host_alloc(&host, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) !=
       CUDA_SUCCESS) {
     return 0;
   }
@@ -169,15 +169,15 @@ int64_t Calibrate(State& s, CUmodule mod) {
   *out = 0;
   *stop = 0;
   CUdeviceptr dev = 0;
-  d.MemHostGetDevicePointer(&dev, host, 0);
+  d.mem_host_get_device_pointer(&dev, host, 0);
   CUdeviceptr out_dev = dev;
   CUdeviceptr stop_dev = dev + 32;
   int64_t bound = 300'000'000;  // the kernel stops itself after 300 ms at most
   void* params[] = {&out_dev, &stop_dev, &bound};
   CUstream stream = nullptr;
-  d.StreamCreate(&stream, CU_STREAM_NON_BLOCKING);
+  d.stream_create(&stream, CU_STREAM_NON_BLOCKING);
   int64_t result = 0;
-  if (d.LaunchKernel(timer, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr) == CUDA_SUCCESS) {
+  if (d.launch_kernel(timer, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr) == CUDA_SUCCESS) {
     constexpr int kSamples = 2000;
     static int64_t hs[kSamples];
     static int64_t gs[kSamples];
@@ -198,14 +198,14 @@ int64_t Calibrate(State& s, CUmodule mod) {
       }
     }
     *stop = 1;
-    d.StreamSynchronize(stream);
+    d.stream_synchronize(stream);
     result = CalibrateHostMinusGpu(hs, gs, n);
     MLOG_INFO(
         "device gate: GPU timer calibrated against the host clock from %d samples "
         "(host - gpu = %lld ns)",
         n, static_cast<long long>(result));
   }
-  d.StreamDestroy(stream);
+  d.stream_destroy(stream);
   return result;
 }
 #endif
@@ -221,15 +221,15 @@ ContextEntry* EntryFor(State& s, CUcontext ctx) {
   CUdevice dev = 0;
   int major = 0;
   int minor = 0;
-  if (d.CtxGetDevice(&dev) == CUDA_SUCCESS) {
-    d.DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-    d.DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+  if (d.ctx_get_device(&dev) == CUDA_SUCCESS) {
+    d.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    d.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
   }
 #if METRONOME_HAVE_GATE_KERNEL
   if (major * 10 + minor >= 75) {
     CUmodule mod = nullptr;
-    if (d.ModuleLoadData(&mod, kGateFatbin) == CUDA_SUCCESS &&
-        d.ModuleGetFunction(&e->gate, mod, "metronome_gate_kernel") == CUDA_SUCCESS) {
+    if (d.module_load_data(&mod, kGateFatbin) == CUDA_SUCCESS &&
+        d.module_get_function(&e->gate, mod, "metronome_gate_kernel") == CUDA_SUCCESS) {
       e->status.store(DeviceGateStatus::kKernel);
       e->host_minus_gpu_ns = Calibrate(s, mod);
       MLOG_INFO("device gate: spin kernel loaded for sm_%d%d", major, minor);
@@ -238,7 +238,7 @@ ContextEntry* EntryFor(State& s, CUcontext ctx) {
     MLOG_WARN("device gate: the kernel does not load on sm_%d%d", major, minor);
   }
 #endif
-  if (d.StreamWaitValue32 != nullptr) {
+  if (d.stream_wait_value32 != nullptr) {
     e->status.store(DeviceGateStatus::kWaitValue);
     MLOG_INFO(
         "device gate: sm_%d%d has no gate kernel: using stream waits "
@@ -275,15 +275,16 @@ int DeviceGate::Prepare(ncclComm_t comm) noexcept {
     return -1;
   }
   CUcontext ctx = nullptr;
-  if (s.drv.CtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
+  if (s.drv.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
     LogUnavailableOnce(s, "no GPU or no current CUDA context");
     return -1;
   }
   if (s.slots == nullptr) {
     void* host = nullptr;
-    if (s.drv.MemHostAlloc(&host, sizeof(DeviceGateSlot) * kMaxSlots,
-                           CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) != CUDA_SUCCESS ||
-        s.drv.MemHostGetDevicePointer(&s.slots_dev, host, 0) != CUDA_SUCCESS) {
+    if (s.drv.mem_host_alloc(&host, sizeof(DeviceGateSlot) * kMaxSlots,
+                             CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) !=
+            CUDA_SUCCESS ||
+        s.drv.mem_host_get_device_pointer(&s.slots_dev, host, 0) != CUDA_SUCCESS) {
       LogUnavailableOnce(s, "mapped host memory unavailable");
       return -1;
     }
@@ -346,7 +347,7 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
     uint32_t generation = s.slots[slot].cancel;
     void* params[] = {&arg, &need, &mid_phase, &generation};
     const CUresult r =
-        s.drv.LaunchKernel(e->gate, 1, 1, 1, 32, 1, 1, 0, cu_stream, params, nullptr);
+        s.drv.launch_kernel(e->gate, 1, 1, 1, 32, 1, 1, 0, cu_stream, params, nullptr);
     if (r == CUDA_SUCCESS) return true;
     Degrade(s, *e, "the gate kernel does not launch", static_cast<int>(r));
     return false;  // this collective: the host gate
@@ -366,7 +367,7 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
   const uint32_t ticket = s.issued[slot].fetch_add(1) + 1;
   CUdeviceptr flag = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot) +
                      offsetof(DeviceGateSlot, release);
-  const CUresult r = s.drv.StreamWaitValue32(cu_stream, flag, ticket, CU_STREAM_WAIT_VALUE_GEQ);
+  const CUresult r = s.drv.stream_wait_value32(cu_stream, flag, ticket, CU_STREAM_WAIT_VALUE_GEQ);
   if (r != CUDA_SUCCESS) {
     s.slots[slot].release = ticket;
     Degrade(s, *e, "stream waits fail", static_cast<int>(r));
@@ -400,7 +401,7 @@ bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
     } else {
       State& s = S();
       std::lock_guard<std::mutex> lock(s.mu);
-      st = LoadDriver(s, false) && s.drv.StreamIsCapturing != nullptr ? 2 : 3;
+      st = LoadDriver(s, false) && s.drv.stream_is_capturing != nullptr ? 2 : 3;
     }
     state.store(st, std::memory_order_release);
   }
@@ -410,7 +411,7 @@ bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
   }
   if (st == 2) {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    const CUresult r = S().drv.StreamIsCapturing(reinterpret_cast<CUstream>(stream), &status);
+    const CUresult r = S().drv.stream_is_capturing(reinterpret_cast<CUstream>(stream), &status);
     if (r != CUDA_SUCCESS) {
       // Unknown: it may be capturing, and a host wait then only delays the capture. The phase
       // goes ungated (observed).

@@ -145,25 +145,25 @@ METRONOME_EXPORT ncclResult_t ncclGroupEnd() {
 
 // ---- Communicator creation ------------------------------------------------------------------
 
-METRONOME_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
+METRONOME_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id,
                                                int rank) {
   CommOrigin o;
   o.how = "InitRank";
-  o.id = &commId;
+  o.id = &comm_id;
   o.nranks = nranks;
   o.rank = rank;
-  return ms::Create<Fn::kCommInitRank>(comm, o, comm, nranks, commId, rank);
+  return ms::Create<Fn::kCommInitRank>(comm, o, comm, nranks, comm_id, rank);
 }
 
 METRONOME_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks,
-                                                     ncclUniqueId commId, int rank,
+                                                     ncclUniqueId comm_id, int rank,
                                                      ncclConfig_t* config) {
   CommOrigin o;
   o.how = "InitRankConfig";
-  o.id = &commId;
+  o.id = &comm_id;
   o.nranks = nranks;
   o.rank = rank;
-  return ms::Create<Fn::kCommInitRankConfig>(comm, o, comm, nranks, commId, rank,
+  return ms::Create<Fn::kCommInitRankConfig>(comm, o, comm, nranks, comm_id, rank,
                                              ms::WithTrafficClass(config));
 }
 
@@ -197,40 +197,40 @@ METRONOME_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
 }
 
 METRONOME_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank,
-                                                       int nId, ncclUniqueId* commIds,
+                                                       int n_id, ncclUniqueId* comm_ids,
                                                        ncclConfig_t* config) {
   CommOrigin o;
   o.how = "InitRankScalable";
-  o.id = nId > 0 ? commIds : nullptr;
+  o.id = n_id > 0 ? comm_ids : nullptr;
   o.nranks = nranks;
   o.rank = myrank;
-  return ms::Create<Fn::kCommInitRankScalable>(newcomm, o, newcomm, nranks, myrank, nId, commIds,
+  return ms::Create<Fn::kCommInitRankScalable>(newcomm, o, newcomm, nranks, myrank, n_id, comm_ids,
                                                ms::WithTrafficClass(config));
 }
 
-METRONOME_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
-                                             int excludeRanksCount, ncclComm_t* newcomm,
-                                             ncclConfig_t* config, int shrinkFlags) {
+METRONOME_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude_ranks_list,
+                                             int exclude_ranks_count, ncclComm_t* newcomm,
+                                             ncclConfig_t* config, int shrink_flags) {
   CommOrigin o;
   o.how = "Shrink";
   o.parent = comm;
-  return ms::Create<Fn::kCommShrink>(newcomm, o, comm, excludeRanksList, excludeRanksCount, newcomm,
-                                     ms::WithTrafficClass(config), shrinkFlags);
+  return ms::Create<Fn::kCommShrink>(newcomm, o, comm, exclude_ranks_list, exclude_ranks_count,
+                                     newcomm, ms::WithTrafficClass(config), shrink_flags);
 }
 
 #if NCCL_VERSION_CODE >= 22902
-METRONOME_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks,
-                                           const ncclUniqueId* uniqueId, int rank,
+METRONOME_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int n_ranks,
+                                           const ncclUniqueId* unique_id, int rank,
                                            ncclComm_t* newcomm, ncclConfig_t* config) {
   // Existing ranks pass their communicator (the new one is part of its job); new ranks pass
   // none and the id.
   CommOrigin o;
   o.how = "Grow";
   o.parent = comm;
-  o.id = comm == nullptr ? uniqueId : nullptr;
-  o.nranks = nRanks;
+  o.id = comm == nullptr ? unique_id : nullptr;
+  o.nranks = n_ranks;
   o.rank = comm == nullptr ? rank : -1;
-  return ms::Create<Fn::kCommGrow>(newcomm, o, comm, nRanks, uniqueId, rank, newcomm,
+  return ms::Create<Fn::kCommGrow>(newcomm, o, comm, n_ranks, unique_id, rank, newcomm,
                                    ms::WithTrafficClass(config));
 }
 #endif
@@ -238,8 +238,8 @@ METRONOME_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks,
 // ---- Revocation and suspension: the communicator stays, its calls are not gated -------------
 
 #if NCCL_VERSION_CODE >= 22807
-METRONOME_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  return ms::Pause<Fn::kCommRevoke>(comm, true, "revoked", comm, revokeFlags);
+METRONOME_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revoke_flags) {
+  return ms::Pause<Fn::kCommRevoke>(comm, true, "revoked", comm, revoke_flags);
 }
 #endif
 

@@ -89,14 +89,14 @@ void PhaseTracker::Resegment() {
   events_ = 0;
   phases_ = 0;
   int64_t prev_end = 0;
-  for (size_t i = 0; i < past_.size(); ++i) {
+  for (size_t i = 0; i < past_.Size(); ++i) {
     const Past& e = past_[i];
     Segment(e, i == 0 ? -1 : std::max<int64_t>(0, e.start - prev_end));
     prev_end = std::max(prev_end, e.end);
   }
   // Counters keep counting everything seen, not only what is remembered.
   events_ = events;
-  if (events > past_.size()) phases_ = std::max(phases_, phases);
+  if (events > past_.Size()) phases_ = std::max(phases_, phases);
 }
 
 void PhaseTracker::ClosePhase() {
@@ -105,16 +105,16 @@ void PhaseTracker::ClosePhase() {
   last_ops_ = cur_ops_;
   // Signature: settled when the last three phases began with the same collective.
   first_keys_.Push(cur_first_key_);
-  if (first_keys_.size() == 3) {
+  if (first_keys_.Size() == 3) {
     const bool same = first_keys_[0] == first_keys_[1] && first_keys_[1] == first_keys_[2];
     first_key_ = same ? first_keys_[0] : 0;
   }
 }
 
 void PhaseTracker::UpdateThreshold() {
-  if (gaps_.size() < 3) return;
+  if (gaps_.Size() < 3) return;
   int64_t g[kGapHistory];
-  const size_t n = gaps_.size();
+  const size_t n = gaps_.Size();
   for (size_t i = 0; i < n; ++i) g[i] = std::max(gaps_[i], kMinGapNs);
   std::sort(g, g + n);
   if (g[n - 1] < 3 * kMinGapNs) {
@@ -141,7 +141,7 @@ void PhaseTracker::UpdateThreshold() {
 }
 
 int64_t PhaseTracker::MergeBelow() const {
-  if (first_key_ == 0 || boundary_gaps_.size() < 3) return 0;
+  if (first_key_ == 0 || boundary_gaps_.Size() < 3) return 0;
   int64_t tmp[kDurationWindow];
   const size_t n = boundary_gaps_.Last(kDurationWindow, tmp);
   return MedianOf(tmp, n) / 2;
@@ -213,7 +213,7 @@ PhaseEstimate PhaseTracker::Estimate() const {
   e.gap_threshold_ns = threshold_;
   e.first_key = first_key_;
   e.merge_below_ns = MergeBelow();
-  if (starts_.size() > 0) e.last_start_ns = starts_.back();
+  if (starts_.Size() > 0) e.last_start_ns = starts_.Back();
   double spread = 1.0;
   e.period_ns = MedianInterval(&spread);
   e.natural_period_ns = MedianNaturalInterval();
@@ -221,7 +221,7 @@ PhaseEstimate PhaseTracker::Estimate() const {
   ComputeStats(&e.compute_ns, &e.jitter_ns);
   if (e.period_ns > 0) {
     e.next_start_ns = e.last_start_ns + e.period_ns;
-    const size_t intervals = std::min(starts_.size() - 1, kPeriodWindow);
+    const size_t intervals = std::min(starts_.Size() - 1, kPeriodWindow);
     const double fill = static_cast<double>(intervals) / static_cast<double>(kPeriodWindow);
     e.confidence = std::clamp(1.0 - 4.0 * spread, 0.0, 1.0) * fill;
   }

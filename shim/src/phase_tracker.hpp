@@ -99,9 +99,9 @@ class PhaseTracker {
       if (count_ < N) ++count_;
     }
     void Clear() { count_ = next_ = 0; }
-    size_t size() const { return count_; }
+    size_t Size() const { return count_; }
     const T& operator[](size_t i) const { return values_[(next_ + N - count_ + i) % N]; }
-    const T& back() const { return (*this)[count_ - 1]; }
+    const T& Back() const { return (*this)[count_ - 1]; }
     // The last k values (newest last) into `out`; returns how many.
     size_t Last(size_t k, T* out) const {
       const size_t n = k < count_ ? k : count_;

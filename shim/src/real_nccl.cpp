@@ -49,8 +49,8 @@ void NoteSource(void* p) {
 
 bool AddressIsInShim(const void* addr) noexcept {
   static Dl_info self{};
-  static const bool have = dladdr(reinterpret_cast<void*>(&ShimAnchor), &self) != 0;
-  if (!have || addr == nullptr) return false;
+  static const bool kHave = dladdr(reinterpret_cast<void*>(&ShimAnchor), &self) != 0;
+  if (!kHave || addr == nullptr) return false;
   Dl_info other{};
   if (dladdr(addr, &other) == 0) return false;
   return other.dli_fbase == self.dli_fbase;

@@ -104,7 +104,7 @@ Runtime& Runtime::Get() noexcept {
 
 void Runtime::InstallForTesting(Runtime* rt) noexcept {
   g_runtime.store(rt, std::memory_order_release);
-  g_shim_active.store(rt != nullptr && rt->mode() != Mode::kOff);
+  g_shim_active.store(rt != nullptr && rt->GetMode() != Mode::kOff);
 }
 
 Runtime::Runtime(const Config& c) : config_(c), mode_(c.mode) {

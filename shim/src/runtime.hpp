@@ -133,8 +133,8 @@ class Runtime {
 
   explicit Runtime(const Config& c);
 
-  const Config& config() const { return config_; }
-  Mode mode() const { return mode_; }
+  const Config& GetConfig() const { return config_; }
+  Mode GetMode() const { return mode_; }
 
   // Registry (communicator creation and destruction: rare, may lock and allocate).
   CommState* OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noexcept;
@@ -166,9 +166,9 @@ class Runtime {
   std::vector<CommState*> LiveComms();
   std::vector<JobState*> Jobs();
   std::vector<CommState*> TakeRetired(int64_t older_than_ns);
-  std::mutex& registry_mutex() { return mu_; }
+  std::mutex& RegistryMutex() { return mu_; }
 
-  bool client_started() const { return client_started_.load(); }
+  bool ClientStarted() const { return client_started_.load(); }
   void StartClientOnce() noexcept;
   void StopClient(int64_t timeout_ns) noexcept;  // for tests and exit
 

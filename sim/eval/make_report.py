@@ -433,6 +433,14 @@ def bench_section(bench_dir):
             out.append(f"| {name} | {fmt_time(b['cpu_time'], b['time_unit'])} | "
                        f"{fmt_time(b['real_time'], b['time_unit'])} |")
         out.append("")
+    load = Path(bench_dir) / "service_load_driver.txt"
+    if load.exists():
+        out += ["**`service_load_driver`** — metronome-scheduler under 2,000 reporting protocol clients "
+                "(500 jobs × 4 ranks, 10 reports/s each, 20 s, 10 jobs/s replaced), its own printout; "
+                "the scheduler pinned to one core and the clients to the other "
+                "(`scripts/evaluate.sh`; by hand: `build/release/bench/service/service_load_driver "
+                "--clients 2000 --rate 10 --duration 20`, docs/scheduler.md §Load)", "", "```",
+                *load.read_text().rstrip().splitlines(), "```", ""]
     return out
 
 

@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "metronome/planner/baselines.h"
-#include "metronome/planner/planner.h"
+#include "metronome/planner/baselines.hpp"
+#include "metronome/planner/planner.hpp"
 #include "metronome/sim/time_scheduler.hpp"
 
 namespace metronome::sim {
@@ -35,8 +35,8 @@ class CassiniScheduler final : public TimeScheduler {
     e.job.priority = a.priority;
     e.job.nodes.assign(a.nodes.begin(), a.nodes.end());
     e.job.profile.comm_ns = a.comm_ns;
-    e.job.profile.period_ns = pl::round_up_period(a.compute_ns + a.comm_ns, 1'000'000);
-    e.job.profile.beta_bps = a.beta_Bps;
+    e.job.profile.period_ns = pl::RoundUpPeriod(a.compute_ns + a.comm_ns, 1'000'000);
+    e.job.profile.beta_bps = a.beta_bytes_per_s;
     e.job.profile.jitter_ns = std::min(a.jitter_ns, e.job.profile.period_ns);
     active_.push_back(a.index);
     Replan();
@@ -92,7 +92,7 @@ class CassiniScheduler final : public TimeScheduler {
     problem.topology = topology_;
     for (std::size_t i : active_) problem.jobs.push_back(entries_[i].job);
     const auto t0 = std::chrono::steady_clock::now();
-    const pl::Plan plan = pl::plan_cassini(problem);
+    const pl::Plan plan = pl::PlanCassini(problem);
     stats_.planner_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ++stats_.plans;

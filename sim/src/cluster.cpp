@@ -5,13 +5,13 @@
 #include <stdexcept>
 
 #include "metronome/controller/topology.hpp"
-#include "metronome/planner/topology.h"
+#include "metronome/planner/topology.hpp"
 
 namespace metronome::sim {
 
 Cluster Cluster::FromScenario(const Scenario& s) {
   Cluster c;
-  c.intra_node_Bps = s.intra_node_gbps * kBytesPerGbit;
+  c.intra_node_bytes_per_s = s.intra_node_gbps * kBytesPerGbit;
   c.clock_error_ns = std::llround(2.0 * s.noise.clock_skew_us * 1e3);
   for (const RackSpec& rs : s.racks) {
     Rack rack;
@@ -38,19 +38,19 @@ Cluster Cluster::FromScenario(const Scenario& s) {
   for (const Rack& rack : c.racks) {
     controller::TopologyConfig::RackSpec r;
     r.name = rack.name;
-    r.uplink_bytes_per_s = c.links[rack.uplink].capacity_Bps;
+    r.uplink_bytes_per_s = c.links[rack.uplink].capacity_bytes_per_s;
     for (const std::uint32_t n : rack.nodes) {
-      r.nodes.push_back({c.nodes[n].name, c.links[c.nodes[n].uplink].capacity_Bps});
+      r.nodes.push_back({c.nodes[n].name, c.links[c.nodes[n].uplink].capacity_bytes_per_s});
     }
     c.topology.racks.push_back(std::move(r));
   }
   auto network = std::make_shared<planner::Topology>(controller::BuildTopology(c.topology));
-  bool same = network->node_count() == c.nodes.size() && network->link_count() == c.links.size();
+  bool same = network->NodeCount() == c.nodes.size() && network->LinkCount() == c.links.size();
   for (std::uint32_t n = 0; same && n < c.nodes.size(); ++n) {
-    same = network->node_name(n) == c.nodes[n].name;
+    same = network->NodeName(n) == c.nodes[n].name;
   }
   for (std::uint32_t l = 0; same && l < c.links.size(); ++l) {
-    same = network->link(l).name == c.links[l].name;
+    same = network->GetLink(l).name == c.links[l].name;
   }
   if (!same) {
     throw std::invalid_argument(
@@ -61,7 +61,7 @@ Cluster Cluster::FromScenario(const Scenario& s) {
 }
 
 std::vector<std::uint32_t> Cluster::LinksCrossed(std::span<const std::uint32_t> ns) const {
-  return network->links_crossed(ns);
+  return network->LinksCrossed(ns);
 }
 
 int Cluster::TotalGpus() const {

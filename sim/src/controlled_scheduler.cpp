@@ -74,7 +74,7 @@ class ControlledScheduler final : public TimeScheduler {
         config_(ConfigFor(policy)),
         planner_(cluster.topology, config_.planning),
         entries_(job_count) {
-    if (planner_.link_count() != cluster.links.size()) {
+    if (planner_.LinkCount() != cluster.links.size()) {
       throw std::logic_error("simulated scheduler: the topology's links differ from the cluster's");
     }
   }

@@ -39,7 +39,7 @@ struct Job {
   std::vector<std::uint32_t> links;
   double compute_s = 0.0;  // mean compute per iteration on its placement
   double volume = 0.0;     // bytes per link per iteration
-  double bottleneck_Bps = 0.0;
+  double bottleneck_bytes_per_s = 0.0;
   double natural_s = 0.0;
   std::mt19937_64 rng;
   std::normal_distribution<double> jitter{0.0, 1.0};

@@ -11,7 +11,7 @@ bool HeapLess(double sa, std::uint32_t la, double sb, std::uint32_t lb) {
 }
 }  // namespace
 
-void MaxMinSolver::solve(std::span<const double> capacity, std::span<const FlowSpec> flows,
+void MaxMinSolver::Solve(std::span<const double> capacity, std::span<const FlowSpec> flows,
                          std::vector<double>& rates) {
   const std::size_t n_links = capacity.size();
   rates.assign(flows.size(), 0.0);
@@ -135,7 +135,7 @@ std::vector<double> MaxMinRates(std::span<const double> capacity,
   }
   MaxMinSolver solver;
   std::vector<double> rates;
-  solver.solve(capacity, specs, rates);
+  solver.Solve(capacity, specs, rates);
   return rates;
 }
 

@@ -12,7 +12,7 @@ ModelLookup DefaultModelLookup() {
   static std::string error;
   std::call_once(once, [] {
     try {
-      table = std::make_shared<models::ModelTable>(models::ModelTable::loadDefault());
+      table = std::make_shared<models::ModelTable>(models::ModelTable::LoadDefault());
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -24,8 +24,8 @@ ModelLookup DefaultModelLookup() {
   }
   return [t = table](const std::string& model, const std::string& gpu) {
     ModelFigures f;
-    f.compute_ms = t->computeMs(model, gpu);
-    f.gradient_mb = static_cast<double>(t->gradientBytes(model)) / 1e6;
+    f.compute_ms = t->ComputeMs(model, gpu);
+    f.gradient_mb = static_cast<double>(t->GradientBytes(model)) / 1e6;
     return f;
   };
 }

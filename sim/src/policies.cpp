@@ -9,16 +9,16 @@
 namespace metronome::sim {
 
 const std::vector<std::string>& PolicyNames() {
-  static const std::vector<std::string> names = {"k8s-default",
-                                                 "network-aware",
-                                                 "cassini",
-                                                 "metronome",
-                                                 "metronome-no-cushion",
-                                                 "metronome-no-stretch",
-                                                 "metronome-no-controller",
-                                                 "metronome-pack",
-                                                 "metronome-ungated-best-effort"};
-  return names;
+  static const std::vector<std::string> kNames = {"k8s-default",
+                                                  "network-aware",
+                                                  "cassini",
+                                                  "metronome",
+                                                  "metronome-no-cushion",
+                                                  "metronome-no-stretch",
+                                                  "metronome-no-controller",
+                                                  "metronome-pack",
+                                                  "metronome-ungated-best-effort"};
+  return kNames;
 }
 
 PolicyConfig PolicyByName(const std::string& name) {

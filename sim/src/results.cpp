@@ -57,10 +57,10 @@ RunResult CollectResults(const std::string& policy, const std::vector<Job>& jobs
     if (totals.bytes[l] <= 0 || totals.busy_s[l] <= 0) continue;
     LinkResult lr;
     lr.name = cluster.links[l].name;
-    lr.capacity_gbps = cluster.links[l].capacity_Bps / kBytesPerGbit;
+    lr.capacity_gbps = cluster.links[l].capacity_bytes_per_s / kBytesPerGbit;
     lr.bytes = totals.bytes[l];
     lr.busy_s = totals.busy_s[l];
-    lr.utilization = lr.bytes / (cluster.links[l].capacity_Bps * lr.busy_s);
+    lr.utilization = lr.bytes / (cluster.links[l].capacity_bytes_per_s * lr.busy_s);
     lr.overlap_s = totals.overlap_s[l];
     sum_transfer += totals.transfer_s[l];
     sum_overlap += totals.overlap_s[l];

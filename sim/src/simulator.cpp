@@ -69,7 +69,7 @@ class Engine {
       total_iterations_ += static_cast<double>(s.jobs[i].iterations);
     }
     capacity_.reserve(cluster_.links.size());
-    for (const auto& l : cluster_.links) capacity_.push_back(l.capacity_Bps);
+    for (const auto& l : cluster_.links) capacity_.push_back(l.capacity_bytes_per_s);
     link_rate_.assign(cluster_.links.size(), 0.0);
     link_flows_.assign(cluster_.links.size(), 0);
     totals_.transfer_s.assign(cluster_.links.size(), 0.0);
@@ -294,7 +294,7 @@ class Engine {
     j.comm_start = now_;
     if (j.links.empty()) {
       j.state = State::kLocalComm;
-      j.phase_end = now_ + j.volume / cluster_.intra_node_Bps;
+      j.phase_end = now_ + j.volume / cluster_.intra_node_bytes_per_s;
       return;
     }
     j.remaining = j.volume;
@@ -408,10 +408,11 @@ class Engine {
     const double n = static_cast<double>(s.gpus);
     const double size = gradient_mb * 1e6;
     j.volume = n > 1 ? 2.0 * (n - 1.0) / n * size : 0.0;
-    j.bottleneck_Bps = kInf;
-    for (std::uint32_t l : j.links) j.bottleneck_Bps = std::min(j.bottleneck_Bps, capacity_[l]);
-    if (j.links.empty()) j.bottleneck_Bps = cluster_.intra_node_Bps;
-    j.natural_s = j.compute_s + j.volume / j.bottleneck_Bps;
+    j.bottleneck_bytes_per_s = kInf;
+    for (std::uint32_t l : j.links)
+      j.bottleneck_bytes_per_s = std::min(j.bottleneck_bytes_per_s, capacity_[l]);
+    if (j.links.empty()) j.bottleneck_bytes_per_s = cluster_.intra_node_bytes_per_s;
+    j.natural_s = j.compute_s + j.volume / j.bottleneck_bytes_per_s;
   }
 
   void PlaceQueued() {
@@ -479,8 +480,8 @@ class Engine {
     a.compute_ns = ToNs(j.compute_s * j.profile_factor);
     a.jitter_ns =
         ToNs(j.compute_s * j.spec->compute_jitter.value_or(scenario_.noise.compute_jitter));
-    a.comm_ns = ToNs(j.volume / j.bottleneck_Bps);
-    a.beta_Bps = j.bottleneck_Bps;
+    a.comm_ns = ToNs(j.volume / j.bottleneck_bytes_per_s);
+    a.beta_bytes_per_s = j.bottleneck_bytes_per_s;
     a.volume_bytes = j.volume;
     a.gradient_bytes = j.spec->gpus > 1 ? j.volume * j.spec->gpus / (2.0 * (j.spec->gpus - 1)) : 0;
     for (const auto& [n, g] : j.placement.node_gpus) a.rank_nodes.insert(a.rank_nodes.end(), g, n);
@@ -529,7 +530,7 @@ class Engine {
       specs_[f].links = j.links;
       specs_[f].cap = kUnlimited;
     }
-    solver_.solve(capacity_, specs_, rates_);
+    solver_.Solve(capacity_, specs_, rates_);
     for (std::size_t f = 0; f < flows_.size(); ++f) {
       Job& j = jobs_[flows_[f]];
       j.rate = rates_[f];

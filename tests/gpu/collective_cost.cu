@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMemset(send, 0, kMaxBytes));
   if (sched) {
     // The shim registers, syncs its clock and takes the timetable (as device_gate_check waits).
-    for (int i = 0; i < 300 && sched->hellos() == 0; ++i)
+    for (int i = 0; i < 300 && sched->Hellos() == 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   }

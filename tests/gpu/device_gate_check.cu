@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   const int64_t host_minus_gpu = at_start.mid();
 
   // Wait until the shim registered and holds the timetable (it logs it).
-  for (int i = 0; i < 300 && sched.hellos() == 0; ++i)
+  for (int i = 0; i < 300 && sched.Hellos() == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
 

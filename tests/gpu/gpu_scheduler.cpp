@@ -31,6 +31,6 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   std::this_thread::sleep_for(std::chrono::seconds(std::atoi(argv[6])));
   sched.Stop();
-  std::printf("gpu_scheduler hellos=%d\n", sched.hellos());
+  std::printf("gpu_scheduler hellos=%d\n", sched.Hellos());
   return 0;
 }

@@ -68,7 +68,7 @@ class MiniScheduler {
     dirty_ = true;
   }
 
-  int hellos() const { return hellos_.load(); }
+  int Hellos() const { return hellos_.load(); }
 
  private:
   struct Peer {
@@ -95,7 +95,7 @@ class MiniScheduler {
         if (m < 0 || m > static_cast<int>(frame.size())) continue;  // over the size: truncated
         const std::string identity(id, static_cast<size_t>(n));
         proto::Decoded d = proto::Decode(frame.data(), static_cast<size_t>(m));
-        if (!d.ok()) continue;
+        if (!d.Ok()) continue;
         if (auto* h = std::get_if<proto::Hello>(&d.message)) {
           bool known = false;
           for (const Peer& p : peers_)

@@ -4,7 +4,7 @@
 #include <span>
 
 #include "metronome/controller/plan_snapshot.hpp"
-#include "metronome/planner/model.h"
+#include "metronome/planner/model.hpp"
 
 namespace metronome::controller {
 
@@ -19,11 +19,11 @@ constexpr int64_t kPeriodGrid = 1'000'000;         // measured periods are round
 
 NodeIndex IndexNodes(const pl::Topology& topology, const std::string& unknown_nodes_link) {
   NodeIndex index;
-  for (pl::NodeId n = 0; n < topology.node_count(); ++n) {
-    index.ids.emplace(topology.node_name(n), n);
+  for (pl::NodeId n = 0; n < topology.NodeCount(); ++n) {
+    index.ids.emplace(topology.NodeName(n), n);
   }
-  for (pl::LinkId l = 0; l < topology.link_count() && !unknown_nodes_link.empty(); ++l) {
-    if (topology.link(l).name == unknown_nodes_link) index.unknown_link = l;
+  for (pl::LinkId l = 0; l < topology.LinkCount() && !unknown_nodes_link.empty(); ++l) {
+    if (topology.GetLink(l).name == unknown_nodes_link) index.unknown_link = l;
   }
   return index;
 }
@@ -47,7 +47,7 @@ pl::Job ToPlannerJob(const PlanJob& j, const pl::Topology& topology, const NodeI
     job.extra_links.push_back(*nodes.unknown_link);
   }
   job.profile = ToPlannerProfile(j.profile, j.nodes.size(),
-                                 Bottleneck(topology, pl::job_links(topology, job)), config);
+                                 Bottleneck(topology, pl::JobLinks(topology, job)), config);
   if (j.next_phase_ns != 0) job.next_phase_ns = j.next_phase_ns - config.epoch_ns;
   return job;
 }
@@ -55,7 +55,7 @@ pl::Job ToPlannerJob(const PlanJob& j, const pl::Topology& topology, const NodeI
 double Bottleneck(const pl::Topology& topology, std::span<const pl::LinkId> links) {
   double min_cap = 0.0;
   for (const pl::LinkId l : links) {
-    const double c = topology.link(l).capacity_bps;
+    const double c = topology.GetLink(l).capacity_bps;
     min_cap = min_cap == 0.0 ? c : std::min(min_cap, c);
   }
   return min_cap;
@@ -102,7 +102,7 @@ pl::JobProfile ToPlannerProfile(const MeasuredProfile& m, std::size_t ranks, dou
   // windows phase after phase; then rounded up to a millisecond, since periods measured to the
   // nanosecond are almost never commensurate and the planner interleaves by their gcd.
   period += static_cast<int64_t>(static_cast<double>(period) * config.period_margin);
-  period = pl::round_up_period(period, kPeriodGrid);
+  period = pl::RoundUpPeriod(period, kPeriodGrid);
   pl::JobProfile profile;
   profile.period_ns = period;
   profile.comm_ns = comm;

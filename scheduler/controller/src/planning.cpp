@@ -9,13 +9,13 @@
 
 #include "metronome/controller/plan_snapshot.hpp"
 #include "metronome/controller/topology.hpp"
-#include "metronome/planner/model.h"
-#include "metronome/planner/offline.h"
-#include "metronome/planner/plan.h"
-#include "metronome/planner/planner.h"
-#include "metronome/planner/ranked_yields.h"
-#include "metronome/planner/topology.h"
-#include "metronome/planner/what_if.h"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/offline.hpp"
+#include "metronome/planner/plan.hpp"
+#include "metronome/planner/planner.hpp"
+#include "metronome/planner/ranked_yields.hpp"
+#include "metronome/planner/topology.hpp"
+#include "metronome/planner/what_if.hpp"
 
 namespace metronome::controller {
 
@@ -47,7 +47,7 @@ struct PlanningAdapter::Impl {
       : config(cfg),
         options(MakeOptions(cfg)),
         online(BuildTopology(topo), options),
-        nodes(IndexNodes(online.topology(), topo.unknown_nodes_link)) {}
+        nodes(IndexNodes(online.GetTopology(), topo.unknown_nodes_link)) {}
 
   static pl::PlannerOptions MakeOptions(const PlanningConfig& cfg) {
     pl::PlannerOptions o;
@@ -59,7 +59,7 @@ struct PlanningAdapter::Impl {
   }
 
   pl::Job ToPlanner(const PlanJob& j) const {
-    return ToPlannerJob(j, online.topology(), nodes, config);
+    return ToPlannerJob(j, online.GetTopology(), nodes, config);
   }
 
   // The plan as evaluated at `generation` (the adapter's count of changes). Evaluating costs
@@ -69,7 +69,7 @@ struct PlanningAdapter::Impl {
   mutable uint64_t evaluated_generation = 0;
   const pl::Plan& Current(uint64_t generation) const {
     if (!evaluated || evaluated_generation != generation) {
-      evaluated = online.snapshot();
+      evaluated = online.Snapshot();
       evaluated_generation = generation;
     }
     return *evaluated;
@@ -82,12 +82,12 @@ struct PlanningAdapter::Impl {
 
   // The planned jobs (other than `job`) that share a link with it.
   std::vector<pl::Job> Neighbours(const pl::Job& job) const {
-    const auto mine = pl::job_links(online.topology(), job);
+    const auto mine = pl::JobLinks(online.GetTopology(), job);
     const std::set<pl::LinkId> links(mine.begin(), mine.end());
     std::vector<pl::Job> neighbours;
-    for (const pl::Job& other : online.jobs()) {
+    for (const pl::Job& other : online.Jobs()) {
       if (other.id == job.id) continue;
-      for (const pl::LinkId l : pl::job_links(online.topology(), other)) {
+      for (const pl::LinkId l : pl::JobLinks(online.GetTopology(), other)) {
         if (links.count(l) != 0) {
           neighbours.push_back(other);
           break;
@@ -154,9 +154,9 @@ struct PlanningAdapter::Impl {
     }
     pl::Job job = ToPlanner(j);
     pl::Problem probe;
-    probe.topology = online.topology();
+    probe.topology = online.GetTopology();
     probe.jobs.push_back(job);
-    const auto defects = pl::validate(probe);
+    const auto defects = pl::Validate(probe);
     if (!defects.empty()) throw PlanningError("job " + j.name + ": " + defects.front());
     return job;
   }
@@ -185,7 +185,7 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
   for (const auto& j : batch) {
     try {
       Add a{impl_->Checked(j), false, j.name};
-      if (Impl::SameInputs(impl_->online.find(a.job.id), a.job)) continue;  // nothing to re-plan
+      if (Impl::SameInputs(impl_->online.Find(a.job.id), a.job)) continue;  // nothing to re-plan
       const std::vector<pl::Job> neighbours = impl_->Neighbours(a.job);
       for (pl::Job& n : Impl::SnapPeriod(a.job, neighbours)) {
         auto [it, fresh] = raised.emplace(n.id, n);
@@ -219,9 +219,9 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
                  a.job.profile.jitter_ns, a.job.priority, a.first ? " (placed first)" : "");
     try {
       if (a.first) {
-        (void)impl_->online.add_job_first(a.job);
+        (void)impl_->online.AddJobFirst(a.job);
       } else {
-        (void)impl_->online.add_job(a.job);
+        (void)impl_->online.AddJob(a.job);
       }
     } catch (const std::invalid_argument& e) {
       refused.emplace_back(a.job.id, "job " + a.name + ": " + e.what());
@@ -232,13 +232,13 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
 }
 
 bool PlanningAdapter::WidenWindow(const PlanJob& job) {
-  const std::vector<pl::Job> jobs = impl_->online.jobs();
+  const std::vector<pl::Job> jobs = impl_->online.Jobs();
   const pl::Plan before = impl_->Current(generation_);
   AddJob(job);
-  const pl::JobPlan* was = before.find(job.id);
-  const pl::JobPlan* now = impl_->Current(generation_).find(job.id);
-  if (was == nullptr || now == nullptr || !pl::widening_stretches(*was, *now)) return true;
-  impl_->online.adopt(jobs, before);
+  const pl::JobPlan* was = before.Find(job.id);
+  const pl::JobPlan* now = impl_->Current(generation_).Find(job.id);
+  if (was == nullptr || now == nullptr || !pl::WideningStretches(*was, *now)) return true;
+  impl_->online.Adopt(jobs, before);
   ++generation_;
   return false;
 }
@@ -262,7 +262,7 @@ PlanningAdapter::RoundOutcome PlanningAdapter::PlanRound(const std::vector<PlanJ
 }
 
 void PlanningAdapter::RemoveJob(uint64_t id) {
-  impl_->online.remove_job(id);
+  impl_->online.RemoveJob(id);
   ++generation_;
 }
 
@@ -272,7 +272,7 @@ void PlanningAdapter::ReplanAll(const std::vector<PlanJob>& jobs) {
   for (const auto& j : jobs) pjs.push_back(impl_->Checked(j));
   const pl::Plan& current = impl_->Current(generation_);
   try {
-    impl_->online.plan_all(pjs, &current);
+    impl_->online.PlanAll(pjs, &current);
   } catch (const std::invalid_argument& e) {
     throw PlanningError(e.what());
   }
@@ -280,29 +280,29 @@ void PlanningAdapter::ReplanAll(const std::vector<PlanJob>& jobs) {
 }
 
 bool PlanningAdapter::Contains(uint64_t id) const {
-  for (const auto& j : impl_->online.jobs()) {
+  for (const auto& j : impl_->online.Jobs()) {
     if (j.id == id) return true;
   }
   return false;
 }
 
-size_t PlanningAdapter::link_count() const {
-  return impl_->online.topology().link_count();
+size_t PlanningAdapter::LinkCount() const {
+  return impl_->online.GetTopology().LinkCount();
 }
 
 std::vector<std::string> PlanningAdapter::LinkNames() const {
   std::vector<std::string> names;
-  const auto& t = impl_->online.topology();
-  for (pl::LinkId l = 0; l < t.link_count(); ++l) names.push_back(t.link(l).name);
+  const auto& t = impl_->online.GetTopology();
+  for (pl::LinkId l = 0; l < t.LinkCount(); ++l) names.push_back(t.GetLink(l).name);
   return names;
 }
 
 double PlanningAdapter::LinkCapacity(size_t link) const {
-  return impl_->online.topology().link(static_cast<pl::LinkId>(link)).capacity_bps;
+  return impl_->online.GetTopology().GetLink(static_cast<pl::LinkId>(link)).capacity_bps;
 }
 
 std::vector<uint32_t> PlanningAdapter::JobLinks(const PlanJob& job) const {
-  const auto links = pl::job_links(impl_->online.topology(), impl_->ToPlanner(job));
+  const auto links = pl::JobLinks(impl_->online.GetTopology(), impl_->ToPlanner(job));
   return {links.begin(), links.end()};
 }
 
@@ -313,9 +313,9 @@ PlanSummary PlanningAdapter::Summary() const {
   s.utilization = plan.score.utilization;
   s.latency = plan.score.latency;
   s.cushion_ns = plan.score.cushion_ns;
-  const std::vector<pl::Job> jobs = impl_->online.jobs();
+  const std::vector<pl::Job> jobs = impl_->online.Jobs();
   const std::vector<pl::JobYields> yields =
-      pl::ranked_yields(impl_->online.topology(), jobs, plan, impl_->options);
+      pl::RankedYields(impl_->online.GetTopology(), jobs, plan, impl_->options);
   for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
     const pl::JobPlan& j = plan.jobs[i];
     JobSchedule js;
@@ -329,11 +329,11 @@ PlanSummary PlanningAdapter::Summary() const {
     js.predicted_slowdown = j.predicted_slowdown;
     s.jobs.push_back(js);
   }
-  const auto& t = impl_->online.topology();
+  const auto& t = impl_->online.GetTopology();
   for (const auto& l : plan.links) {
     LinkSchedule ls;
-    ls.name = t.link(l.link).name;
-    ls.capacity_bytes_per_s = t.link(l.link).capacity_bps;
+    ls.name = t.GetLink(l.link).name;
+    ls.capacity_bytes_per_s = t.GetLink(l.link).capacity_bps;
     ls.hyperperiod_ns = l.hyperperiod_ns;
     ls.served_load = l.served_load;
     ls.min_cushion_ns = l.min_cushion_ns;
@@ -357,7 +357,7 @@ std::vector<WhatIfEntry> PlanningAdapter::WhatIf(
   opt.list_affected = true;
   std::vector<pl::WhatIfResult> results;
   try {
-    results = pl::what_if(impl_->online, job, candidates, opt);
+    results = pl::WhatIf(impl_->online, job, candidates, opt);
   } catch (const std::invalid_argument& e) {
     throw PlanningError(e.what());
   }
@@ -386,8 +386,8 @@ std::vector<WhatIfEntry> PlanningAdapter::WhatIf(
 std::shared_ptr<OfflineTask> PlanningAdapter::PrepareOffline() const {
   auto task = std::make_shared<OfflineTask>();
   task->generation = generation_;
-  task->problem.topology = impl_->online.topology();
-  task->problem.jobs = impl_->online.jobs();
+  task->problem.topology = impl_->online.GetTopology();
+  task->problem.jobs = impl_->online.Jobs();
   task->current = impl_->Current(generation_);
   task->options = impl_->options;
   return task;
@@ -409,7 +409,7 @@ OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budge
   pl::OfflineStats stats;
   std::optional<pl::Plan> better;
   try {
-    better = pl::recalculate(task.problem, task.current, opt, stop, &stats);
+    better = pl::Recalculate(task.problem, task.current, opt, stop, &stats);
   } catch (const std::invalid_argument& e) {
     result.summary = std::string("refused: ") + e.what();
     return result;
@@ -423,7 +423,7 @@ OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budge
   if (!better) return result;
   result.improved = true;
   for (const auto& j : better->jobs) {
-    const pl::JobPlan* before = task.current.find(j.id);
+    const pl::JobPlan* before = task.current.Find(j.id);
     if (before == nullptr || before->timetable.period_ns != j.timetable.period_ns ||
         before->timetable.offset_ns != j.timetable.offset_ns ||
         before->best_effort != j.best_effort) {
@@ -444,7 +444,7 @@ PlanningAdapter::Adoption PlanningAdapter::AdoptOffline(const OfflineResult& res
   if (result.moved.size() > max_moves) return Adoption::kTooDisruptive;
   const auto* op = static_cast<const OfflinePlan*>(result.plan.get());
   try {
-    impl_->online.adopt(op->jobs, op->plan);
+    impl_->online.Adopt(op->jobs, op->plan);
   } catch (const std::invalid_argument&) {
     return Adoption::kRefused;
   }
@@ -453,7 +453,7 @@ PlanningAdapter::Adoption PlanningAdapter::AdoptOffline(const OfflineResult& res
 }
 
 double PriorityWeight(int priority) {
-  return pl::priority_weight(priority);
+  return pl::PriorityWeight(priority);
 }
 
 }  // namespace metronome::controller

@@ -9,45 +9,44 @@ namespace {
 
 class Scanner {
  public:
-  explicit Scanner(std::string_view s) : s_(s) {}
+  explicit Scanner(std::string_view text) : s(text) {}
 
   [[noreturn]] void Fail(const std::string& what) const {
-    throw BadRequest("the body is not JSON (" + what + " at byte " + std::to_string(i_) + ")");
+    throw BadRequest("the body is not JSON (" + what + " at byte " + std::to_string(i) + ")");
   }
 
   void Ws() {
-    while (i_ < s_.size() &&
-           (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) {
-      ++i_;
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) {
+      ++i;
     }
   }
   bool AtEnd() {
     Ws();
-    return i_ >= s_.size();
+    return i >= s.size();
   }
   char Peek() {
     Ws();
-    if (i_ >= s_.size()) Fail("unexpected end");
-    return s_[i_];
+    if (i >= s.size()) Fail("unexpected end");
+    return s[i];
   }
   void Expect(char c) {
     if (Peek() != c) Fail(std::string("expected '") + c + "'");
-    ++i_;
+    ++i;
   }
 
   // A string token, quotes included.
   std::string_view StringToken() {
     if (Peek() != '"') Fail("expected a string");
-    const size_t start = i_++;
-    while (i_ < s_.size()) {
-      const char c = s_[i_];
+    const size_t start = i++;
+    while (i < s.size()) {
+      const char c = s[i];
       if (c == '\\') {
-        i_ += 2;
+        i += 2;
         continue;
       }
       if (static_cast<unsigned char>(c) < 0x20) Fail("control character in a string");
-      ++i_;
-      if (c == '"') return s_.substr(start, i_ - start);
+      ++i;
+      if (c == '"') return s.substr(start, i - start);
     }
     Fail("unterminated string");
   }
@@ -64,12 +63,12 @@ class Scanner {
   // Skips any value; returns its text.
   std::string_view Value() {
     const char c = Peek();
-    const size_t start = i_;
+    const size_t start = i;
     if (c == '"') return StringToken();
     if (c == '{' || c == '[') {
       std::string stack;
-      while (i_ < s_.size()) {
-        const char d = s_[i_];
+      while (i < s.size()) {
+        const char d = s[i];
         if (d == '"') {
           StringToken();
           continue;
@@ -84,30 +83,30 @@ class Scanner {
           if (stack.empty() || stack.back() != d) Fail("mismatched bracket");
           stack.pop_back();
           if (stack.empty()) {
-            ++i_;
-            return s_.substr(start, i_ - start);
+            ++i;
+            return s.substr(start, i - start);
           }
         }
-        ++i_;
+        ++i;
       }
       Fail("unbalanced brackets");
     }
     Literal();
-    return s_.substr(start, i_ - start);
+    return s.substr(start, i - start);
   }
 
   // A number, true, false or null (numbers checked for their characters only).
   void Literal() {
-    const size_t start = i_;
-    while (i_ < s_.size()) {
-      const char d = s_[i_];
+    const size_t start = i;
+    while (i < s.size()) {
+      const char d = s[i];
       if (d == ',' || d == '}' || d == ']' || d == ':' || d == ' ' || d == '\n' || d == '\r' ||
           d == '\t') {
         break;
       }
-      ++i_;
+      ++i;
     }
-    const std::string_view tok = s_.substr(start, i_ - start);
+    const std::string_view tok = s.substr(start, i - start);
     if (tok.empty()) Fail("expected a value");
     if (tok == "null" || tok == "true" || tok == "false") return;
     for (const char d : tok) {
@@ -123,7 +122,7 @@ class Scanner {
   void Object(Fn&& fn) {
     Expect('{');
     if (Peek() == '}') {
-      ++i_;
+      ++i;
       return;
     }
     while (true) {
@@ -131,7 +130,7 @@ class Scanner {
       Expect(':');
       fn(key);
       const char c = Peek();
-      ++i_;
+      ++i;
       if (c == '}') return;
       if (c != ',') Fail("expected ',' or '}'");
     }
@@ -141,28 +140,28 @@ class Scanner {
   void Array(Fn&& fn) {
     Expect('[');
     if (Peek() == ']') {
-      ++i_;
+      ++i;
       return;
     }
     for (size_t k = 0;; ++k) {
       fn(k);
       const char c = Peek();
-      ++i_;
+      ++i;
       if (c == ']') return;
       if (c != ',') Fail("expected ',' or ']'");
     }
   }
 
   bool IsNull() {
-    if (Peek() == 'n' && s_.substr(i_, 4) == "null") {
-      i_ += 4;
+    if (Peek() == 'n' && s.substr(i, 4) == "null") {
+      i += 4;
       return true;
     }
     return false;
   }
 
-  std::string_view s_;
-  size_t i_ = 0;
+  std::string_view s;
+  size_t i = 0;
 };
 
 }  // namespace
@@ -198,7 +197,7 @@ ScannedArgs ScanArgs(std::string_view body) {
         }
         sc.Array([&](size_t k) {
           ScannedNode node;
-          const size_t start = (sc.Ws(), sc.i_);
+          const size_t start = (sc.Ws(), sc.i);
           const auto missing = [&] {
             return BadRequest("ExtenderArgs.Nodes.items[" + std::to_string(k) +
                               "] has no metadata.name");
@@ -223,7 +222,7 @@ ScannedArgs ScanArgs(std::string_view body) {
             });
           });
           if (node.name.empty()) throw missing();
-          node.raw = body.substr(start, sc.i_ - start);
+          node.raw = body.substr(start, sc.i - start);
           out.nodes.push_back(std::move(node));
         });
       });

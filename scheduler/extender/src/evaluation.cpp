@@ -8,7 +8,7 @@
 #include <memory>
 #include <set>
 
-#include "metronome/planner/what_if.h"
+#include "metronome/planner/what_if.hpp"
 #include "profile_input.hpp"
 
 namespace metronome::extender {
@@ -48,13 +48,13 @@ class Evaluation {
     std::unique_ptr<pl::OnlinePlanner> without;
     if (const auto self = snap_.job_ids.find(pod.job); self != snap_.job_ids.end()) {
       without =
-          std::make_unique<pl::OnlinePlanner>(snap_.planner.topology(), snap_.planner.options());
+          std::make_unique<pl::OnlinePlanner>(snap_.planner.GetTopology(), snap_.planner.Options());
       std::vector<pl::Job> jobs;
       for (const pl::Job& j : snap_.jobs) {
         if (j.id != self->second) jobs.push_back(j);
       }
       try {
-        without->adopt(jobs, snap_.plan);
+        without->Adopt(jobs, snap_.plan);
       } catch (const std::exception& e) {
         spdlog::warn("extender: cannot take job {} out of the plan: {}", pod.job, e.what());
         return false;
@@ -67,7 +67,7 @@ class Evaluation {
     // node's GPU type and NIC (Input), converted as the controller converts it
     // (controller::ToPlannerProfile) on the links it would cross. Candidates whose planner job
     // is the same share one what-if.
-    const pl::Topology& topology = planner->topology();
+    const pl::Topology& topology = planner->GetTopology();
     std::vector<pl::NodeId> other_ids;
     for (const std::string& n : others) other_ids.push_back(snap_.nodes.ids.at(n));
     pl::JobId id = 0;
@@ -99,7 +99,7 @@ class Evaluation {
       if (!input->second) continue;
       std::vector<pl::NodeId> nodes = other_ids;
       nodes.push_back(node->second);
-      std::vector<pl::LinkId> links = topology.links_crossed(nodes);
+      std::vector<pl::LinkId> links = topology.LinksCrossed(nodes);
       pl::Job job;
       job.id = id;
       job.priority = priority;
@@ -117,12 +117,12 @@ class Evaluation {
       no_profile = true;
       return false;
     }
-    const double weight = pl::priority_weight(priority);
+    const double weight = pl::PriorityWeight(priority);
     std::vector<const std::vector<pl::LinkId>*> crossed(out.size(), nullptr);
     for (const Group& g : groups) {
       std::vector<pl::WhatIfResult> results;
       try {
-        results = pl::what_if(*planner, g.job, g.candidates);
+        results = pl::WhatIf(*planner, g.job, g.candidates);
       } catch (const std::exception& e) {
         spdlog::warn("extender: what-if for job {} failed: {}", pod.job, e.what());
         continue;  // no opinion on these candidates
@@ -193,7 +193,7 @@ class Evaluation {
           ++more;
         }
       }
-      if (any) links += (links.empty() ? "" : ", ") + topology.link(l).name;
+      if (any) links += (links.empty() ? "" : ", ") + topology.GetLink(l).name;
     }
     std::string list;
     for (const std::string& n : named) list += (list.empty() ? "" : ", ") + n;

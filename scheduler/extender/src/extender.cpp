@@ -37,7 +37,7 @@ Extender::Extender(ExtenderConfig config, std::shared_ptr<const models::ModelTab
       prioritize_latency_(std::make_unique<LatencyRecorder>()) {
   if (!models_) {
     try {
-      models_ = std::make_shared<const models::ModelTable>(models::ModelTable::loadDefault());
+      models_ = std::make_shared<const models::ModelTable>(models::ModelTable::LoadDefault());
     } catch (const std::exception& e) {
       spdlog::warn("extender: no model table ({}); model annotations are ignored", e.what());
     }
@@ -231,7 +231,7 @@ ExtenderResponse Extender::HandlePrioritize(std::string_view body) {
   }
 }
 
-ExtenderStats Extender::stats() const {
+ExtenderStats Extender::Stats() const {
   ExtenderStats s;
   s.filter_requests = filter_requests_;
   s.prioritize_requests = prioritize_requests_;

@@ -45,8 +45,8 @@ std::optional<MeasuredProfile> ProfileFromModel(const std::string& model, const 
                                                 const models::ModelTable* models) {
   if (models == nullptr || model.empty()) return std::nullopt;
   try {
-    return FromCompute(models->computeMs(model, gpu),
-                       static_cast<double>(models->gradientBytes(model)), nic, ranks);
+    return FromCompute(models->ComputeMs(model, gpu),
+                       static_cast<double>(models->GradientBytes(model)), nic, ranks);
   } catch (const std::exception&) {
     return std::nullopt;  // unknown model or GPU key
   }

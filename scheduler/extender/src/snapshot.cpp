@@ -8,7 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "metronome/controller/topology.hpp"
-#include "metronome/planner/model.h"
+#include "metronome/planner/model.hpp"
 #include "profile_input.hpp"
 
 namespace metronome::extender {
@@ -39,7 +39,7 @@ std::string MatchGpu(const std::string& label_value, const models::ModelTable* m
   if (models == nullptr || label_value.empty()) return {};
   const std::string value = Normalize(label_value);
   std::string best;
-  for (const std::string& key : models->gpuKeys()) {
+  for (const std::string& key : models->GpuKeys()) {
     const std::string k = Normalize(key);
     if (!k.empty() && value.find(k) != std::string::npos && k.size() > Normalize(best).size()) {
       best = key;
@@ -56,16 +56,16 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
   pl::Topology t = controller::BuildTopology(net);
   std::vector<double> nic;  // by NodeId
   std::unordered_map<std::string, pl::NodeId> node_ids;
-  for (pl::NodeId n = 0; n < t.node_count(); ++n) {
-    node_ids.emplace(t.node_name(n), n);
-    const std::optional<pl::LinkId> up = t.node_uplink(n);
-    nic.push_back(up ? t.link(*up).capacity_bps : 0.0);
+  for (pl::NodeId n = 0; n < t.NodeCount(); ++n) {
+    node_ids.emplace(t.NodeName(n), n);
+    const std::optional<pl::LinkId> up = t.NodeUplink(n);
+    nic.push_back(up ? t.GetLink(*up).capacity_bps : 0.0);
   }
   std::unordered_map<std::string, pl::RackId> racks;
-  for (pl::RackId r = 0; r < t.rack_count(); ++r) racks.emplace(t.rack_name(r), r);
+  for (pl::RackId r = 0; r < t.RackCount(); ++r) racks.emplace(t.RackName(r), r);
   std::optional<pl::LinkId> unknown_link;
-  for (pl::LinkId l = 0; l < t.link_count() && !net.unknown_nodes_link.empty(); ++l) {
-    if (t.link(l).name == net.unknown_nodes_link) {
+  for (pl::LinkId l = 0; l < t.LinkCount() && !net.unknown_nodes_link.empty(); ++l) {
+    if (t.GetLink(l).name == net.unknown_nodes_link) {
       unknown_link = l;
       break;
     }
@@ -89,18 +89,18 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     if (name.empty() || node_ids.count(name) != 0) continue;
     const std::string rack_name = LabelOf(labels_of(name), config.rack_labels);
     if (rack_name.empty()) {
-      node_ids.emplace(name, t.add_node(name, std::nullopt, unknown_link));
+      node_ids.emplace(name, t.AddNode(name, std::nullopt, unknown_link));
       nic.push_back(0.0);
       unplaced.insert(name);
       continue;
     }
     auto rit = racks.find(rack_name);
     if (rit == racks.end()) {
-      const pl::LinkId up = t.add_link(rack_name + "/up", config.default_rack_uplink_bytes_per_s);
-      rit = racks.emplace(rack_name, t.add_rack(rack_name, up)).first;
+      const pl::LinkId up = t.AddLink(rack_name + "/up", config.default_rack_uplink_bytes_per_s);
+      rit = racks.emplace(rack_name, t.AddRack(rack_name, up)).first;
     }
-    const pl::LinkId link = t.add_link(name + "/up", config.default_nic_bytes_per_s);
-    node_ids.emplace(name, t.add_node(name, rit->second, link));
+    const pl::LinkId link = t.AddLink(name + "/up", config.default_nic_bytes_per_s);
+    node_ids.emplace(name, t.AddNode(name, rit->second, link));
     nic.push_back(config.default_nic_bytes_per_s);
   }
 
@@ -110,7 +110,7 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
   snap->planning = state.planning;
   snap->node_nic = std::move(nic);
   snap->unplaced = std::move(unplaced);
-  snap->node_gpu.assign(t.node_count(), std::string());
+  snap->node_gpu.assign(t.NodeCount(), std::string());
   for (const auto& [name, id] : snap->nodes.ids) {
     snap->node_gpu[id] = MatchGpu(LabelOf(labels_of(name), config.gpu_labels), models);
   }
@@ -119,7 +119,7 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
 
   // The jobs: a job the scheduler planned with the profile and the window its planner gave it,
   // any other with a known profile as that planner would take it, unplanned.
-  const pl::Topology& topo = snap->planner.topology();
+  const pl::Topology& topo = snap->planner.GetTopology();
   std::unordered_map<uint64_t, const pl::Job*> planned_jobs;  // by the registry's id
   if (state.plan) {
     for (const pl::Job& j : state.plan->jobs) planned_jobs.emplace(j.id, &j);
@@ -137,7 +137,7 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     job.id = next_id++;
     if (registered != nullptr) {
       const auto it = planned_jobs.find(registered->id);
-      const pl::JobPlan* entry = state.plan ? state.plan->plan.find(registered->id) : nullptr;
+      const pl::JobPlan* entry = state.plan ? state.plan->plan.Find(registered->id) : nullptr;
       if (it != planned_jobs.end() && entry != nullptr) {
         job.profile = it->second->profile;
         pl::JobPlan p = *entry;
@@ -188,13 +188,13 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
   pl::Problem all;
   all.topology = topo;
   all.jobs = snap->jobs;
-  if (!pl::validate(all).empty()) {
+  if (!pl::Validate(all).empty()) {
     std::vector<pl::Job> usable;
     for (pl::Job& job : snap->jobs) {
       pl::Problem probe;
       probe.topology = topo;
       probe.jobs = {job};
-      if (const auto defects = pl::validate(probe); !defects.empty()) {
+      if (const auto defects = pl::Validate(probe); !defects.empty()) {
         spdlog::warn("extender: job {} left out of the what-if: {}", snap->job_names[job.id],
                      defects.front());
         continue;
@@ -204,25 +204,25 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     snap->jobs = std::move(usable);
   }
   try {
-    snap->planner.adopt(snap->jobs, snap->plan);
+    snap->planner.Adopt(snap->jobs, snap->plan);
   } catch (const std::exception& e) {
     spdlog::error("extender: the planner refused the current plan ({}); scoring without it",
                   e.what());
     snap->jobs.clear();
     snap->plan = {};
-    snap->planner.adopt({}, snap->plan);
+    snap->planner.Adopt({}, snap->plan);
   }
-  const pl::Plan current = snap->planner.snapshot();
+  const pl::Plan current = snap->planner.Snapshot();
   // (adopt() replaced the planner's workspace: `topo` no longer refers to it.)
-  snap->link_load.assign(snap->planner.topology().link_count(), 0.0);
+  snap->link_load.assign(snap->planner.GetTopology().LinkCount(), 0.0);
   for (const pl::LinkPlan& l : current.links) {
     if (l.link < snap->link_load.size()) snap->link_load[l.link] = l.served_load;
   }
-  snap->link_gated.assign(snap->planner.topology().link_count(), {});
+  snap->link_gated.assign(snap->planner.GetTopology().LinkCount(), {});
   for (const pl::Job& job : snap->jobs) {
-    const pl::JobPlan* p = current.find(job.id);
+    const pl::JobPlan* p = current.Find(job.id);
     if (p == nullptr || p->best_effort) continue;
-    for (const pl::LinkId l : pl::job_links(snap->planner.topology(), job)) {
+    for (const pl::LinkId l : pl::JobLinks(snap->planner.GetTopology(), job)) {
       snap->link_gated[l].push_back(job.id);
     }
   }

@@ -13,8 +13,8 @@
 #include "metronome/controller/plan_snapshot.hpp"
 #include "metronome/extender/extender.hpp"
 #include "metronome/models/model_table.hpp"
-#include "metronome/planner/plan.h"
-#include "metronome/planner/planner.h"
+#include "metronome/planner/plan.hpp"
+#include "metronome/planner/planner.hpp"
 
 namespace metronome::extender {
 

@@ -88,7 +88,7 @@ std::map<std::string, Json> Cache::Objects() const {
   return objects_;
 }
 
-Error Cache::last_error() const {
+Error Cache::LastError() const {
   std::lock_guard lock(mu_);
   return last_error_;
 }

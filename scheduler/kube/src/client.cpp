@@ -254,7 +254,7 @@ Result<Json> Client::List(const Resource& r, const std::string& ns, const ListOp
       AddParam(query, "continue", cont);
     }
     auto page = Do("GET", r.CollectionPath(ns) + query, "", "");
-    if (!page) return page.error();
+    if (!page) return page.GetError();
     Json& p = *page;
     if (!p.is_object() || !p.contains("items") ||
         !(p["items"].is_array() || p["items"].is_null())) {
@@ -295,7 +295,7 @@ Result<Json> Client::MergePatchStatus(const Resource& r, const std::string& ns,
 
 Status Client::Delete(const Resource& r, const std::string& ns, const std::string& name) {
   auto res = Do("DELETE", r.ObjectPath(ns, name), "", "");
-  if (!res) return res.error();
+  if (!res) return res.GetError();
   return Ok{};
 }
 
@@ -428,7 +428,7 @@ Result<WatchEnd> Client::Watch(const Resource& r, const std::string& ns,
 void ListWatch(Client& client, const Resource& r, const std::string& ns,
                const ListOptions& list_options, const ListWatchHandlers& handlers,
                const std::atomic<bool>& stop) {
-  const ClientConfig& cfg = client.config();
+  const ClientConfig& cfg = client.Config();
   auto backoff = cfg.backoff_initial;
   const auto pause = [&](std::chrono::milliseconds d) {
     const auto until = Clock::now() + d;
@@ -442,7 +442,7 @@ void ListWatch(Client& client, const Resource& r, const std::string& ns,
   while (!stop.load()) {
     auto list = client.List(r, ns, list_options);
     if (!list) {
-      report(list.error());
+      report(list.GetError());
       pause(backoff);
       backoff = std::min(backoff * 2, cfg.backoff_max);
       continue;
@@ -468,8 +468,8 @@ void ListWatch(Client& client, const Resource& r, const std::string& ns,
           },
           &stop);
       if (!end) {
-        report(end.error());
-        if (!end.error().Gone()) {
+        report(end.GetError());
+        if (!end.GetError().Gone()) {
           pause(backoff);
           backoff = std::min(backoff * 2, cfg.backoff_max);
         }

@@ -52,11 +52,11 @@ Result<ClientConfig> InClusterConfig(const std::string& sa_dir,
   cfg.server = "https://" + (v6 ? "[" + host + "]" : host) + ":" + port;
   cfg.token_file = sa_dir + "/token";
   auto token = ReadFile(cfg.token_file);
-  if (!token) return token.error();
+  if (!token) return token.GetError();
   cfg.token = Trim(*token);
   if (cfg.token.empty()) return Error{0, "ConfigError", cfg.token_file + " is empty"};
   cfg.ca_file = sa_dir + "/ca.crt";
-  if (auto ca = ReadFile(cfg.ca_file); !ca) return ca.error();
+  if (auto ca = ReadFile(cfg.ca_file); !ca) return ca.GetError();
   if (auto ns = ReadFile(sa_dir + "/namespace"); ns && !Trim(*ns).empty()) {
     cfg.namespace_name = Trim(*ns);
   }

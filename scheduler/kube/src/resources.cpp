@@ -80,7 +80,7 @@ Result<TrafficProfile> ParseTrafficProfile(const Json& object) {
 Result<std::vector<TrafficProfile>> ListTrafficProfiles(Client& client, const std::string& ns,
                                                         int* skipped) {
   auto list = client.List(resources::TrafficProfiles(), ns);
-  if (!list) return list.error();
+  if (!list) return list.GetError();
   std::vector<TrafficProfile> out;
   int bad = 0;
   for (const Json& item : (*list)["items"]) {
@@ -117,7 +117,7 @@ Result<std::vector<NodeInfo>> ListNodes(Client& client, const std::string& label
   ListOptions o;
   o.label_selector = label_selector;
   auto list = client.List(resources::Nodes(), "", o);
-  if (!list) return list.error();
+  if (!list) return list.GetError();
   std::vector<NodeInfo> out;
   for (const Json& item : (*list)["items"]) {
     NodeInfo n = ParseNode(item);
@@ -229,7 +229,7 @@ Status ApplyLinkSchedule(Client& client, const LinkScheduleSpec& spec,
   }
   auto existing = client.Get(r, "", name);
   if (!existing) {
-    if (!existing.error().NotFound()) return existing.error();
+    if (!existing.GetError().NotFound()) return existing.GetError();
     const Json object = {
         {"apiVersion", "metronome.dev/v1alpha1"},
         {"kind", "LinkSchedule"},
@@ -238,10 +238,10 @@ Status ApplyLinkSchedule(Client& client, const LinkScheduleSpec& spec,
         {"spec", ToJson(spec)}};
     auto created = client.Create(r, "", object);
     // Conflict: someone created it meanwhile; it exists, which is all we need.
-    if (!created && !created.error().Conflict()) return created.error();
+    if (!created && !created.GetError().Conflict()) return created.GetError();
   }
   auto patched = client.MergePatchStatus(r, "", name, {{"status", ToJson(status)}});
-  if (!patched) return patched.error();
+  if (!patched) return patched.GetError();
   return Ok{};
 }
 
@@ -258,7 +258,7 @@ LinkScheduleWriter::Outcome LinkScheduleWriter::Write(
       continue;
     }
     if (auto applied = ApplyLinkSchedule(client_, spec, status); !applied) {
-      if (out.failed++ == 0) out.first_error = applied.error();
+      if (out.failed++ == 0) out.first_error = applied.GetError();
       last_.erase(name);
       continue;
     }

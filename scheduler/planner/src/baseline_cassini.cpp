@@ -1,4 +1,4 @@
-// Baseline: a CASSINI-style policy (see baselines.h), written from the published description.
+// Baseline: a CASSINI-style policy (see baselines.hpp), written from the published description.
 //
 // Objective: per link, maximize the compatibility score 1 − mean over the unified circle of
 // max(0, Σ demand − C)/C; then make one time shift per job consistent across its links.
@@ -18,12 +18,12 @@
 #include <numeric>
 #include <unordered_map>
 
-#include "baseline_common.h"
-#include "metronome/planner/baselines.h"
+#include "baseline_common.hpp"
+#include "metronome/planner/baselines.hpp"
 
 namespace metronome::planner {
 
-Plan plan_cassini(const Problem& problem, const CassiniOptions& options) {
+Plan PlanCassini(const Problem& problem, const CassiniOptions& options) {
   const Topology& topo = problem.topology;
   const std::size_t n = problem.jobs.size();
   std::vector<std::size_t> by_id(n);
@@ -31,21 +31,21 @@ Plan plan_cassini(const Problem& problem, const CassiniOptions& options) {
   std::sort(by_id.begin(), by_id.end(),
             [&](std::size_t a, std::size_t b) { return problem.jobs[a].id < problem.jobs[b].id; });
   std::vector<std::vector<LinkId>> links(n);
-  std::vector<std::vector<std::size_t>> on_link(topo.link_count());
+  std::vector<std::vector<std::size_t>> on_link(topo.LinkCount());
   for (const std::size_t j : by_id) {
-    links[j] = job_links(topo, problem.jobs[j]);
+    links[j] = JobLinks(topo, problem.jobs[j]);
     for (const LinkId l : links[j]) on_link[l].push_back(j);
   }
 
   // 1. Rotations on each link's unified circle.
-  std::vector<std::unordered_map<std::size_t, Nanos>> rotation(topo.link_count());
+  std::vector<std::unordered_map<std::size_t, Nanos>> rotation(topo.LinkCount());
   const int samples = std::max(1, options.samples);
   const int rotations = std::max(1, options.rotations);
   std::vector<double> base(static_cast<std::size_t>(samples));
-  for (LinkId l = 0; l < topo.link_count(); ++l) {
+  for (LinkId l = 0; l < topo.LinkCount(); ++l) {
     const auto& jobs = on_link[l];
     if (jobs.size() < 2) continue;
-    const double capacity = topo.link(l).capacity_bps;
+    const double capacity = topo.GetLink(l).capacity_bps;
     Nanos longest = 0;
     for (const std::size_t j : jobs) longest = std::max(longest, problem.jobs[j].profile.period_ns);
     Nanos circle = 1;
@@ -98,7 +98,7 @@ Plan plan_cassini(const Problem& problem, const CassiniOptions& options) {
   // 2. One shift per job: breadth-first over the affinity graph.
   std::vector<Nanos> shift(n, 0);
   std::vector<char> job_seen(n, 0);
-  std::vector<char> link_seen(topo.link_count(), 0);
+  std::vector<char> link_seen(topo.LinkCount(), 0);
   auto rot = [&](LinkId l, std::size_t j) {
     auto it = rotation[l].find(j);
     return it == rotation[l].end() ? Nanos{0} : it->second;
@@ -130,11 +130,11 @@ Plan plan_cassini(const Problem& problem, const CassiniOptions& options) {
     JobPlan jp;
     jp.id = job.id;
     const Nanos period = job.profile.period_ns;
-    jp.timetable = make_timetable(period, ((shift[j] % period) + period) % period,
-                                  job.profile.comm_ns, 0, false);
+    jp.timetable = MakeTimetable(period, ((shift[j] % period) + period) % period,
+                                 job.profile.comm_ns, 0, false);
     plan.jobs.push_back(jp);
   }
-  detail::score_baseline(problem, plan);
+  detail::ScoreBaseline(problem, plan);
   return plan;
 }
 

@@ -1,4 +1,4 @@
-// Baseline: no time scheduling (see baselines.h).
+// Baseline: no time scheduling (see baselines.hpp).
 //
 // Objective: none — this is the reference. Every job is ungated at T = P; the contention
 // model predicts what sharing the links costs.
@@ -7,29 +7,29 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "baseline_common.h"
-#include "contention.h"
-#include "metronome/planner/baselines.h"
+#include "baseline_common.hpp"
+#include "contention.hpp"
+#include "metronome/planner/baselines.hpp"
 
 namespace metronome::planner {
 
 namespace detail {
 
-void score_baseline(const Problem& problem, Plan& plan) {
+void ScoreBaseline(const Problem& problem, Plan& plan) {
   const Topology& topo = problem.topology;
-  std::vector<std::vector<std::size_t>> on_link(topo.link_count());
+  std::vector<std::vector<std::size_t>> on_link(topo.LinkCount());
   std::vector<std::vector<LinkId>> links(problem.jobs.size());
   for (std::size_t j = 0; j < problem.jobs.size(); ++j) {
-    links[j] = job_links(topo, problem.jobs[j]);
+    links[j] = JobLinks(topo, problem.jobs[j]);
     for (const LinkId l : links[j]) on_link[l].push_back(j);
   }
   std::vector<double> extra(problem.jobs.size(), 0.0);
-  plan.links.assign(topo.link_count(), LinkPlan{});
-  for (LinkId l = 0; l < topo.link_count(); ++l) {
+  plan.links.assign(topo.LinkCount(), LinkPlan{});
+  for (LinkId l = 0; l < topo.LinkCount(); ++l) {
     LinkPlan& lp = plan.links[l];
     lp.link = l;
     lp.min_cushion_ns = -1;
-    const double capacity = topo.link(l).capacity_bps;
+    const double capacity = topo.GetLink(l).capacity_bps;
     std::vector<GatedArc> gated;
     std::vector<std::size_t> gated_ids;
     std::vector<RandomLoad> random;
@@ -41,7 +41,7 @@ void score_baseline(const Problem& problem, Plan& plan) {
       lp.served_load += static_cast<double>(job.profile.comm_ns) * h /
                         (static_cast<double>(job.profile.period_ns) * capacity);
       if (jp.best_effort) {
-        random.push_back({job.profile.duty_cycle(), h});
+        random.push_back({job.profile.DutyCycle(), h});
         random_ids.push_back(j);
         ++lp.best_effort_jobs;
       } else {
@@ -54,16 +54,16 @@ void score_baseline(const Problem& problem, Plan& plan) {
     }
     if (on_link[l].size() < 2) continue;
     const LinkContention lc(capacity, gated, random);
-    lp.contention = lc.overload();
+    lp.contention = lc.Overload();
     for (std::size_t i = 0; i < gated_ids.size(); ++i) {
       const std::size_t j = gated_ids[i];
       extra[j] =
-          std::max(extra[j], (lc.gated_stretch(i) - 1.0) * problem.jobs[j].profile.duty_cycle());
+          std::max(extra[j], (lc.GatedStretch(i) - 1.0) * problem.jobs[j].profile.DutyCycle());
     }
     for (std::size_t k = 0; k < random_ids.size(); ++k) {
       const std::size_t j = random_ids[k];
       extra[j] =
-          std::max(extra[j], (lc.random_stretch(k) - 1.0) * problem.jobs[j].profile.duty_cycle());
+          std::max(extra[j], (lc.RandomStretch(k) - 1.0) * problem.jobs[j].profile.DutyCycle());
     }
   }
   plan.score = Score{};
@@ -73,9 +73,9 @@ void score_baseline(const Problem& problem, Plan& plan) {
     jp.predicted_slowdown = static_cast<double>(jp.timetable.period_ns - job.profile.period_ns) /
                                 static_cast<double>(job.profile.period_ns) +
                             extra[j];
-    plan.score.latency += priority_weight(job.priority) * jp.predicted_slowdown;
+    plan.score.latency += PriorityWeight(job.priority) * jp.predicted_slowdown;
     for (const LinkId l : links[j]) {
-      const double capacity = topo.link(l).capacity_bps;
+      const double capacity = topo.GetLink(l).capacity_bps;
       const double h = std::min(job.profile.beta_bps, capacity);
       plan.score.utilization +=
           static_cast<double>(job.profile.comm_ns) * h /
@@ -86,16 +86,16 @@ void score_baseline(const Problem& problem, Plan& plan) {
 
 }  // namespace detail
 
-Plan plan_without_time_scheduling(const Problem& problem) {
+Plan PlanWithoutTimeScheduling(const Problem& problem) {
   Plan plan;
   for (const Job& job : problem.jobs) {
     JobPlan jp;
     jp.id = job.id;
-    jp.timetable = make_timetable(job.profile.period_ns, 0, job.profile.period_ns, 0, true);
+    jp.timetable = MakeTimetable(job.profile.period_ns, 0, job.profile.period_ns, 0, true);
     jp.best_effort = true;  // ungated
     plan.jobs.push_back(jp);
   }
-  detail::score_baseline(problem, plan);
+  detail::ScoreBaseline(problem, plan);
   return plan;
 }
 

@@ -1,7 +1,7 @@
-// The independent feasibility checker (see checker.h). Deliberately written without the
+// The independent feasibility checker (see checker.hpp). Deliberately written without the
 // planner's interval structure: a plain sweep (or sampling) of each link's circle, and pairwise
 // gcd arithmetic.
-#include "metronome/planner/checker.h"
+#include "metronome/planner/checker.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -19,19 +19,19 @@ struct Window {
   Nanos slack;
 };
 
-Nanos floor_mod(Nanos x, Nanos m) {
+Nanos FloorMod(Nanos x, Nanos m) {
   return ((x % m) + m) % m;
 }
 
 }  // namespace
 
-std::string CheckReport::summary() const {
+std::string CheckReport::Summary() const {
   std::string s = ok ? "ok" : "infeasible";
   for (const std::string& e : errors) s += "\n  " + e;
   return s;
 }
 
-CheckReport check_plan(const Problem& problem, const Plan& plan, const CheckOptions& options) {
+CheckReport CheckPlan(const Problem& problem, const Plan& plan, const CheckOptions& options) {
   CheckReport report;
   auto fail = [&](std::string message) {
     report.ok = false;
@@ -42,7 +42,7 @@ CheckReport check_plan(const Problem& problem, const Plan& plan, const CheckOpti
     if (!entries.emplace(e.id, &e).second) fail("job " + std::to_string(e.id) + ": two entries");
   }
   const Topology& topo = problem.topology;
-  std::vector<std::vector<Window>> on_link(topo.link_count());
+  std::vector<std::vector<Window>> on_link(topo.LinkCount());
   for (std::size_t j = 0; j < problem.jobs.size(); ++j) {
     const Job& job = problem.jobs[j];
     const std::string who = "job " + std::to_string(job.id) + ": ";
@@ -53,7 +53,7 @@ CheckReport check_plan(const Problem& problem, const Plan& plan, const CheckOpti
     }
     const JobPlan& e = *it->second;
     if (e.best_effort) continue;  // ungated: not part of the timetable
-    const std::vector<LinkId> links = job_links(topo, job);
+    const std::vector<LinkId> links = JobLinks(topo, job);
     if (links.empty()) continue;
     if (e.timetable.period_ns < job.profile.period_ns)
       fail(who + "period below its natural period");
@@ -64,18 +64,18 @@ CheckReport check_plan(const Problem& problem, const Plan& plan, const CheckOpti
     if (e.timetable.late_slack_ns < 0) fail(who + "negative late slack");
     if (e.timetable.period_ns <= 0) continue;
     for (const LinkId l : links) {
-      const double h = std::min(job.profile.beta_bps, topo.link(l).capacity_bps);
+      const double h = std::min(job.profile.beta_bps, topo.GetLink(l).capacity_bps);
       on_link[l].push_back({j, e.timetable.period_ns, e.timetable.offset_ns, e.timetable.window_ns,
                             h, e.timetable.late_slack_ns});
     }
   }
-  report.overload.assign(topo.link_count(), 0.0);
-  for (LinkId l = 0; l < topo.link_count(); ++l) {
+  report.overload.assign(topo.LinkCount(), 0.0);
+  for (LinkId l = 0; l < topo.LinkCount(); ++l) {
     const auto& ws = on_link[l];
     if (ws.size() < 2) continue;
-    const double capacity = topo.link(l).capacity_bps;
+    const double capacity = topo.GetLink(l).capacity_bps;
     const double limit = capacity * (1.0 + options.capacity_tolerance);
-    const std::string where = "link " + topo.link(l).name + ": ";
+    const std::string where = "link " + topo.GetLink(l).name + ": ";
     // Pairs that cannot stack: exact, with the gcd of the two periods.
     for (std::size_t a = 0; a < ws.size(); ++a) {
       for (std::size_t b = a + 1; b < ws.size(); ++b) {
@@ -83,7 +83,7 @@ CheckReport check_plan(const Problem& problem, const Plan& plan, const CheckOpti
         const Window& y = ws[b];
         if (x.height + y.height <= limit) continue;
         const Nanos g = std::gcd(x.period, y.period);
-        const Nanos d = floor_mod(y.offset - x.offset, g);  // y starts d after some x start
+        const Nanos d = FloorMod(y.offset - x.offset, g);  // y starts d after some x start
         const std::string pair = where + "jobs " + std::to_string(problem.jobs[x.job].id) +
                                  " and " + std::to_string(problem.jobs[y.job].id);
         if (d < x.width || g - d < y.width) {
@@ -119,7 +119,7 @@ CheckReport check_plan(const Problem& problem, const Plan& plan, const CheckOpti
       events.reserve(static_cast<std::size_t>(arcs) * 4);
       for (const Window& w : ws) {
         for (Nanos t = 0; t < lcm; t += w.period) {
-          const Nanos s = floor_mod(w.offset + t, lcm);
+          const Nanos s = FloorMod(w.offset + t, lcm);
           const Nanos e = s + w.width;
           events.emplace_back(s, w.height);
           if (e <= lcm) {
@@ -152,7 +152,7 @@ CheckReport check_plan(const Problem& problem, const Plan& plan, const CheckOpti
         const auto t = static_cast<Nanos>(static_cast<double>(span) * (s + 0.5) / options.samples);
         double load = 0.0;
         for (const Window& w : ws) {
-          if (floor_mod(t - w.offset, w.period) < w.width) load += w.height;
+          if (FloorMod(t - w.offset, w.period) < w.width) load += w.height;
         }
         peak = std::max(peak, load);
         overload += std::max(0.0, load - capacity);

@@ -1,4 +1,4 @@
-// The expected contention on a link (see contention.h).
+// The expected contention on a link (see contention.hpp).
 //
 // The ungated load's distribution is computed by dynamic programming over jobs on a grid of
 // B/32 (capped at 8·B); the gated profile is swept over the least common multiple of the gated
@@ -8,7 +8,7 @@
 //
 // Cost: O(m·G) for m ungated jobs and G = 257 grid levels, plus O(s·G) per query for s
 // segments of the gated profile.
-#include "contention.h"
+#include "contention.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -80,7 +80,7 @@ LinkContention::LinkContention(double capacity, std::span<const GatedArc> gated,
     seg_load_.push_back(std::max(0.0, load));
   }
   seg_start_.push_back(hyper_);
-  dist_all_ = distribution(random_.size());
+  dist_all_ = Distribution(random_.size());
   // The gated profile as a histogram of load levels (few distinct levels: 0, B, a stack...).
   std::vector<Nanos> time_at(kLevels, 0);
   for (std::size_t k = 0; k < seg_load_.size(); ++k) {
@@ -95,7 +95,7 @@ LinkContention::LinkContention(double capacity, std::span<const GatedArc> gated,
   level_factor_.assign(kLevels, -1.0);
 }
 
-std::vector<double> LinkContention::distribution(std::size_t skip) const {
+std::vector<double> LinkContention::Distribution(std::size_t skip) const {
   if (skip < random_.size() && !dist_all_.empty() && random_[skip].duty <= 0.5) {
     // Leave one source out of the full distribution: divide by (1 − d + d·z^a). The forward
     // recursion is exact below the lumped top level and stable for d ≤ 1/2.
@@ -131,7 +131,7 @@ std::vector<double> LinkContention::distribution(std::size_t skip) const {
   return dist;
 }
 
-double LinkContention::mean_factor(const std::vector<double>& dist, double extra) const {
+double LinkContention::MeanFactor(const std::vector<double>& dist, double extra) const {
   double acc = 0.0;
   for (const auto& [level, time] : level_time_) {
     const double g = static_cast<double>(level) * unit_ + extra;
@@ -145,7 +145,7 @@ double LinkContention::mean_factor(const std::vector<double>& dist, double extra
   return acc / static_cast<double>(hyper_);
 }
 
-double LinkContention::level_factor(std::size_t level) const {
+double LinkContention::LevelFactor(std::size_t level) const {
   double& memo = level_factor_[level];
   if (memo < 0) {
     double f = 0.0;
@@ -159,7 +159,7 @@ double LinkContention::level_factor(std::size_t level) const {
   return memo;
 }
 
-double LinkContention::overload() const {
+double LinkContention::Overload() const {
   double acc = 0.0;
   for (const auto& [level, time] : level_time_) {
     double e = 0.0;
@@ -173,19 +173,19 @@ double LinkContention::overload() const {
   return acc / static_cast<double>(hyper_) / capacity_;
 }
 
-double LinkContention::random_stretch(std::size_t k) const {
+double LinkContention::RandomStretch(std::size_t k) const {
   if (k >= random_.size()) return 1.0;
-  return mean_factor(distribution(k), random_[k].height);
+  return MeanFactor(Distribution(k), random_[k].height);
 }
 
-double LinkContention::extra_stretch(double height) const {
-  return mean_factor(dist_all_, height);
+double LinkContention::ExtraStretch(double height) const {
+  return MeanFactor(dist_all_, height);
 }
 
-double LinkContention::gated_stretch(std::size_t i) const {
+double LinkContention::GatedStretch(std::size_t i) const {
   if (i >= gated_.size()) return 1.0;
   const GatedArc& g = gated_[i];
-  if (!periodic_) return random_stretch(random_.size() - gated_.size() + i);
+  if (!periodic_) return RandomStretch(random_.size() - gated_.size() + i);
   if (g.window <= 0) return 1.0;
   // Average over its windows in one hyperperiod; G(t) already includes its own height.
   double acc = 0.0;
@@ -199,7 +199,7 @@ double LinkContention::gated_stretch(std::size_t i) const {
            k + 1 < seg_start_.size() && seg_start_[k] < hi; ++k) {
         const Nanos a = std::max(lo, seg_start_[k]);
         const Nanos b = std::min(hi, seg_start_[k + 1]);
-        if (b > a) acc += level_factor(seg_level_[k]) * static_cast<double>(b - a);
+        if (b > a) acc += LevelFactor(seg_level_[k]) * static_cast<double>(b - a);
       }
       total += hi - lo;
     };

@@ -10,25 +10,25 @@
 #include <limits>
 #include <map>
 
-#include "contention.h"
-#include "metronome/planner/ranked_yields.h"
-#include "workspace.h"
+#include "contention.hpp"
+#include "metronome/planner/ranked_yields.hpp"
+#include "workspace.hpp"
 
 namespace metronome::planner::detail {
 
 namespace {
 
-double duty(const JobShape& s) {
-  return static_cast<double>(s.w) / static_cast<double>(s.P);
+double Duty(const JobShape& s) {
+  return static_cast<double>(s.w) / static_cast<double>(s.p);
 }
 
 // Contention on one link: gated windows and best-effort windows are deterministic arcs; drifting
 // best-effort jobs are random sources. Adds each job's extra slowdown into extra[j] (max over
 // links), for every job or only `only_job`. A gated window that every best-effort job there
-// yields to (ranked_yields.h) is not slowed by them: they wait for it instead (their own
+// yields to (ranked_yields.hpp) is not slowed by them: they wait for it instead (their own
 // slowdown, sharing or waiting, is counted as before).
-double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra,
-                       std::uint32_t only_job = std::numeric_limits<std::uint32_t>::max()) {
+double ComputeLinkContention(const Workspace& ws, LinkId l, std::vector<double>* extra,
+                             std::uint32_t only_job = std::numeric_limits<std::uint32_t>::max()) {
   const auto& be = ws.link_best_effort[l];
   if (be.empty()) return 0.0;
   std::vector<GatedArc> arcs;
@@ -46,16 +46,16 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
         std::lower_bound(shape.links.begin(), shape.links.end(), l) - shape.links.begin());
     const Slot& s = ws.slots[k];
     if (s.drifting) {
-      random.push_back({duty(shape), shape.height[pos]});
+      random.push_back({Duty(shape), shape.height[pos]});
       random_ids.push_back(k);
     } else {
       arcs.push_back({s.period, s.offset, shape.w, shape.height[pos]});
       arc_ids.push_back(k);
     }
   }
-  const double capacity = ws.topology.link(l).capacity_bps;
-  if (ws.contention_memo.size() < ws.topology.link_count()) {
-    ws.contention_memo.resize(ws.topology.link_count());
+  const double capacity = ws.topology.GetLink(l).capacity_bps;
+  if (ws.contention_memo.size() < ws.topology.LinkCount()) {
+    ws.contention_memo.resize(ws.topology.LinkCount());
   }
   Workspace::ContentionMemo& memo = ws.contention_memo[l];
   if (!memo.valid || memo.capacity != capacity || memo.arcs != arcs || memo.random != random) {
@@ -64,18 +64,18 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
     memo.capacity = capacity;
     memo.arcs = arcs;
     memo.random = random;
-    memo.overload = lc.overload();
+    memo.overload = lc.Overload();
     memo.gated_stretch.resize(arcs.size());
-    for (std::size_t i = 0; i < arcs.size(); ++i) memo.gated_stretch[i] = lc.gated_stretch(i);
+    for (std::size_t i = 0; i < arcs.size(); ++i) memo.gated_stretch[i] = lc.GatedStretch(i);
     memo.random_stretch.resize(random.size());
-    for (std::size_t k = 0; k < random.size(); ++k) memo.random_stretch[k] = lc.random_stretch(k);
+    for (std::size_t k = 0; k < random.size(); ++k) memo.random_stretch[k] = lc.RandomStretch(k);
   }
   if (extra != nullptr) {
     constexpr auto kAll = std::numeric_limits<std::uint32_t>::max();
     auto bump = [&](std::uint32_t j, double factor) {
       auto& e = (*extra)[j];
       const JobShape& shape = ws.jobs[j].shape;
-      e = std::max(e, (factor - 1.0) * static_cast<double>(shape.w) / static_cast<double>(shape.P));
+      e = std::max(e, (factor - 1.0) * static_cast<double>(shape.w) / static_cast<double>(shape.p));
     };
     const std::size_t gated = ws.link_jobs[l].size();
     for (std::size_t i = 0; i < arc_ids.size(); ++i) {
@@ -87,7 +87,7 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
           const JobShape& other = ws.jobs[k].shape;
           const auto at = std::lower_bound(other.links.begin(), other.links.end(), l);
           const double height = other.height[static_cast<std::size_t>(at - other.links.begin())];
-          return ranks_above(priority, other.priority) && slows_materially(rate, height, capacity);
+          return RanksAbove(priority, other.priority) && SlowsMaterially(rate, height, capacity);
         });
         if (yielded_to) continue;
       }
@@ -104,26 +104,26 @@ double link_contention(const Workspace& ws, LinkId l, std::vector<double>* extra
 
 // The cushion of each gated job on a link shared by several, in link_jobs order: memoized
 // (Workspace::SlackMemo) by the link's windows, which are all that the query reads.
-const std::vector<Nanos>& link_slacks(const Workspace& ws, LinkId l) {
-  if (ws.slack_memo.size() < ws.topology.link_count()) {
-    ws.slack_memo.resize(ws.topology.link_count());
+const std::vector<Nanos>& LinkSlacks(const Workspace& ws, LinkId l) {
+  if (ws.slack_memo.size() < ws.topology.LinkCount()) {
+    ws.slack_memo.resize(ws.topology.LinkCount());
   }
   Workspace::SlackMemo& memo = ws.slack_memo[l];
-  const double capacity = ws.topology.link(l).capacity_bps;
+  const double capacity = ws.topology.GetLink(l).capacity_bps;
   static thread_local std::vector<Workspace::WindowKey> windows;
   windows.clear();
   for (const auto& o : ws.link_jobs[l]) {
     const Slot& s = ws.slots[o.job];
     const JobShape& shape = ws.jobs[o.job].shape;
     windows.push_back(
-        {ws.jobs[o.job].job.id, s.period, s.offset, shape.w, gap_at(shape, s.period), o.height});
+        {ws.jobs[o.job].job.id, s.period, s.offset, shape.w, GapAt(shape, s.period), o.height});
   }
   if (!memo.valid || memo.capacity != capacity || memo.windows != windows) {
     memo.valid = true;
     memo.capacity = capacity;
     memo.windows = windows;
     memo.slack.clear();
-    for (const auto& o : ws.link_jobs[l]) memo.slack.push_back(late_slack(ws, o.job, l));
+    for (const auto& o : ws.link_jobs[l]) memo.slack.push_back(LateSlack(ws, o.job, l));
   }
   return memo.slack;
 }
@@ -135,7 +135,7 @@ const std::vector<Nanos>& link_slacks(const Workspace& ws, LinkId l) {
 // slows its phases, overrun re-plans. (The sum, not the load over time: jobs ungated by this
 // rule run at their own pace, away from their planned windows, and only a link whose windows
 // fit together in any arrangement stays free of overload with them.)
-bool needs_no_gate(const Workspace& ws, std::uint32_t j) {
+bool NeedsNoGate(const Workspace& ws, std::uint32_t j) {
   for (const LinkId l : ws.jobs[j].shape.links) {
     for (const std::uint32_t b : ws.link_best_effort[l]) {
       if (!ws.slots[b].drifting) return false;
@@ -144,47 +144,47 @@ bool needs_no_gate(const Workspace& ws, std::uint32_t j) {
     if (gated.size() <= 1) continue;
     double load = 0.0;
     for (const auto& o : gated) load += o.height;
-    if (load > ws.topology.link(l).capacity_bps * (1.0 + 1e-9)) return false;
+    if (load > ws.topology.GetLink(l).capacity_bps * (1.0 + 1e-9)) return false;
   }
   return true;
 }
 
-JobPlan make_entry(const Workspace& ws, std::uint32_t j, Nanos slack, double extra) {
+JobPlan MakeEntry(const Workspace& ws, std::uint32_t j, Nanos slack, double extra) {
   const Slot& s = ws.slots[j];
   const JobShape& shape = ws.jobs[j].shape;
   JobPlan e;
   e.id = ws.jobs[j].job.id;
   switch (s.state) {
     case SlotState::kGated:
-      e.timetable = make_timetable(s.period, s.offset, shape.w, slack, false);
+      e.timetable = MakeTimetable(s.period, s.offset, shape.w, slack, false);
       e.predicted_slowdown =
-          static_cast<double>(s.period - shape.P) / static_cast<double>(shape.P) + extra;
-      if (needs_no_gate(ws, j)) {
+          static_cast<double>(s.period - shape.p) / static_cast<double>(shape.p) + extra;
+      if (NeedsNoGate(ws, j)) {
         // Nothing to take turns with: no gate (window = period) and no headroom to pay; it runs
         // at its natural pace (sharing bandwidth with drifting best-effort traffic, if any, as
         // it would gated). Its period and offset stay in the plan: a newcomer that cannot stack
         // with it is placed around them, and the job is gated from then on.
-        e.timetable = make_timetable(s.period, s.offset, s.period, 0, false);
+        e.timetable = MakeTimetable(s.period, s.offset, s.period, 0, false);
         e.predicted_slowdown = extra;
       }
       break;
     case SlotState::kBestEffort:
       e.best_effort = true;
       if (s.drifting) {  // ungated at its natural pace
-        e.timetable = make_timetable(shape.P, 0, shape.P, 0, true);
+        e.timetable = MakeTimetable(shape.p, 0, shape.p, 0, true);
       } else {  // a window every period, shared with whoever is on the wire then
-        e.timetable = make_timetable(s.period, s.offset, shape.w, 0, true);
+        e.timetable = MakeTimetable(s.period, s.offset, shape.w, 0, true);
       }
       e.predicted_slowdown =
-          static_cast<double>(e.timetable.period_ns - shape.P) / static_cast<double>(shape.P) +
+          static_cast<double>(e.timetable.period_ns - shape.p) / static_cast<double>(shape.p) +
           extra;
       break;
     case SlotState::kUnplaced:
-      e.timetable = make_timetable(shape.P, 0, shape.P, 0, true);
+      e.timetable = MakeTimetable(shape.p, 0, shape.p, 0, true);
       e.best_effort = true;
       break;
     case SlotState::kNoLinks:
-      e.timetable = make_timetable(shape.P, 0, shape.P, 0, false);  // nothing to share
+      e.timetable = MakeTimetable(shape.p, 0, shape.p, 0, false);  // nothing to share
       break;
   }
   return e;
@@ -192,7 +192,7 @@ JobPlan make_entry(const Workspace& ws, std::uint32_t j, Nanos slack, double ext
 
 }  // namespace
 
-void mark_running(Workspace& ws, std::uint32_t j) {
+void MarkRunning(Workspace& ws, std::uint32_t j) {
   Slot& s = ws.slots[j];
   s.has_prev = s.state == SlotState::kGated || s.state == SlotState::kBestEffort;
   s.prev_gated = s.state == SlotState::kGated;
@@ -201,36 +201,36 @@ void mark_running(Workspace& ws, std::uint32_t j) {
   s.prev_drifting = s.drifting;
 }
 
-JobPlan job_entry(const Workspace& ws, std::uint32_t j) {
+JobPlan JobEntry(const Workspace& ws, std::uint32_t j) {
   const JobShape& shape = ws.jobs[j].shape;
   Nanos slack = 0;
   std::vector<double> extra(ws.jobs.size(), 0.0);
   if (ws.slots[j].state == SlotState::kGated) {
-    slack = late_slack(ws, j);
+    slack = LateSlack(ws, j);
   }
-  for (const LinkId l : shape.links) link_contention(ws, l, &extra, j);
-  return make_entry(ws, j, slack, extra[j]);
+  for (const LinkId l : shape.links) ComputeLinkContention(ws, l, &extra, j);
+  return MakeEntry(ws, j, slack, extra[j]);
 }
 
-Plan evaluate(const Workspace& ws) {
+Plan Evaluate(const Workspace& ws) {
   Plan plan;
   const std::size_t n = ws.jobs.size();
   constexpr Nanos kNone = std::numeric_limits<Nanos>::max();
   std::vector<Nanos> slack(n, kNone);
   std::vector<char> shares(n, 0);  // shares a link with another gated job
   std::vector<double> extra(n, 0.0);
-  plan.links.resize(ws.topology.link_count());
+  plan.links.resize(ws.topology.LinkCount());
   for (std::size_t li = 0; li < plan.links.size(); ++li) {
     const auto l = static_cast<LinkId>(li);
     LinkPlan& lp = plan.links[li];
     lp.link = l;
-    lp.hyperperiod_ns = ws.hyperperiod(l);
+    lp.hyperperiod_ns = ws.Hyperperiod(l);
     const auto& occupants = ws.link_jobs[l];
     lp.gated_jobs = static_cast<std::uint32_t>(occupants.size());
     lp.best_effort_jobs = static_cast<std::uint32_t>(ws.link_best_effort[l].size());
-    const double capacity = ws.topology.link(l).capacity_bps;
+    const double capacity = ws.topology.GetLink(l).capacity_bps;
     lp.min_cushion_ns = -1;
-    const std::vector<Nanos>* slacks = occupants.size() > 1 ? &link_slacks(ws, l) : nullptr;
+    const std::vector<Nanos>* slacks = occupants.size() > 1 ? &LinkSlacks(ws, l) : nullptr;
     for (std::size_t k = 0; k < occupants.size(); ++k) {
       const auto& o = occupants[k];
       const Slot& s = ws.slots[o.job];
@@ -245,7 +245,7 @@ Plan evaluate(const Workspace& ws) {
       }
       slack[o.job] = std::min(slack[o.job], gap);
     }
-    lp.contention = link_contention(ws, l, &extra);
+    lp.contention = ComputeLinkContention(ws, l, &extra);
   }
   Score& score = plan.score;
   double cushion = std::numeric_limits<double>::infinity();
@@ -253,13 +253,13 @@ Plan evaluate(const Workspace& ws) {
     if (!ws.jobs[j].alive) continue;
     const Slot& s = ws.slots[j];
     const JobShape& shape = ws.jobs[j].shape;
-    plan.jobs.push_back(make_entry(ws, j, slack[j] == kNone ? 0 : slack[j], extra[j]));
+    plan.jobs.push_back(MakeEntry(ws, j, slack[j] == kNone ? 0 : slack[j], extra[j]));
     if (s.state == SlotState::kGated) {
-      score.latency += stretch_cost(shape, s.period) + move_cost(ws, j, s.period, s.offset);
+      score.latency += StretchCost(shape, s.period) + MoveCost(ws, j, s.period, s.offset);
       if (shares[j]) cushion = std::min(cushion, static_cast<double>(slack[j]) / shape.weight);
     } else if (s.state == SlotState::kBestEffort || s.state == SlotState::kUnplaced) {
       score.latency += ws.options.best_effort_penalty * shape.weight;
-      if (s.state == SlotState::kBestEffort) score.latency += stretch_cost(shape, s.period);
+      if (s.state == SlotState::kBestEffort) score.latency += StretchCost(shape, s.period);
     }
   }
   for (const LinkPlan& lp : plan.links) score.utilization += lp.served_load;
@@ -271,8 +271,9 @@ Plan evaluate(const Workspace& ws) {
     double served = 0.0;
     if (s.state == SlotState::kGated) {
       for (std::size_t k = 0; k < r.shape.links.size(); ++k) {
-        served += static_cast<double>(r.shape.w) * r.shape.height[k] /
-                  (static_cast<double>(s.period) * ws.topology.link(r.shape.links[k]).capacity_bps);
+        served +=
+            static_cast<double>(r.shape.w) * r.shape.height[k] /
+            (static_cast<double>(s.period) * ws.topology.GetLink(r.shape.links[k]).capacity_bps);
       }
     }
     by_class[r.job.priority] += served;

@@ -19,40 +19,40 @@
 #include <algorithm>
 #include <cmath>
 
-#include "workspace.h"
+#include "workspace.hpp"
 
 namespace metronome::planner::detail {
 
-Nanos Workspace::hyperperiod(LinkId link) const {
+Nanos Workspace::Hyperperiod(LinkId link) const {
   Nanos h = 0;
   for (const auto& [p, count] : chains[link]) {
-    h = h == 0 ? p : lcm_capped(h, p);
+    h = h == 0 ? p : LcmCapped(h, p);
     if (h == 0) return 0;
   }
   return h;
 }
 
-void Workspace::candidate_periods(const JobShape& shape, std::vector<Nanos>& out) const {
+void Workspace::CandidatePeriods(const JobShape& shape, std::vector<Nanos>& out) const {
   out.clear();
-  const Nanos P = shape.T0;  // the natural period plus its jitter headroom
+  const Nanos t0 = shape.t0;  // the natural period plus its jitter headroom
   const Nanos max_period = std::max(
-      P, static_cast<Nanos>(std::floor(options.max_stretch * static_cast<double>(shape.P))));
+      t0, static_cast<Nanos>(std::floor(options.max_stretch * static_cast<double>(shape.p))));
   std::vector<Nanos> bases;
   for (const LinkId l : shape.links) {
     for (const auto& [p, count] : chains[l]) bases.push_back(p);
   }
-  out.push_back(P);  // unstretched first: it fits whenever the gcd circles leave room
+  out.push_back(t0);  // unstretched first: it fits whenever the gcd circles leave room
   if (bases.empty()) return;
   std::sort(bases.begin(), bases.end());
   bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
   constexpr Nanos kMaxFactor = 100000;  // guards absurd period ratios
   for (const Nanos p : bases) {
-    if (p >= P) {  // fractions p/k that are still ≥ P (k = 1 gives p itself)
-      for (Nanos k = 1; k <= kMaxFactor && p / k >= P; ++k) {
+    if (p >= t0) {  // fractions p/k that are still ≥ t0 (k = 1 gives p itself)
+      for (Nanos k = 1; k <= kMaxFactor && p / k >= t0; ++k) {
         if (p % k == 0 && p / k <= max_period) out.push_back(p / k);
       }
     }
-    const Nanos k0 = std::max<Nanos>(1, (P + p - 1) / p);  // multiples p·k that are ≥ P
+    const Nanos k0 = std::max<Nanos>(1, (t0 + p - 1) / p);  // multiples p·k that are ≥ t0
     for (Nanos k = k0; k <= kMaxFactor && p * k <= max_period; ++k) out.push_back(p * k);
   }
   std::sort(out.begin(), out.end());

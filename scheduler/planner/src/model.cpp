@@ -1,15 +1,15 @@
 // Model helpers: profiles, a job's links, priority weights, validation, plan look-ups.
-#include "metronome/planner/model.h"
+#include "metronome/planner/model.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
-#include "metronome/planner/plan.h"
+#include "metronome/planner/plan.hpp"
 
 namespace metronome::planner {
 
-JobProfile JobProfile::from_volume(Nanos compute_ns, double volume_bytes, double beta_bps) {
+JobProfile JobProfile::FromVolume(Nanos compute_ns, double volume_bytes, double beta_bps) {
   JobProfile p;
   p.beta_bps = beta_bps;
   p.comm_ns = beta_bps > 0 ? static_cast<Nanos>(std::llround(volume_bytes / beta_bps * 1e9)) : 0;
@@ -17,19 +17,19 @@ JobProfile JobProfile::from_volume(Nanos compute_ns, double volume_bytes, double
   return p;
 }
 
-double JobProfile::duty_cycle() const {
+double JobProfile::DutyCycle() const {
   return period_ns > 0 ? static_cast<double>(comm_ns) / static_cast<double>(period_ns) : 0.0;
 }
 
-std::vector<LinkId> job_links(const Topology& topology, const Job& job) {
-  std::vector<LinkId> links = topology.links_crossed(job.nodes);
+std::vector<LinkId> JobLinks(const Topology& topology, const Job& job) {
+  std::vector<LinkId> links = topology.LinksCrossed(job.nodes);
   links.insert(links.end(), job.extra_links.begin(), job.extra_links.end());
   std::sort(links.begin(), links.end());
   links.erase(std::unique(links.begin(), links.end()), links.end());
   return links;
 }
 
-Nanos round_up_period(Nanos period, Nanos grid) {
+Nanos RoundUpPeriod(Nanos period, Nanos grid) {
   if (grid <= 1 || period <= 0) return period;
   Nanos g = 1;
   while (g <= grid / 10 && g * 10 <= period / 100) g *= 10;
@@ -37,11 +37,11 @@ Nanos round_up_period(Nanos period, Nanos grid) {
   return period + (g - period % g) % g;
 }
 
-double priority_weight(int priority) {
+double PriorityWeight(int priority) {
   return 1.0 + std::max(priority, 0);
 }
 
-void validate_job(const Topology& topology, const Job& job, std::vector<std::string>& errors) {
+void ValidateJob(const Topology& topology, const Job& job, std::vector<std::string>& errors) {
   const std::string who = std::string("job ").append(std::to_string(job.id)).append(": ");
   const JobProfile& p = job.profile;
   if (p.period_ns <= 0) errors.push_back(who + "natural period must be > 0");
@@ -52,38 +52,38 @@ void validate_job(const Topology& topology, const Job& job, std::vector<std::str
     errors.push_back(who + "jitter must be in [0, period]");
   }
   for (const NodeId n : job.nodes) {
-    if (n >= topology.node_count()) errors.push_back(who + "unknown node " + std::to_string(n));
+    if (n >= topology.NodeCount()) errors.push_back(who + "unknown node " + std::to_string(n));
   }
   for (const LinkId l : job.extra_links) {
-    if (l >= topology.link_count()) errors.push_back(who + "unknown link " + std::to_string(l));
+    if (l >= topology.LinkCount()) errors.push_back(who + "unknown link " + std::to_string(l));
   }
 }
 
-std::vector<std::string> validate(const Problem& problem) {
+std::vector<std::string> Validate(const Problem& problem) {
   std::vector<std::string> errors;
   std::unordered_set<JobId> seen;
   for (const Job& job : problem.jobs) {
     if (!seen.insert(job.id).second) {
       errors.push_back(std::string("job ").append(std::to_string(job.id)).append(": duplicate id"));
     }
-    validate_job(problem.topology, job, errors);
+    ValidateJob(problem.topology, job, errors);
   }
-  for (std::size_t l = 0; l < problem.topology.link_count(); ++l) {
-    const Link& link = problem.topology.link(static_cast<LinkId>(l));
+  for (std::size_t l = 0; l < problem.topology.LinkCount(); ++l) {
+    const Link& link = problem.topology.GetLink(static_cast<LinkId>(l));
     if (!(link.capacity_bps > 0)) errors.push_back("link " + link.name + ": capacity must be > 0");
   }
   return errors;
 }
 
-const JobPlan* Plan::find(JobId id) const {
+const JobPlan* Plan::Find(JobId id) const {
   for (const JobPlan& j : jobs) {
     if (j.id == id) return &j;
   }
   return nullptr;
 }
 
-Timetable make_timetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns, Nanos cushion_ns,
-                         bool best_effort) {
+Timetable MakeTimetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns, Nanos cushion_ns,
+                        bool best_effort) {
   const Nanos free_after = std::max<Nanos>(0, period_ns - window_ns);
   Timetable t;
   t.period_ns = period_ns;
@@ -94,13 +94,13 @@ Timetable make_timetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns, Nano
   return t;
 }
 
-bool widening_stretches(const JobPlan& before, const JobPlan& after) {
+bool WideningStretches(const JobPlan& before, const JobPlan& after) {
   if (before.best_effort || after.best_effort) return false;
   const Nanos widening = std::max<Nanos>(after.timetable.window_ns - before.timetable.window_ns, 0);
   return after.timetable.period_ns > before.timetable.period_ns + 2 * widening;
 }
 
-bool better(const Score& a, const Score& b, const PlannerOptions& o) {
+bool Better(const Score& a, const Score& b, const PlannerOptions& o) {
   // Stage 1, class by class from the highest priority (a missing class serves 0).
   auto ia = a.served_by_priority.begin();
   auto ib = b.served_by_priority.begin();

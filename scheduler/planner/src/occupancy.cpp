@@ -17,7 +17,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "workspace.h"
+#include "workspace.hpp"
 
 namespace metronome::planner::detail {
 
@@ -26,7 +26,7 @@ constexpr Nanos kMaxCopies = 1 << 16;  // forbidden intervals per neighbour
 constexpr Nanos kMaxArcs = 1 << 17;    // arcs in one stacking sweep
 }  // namespace
 
-Nanos lcm_capped(Nanos a, Nanos b) {
+Nanos LcmCapped(Nanos a, Nanos b) {
   if (a <= 0 || b <= 0) return 0;
   const Nanos g = std::gcd(a, b);
   if (a / g > kMaxHyperperiod / b) return 0;
@@ -36,43 +36,43 @@ Nanos lcm_capped(Nanos a, Nanos b) {
 Workspace::Workspace(Topology topo, PlannerOptions opts)
     : topology(std::move(topo)),
       options(opts),
-      link_jobs(topology.link_count()),
-      link_best_effort(topology.link_count()),
-      chains(topology.link_count()),
-      profiles_(topology.link_count()) {}
+      link_jobs(topology.LinkCount()),
+      link_best_effort(topology.LinkCount()),
+      chains(topology.LinkCount()),
+      profiles_(topology.LinkCount()) {}
 
-JobShape Workspace::shape_for(const Job& job) const {
+JobShape Workspace::ShapeFor(const Job& job) const {
   JobShape s;
-  s.links = job_links(topology, job);
+  s.links = JobLinks(topology, job);
   s.height.reserve(s.links.size());
   for (const LinkId l : s.links) {
-    s.height.push_back(std::min(job.profile.beta_bps, topology.link(l).capacity_bps));
+    s.height.push_back(std::min(job.profile.beta_bps, topology.GetLink(l).capacity_bps));
   }
-  s.P = job.profile.period_ns;
+  s.p = job.profile.period_ns;
   s.w = job.profile.comm_ns;
   // The headroom is what stop-and-wait needs, not a harmonic stretch: max_stretch does not
   // bound it (also not in the no-stretch ablation); it is at most P. It is rounded up to a
   // whole percent of P, so that jobs of equal or harmonic natural periods and similar relative
   // jitter keep equal or harmonic periods (a fixed grid would break 123 ms : 246 ms).
   const auto sigma = static_cast<double>(job.profile.jitter_ns);
-  const Nanos headroom = std::clamp<Nanos>(std::llround(options.jitter_headroom * sigma), 0, s.P);
-  s.T0 = s.P;
+  const Nanos headroom = std::clamp<Nanos>(std::llround(options.jitter_headroom * sigma), 0, s.p);
+  s.t0 = s.p;
   if (headroom > 0) {
-    const Nanos percent = (headroom * 100 + s.P - 1) / s.P;  // ≤ 100; no overflow below ~1e16
-    s.T0 = s.P + (s.P * percent + 99) / 100;
+    const Nanos percent = (headroom * 100 + s.p - 1) / s.p;  // ≤ 100; no overflow below ~1e16
+    s.t0 = s.p + (s.p * percent + 99) / 100;
   }
   if (options.cushion) {
     const Nanos jitter_gap = std::llround(options.jitter_cushion * sigma);
     s.gap = std::max(options.min_cushion_ns, jitter_gap);
     s.waiting_gap = std::max(options.min_cushion_ns, jitter_gap / 3);  // 1σ: see gap_at
   }
-  s.weight = priority_weight(job.priority);
+  s.weight = PriorityWeight(job.priority);
   s.priority = job.priority;
   return s;
 }
 
-std::uint32_t Workspace::add_job(const Job& job) {
-  ResolvedJob r{job, shape_for(job), true};
+std::uint32_t Workspace::AddJob(const Job& job) {
+  ResolvedJob r{job, ShapeFor(job), true};
   std::uint32_t j = 0;
   if (!free_indices.empty()) {
     j = free_indices.back();
@@ -90,25 +90,25 @@ std::uint32_t Workspace::add_job(const Job& job) {
   return j;
 }
 
-void Workspace::kill_job(std::uint32_t j) {
-  unplace(j);
+void Workspace::KillJob(std::uint32_t j) {
+  Unplace(j);
   jobs[j].alive = false;
   auto it = index.find(jobs[j].job.id);
   if (it != index.end() && it->second == j) index.erase(it);
   free_indices.push_back(j);
 }
 
-std::int32_t Workspace::find(JobId id) const {
+std::int32_t Workspace::Find(JobId id) const {
   auto it = index.find(id);
   return it == index.end() ? kNoOwner : static_cast<std::int32_t>(it->second);
 }
 
-void Workspace::place_gated(std::uint32_t j, Nanos period, Nanos offset) {
-  unplace(j);
+void Workspace::PlaceGated(std::uint32_t j, Nanos period, Nanos offset) {
+  Unplace(j);
   Slot& s = slots[j];
   const JobShape& shape = jobs[j].shape;
   s.period = period;
-  s.offset = mod(offset, period);
+  s.offset = Mod(offset, period);
   s.drifting = false;
   if (shape.links.empty()) {
     s.state = SlotState::kNoLinks;
@@ -125,21 +125,21 @@ void Workspace::place_gated(std::uint32_t j, Nanos period, Nanos offset) {
     } else {
       chain.insert(it, {period, 1});
     }
-    update_profile(l, j, shape.height[k], +1.0);
+    UpdateProfile(l, j, shape.height[k], +1.0);
   }
 }
 
-void Workspace::place_best_effort(std::uint32_t j, Nanos period, Nanos offset, bool drifting) {
-  unplace(j);
+void Workspace::PlaceBestEffort(std::uint32_t j, Nanos period, Nanos offset, bool drifting) {
+  Unplace(j);
   Slot& s = slots[j];
   s.state = SlotState::kBestEffort;
   s.period = period;
-  s.offset = mod(offset, period);
+  s.offset = Mod(offset, period);
   s.drifting = drifting;
   for (const LinkId l : jobs[j].shape.links) link_best_effort[l].push_back(j);
 }
 
-void Workspace::unplace(std::uint32_t j) {
+void Workspace::Unplace(std::uint32_t j) {
   Slot& s = slots[j];
   const JobShape& shape = jobs[j].shape;
   if (s.state == SlotState::kGated) {
@@ -149,7 +149,7 @@ void Workspace::unplace(std::uint32_t j) {
       auto& chain = chains[l];
       auto it = std::lower_bound(chain.begin(), chain.end(), std::pair<Nanos, int>{s.period, 0});
       if (it != chain.end() && it->first == s.period && --it->second == 0) chain.erase(it);
-      update_profile(l, j, shape.height[k], -1.0);
+      UpdateProfile(l, j, shape.height[k], -1.0);
     }
   } else if (s.state == SlotState::kBestEffort) {
     for (const LinkId l : shape.links) std::erase(link_best_effort[l], j);
@@ -157,25 +157,25 @@ void Workspace::unplace(std::uint32_t j) {
   s.state = SlotState::kUnplaced;
 }
 
-void Workspace::set_offset(std::uint32_t j, Nanos offset) {
+void Workspace::SetOffset(std::uint32_t j, Nanos offset) {
   Slot& s = slots[j];
   const JobShape& shape = jobs[j].shape;
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
-    update_profile(shape.links[k], j, shape.height[k], -1.0);
+    UpdateProfile(shape.links[k], j, shape.height[k], -1.0);
   }
-  s.offset = mod(offset, s.period);
+  s.offset = Mod(offset, s.period);
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
-    update_profile(shape.links[k], j, shape.height[k], +1.0);
+    UpdateProfile(shape.links[k], j, shape.height[k], +1.0);
   }
 }
 
 // Appends job j's windows over [0, q) (its slot, each w + gap long) to events_ as a step
 // function: (instant, +height) where one opens, (instant, −height) where it closes.
-void Workspace::window_events(std::uint32_t j, double height, Nanos q) const {
+void Workspace::WindowEvents(std::uint32_t j, double height, Nanos q) const {
   const Slot& sj = slots[j];
-  const Nanos width = jobs[j].shape.w + gap_at(jobs[j].shape, sj.period);
+  const Nanos width = jobs[j].shape.w + GapAt(jobs[j].shape, sj.period);
   for (Nanos t = 0; t < q; t += sj.period) {
-    const Nanos a = mod(sj.offset + t, q);
+    const Nanos a = Mod(sj.offset + t, q);
     const Nanos e = a + width;
     events_.emplace_back(a, height);
     if (e <= q) {
@@ -188,10 +188,10 @@ void Workspace::window_events(std::uint32_t j, double height, Nanos q) const {
   }
 }
 
-void Workspace::add_windows(const Profile& in, std::uint32_t j, double height, Profile& out) const {
+void Workspace::AddWindows(const Profile& in, std::uint32_t j, double height, Profile& out) const {
   const Nanos q = in.q;
   events_.clear();
-  window_events(j, height, q);
+  WindowEvents(j, height, q);
   std::sort(events_.begin(), events_.end());
   out.q = q;
   out.seg.clear();
@@ -213,25 +213,25 @@ void Workspace::add_windows(const Profile& in, std::uint32_t j, double height, P
 // Keeps a current profile current when job j's windows come (sign +1) or go (−1), rather than
 // rebuilding it at the next query: stage 3 slides jobs one at a time, and a rebuild sorts every
 // window of the link. A change of the link's hyperperiod makes it stale instead.
-void Workspace::update_profile(LinkId l, std::uint32_t j, double height, double sign) const {
+void Workspace::UpdateProfile(LinkId l, std::uint32_t j, double height, double sign) const {
   Profile& prof = profiles_[l];
   if (prof.q == 0) return;
-  if (prof.q != hyperperiod(l)) {
+  if (prof.q != Hyperperiod(l)) {
     prof.q = 0;
     return;
   }
   static thread_local Profile next;
-  add_windows(prof, j, sign * height, next);
+  AddWindows(prof, j, sign * height, next);
   std::swap(prof.seg, next.seg);
 }
 
-void Workspace::block(Nanos start, Nanos len, Nanos period, std::int32_t owner) const {
+void Workspace::Block(Nanos start, Nanos len, Nanos period, std::int32_t owner) const {
   if (len <= 0) return;
   if (len >= period) {
     all_blocked_ = true;
     return;
   }
-  const Nanos s = mod(start, period);
+  const Nanos s = Mod(start, period);
   if (s + len <= period) {
     blocked_.push_back({s, s + len - 1, owner});
   } else {
@@ -240,14 +240,14 @@ void Workspace::block(Nanos start, Nanos len, Nanos period, std::int32_t owner) 
   }
 }
 
-const Workspace::Profile& Workspace::link_profile(LinkId l) const {
+const Workspace::Profile& Workspace::LinkProfile(LinkId l) const {
   Profile& prof = profiles_[l];
-  const Nanos q = hyperperiod(l);
+  const Nanos q = Hyperperiod(l);
   if (prof.q == q) return prof;
   prof.q = q;
   prof.seg.clear();
   events_.clear();
-  for (const Occupant& o : link_jobs[l]) window_events(o.job, o.height, q);
+  for (const Occupant& o : link_jobs[l]) WindowEvents(o.job, o.height, q);
   std::sort(events_.begin(), events_.end());
   double load = 0.0;
   std::size_t i = 0;
@@ -259,12 +259,12 @@ const Workspace::Profile& Workspace::link_profile(LinkId l) const {
   return prof;
 }
 
-void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) const {
+void Workspace::BlockLink(const JobShape& shape, std::size_t k, Nanos period) const {
   const LinkId l = shape.links[k];
-  const double capacity = topology.link(l).capacity_bps;
+  const double capacity = topology.GetLink(l).capacity_bps;
   const double h = shape.height[k];
   const double eps = 1e-9 * capacity;
-  const Nanos w = shape.w + gap_at(shape, period);  // each window reserves its cushion after it
+  const Nanos w = shape.w + GapAt(shape, period);  // each window reserves its cushion after it
   bool exclusive = true;  // every other rectangle on the link is too tall to share with ours
   for (const Occupant& o : link_jobs[l]) {
     if (static_cast<std::int32_t>(o.job) != shape.self && o.height + h <= capacity + eps) {
@@ -277,7 +277,7 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
       const auto i = static_cast<std::int32_t>(o.job);
       if (i == shape.self) continue;
       const Slot& si = slots[o.job];
-      const Nanos wi = jobs[o.job].shape.w + gap_at(jobs[o.job].shape, si.period);
+      const Nanos wi = jobs[o.job].shape.w + GapAt(jobs[o.job].shape, si.period);
       // Windows of periods T and T_i meet iff their offsets differ by less than the windows
       // modulo g = gcd(T, T_i): one forbidden interval per g, T/g of them in [0, T). Nested
       // periods give g = min(T, T_i), the most room; unrelated ones fit only in a small g.
@@ -289,14 +289,14 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
         return;
       }
       for (Nanos start = si.offset; start < si.offset + period; start += g) {
-        block(start - w + 1, len, period, i);
+        Block(start - w + 1, len, period, i);
       }
     }
     return;
   }
   // Rectangles may stack: sweep the load over Q = lcm(T, H) and forbid where it exceeds B − h.
-  const Nanos h_link = hyperperiod(l);
-  const Nanos q = h_link > 0 ? lcm_capped(period, h_link) : 0;
+  const Nanos h_link = Hyperperiod(l);
+  const Nanos q = h_link > 0 ? LcmCapped(period, h_link) : 0;
   Nanos arcs = 0;
   for (const Occupant& o : link_jobs[l]) arcs += q > 0 ? q / slots[o.job].period : 0;
   if (q == 0 || arcs > kMaxArcs) {  // too long a circle to certify: no offset is offered
@@ -307,7 +307,7 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
   // change; over Q it repeats Q/H times. A job on the link leaves its own windows out: they are
   // subtracted on the fly (its window at an instant is a modulo), where a profile rebuilt per
   // query made the cushions of a link with k jobs cost k sorts of all its windows.
-  const Profile& prof = link_profile(l);
+  const Profile& prof = LinkProfile(l);
   bool self_here = false;
   double self_height = 0.0;
   for (const Occupant& o : link_jobs[l]) {
@@ -319,12 +319,12 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
   const Slot* self_slot = self_here ? &slots[static_cast<std::uint32_t>(shape.self)] : nullptr;
   const Nanos self_width =
       self_here ? jobs[static_cast<std::uint32_t>(shape.self)].shape.w +
-                      gap_at(jobs[static_cast<std::uint32_t>(shape.self)].shape, self_slot->period)
+                      GapAt(jobs[static_cast<std::uint32_t>(shape.self)].shape, self_slot->period)
                 : 0;
   // Forbids the offsets whose window would meet [at, next) if the load there is too high.
   const auto check = [&](Nanos base, Nanos at, Nanos next, double load) {
     if (next > at && load > capacity - h + eps) {
-      block(base + at - w + 1, next - at + w - 1, period, kNoOwner);
+      Block(base + at - w + 1, next - at + w - 1, period, kNoOwner);
     }
     return all_blocked_;
   };
@@ -340,7 +340,7 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
       // The job's own windows split the segment where they begin or end inside it (a window
       // of another job may begin exactly where its own ends, at the same height).
       for (Nanos t = at; t < next;) {
-        const Nanos into = mod(t - self_slot->offset, self_slot->period);
+        const Nanos into = Mod(t - self_slot->offset, self_slot->period);
         const bool inside = into < self_width;
         const Nanos end =
             std::min(next, t + (inside ? self_width - into : self_slot->period - into));
@@ -351,14 +351,14 @@ void Workspace::block_link(const JobShape& shape, std::size_t k, Nanos period) c
   }
 }
 
-void Workspace::free_ranges(const JobShape& shape, Nanos period, std::vector<FreeRange>& out,
-                            std::int64_t only_link) const {
+void Workspace::FreeRanges(const JobShape& shape, Nanos period, std::vector<FreeRange>& out,
+                           std::int64_t only_link) const {
   out.clear();
   blocked_.clear();
   all_blocked_ = false;
   for (std::size_t k = 0; k < shape.links.size() && !all_blocked_; ++k) {
     if (only_link >= 0 && shape.links[k] != static_cast<LinkId>(only_link)) continue;
-    block_link(shape, k, period);
+    BlockLink(shape, k, period);
   }
   if (all_blocked_) return;
   if (blocked_.empty()) {
@@ -398,11 +398,11 @@ void Workspace::free_ranges(const JobShape& shape, Nanos period, std::vector<Fre
   }
 }
 
-bool Workspace::range_containing(const JobShape& shape, Nanos period, Nanos offset, FreeRange& out,
-                                 std::int64_t only_link) const {
+bool Workspace::RangeContaining(const JobShape& shape, Nanos period, Nanos offset, FreeRange& out,
+                                std::int64_t only_link) const {
   static thread_local std::vector<FreeRange> ranges;
-  free_ranges(shape, period, ranges, only_link);
-  const Nanos phi = mod(offset, period);
+  FreeRanges(shape, period, ranges, only_link);
+  const Nanos phi = Mod(offset, period);
   for (const FreeRange& r : ranges) {
     if ((r.a <= phi && phi <= r.b) || (r.a <= phi + period && phi + period <= r.b)) {
       out = r;

@@ -1,4 +1,4 @@
-// Offline recalculation (see offline.h).
+// Offline recalculation (see offline.hpp).
 //
 // Objective: the same lexicographic (stage 1, stage 2, stage 3) objective as the online method,
 // with more time: escape the greedy's myopic choices (a job packed where it later blocks a
@@ -6,19 +6,19 @@
 //
 // Cost: each iteration is one greedy construction O(Σ a log a) plus one evaluation; the
 // number of iterations is set by the budget. Deterministic for a given seed and iteration cap.
-#include "metronome/planner/offline.h"
+#include "metronome/planner/offline.hpp"
 
 #include <optional>
 #include <random>
 
-#include "workspace.h"
+#include "workspace.hpp"
 
 namespace metronome::planner {
 
 namespace detail {
-void require_valid(const Topology& topology, const std::vector<Job>& jobs);
-void load_jobs(Workspace& ws, const std::vector<Job>& jobs, const Plan* current);
-std::vector<std::uint32_t> alive_jobs(const Workspace& ws);
+void RequireValid(const Topology& topology, const std::vector<Job>& jobs);
+void LoadJobs(Workspace& ws, const std::vector<Job>& jobs, const Plan* current);
+std::vector<std::uint32_t> AliveJobs(const Workspace& ws);
 }  // namespace detail
 
 using detail::Workspace;
@@ -26,43 +26,43 @@ using detail::Workspace;
 namespace {
 
 // The current plan taken as it is (no optimization): its score is the one to beat.
-Workspace adopt_current(const Workspace& base) {
+Workspace AdoptCurrent(const Workspace& base) {
   Workspace ws = base;
   for (std::uint32_t j = 0; j < ws.jobs.size(); ++j) {
     detail::Slot& s = ws.slots[j];
     if (!s.has_prev) {  // unknown to the current plan: it runs ungated
-      ws.place_best_effort(j, ws.jobs[j].shape.P, 0, true);
+      ws.PlaceBestEffort(j, ws.jobs[j].shape.p, 0, true);
     } else if (s.prev_gated) {
-      ws.place_gated(j, s.prev_period, s.prev_offset);
+      ws.PlaceGated(j, s.prev_period, s.prev_offset);
     } else {
-      ws.place_best_effort(j, s.prev_period, s.prev_offset, s.prev_drifting);
+      ws.PlaceBestEffort(j, s.prev_period, s.prev_offset, s.prev_drifting);
     }
     s.movable = false;
   }
   return ws;
 }
 
-void construct(Workspace& ws, const std::vector<std::uint32_t>& js, std::mt19937_64* rng) {
+void Construct(Workspace& ws, const std::vector<std::uint32_t>& js, std::mt19937_64* rng) {
   ws.rng = rng;
-  const std::vector<std::uint32_t> order = detail::placement_order(ws, js);
-  for (const std::uint32_t j : order) detail::place_job(ws, j);
+  const std::vector<std::uint32_t> order = detail::PlacementOrder(ws, js);
+  for (const std::uint32_t j : order) detail::PlaceJob(ws, j);
   ws.rng = nullptr;
-  detail::relax_cushions(ws, order, ws.options.cushion_sweeps + 1);
-  detail::refresh_best_effort(ws, detail::alive_jobs(ws));
+  detail::RelaxCushions(ws, order, ws.options.cushion_sweeps + 1);
+  detail::RefreshBestEffort(ws, detail::AliveJobs(ws));
 }
 
 }  // namespace
 
-std::optional<Plan> recalculate(const Problem& problem, const Plan& current,
+std::optional<Plan> Recalculate(const Problem& problem, const Plan& current,
                                 const OfflineOptions& options, std::stop_token stop,
                                 OfflineStats* stats) {
-  detail::require_valid(problem.topology, problem.jobs);
+  detail::RequireValid(problem.topology, problem.jobs);
   const auto deadline = std::chrono::steady_clock::now() + options.budget;
   Workspace base(problem.topology, options.planner);
-  detail::load_jobs(base, problem.jobs, &current);
-  const std::vector<std::uint32_t> all = detail::alive_jobs(base);
+  detail::LoadJobs(base, problem.jobs, &current);
+  const std::vector<std::uint32_t> all = detail::AliveJobs(base);
 
-  const Score current_score = detail::evaluate(adopt_current(base)).score;
+  const Score current_score = detail::Evaluate(AdoptCurrent(base)).score;
   Score best_score = current_score;
   std::optional<Workspace> best_ws;
   std::optional<Plan> best_plan;
@@ -87,16 +87,16 @@ std::optional<Plan> recalculate(const Problem& problem, const Plan& current,
       std::vector<std::uint32_t> victims = ws.link_best_effort[l];
       for (const auto& o : ws.link_jobs[l]) victims.push_back(o.job);
       for (const std::uint32_t v : victims) {
-        ws.unplace(v);
+        ws.Unplace(v);
         ws.slots[v].movable = true;
       }
-      construct(ws, victims, &rng);
+      Construct(ws, victims, &rng);
     } else {
-      construct(ws, all, it == 0 ? nullptr : &rng);  // the first try is the plain greedy
+      Construct(ws, all, it == 0 ? nullptr : &rng);  // the first try is the plain greedy
     }
     ++local.iterations;
-    Plan candidate = detail::evaluate(ws);
-    if (better(candidate.score, best_score, options.planner)) {
+    Plan candidate = detail::Evaluate(ws);
+    if (Better(candidate.score, best_score, options.planner)) {
       best_score = candidate.score;
       best_plan = std::move(candidate);
       best_ws = std::move(ws);
@@ -105,7 +105,7 @@ std::optional<Plan> recalculate(const Problem& problem, const Plan& current,
   }
   local.best = best_score;
   if (stats != nullptr) *stats = local;
-  if (best_plan && better(best_plan->score, current_score, options.planner)) return best_plan;
+  if (best_plan && Better(best_plan->score, current_score, options.planner)) return best_plan;
   return std::nullopt;
 }
 

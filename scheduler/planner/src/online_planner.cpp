@@ -1,38 +1,38 @@
-// The online planner: stages 1–3 run job by job in priority order (see planner.h).
+// The online planner: stages 1–3 run job by job in priority order (see planner.hpp).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 
-#include "metronome/planner/planner.h"
-#include "workspace.h"
+#include "metronome/planner/planner.hpp"
+#include "workspace.hpp"
 
 namespace metronome::planner {
 
 namespace detail {
 
 // Loads jobs into a workspace; those found in `current` are marked as running there.
-void load_jobs(Workspace& ws, const std::vector<Job>& jobs, const Plan* current) {
+void LoadJobs(Workspace& ws, const std::vector<Job>& jobs, const Plan* current) {
   std::unordered_map<JobId, const JobPlan*> previous;
   if (current != nullptr) {
     for (const JobPlan& p : current->jobs) previous[p.id] = &p;
   }
   for (const Job& job : jobs) {
-    const std::uint32_t j = ws.add_job(job);
+    const std::uint32_t j = ws.AddJob(job);
     auto it = previous.find(job.id);
     if (it == previous.end() || it->second->timetable.period_ns <= 0) continue;
     Slot& s = ws.slots[j];
     s.has_prev = true;
     s.prev_gated = !it->second->best_effort;
     s.prev_period = it->second->timetable.period_ns;
-    s.prev_offset = mod(it->second->timetable.offset_ns, it->second->timetable.period_ns);
+    s.prev_offset = Mod(it->second->timetable.offset_ns, it->second->timetable.period_ns);
     s.prev_drifting = it->second->best_effort &&
                       it->second->timetable.window_ns >= it->second->timetable.period_ns;
   }
 }
 
-std::vector<std::uint32_t> alive_jobs(const Workspace& ws) {
+std::vector<std::uint32_t> AliveJobs(const Workspace& ws) {
   std::vector<std::uint32_t> out;
   for (std::uint32_t j = 0; j < ws.jobs.size(); ++j) {
     if (ws.jobs[j].alive) out.push_back(j);
@@ -51,24 +51,24 @@ std::vector<std::uint32_t> alive_jobs(const Workspace& ws) {
 // once they are spread, not while they are packed; when the high-priority job joined last, the
 // re-plan left it ungated, and adding it again gated it.) A job gated this way takes part of
 // the cushions (stage 1 before stage 3), so the cushions are spread again.
-void run_greedy(Workspace& ws) {
-  const std::vector<std::uint32_t> order = placement_order(ws, alive_jobs(ws));
-  for (const std::uint32_t j : order) place_job(ws, j);
-  relax_cushions(ws, order, ws.options.cushion_sweeps);
+void RunGreedy(Workspace& ws) {
+  const std::vector<std::uint32_t> order = PlacementOrder(ws, AliveJobs(ws));
+  for (const std::uint32_t j : order) PlaceJob(ws, j);
+  RelaxCushions(ws, order, ws.options.cushion_sweeps);
   if (ws.options.cushion) {  // without stage 3 nothing was spread: nothing new can fit
     bool admitted = false;
     for (const std::uint32_t j : order) {
       if (ws.slots[j].state != SlotState::kBestEffort) continue;
-      place_job(ws, j);
+      PlaceJob(ws, j);
       admitted = admitted || ws.slots[j].state == SlotState::kGated;
     }
-    if (admitted) relax_cushions(ws, order, ws.options.cushion_sweeps);
+    if (admitted) RelaxCushions(ws, order, ws.options.cushion_sweeps);
   }
-  refresh_best_effort(ws, order);
+  RefreshBestEffort(ws, order);
 }
 
 // The jobs of equal or lower priority on the links of job j.
-std::vector<std::uint32_t> neighbours_up_to(const Workspace& ws, std::uint32_t j) {
+std::vector<std::uint32_t> NeighboursUpTo(const Workspace& ws, std::uint32_t j) {
   std::vector<std::uint32_t> out;
   const int priority = ws.jobs[j].job.priority;
   for (const LinkId l : ws.jobs[j].shape.links) {
@@ -83,8 +83,7 @@ std::vector<std::uint32_t> neighbours_up_to(const Workspace& ws, std::uint32_t j
 
 // The jobs of lower priority than job j on its links: the gated ones and, with `best_effort`,
 // the best-effort ones too.
-std::vector<std::uint32_t> neighbours_below(const Workspace& ws, std::uint32_t j,
-                                            bool best_effort) {
+std::vector<std::uint32_t> NeighboursBelow(const Workspace& ws, std::uint32_t j, bool best_effort) {
   std::vector<std::uint32_t> out;
   const int priority = ws.jobs[j].job.priority;
   for (const LinkId l : ws.jobs[j].shape.links) {
@@ -102,10 +101,10 @@ std::vector<std::uint32_t> neighbours_below(const Workspace& ws, std::uint32_t j
 }
 
 // Takes jobs off their slots, remembering where they ran (stage 2 puts them back if it can).
-void take_off(Workspace& ws, const std::vector<std::uint32_t>& js) {
+void TakeOff(Workspace& ws, const std::vector<std::uint32_t>& js) {
   for (const std::uint32_t v : js) {
-    mark_running(ws, v);
-    ws.unplace(v);
+    MarkRunning(ws, v);
+    ws.Unplace(v);
   }
 }
 
@@ -114,7 +113,7 @@ void take_off(Workspace& ws, const std::vector<std::uint32_t>& js) {
 // other gated jobs there reserve, fill at most each link. 0 when no stretch can help (the
 // others fill a link already) or none is needed (s would be 1: the group fails for another
 // reason). Only a necessary condition: the repack checks whether the windows really fit.
-std::int64_t shared_stretch_percent(const Workspace& ws, const std::vector<std::uint32_t>& group) {
+std::int64_t SharedStretchPercent(const Workspace& ws, const std::vector<std::uint32_t>& group) {
   std::vector<LinkId> links;
   for (const std::uint32_t k : group) {
     links.insert(links.end(), ws.jobs[k].shape.links.begin(), ws.jobs[k].shape.links.end());
@@ -131,14 +130,14 @@ std::int64_t shared_stretch_percent(const Workspace& ws, const std::vector<std::
         const JobShape& shape = ws.jobs[o.job].shape;
         if (std::find(group.begin(), group.end(), o.job) == group.end()) {
           const Nanos t = ws.slots[o.job].period;
-          fixed += static_cast<double>(shape.w + gap_at(shape, t)) / static_cast<double>(t);
+          fixed += static_cast<double>(shape.w + GapAt(shape, t)) / static_cast<double>(t);
         }
       }
       for (const std::uint32_t k : group) {
         const JobShape& shape = ws.jobs[k].shape;
         if (std::binary_search(shape.links.begin(), shape.links.end(), l)) {
-          const auto t = static_cast<Nanos>(guess * static_cast<double>(shape.T0));
-          own += static_cast<double>(shape.w + gap_at(shape, t)) / static_cast<double>(shape.T0);
+          const auto t = static_cast<Nanos>(guess * static_cast<double>(shape.t0));
+          own += static_cast<double>(shape.w + GapAt(shape, t)) / static_cast<double>(shape.t0);
         }
       }
       if (fixed >= 1.0) return 1e9;
@@ -174,11 +173,11 @@ std::int64_t shared_stretch_percent(const Workspace& ws, const std::vector<std::
 // one job) and within max_stretch; it is kept only when the class then serves more load (stage
 // 1: the stretch lowers every member's w/T).
 // Returns the neighbours that moved.
-std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
-  const std::vector<std::uint32_t> victims = neighbours_up_to(ws, j);
+std::vector<std::uint32_t> RepackAround(Workspace& ws, std::uint32_t j) {
+  const std::vector<std::uint32_t> victims = NeighboursUpTo(ws, j);
   if (victims.empty()) return {};
-  const bool among_equals = neighbours_below(ws, j, false).empty();
-  const double ungated = ungated_cost(ws, ws.jobs[j].shape);
+  const bool among_equals = NeighboursBelow(ws, j, false).empty();
+  const double ungated = UngatedCost(ws, ws.jobs[j].shape);
   struct Saved {
     std::uint32_t job;
     Slot slot;
@@ -190,44 +189,44 @@ std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
   all.push_back(j);
   auto attempt = [&](const std::vector<std::uint32_t>& order) {
     for (const Saved& s : saved) {
-      ws.unplace(s.job);
+      ws.Unplace(s.job);
       ws.slots[s.job].has_prev = false;  // packed like new jobs, as tight as they go
       ws.jobs[s.job].job.next_phase_ns = kUnknownPhase;
     }
     bool ok = true;
     for (const std::uint32_t k : order) {
-      place_job(ws, k);
+      PlaceJob(ws, k);
       ok = ok && ws.slots[k].state == SlotState::kGated;
     }
     return ok;
   };
-  std::vector<std::uint32_t> order = placement_order(ws, all);
+  std::vector<std::uint32_t> order = PlacementOrder(ws, all);
   bool ok = attempt(order);
   if (!ok) {
     std::stable_sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
       const int px = ws.jobs[x].job.priority;
       const int py = ws.jobs[y].job.priority;
-      return px != py ? px > py : ws.jobs[x].shape.T0 > ws.jobs[y].shape.T0;
+      return px != py ? px > py : ws.jobs[x].shape.t0 > ws.jobs[y].shape.t0;
     });
     ok = attempt(order);
   }
   if (!ok && among_equals) {
-    const std::int64_t percent = shared_stretch_percent(ws, all);
+    const std::int64_t percent = SharedStretchPercent(ws, all);
     bool within = percent > 0;
     for (const std::uint32_t k : all) {
       const JobShape& shape = ws.jobs[k].shape;
-      within = within && static_cast<double>((shape.T0 * percent + 99) / 100) <=
-                             ws.options.max_stretch * static_cast<double>(shape.P);
+      within = within && static_cast<double>((shape.t0 * percent + 99) / 100) <=
+                             ws.options.max_stretch * static_cast<double>(shape.p);
     }
     if (within) {
       std::vector<Nanos> natural_t0;
       for (const std::uint32_t k : all) {  // the group's shortest period, for this try only
         JobShape& shape = ws.jobs[k].shape;
-        natural_t0.push_back(shape.T0);
-        shape.T0 = (shape.T0 * percent + 99) / 100;
+        natural_t0.push_back(shape.t0);
+        shape.t0 = (shape.t0 * percent + 99) / 100;
       }
       ok = attempt(order);
-      for (std::size_t i = 0; i < all.size(); ++i) ws.jobs[all[i]].shape.T0 = natural_t0[i];
+      for (std::size_t i = 0; i < all.size(); ++i) ws.jobs[all[i]].shape.t0 = natural_t0[i];
       // The periods the members got (one that found no room at s·T0 takes a harmonic of
       // another's, which may stretch it more), against what they had.
       double added_cost = 0.0;
@@ -236,10 +235,10 @@ std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
       for (const Saved& s : saved) {
         const JobShape& shape = ws.jobs[s.job].shape;
         const Nanos now = ws.slots[s.job].period;
-        added_cost += stretch_cost(shape, now);
+        added_cost += StretchCost(shape, now);
         after_served += static_cast<double>(shape.w) / static_cast<double>(now);
         if (s.slot.state == SlotState::kGated) {
-          added_cost -= stretch_cost(shape, s.slot.period);
+          added_cost -= StretchCost(shape, s.slot.period);
           before_served += static_cast<double>(shape.w) / static_cast<double>(s.slot.period);
         }
       }
@@ -248,12 +247,12 @@ std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
     }
   }
   if (!ok) {  // no gain: restore
-    for (const std::uint32_t k : all) ws.unplace(k);
+    for (const std::uint32_t k : all) ws.Unplace(k);
     for (const Saved& s : saved) {
       if (s.slot.state == SlotState::kGated) {
-        ws.place_gated(s.job, s.slot.period, s.slot.offset);
+        ws.PlaceGated(s.job, s.slot.period, s.slot.offset);
       } else if (s.slot.state == SlotState::kBestEffort) {
-        ws.place_best_effort(s.job, s.slot.period, s.slot.offset, s.slot.drifting);
+        ws.PlaceBestEffort(s.job, s.slot.period, s.slot.offset, s.slot.drifting);
       }
       ws.slots[s.job] = s.slot;
     }
@@ -275,12 +274,12 @@ std::vector<std::uint32_t> repack_around(Workspace& ws, std::uint32_t j) {
 }
 
 // Throws std::invalid_argument with every defect validate() finds.
-void require_valid(const Topology& topology, const std::vector<Job>& jobs) {
+void RequireValid(const Topology& topology, const std::vector<Job>& jobs) {
   std::vector<std::string> errors;
   if (jobs.size() == 1) {
-    validate_job(topology, jobs.front(), errors);  // no copy of the topology on the hot path
+    ValidateJob(topology, jobs.front(), errors);  // no copy of the topology on the hot path
   } else {
-    errors = validate(Problem{topology, jobs});
+    errors = Validate(Problem{topology, jobs});
   }
   if (errors.empty()) return;
   std::string message = "metronome planner: invalid input:";
@@ -290,15 +289,15 @@ void require_valid(const Topology& topology, const std::vector<Job>& jobs) {
 
 }  // namespace detail
 
-using detail::refresh_best_effort;
+using detail::RefreshBestEffort;
 using detail::Workspace;
 
-Plan plan(const Problem& problem, const PlannerOptions& options, const Plan* current) {
-  detail::require_valid(problem.topology, problem.jobs);
+Plan MakePlan(const Problem& problem, const PlannerOptions& options, const Plan* current) {
+  detail::RequireValid(problem.topology, problem.jobs);
   Workspace ws(problem.topology, options);
-  detail::load_jobs(ws, problem.jobs, current);
-  detail::run_greedy(ws);
-  return detail::evaluate(ws);
+  detail::LoadJobs(ws, problem.jobs, current);
+  detail::RunGreedy(ws);
+  return detail::Evaluate(ws);
 }
 
 namespace detail {
@@ -306,7 +305,7 @@ namespace detail {
 // Job::next_phase_ns is a hint for the moment a job is added; a later re-plan of the job
 // (after another job leaves, in a repack, in the offline search) must not aim at a phase long
 // past.
-void forget_next_phases(Workspace& ws) {
+void ForgetNextPhases(Workspace& ws) {
   for (ResolvedJob& r : ws.jobs) r.job.next_phase_ns = kUnknownPhase;
 }
 
@@ -318,110 +317,110 @@ OnlinePlanner::~OnlinePlanner() = default;
 OnlinePlanner::OnlinePlanner(OnlinePlanner&&) noexcept = default;
 OnlinePlanner& OnlinePlanner::operator=(OnlinePlanner&&) noexcept = default;
 
-void OnlinePlanner::plan_all(const std::vector<Job>& jobs, const Plan* current) {
-  detail::require_valid(ws_->topology, jobs);
+void OnlinePlanner::PlanAll(const std::vector<Job>& jobs, const Plan* current) {
+  detail::RequireValid(ws_->topology, jobs);
   auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
   fresh->contention_memo = std::move(ws_->contention_memo);  // keyed by inputs: still valid
   fresh->slack_memo = std::move(ws_->slack_memo);
-  detail::load_jobs(*fresh, jobs, current);
-  detail::run_greedy(*fresh);
-  detail::forget_next_phases(*fresh);
+  detail::LoadJobs(*fresh, jobs, current);
+  detail::RunGreedy(*fresh);
+  detail::ForgetNextPhases(*fresh);
   ws_ = std::move(fresh);
 }
 
-void OnlinePlanner::adopt(const std::vector<Job>& jobs, const Plan& plan) {
-  detail::require_valid(ws_->topology, jobs);
+void OnlinePlanner::Adopt(const std::vector<Job>& jobs, const Plan& plan) {
+  detail::RequireValid(ws_->topology, jobs);
   auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
   fresh->contention_memo = std::move(ws_->contention_memo);  // keyed by inputs: still valid
   fresh->slack_memo = std::move(ws_->slack_memo);
-  detail::load_jobs(*fresh, jobs, &plan);
+  detail::LoadJobs(*fresh, jobs, &plan);
   std::vector<std::uint32_t> missing;
   for (std::uint32_t j = 0; j < fresh->jobs.size(); ++j) {
     detail::Slot& s = fresh->slots[j];
     if (!s.has_prev) {
       missing.push_back(j);
     } else if (s.prev_gated) {
-      fresh->place_gated(j, s.prev_period, s.prev_offset);
+      fresh->PlaceGated(j, s.prev_period, s.prev_offset);
       s.movable = false;
     } else {
-      fresh->place_best_effort(j, s.prev_period, s.prev_offset, s.prev_drifting);
+      fresh->PlaceBestEffort(j, s.prev_period, s.prev_offset, s.prev_drifting);
     }
   }
-  for (const std::uint32_t j : detail::placement_order(*fresh, missing)) {
-    detail::place_job(*fresh, j);
+  for (const std::uint32_t j : detail::PlacementOrder(*fresh, missing)) {
+    detail::PlaceJob(*fresh, j);
   }
-  detail::relax_cushions(*fresh, missing, fresh->options.cushion_sweeps);
-  detail::forget_next_phases(*fresh);
+  detail::RelaxCushions(*fresh, missing, fresh->options.cushion_sweeps);
+  detail::ForgetNextPhases(*fresh);
   ws_ = std::move(fresh);
 }
 
-AddResult OnlinePlanner::add_job(const Job& job) {
-  detail::require_valid(ws_->topology, {job});
+AddResult OnlinePlanner::AddJob(const Job& job) {
+  detail::RequireValid(ws_->topology, {job});
   Workspace& ws = *ws_;
-  remove_job(job.id);
-  const std::uint32_t j = ws.add_job(job);
-  detail::place_job(ws, j);
+  RemoveJob(job.id);
+  const std::uint32_t j = ws.AddJob(job);
+  detail::PlaceJob(ws, j);
   std::vector<std::uint32_t> moved{j};
   if (ws.slots[j].state == detail::SlotState::kBestEffort) {
     // No free place. First, pack the job's equal- and lower-priority neighbours again with it.
-    std::vector<std::uint32_t> repacked = detail::repack_around(ws, j);
+    std::vector<std::uint32_t> repacked = detail::RepackAround(ws, j);
     if (ws.slots[j].state == detail::SlotState::kGated) {
       moved.insert(moved.end(), repacked.begin(), repacked.end());
     } else {
       // Still none: if it outranks gated jobs on its links, they are re-placed around it.
-      const std::vector<std::uint32_t> victims = detail::neighbours_below(ws, j, false);
+      const std::vector<std::uint32_t> victims = detail::NeighboursBelow(ws, j, false);
       if (!victims.empty()) {
-        detail::take_off(ws, victims);
-        detail::place_job(ws, j);
-        for (const std::uint32_t v : detail::placement_order(ws, victims)) {
-          if (detail::place_job(ws, v)) moved.push_back(v);
+        detail::TakeOff(ws, victims);
+        detail::PlaceJob(ws, j);
+        for (const std::uint32_t v : detail::PlacementOrder(ws, victims)) {
+          if (detail::PlaceJob(ws, v)) moved.push_back(v);
         }
       }
     }
   }
-  return finish_add(j, moved);
+  return FinishAdd(j, moved);
 }
 
-AddResult OnlinePlanner::add_job_first(const Job& job) {
-  detail::require_valid(ws_->topology, {job});
+AddResult OnlinePlanner::AddJobFirst(const Job& job) {
+  detail::RequireValid(ws_->topology, {job});
   Workspace& ws = *ws_;
-  remove_job(job.id);
-  const std::uint32_t j = ws.add_job(job);
+  RemoveJob(job.id);
+  const std::uint32_t j = ws.AddJob(job);
   // Its lower-priority neighbours leave its links, it takes its place among the jobs that
   // outrank or equal it, and they come back around it (each where it ran, if still free).
-  const std::vector<std::uint32_t> victims = detail::neighbours_below(ws, j, true);
-  detail::take_off(ws, victims);
-  detail::place_job(ws, j);
+  const std::vector<std::uint32_t> victims = detail::NeighboursBelow(ws, j, true);
+  detail::TakeOff(ws, victims);
+  detail::PlaceJob(ws, j);
   std::vector<std::uint32_t> moved{j};
   if (ws.slots[j].state == detail::SlotState::kBestEffort) {
     // Its equals fill its links: pack them again with it, as add_job does.
-    std::vector<std::uint32_t> repacked = detail::repack_around(ws, j);
+    std::vector<std::uint32_t> repacked = detail::RepackAround(ws, j);
     if (ws.slots[j].state == detail::SlotState::kGated) {
       moved.insert(moved.end(), repacked.begin(), repacked.end());
     }
   }
-  const std::vector<std::uint32_t> order = detail::placement_order(ws, victims);
+  const std::vector<std::uint32_t> order = detail::PlacementOrder(ws, victims);
   for (const std::uint32_t v : order) {
-    if (detail::place_job(ws, v)) moved.push_back(v);
+    if (detail::PlaceJob(ws, v)) moved.push_back(v);
   }
   if (ws.options.cushion) {
     // As in plan(): once stage 3 has spread the cushions, a neighbour left best-effort may fit.
-    detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
+    detail::RelaxCushions(ws, moved, ws.options.cushion_sweeps);
     for (const std::uint32_t v : order) {
       if (ws.slots[v].state != detail::SlotState::kBestEffort) continue;
-      detail::place_job(ws, v);
+      detail::PlaceJob(ws, v);
       if (ws.slots[v].state == detail::SlotState::kGated) moved.push_back(v);
     }
   }
-  return finish_add(j, moved);
+  return FinishAdd(j, moved);
 }
 
 // The end of an addition: cushions spread around the jobs that moved, best-effort windows that
 // they now hit re-aimed, and the result.
-AddResult OnlinePlanner::finish_add(std::uint32_t j, const std::vector<std::uint32_t>& moved) {
+AddResult OnlinePlanner::FinishAdd(std::uint32_t j, const std::vector<std::uint32_t>& moved) {
   Workspace& ws = *ws_;
   AddResult result;
-  detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
+  detail::RelaxCushions(ws, moved, ws.options.cushion_sweeps);
   // Best-effort windows that the new or moved windows now hit are re-aimed; the others stay.
   std::vector<std::uint32_t> moved_sorted = moved;
   std::sort(moved_sorted.begin(), moved_sorted.end());
@@ -435,7 +434,7 @@ AddResult OnlinePlanner::finish_add(std::uint32_t j, const std::vector<std::uint
         const detail::JobShape& shape = ws.jobs[b].shape;
         const auto k = static_cast<std::size_t>(
             std::lower_bound(shape.links.begin(), shape.links.end(), l) - shape.links.begin());
-        detail::overlaps(ws, shape, k, bs.period, bs.offset, hits);
+        detail::Overlaps(ws, shape, k, bs.period, bs.offset, hits);
         for (const detail::Overlap& h : hits) {
           if (std::binary_search(moved_sorted.begin(), moved_sorted.end(), h.job)) {
             touched.push_back(b);
@@ -447,58 +446,58 @@ AddResult OnlinePlanner::finish_add(std::uint32_t j, const std::vector<std::uint
   }
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  refresh_best_effort(ws, touched);
+  RefreshBestEffort(ws, touched);
   for (const std::uint32_t m : moved) {
     if (m != j) result.changed.push_back(ws.jobs[m].job.id);
   }
   std::sort(result.changed.begin(), result.changed.end());
   result.changed.erase(std::unique(result.changed.begin(), result.changed.end()),
                        result.changed.end());
-  result.job = detail::job_entry(ws, j);
+  result.job = detail::JobEntry(ws, j);
   ws.jobs[j].job.next_phase_ns = kUnknownPhase;  // a hint for this addition only
   return result;
 }
 
-void OnlinePlanner::remove_job(JobId id) {
+void OnlinePlanner::RemoveJob(JobId id) {
   Workspace& ws = *ws_;
-  const std::int32_t found = ws.find(id);
+  const std::int32_t found = ws.Find(id);
   if (found < 0) return;
   const auto j = static_cast<std::uint32_t>(found);
   const std::vector<LinkId> links = ws.jobs[j].shape.links;
-  ws.kill_job(j);
+  ws.KillJob(j);
   // Best-effort and stretched jobs on the freed links may now fit or shrink; the rest stay.
   std::vector<std::uint32_t> review;
   for (const LinkId l : links) {
     for (const std::uint32_t k : ws.link_best_effort[l]) review.push_back(k);
     for (const auto& o : ws.link_jobs[l]) {
-      if (ws.slots[o.job].period > ws.jobs[o.job].shape.T0) review.push_back(o.job);
+      if (ws.slots[o.job].period > ws.jobs[o.job].shape.t0) review.push_back(o.job);
     }
   }
   std::sort(review.begin(), review.end());
   review.erase(std::unique(review.begin(), review.end()), review.end());
   std::vector<std::uint32_t> moved;
   std::vector<std::uint32_t> unaimed;  // best-effort jobs that lost their window
-  for (const std::uint32_t k : detail::placement_order(ws, review)) {
-    detail::mark_running(ws, k);
-    if (detail::place_job(ws, k)) moved.push_back(k);
+  for (const std::uint32_t k : detail::PlacementOrder(ws, review)) {
+    detail::MarkRunning(ws, k);
+    if (detail::PlaceJob(ws, k)) moved.push_back(k);
     const detail::Slot& s = ws.slots[k];
     if (!s.prev_gated && s.state == detail::SlotState::kGated) moved.push_back(k);
     if (s.state == detail::SlotState::kBestEffort && s.drifting) unaimed.push_back(k);
   }
-  detail::relax_cushions(ws, moved, ws.options.cushion_sweeps);
-  refresh_best_effort(ws, unaimed);
+  detail::RelaxCushions(ws, moved, ws.options.cushion_sweeps);
+  RefreshBestEffort(ws, unaimed);
 }
 
-Plan OnlinePlanner::snapshot() const {
-  return detail::evaluate(*ws_);
+Plan OnlinePlanner::Snapshot() const {
+  return detail::Evaluate(*ws_);
 }
 
-const Job* OnlinePlanner::find(JobId id) const {
-  const std::int32_t j = ws_->find(id);
+const Job* OnlinePlanner::Find(JobId id) const {
+  const std::int32_t j = ws_->Find(id);
   return j < 0 ? nullptr : &ws_->jobs[static_cast<std::uint32_t>(j)].job;
 }
 
-std::vector<Job> OnlinePlanner::jobs() const {
+std::vector<Job> OnlinePlanner::Jobs() const {
   std::vector<Job> out;
   for (const auto& r : ws_->jobs) {
     if (r.alive) out.push_back(r.job);
@@ -506,10 +505,10 @@ std::vector<Job> OnlinePlanner::jobs() const {
   return out;
 }
 
-const Topology& OnlinePlanner::topology() const {
+const Topology& OnlinePlanner::GetTopology() const {
   return ws_->topology;
 }
-const PlannerOptions& OnlinePlanner::options() const {
+const PlannerOptions& OnlinePlanner::Options() const {
   return ws_->options;
 }
 

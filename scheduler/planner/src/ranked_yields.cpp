@@ -1,4 +1,4 @@
-#include "metronome/planner/ranked_yields.h"
+#include "metronome/planner/ranked_yields.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -8,7 +8,7 @@ namespace metronome::planner {
 
 namespace {
 
-bool gated(const JobPlan& p) {
+bool Gated(const JobPlan& p) {
   return !p.best_effort && !AlwaysOpen(p.timetable);
 }
 
@@ -19,14 +19,14 @@ struct LinkUsers {
   std::vector<std::vector<std::size_t>> users;  // by link
 
   LinkUsers(const Topology& topology, const std::vector<Job>& jobs, const Plan& plan)
-      : job(plan.jobs.size(), nullptr), links(plan.jobs.size()), users(topology.link_count()) {
+      : job(plan.jobs.size(), nullptr), links(plan.jobs.size()), users(topology.LinkCount()) {
     std::unordered_map<JobId, const Job*> by_id;
     for (const Job& j : jobs) by_id.emplace(j.id, &j);
     for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
       const auto it = by_id.find(plan.jobs[i].id);
       if (it == by_id.end()) continue;
       job[i] = it->second;
-      links[i] = job_links(topology, *job[i]);
+      links[i] = JobLinks(topology, *job[i]);
       for (const LinkId l : links[i]) users[l].push_back(i);
     }
   }
@@ -34,16 +34,16 @@ struct LinkUsers {
 
 }  // namespace
 
-bool ranks_above(int a_priority, int b_priority) {
+bool RanksAbove(int a_priority, int b_priority) {
   return a_priority > b_priority;
 }
 
-bool slows_materially(double a_rate, double b_rate, double capacity) {
+bool SlowsMaterially(double a_rate, double b_rate, double capacity) {
   return a_rate + b_rate - capacity > 0.25 * a_rate;
 }
 
-std::vector<JobYields> ranked_yields(const Topology& topology, const std::vector<Job>& jobs,
-                                     const Plan& plan, const PlannerOptions& options) {
+std::vector<JobYields> RankedYields(const Topology& topology, const std::vector<Job>& jobs,
+                                    const Plan& plan, const PlannerOptions& options) {
   const std::size_t n = plan.jobs.size();
   const LinkUsers u(topology, jobs, plan);
   std::vector<JobYields> out(n);
@@ -55,7 +55,7 @@ std::vector<JobYields> ranked_yields(const Topology& topology, const std::vector
   for (std::size_t b = 0; b < n; ++b) {
     if (u.job[b] == nullptr) continue;
     const Job& jb = *u.job[b];
-    const bool b_gated = gated(plan.jobs[b]);
+    const bool b_gated = Gated(plan.jobs[b]);
     above.clear();
     meets.clear();
     // The share of the wire the job expects between the windows it yields to: the others that
@@ -63,7 +63,7 @@ std::vector<JobYields> ranked_yields(const Topology& topology, const std::vector
     // cycles say (on its busiest link).
     double sharing = 1.0;
     for (const LinkId l : u.links[b]) {
-      const double capacity = topology.link(l).capacity_bps;
+      const double capacity = topology.GetLink(l).capacity_bps;
       const double b_rate = std::min(jb.profile.beta_bps, capacity);
       double others = 0.0;
       for (const std::size_t a : u.users[l]) {
@@ -71,16 +71,16 @@ std::vector<JobYields> ranked_yields(const Topology& topology, const std::vector
         const double a_rate = std::min(u.job[a]->profile.beta_bps, capacity);
         // Side by side within the capacity: nothing to yield, nothing shared.
         if (a_rate + b_rate <= capacity * (1 + 1e-9)) continue;
-        const bool a_gated = gated(plan.jobs[a]);
-        if (a_gated && !b_gated && slows_materially(a_rate, b_rate, capacity) &&
+        const bool a_gated = Gated(plan.jobs[a]);
+        if (a_gated && !b_gated && SlowsMaterially(a_rate, b_rate, capacity) &&
             std::find(meets.begin(), meets.end(), a) == meets.end()) {
           meets.push_back(a);
         }
-        if (!a_gated || !ranks_above(u.job[a]->priority, jb.priority)) {
-          others += u.job[a]->profile.duty_cycle();
+        if (!a_gated || !RanksAbove(u.job[a]->priority, jb.priority)) {
+          others += u.job[a]->profile.DutyCycle();
           continue;
         }
-        if (!slows_materially(a_rate, b_rate, capacity)) continue;
+        if (!SlowsMaterially(a_rate, b_rate, capacity)) continue;
         if (std::find(above.begin(), above.end(), a) == above.end()) above.push_back(a);
       }
       sharing = std::max(sharing, 1.0 + others);
@@ -127,7 +127,7 @@ std::vector<JobYields> ranked_yields(const Topology& topology, const std::vector
   }
   for (std::size_t a = 0; a < n; ++a) {
     out[a].yielded_to =
-        u.job[a] != nullptr && gated(plan.jobs[a]) && met[a] > 0 && met[a] == covered[a];
+        u.job[a] != nullptr && Gated(plan.jobs[a]) && met[a] > 0 && met[a] == covered[a];
   }
   return out;
 }

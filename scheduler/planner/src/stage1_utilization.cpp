@@ -17,16 +17,16 @@
 #include <iterator>
 #include <numeric>
 
-#include "workspace.h"
+#include "workspace.hpp"
 
 namespace metronome::planner::detail {
 
-std::vector<std::uint32_t> placement_order(const Workspace& ws,
-                                           const std::vector<std::uint32_t>& js) {
+std::vector<std::uint32_t> PlacementOrder(const Workspace& ws,
+                                          const std::vector<std::uint32_t>& js) {
   std::vector<std::uint32_t> order = js;
   auto load = [&](std::uint32_t j) {
     const JobShape& s = ws.jobs[j].shape;
-    return static_cast<double>(s.w) / static_cast<double>(s.P) *
+    return static_cast<double>(s.w) / static_cast<double>(s.p) *
            static_cast<double>(s.links.size());
   };
   std::stable_sort(order.begin(), order.end(), [&](std::uint32_t x, std::uint32_t y) {
@@ -54,12 +54,12 @@ std::vector<std::uint32_t> placement_order(const Workspace& ws,
   return order;
 }
 
-bool first_fit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_period) {
+bool FirstFit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_period) {
   static thread_local std::vector<Nanos> periods;
-  ws.candidate_periods(shape, periods);
+  ws.CandidatePeriods(shape, periods);
   for (const Nanos t : periods) {
     if (max_period > 0 && t > max_period) break;
-    ws.free_ranges(shape, t, fit.ranges);
+    ws.FreeRanges(shape, t, fit.ranges);
     if (fit.ranges.empty()) continue;
     if (ws.rng != nullptr && std::uniform_int_distribution<int>(0, 9)(*ws.rng) == 0) {
       continue;  // offline search: now and then try a longer period
@@ -84,7 +84,7 @@ namespace {
 // job being placed sweeps it (nearly) evenly: it cannot be aimed at or away from.
 constexpr Nanos kMaxFoldCopies = 16;
 
-Nanos circular_overlap(Nanos x, Nanos w, Nanos s, Nanos len, Nanos t) {
+Nanos CircularOverlap(Nanos x, Nanos w, Nanos s, Nanos len, Nanos t) {
   Nanos total = 0;
   for (Nanos k = -1; k * t <= len + t; ++k) {
     const Nanos lo = std::max(x, s + k * t);
@@ -97,7 +97,7 @@ Nanos circular_overlap(Nanos x, Nanos w, Nanos s, Nanos len, Nanos t) {
 // Calls f(job, height) for every window on link l, gated or best-effort (a drifting one too),
 // with its rectangle's height there; f returns false to stop. Returns false if f stopped.
 template <class F>
-bool each_window(const Workspace& ws, LinkId l, F&& f) {
+bool EachWindow(const Workspace& ws, LinkId l, F&& f) {
   for (const auto& o : ws.link_jobs[l]) {
     if (!f(o.job, o.height)) return false;
   }
@@ -113,12 +113,12 @@ bool each_window(const Workspace& ws, LinkId l, F&& f) {
 }  // namespace
 
 // Every other window on one link, folded onto the circle of period t.
-void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
-               std::vector<Folded>& out) {
+void FoldLink(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
+              std::vector<Folded>& out) {
   const LinkId l = shape.links[k];
-  const double capacity = ws.topology.link(l).capacity_bps;
+  const double capacity = ws.topology.GetLink(l).capacity_bps;
   const double h = shape.height[k];
-  each_window(ws, l, [&](std::uint32_t i, double hi) {
+  EachWindow(ws, l, [&](std::uint32_t i, double hi) {
     if (static_cast<std::int32_t>(i) == shape.self) return true;
     const Slot& s = ws.slots[i];
     if (s.drifting) return true;
@@ -142,21 +142,21 @@ void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos 
         static_cast<double>(g) / (static_cast<double>(t) * static_cast<double>(s.period));
     const double coef = ws.jobs[i].shape.weight * excess * scale;
     for (Nanos a = s.offset; a < s.offset + t; a += g) {
-      out.push_back({mod(a, t), wi, coef, i, excess, scale});
+      out.push_back({Mod(a, t), wi, coef, i, excess, scale});
     }
     return true;
   });
 }
 
-void cost_curve(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
-                CostCurve& out) {
+void ComputeCostCurve(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
+                      CostCurve& out) {
   static thread_local std::vector<Folded> arcs;
   arcs.clear();
-  fold_link(ws, shape, k, t, arcs);
-  cost_curve(arcs, shape.w, t, out);
+  FoldLink(ws, shape, k, t, arcs);
+  ComputeCostCurve(arcs, shape.w, t, out);
 }
 
-void cost_curve(const std::vector<Folded>& arcs, Nanos w, Nanos t, CostCurve& out) {
+void ComputeCostCurve(const std::vector<Folded>& arcs, Nanos w, Nanos t, CostCurve& out) {
   out.c0 = 0.0;
   out.slope0 = 0.0;
   out.bends.clear();
@@ -164,21 +164,21 @@ void cost_curve(const std::vector<Folded>& arcs, Nanos w, Nanos t, CostCurve& ou
   // meet an arc's edges (four bends per arc). Value and slope are taken at x = 0+.
   for (const Folded& a : arcs) {
     if (a.len >= t || w >= t) continue;  // covers the circle: (nearly) the same for every x
-    out.bends.emplace_back(mod(a.start - w, t), a.coef);
+    out.bends.emplace_back(Mod(a.start - w, t), a.coef);
     out.bends.emplace_back(a.start, -a.coef);
-    out.bends.emplace_back(mod(a.start + a.len - w, t), -a.coef);
-    out.bends.emplace_back(mod(a.start + a.len, t), a.coef);
-    out.c0 += a.coef * static_cast<double>(circular_overlap(0, w, a.start, a.len, t));
+    out.bends.emplace_back(Mod(a.start + a.len - w, t), -a.coef);
+    out.bends.emplace_back(Mod(a.start + a.len, t), a.coef);
+    out.c0 += a.coef * static_cast<double>(CircularOverlap(0, w, a.start, a.len, t));
     const auto inside = [&](Nanos lo, Nanos hi) {  // 0 ∈ [lo, hi) on the circle
-      return mod(-lo, t) < mod(hi - lo, t);
+      return Mod(-lo, t) < Mod(hi - lo, t);
     };
-    if (inside(mod(a.start - w, t), a.start)) out.slope0 += a.coef;
-    if (inside(mod(a.start + a.len - w, t), mod(a.start + a.len, t))) out.slope0 -= a.coef;
+    if (inside(Mod(a.start - w, t), a.start)) out.slope0 += a.coef;
+    if (inside(Mod(a.start + a.len - w, t), Mod(a.start + a.len, t))) out.slope0 -= a.coef;
   }
   std::sort(out.bends.begin(), out.bends.end());
 }
 
-Nanos minimize_curves(std::span<const CostCurve* const> curves, Nanos t) {
+Nanos MinimizeCurves(std::span<const CostCurve* const> curves, Nanos t) {
   (void)t;
   static thread_local std::vector<std::pair<Nanos, double>> merged;
   static thread_local std::vector<std::pair<Nanos, double>> scratch;
@@ -217,11 +217,11 @@ namespace {
 // links has a period commensurate with t (at most kMaxFoldCopies positions on the circle).
 // Otherwise those windows sweep across it whatever its offset, and holding the job to a window
 // would only cost it its gate waits.
-bool aimable(const Workspace& ws, const JobShape& shape, Nanos t) {
+bool Aimable(const Workspace& ws, const JobShape& shape, Nanos t) {
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
-    const double capacity = ws.topology.link(l).capacity_bps;
-    const bool related = each_window(ws, l, [&](std::uint32_t i, double hi) {
+    const double capacity = ws.topology.GetLink(l).capacity_bps;
+    const bool related = EachWindow(ws, l, [&](std::uint32_t i, double hi) {
       if (static_cast<std::int32_t>(i) == shape.self || ws.slots[i].drifting) return true;
       if (shape.height[k] + hi <= capacity * (1 + 1e-9)) return true;  // they stack
       return t / std::gcd(t, ws.slots[i].period) <= kMaxFoldCopies;
@@ -234,11 +234,11 @@ bool aimable(const Workspace& ws, const JobShape& shape, Nanos t) {
 // Stage 2's cost of a best-effort window of the shape at period t and offset x, per unit time:
 // its stretch, and its overlap with each window it cannot stack with, weighted by both jobs'
 // π (the overlap slows both transfers) and by the excess height.
-double aimed_cost(const Workspace& ws, const JobShape& shape, Nanos t, Nanos x) {
-  double cost = stretch_cost(shape, t);
+double AimedCost(const Workspace& ws, const JobShape& shape, Nanos t, Nanos x) {
+  double cost = StretchCost(shape, t);
   static thread_local std::vector<Overlap> ov;
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
-    overlaps(ws, shape, k, t, x, ov);
+    Overlaps(ws, shape, k, t, x, ov);
     for (const Overlap& o : ov) {
       cost += (ws.jobs[o.job].shape.weight + shape.weight) * o.excess * o.share;
     }
@@ -248,13 +248,13 @@ double aimed_cost(const Workspace& ws, const JobShape& shape, Nanos t, Nanos x) 
 
 // The same for the job drifting ungated at P: it meets each of those windows at a random phase,
 // for the product of their duty cycles.
-double drifting_cost(const Workspace& ws, const JobShape& shape) {
-  const double d = static_cast<double>(shape.w) / static_cast<double>(shape.P);
+double DriftingCost(const Workspace& ws, const JobShape& shape) {
+  const double d = static_cast<double>(shape.w) / static_cast<double>(shape.p);
   double cost = 0.0;
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
-    const double capacity = ws.topology.link(l).capacity_bps;
-    each_window(ws, l, [&](std::uint32_t i, double hi) {
+    const double capacity = ws.topology.GetLink(l).capacity_bps;
+    EachWindow(ws, l, [&](std::uint32_t i, double hi) {
       const Slot& s = ws.slots[i];
       if (static_cast<std::int32_t>(i) == shape.self || s.drifting) return true;
       const double excess = (shape.height[k] + hi - capacity) / capacity;
@@ -269,76 +269,76 @@ double drifting_cost(const Workspace& ws, const JobShape& shape) {
 }
 
 // The offset at which a window of period t overlaps the least priority-weighted traffic.
-Nanos aim(const Workspace& ws, const JobShape& shape, Nanos t) {
+Nanos Aim(const Workspace& ws, const JobShape& shape, Nanos t) {
   static thread_local std::vector<CostCurve> curves;
   static thread_local std::vector<const CostCurve*> pointers;
   curves.resize(std::max(curves.size(), shape.links.size()));
   pointers.clear();
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
-    cost_curve(ws, shape, k, t, curves[k]);
+    ComputeCostCurve(ws, shape, k, t, curves[k]);
     pointers.push_back(&curves[k]);
   }
-  return minimize_curves(pointers, t);
+  return MinimizeCurves(pointers, t);
 }
 
 // The period a best-effort window of this shape could be aimed at, or 0.
-Nanos aimed_period(const Workspace& ws, const JobShape& shape) {
+Nanos AimedPeriod(const Workspace& ws, const JobShape& shape) {
   static thread_local std::vector<Nanos> periods;
-  ws.candidate_periods(shape, periods);
+  ws.CandidatePeriods(shape, periods);
   if (periods.empty()) return 0;
   const Nanos t = periods.front();
   // A stretched window is only worth it when the stretch costs less than running ungated at
   // P would (see stretch_bound in stage2_latency.cpp).
-  if (t > stretch_bound(ws, shape) || !aimable(ws, shape, t)) return 0;
+  if (t > StretchBound(ws, shape) || !Aimable(ws, shape, t)) return 0;
   return t;
 }
 
 }  // namespace
 
-bool best_effort_unaimable(const Workspace& ws, const JobShape& shape) {
-  return aimed_period(ws, shape) == 0;
+bool BestEffortUnaimable(const Workspace& ws, const JobShape& shape) {
+  return AimedPeriod(ws, shape) == 0;
 }
 
 // Aimed only when that avoids more overlap than its headroom costs: where the windows it cannot
 // stack with cover its circle, the aimed window meets them as much as a drifting one would, and
 // holding the job to it only adds the headroom and gate waits (on heterogeneous-13, aimed
 // best-effort jobs waited 3–13 ms per iteration at their gates and their phases were no faster).
-BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape) {
+BestEffortSlot ComputeBestEffortSlot(const Workspace& ws, const JobShape& shape) {
   BestEffortSlot slot;
-  slot.period = shape.P;  // drifting: ungated at its natural pace
-  const Nanos t = aimed_period(ws, shape);
+  slot.period = shape.p;  // drifting: ungated at its natural pace
+  const Nanos t = AimedPeriod(ws, shape);
   if (t == 0) return slot;
-  const Nanos x = aim(ws, shape, t);
-  if (aimed_cost(ws, shape, t, x) >= drifting_cost(ws, shape)) return slot;
+  const Nanos x = Aim(ws, shape, t);
+  if (AimedCost(ws, shape, t, x) >= DriftingCost(ws, shape)) return slot;
   slot = {t, x, false};
   return slot;
 }
 
-void refresh_best_effort(Workspace& ws, const std::vector<std::uint32_t>& js) {
+void RefreshBestEffort(Workspace& ws, const std::vector<std::uint32_t>& js) {
   std::vector<std::uint32_t> be;
   for (const std::uint32_t j : js) {
     if (ws.slots[j].state == SlotState::kBestEffort) be.push_back(j);
   }
-  for (const std::uint32_t j : placement_order(ws, be)) {
-    ws.unplace(j);
-    const BestEffortSlot slot = best_effort_slot(ws, ws.jobs[j].shape);
-    ws.place_best_effort(j, slot.period, slot.offset, slot.drifting);
+  for (const std::uint32_t j : PlacementOrder(ws, be)) {
+    ws.Unplace(j);
+    const BestEffortSlot slot = ComputeBestEffortSlot(ws, ws.jobs[j].shape);
+    ws.PlaceBestEffort(j, slot.period, slot.offset, slot.drifting);
   }
 }
 
-void overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
+void Overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
               Nanos offset, std::vector<Overlap>& out) {
   static thread_local std::vector<Folded> arcs;
   arcs.clear();
-  fold_link(ws, shape, link_index, period, arcs);
-  overlaps(arcs, shape.w, period, offset, out);
+  FoldLink(ws, shape, link_index, period, arcs);
+  Overlaps(arcs, shape.w, period, offset, out);
 }
 
-void overlaps(const std::vector<Folded>& arcs, Nanos w, Nanos period, Nanos offset,
+void Overlaps(const std::vector<Folded>& arcs, Nanos w, Nanos period, Nanos offset,
               std::vector<Overlap>& out) {
   out.clear();
   for (const Folded& a : arcs) {
-    const Nanos ov = circular_overlap(mod(offset, period), w, a.start, a.len, period);
+    const Nanos ov = CircularOverlap(Mod(offset, period), w, a.start, a.len, period);
     if (ov <= 0) continue;
     const double share = static_cast<double>(ov) * a.scale;
     auto same =

@@ -20,28 +20,28 @@
 #include <algorithm>
 #include <limits>
 
-#include "workspace.h"
+#include "workspace.hpp"
 
 namespace metronome::planner::detail {
 
-double stretch_cost(const JobShape& shape, Nanos period) {
-  return shape.weight * static_cast<double>(period - shape.P) / static_cast<double>(shape.P);
+double StretchCost(const JobShape& shape, Nanos period) {
+  return shape.weight * static_cast<double>(period - shape.p) / static_cast<double>(shape.p);
 }
 
-double move_cost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset) {
+double MoveCost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset) {
   const Slot& s = ws.slots[j];
   if (!s.has_prev || !s.prev_gated) return 0.0;
-  const Nanos delay = mod(offset - s.prev_offset, period);
+  const Nanos delay = Mod(offset - s.prev_offset, period);
   if (delay == 0 && period == s.prev_period) return 0.0;
   const JobShape& shape = ws.jobs[j].shape;
   return ws.options.move_cost_weight * shape.weight * static_cast<double>(delay) /
-         static_cast<double>(shape.P);
+         static_cast<double>(shape.p);
 }
 
-bool outranked(const Workspace& ws, const JobShape& shape) {
+bool Outranked(const Workspace& ws, const JobShape& shape) {
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
-    const double capacity = ws.topology.link(l).capacity_bps;
+    const double capacity = ws.topology.GetLink(l).capacity_bps;
     for (const auto& o : ws.link_jobs[l]) {
       if (static_cast<std::int32_t>(o.job) == shape.self) continue;
       if (ws.jobs[o.job].job.priority > shape.priority &&
@@ -53,8 +53,8 @@ bool outranked(const Workspace& ws, const JobShape& shape) {
   return false;
 }
 
-double ungated_cost(const Workspace& ws, const JobShape& shape) {
-  const double d = static_cast<double>(shape.w) / static_cast<double>(shape.P);
+double UngatedCost(const Workspace& ws, const JobShape& shape) {
+  const double d = static_cast<double>(shape.w) / static_cast<double>(shape.p);
   double own = 0.0;
   double others = 0.0;
   // A neighbour met on several links is slowed once (its one transfer), not once per link.
@@ -62,7 +62,7 @@ double ungated_cost(const Workspace& ws, const JobShape& shape) {
   met.clear();
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
-    const double capacity = ws.topology.link(l).capacity_bps;
+    const double capacity = ws.topology.GetLink(l).capacity_bps;
     double busy = 0.0;  // share of time the link carries windows it cannot stack with
     for (const auto& o : ws.link_jobs[l]) {
       if (static_cast<std::int32_t>(o.job) == shape.self ||
@@ -77,114 +77,114 @@ double ungated_cost(const Workspace& ws, const JobShape& shape) {
       const double protect =
           other.priority > shape.priority ? ws.options.higher_priority_protection : 1.0;
       others +=
-          protect * other.weight * d * static_cast<double>(other.w) / static_cast<double>(other.P);
+          protect * other.weight * d * static_cast<double>(other.w) / static_cast<double>(other.p);
     }
     own = std::max(own, std::min(1.0, busy));
   }
   return shape.weight * d * own + others;
 }
 
-Nanos stretch_bound(const Workspace& ws, const JobShape& shape) {
-  const auto cap = static_cast<Nanos>(ws.options.max_stretch * static_cast<double>(shape.P));
-  const double worth = ungated_cost(ws, shape) / shape.weight;  // in units of (T − P)/P
-  const auto bound = shape.P + static_cast<Nanos>(worth * static_cast<double>(shape.P));
+Nanos StretchBound(const Workspace& ws, const JobShape& shape) {
+  const auto cap = static_cast<Nanos>(ws.options.max_stretch * static_cast<double>(shape.p));
+  const double worth = UngatedCost(ws, shape) / shape.weight;  // in units of (T − P)/P
+  const auto bound = shape.p + static_cast<Nanos>(worth * static_cast<double>(shape.p));
   // The jitter headroom (T0 − P) is never a stretch to justify: it is what gating costs.
-  return std::clamp(bound, shape.T0, std::max(cap, shape.T0));
+  return std::clamp(bound, shape.t0, std::max(cap, shape.t0));
 }
 
 namespace {
 
 // The free offset reached with the least delay after x: x itself when it is free.
-Nanos least_delay(const Fit& fit, Nanos x) {
+Nanos LeastDelay(const Fit& fit, Nanos x) {
   const Nanos t = fit.period;
-  x = mod(x, t);
+  x = Mod(x, t);
   Nanos best = 0;
   Nanos best_delay = std::numeric_limits<Nanos>::max();
   for (const FreeRange& r : fit.ranges) {
     if ((r.a <= x && x <= r.b) || (r.a <= x + t && x + t <= r.b)) return x;
-    const Nanos d = mod(r.a - x, t);
+    const Nanos d = Mod(r.a - x, t);
     if (d < best_delay) {
       best_delay = d;
       best = r.a;
     }
   }
-  return mod(best, t);
+  return Mod(best, t);
 }
 
 // Chooses an offset inside the free ranges of a fit.
-Nanos choose_offset(const Workspace& ws, std::uint32_t j, const Fit& fit) {
+Nanos ChooseOffset(const Workspace& ws, std::uint32_t j, const Fit& fit) {
   const Slot& s = ws.slots[j];
   const Nanos t = fit.period;
   // Running gated: least delay from where it was (the offline search explores, below).
-  if (s.has_prev && s.prev_gated && ws.rng == nullptr) return least_delay(fit, s.prev_offset);
+  if (s.has_prev && s.prev_gated && ws.rng == nullptr) return LeastDelay(fit, s.prev_offset);
   // Running ungated, its next phase known: least delay from when that phase comes, so that it
   // need not wait for its first window (a free place is worth more here than a tight one).
   const Nanos next_phase = ws.jobs[j].job.next_phase_ns;
-  if (next_phase != kUnknownPhase && ws.rng == nullptr) return least_delay(fit, next_phase);
+  if (next_phase != kUnknownPhase && ws.rng == nullptr) return LeastDelay(fit, next_phase);
   if (ws.rng != nullptr) {  // offline search: a random range, its start or a random point
     auto& rng = *ws.rng;
     const FreeRange& r =
         fit.ranges[std::uniform_int_distribution<std::size_t>(0, fit.ranges.size() - 1)(rng)];
-    if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) return mod(r.a, t);
-    return mod(std::uniform_int_distribution<Nanos>(r.a, r.b)(rng), t);
+    if (std::uniform_int_distribution<int>(0, 1)(rng) == 0) return Mod(r.a, t);
+    return Mod(std::uniform_int_distribution<Nanos>(r.a, r.b)(rng), t);
   }
   const FreeRange* best = &fit.ranges.front();  // best fit: the tightest range, at its start
   for (const FreeRange& r : fit.ranges) {
     if (r.b - r.a < best->b - best->a) best = &r;
   }
-  return mod(best->a, t);
+  return Mod(best->a, t);
 }
 
 }  // namespace
 
-bool place_job(Workspace& ws, std::uint32_t j) {
+bool PlaceJob(Workspace& ws, std::uint32_t j) {
   Slot& slot = ws.slots[j];
   const JobShape& shape = ws.jobs[j].shape;
   const bool running = slot.has_prev && slot.prev_gated;
   if (shape.links.empty()) {  // crosses no link: nothing to share, nothing to gate
-    ws.place_gated(j, shape.P, 0);
+    ws.PlaceGated(j, shape.p, 0);
     slot.movable = false;
     return false;
   }
-  ws.unplace(j);
+  ws.Unplace(j);
   bool can_stay = false;
   // Its place is still free (checked exactly, whatever the other periods): it may stay.
-  if (running && slot.prev_period >= shape.P &&
-      (slot.prev_period <= shape.T0 || static_cast<double>(slot.prev_period) <=
-                                           ws.options.max_stretch * static_cast<double>(shape.P))) {
+  if (running && slot.prev_period >= shape.p &&
+      (slot.prev_period <= shape.t0 || static_cast<double>(slot.prev_period) <=
+                                           ws.options.max_stretch * static_cast<double>(shape.p))) {
     FreeRange r;
-    can_stay = ws.range_containing(shape, slot.prev_period, slot.prev_offset, r);
+    can_stay = ws.RangeContaining(shape, slot.prev_period, slot.prev_offset, r);
   }
   if (can_stay && ws.rng != nullptr && std::uniform_int_distribution<int>(0, 3)(*ws.rng) == 0) {
     can_stay = false;  // offline search: sometimes explore moving a running job
   }
-  const double stay_cost = can_stay ? stretch_cost(shape, slot.prev_period) : 0.0;
+  const double stay_cost = can_stay ? StretchCost(shape, slot.prev_period) : 0.0;
   static thread_local Fit fit;
-  const Nanos bound = stretch_bound(ws, shape);
-  if (first_fit(ws, shape, fit, can_stay ? std::min(slot.prev_period, bound) : bound)) {
-    const Nanos offset = choose_offset(ws, j, fit);
-    const double cost = stretch_cost(shape, fit.period) + move_cost(ws, j, fit.period, offset);
+  const Nanos bound = StretchBound(ws, shape);
+  if (FirstFit(ws, shape, fit, can_stay ? std::min(slot.prev_period, bound) : bound)) {
+    const Nanos offset = ChooseOffset(ws, j, fit);
+    const double cost = StretchCost(shape, fit.period) + MoveCost(ws, j, fit.period, offset);
     if (!can_stay || cost < stay_cost - ws.options.min_move_gain) {
-      ws.place_gated(j, fit.period, offset);
+      ws.PlaceGated(j, fit.period, offset);
       // A window opened right where the job's next phase comes stays there (stage 3 slides the
       // others), as a running job that stays does: moving it would make that phase wait.
       const Nanos next_phase = ws.jobs[j].job.next_phase_ns;
       slot.movable = running || next_phase == kUnknownPhase || ws.rng != nullptr ||
-                     offset != mod(next_phase, fit.period);
+                     offset != Mod(next_phase, fit.period);
       return running;
     }
   }
   if (can_stay) {
-    ws.place_gated(j, slot.prev_period, slot.prev_offset);
+    ws.PlaceGated(j, slot.prev_period, slot.prev_offset);
     slot.movable = false;
     return false;
   }
   // Best-effort. One that already had a window keeps it (stays still); otherwise a placeholder
   // here, which refresh_best_effort() aims once the gated windows are final.
   if (slot.has_prev && !slot.prev_gated && !slot.prev_drifting) {
-    ws.place_best_effort(j, slot.prev_period, slot.prev_offset, false);
+    ws.PlaceBestEffort(j, slot.prev_period, slot.prev_offset, false);
   } else {
-    ws.place_best_effort(j, shape.P, 0, true);
+    ws.PlaceBestEffort(j, shape.p, 0, true);
   }
   slot.movable = false;
   return running;

@@ -27,11 +27,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "workspace.h"
+#include "workspace.hpp"
 
 namespace metronome::planner::detail {
 
-void relax_cushions(Workspace& ws, const std::vector<std::uint32_t>& js, int sweeps) {
+void RelaxCushions(Workspace& ws, const std::vector<std::uint32_t>& js, int sweeps) {
   if (!ws.options.cushion) return;  // the no-cushion ablation: windows stay packed
   // Per link: 0 not yet known, 1 carries an aimed best-effort window, 2 does not.
   std::vector<std::int8_t> aimed_here(ws.link_best_effort.size(), 0);
@@ -40,7 +40,7 @@ void relax_cushions(Workspace& ws, const std::vector<std::uint32_t>& js, int swe
     if (known == 0) {
       known = 2;
       for (const std::uint32_t b : ws.link_best_effort[l]) {
-        if (!best_effort_unaimable(ws, ws.jobs[b].shape)) {
+        if (!BestEffortUnaimable(ws, ws.jobs[b].shape)) {
           known = 1;
           break;
         }
@@ -57,28 +57,28 @@ void relax_cushions(Workspace& ws, const std::vector<std::uint32_t>& js, int swe
       for (const LinkId l : shape.links) oversubscribed = oversubscribed || keeps_slack_whole(l);
       if (oversubscribed) continue;
       FreeRange r;
-      if (!ws.range_containing(shape, slot.period, slot.offset, r) || r.unbounded) continue;
+      if (!ws.RangeContaining(shape, slot.period, slot.offset, r) || r.unbounded) continue;
       const double wp = r.pred >= 0 ? ws.jobs[static_cast<std::size_t>(r.pred)].shape.weight : 1.0;
       const double share = wp / (wp + shape.weight);
       const auto target =
           r.a + static_cast<Nanos>(std::llround(static_cast<double>(r.b - r.a) * share));
-      ws.set_offset(j, std::clamp(target, r.a, r.b));
+      ws.SetOffset(j, std::clamp(target, r.a, r.b));
     }
   }
 }
 
-Nanos late_slack(const Workspace& ws, std::uint32_t j, std::int64_t only_link) {
+Nanos LateSlack(const Workspace& ws, std::uint32_t j, std::int64_t only_link) {
   const Slot& slot = ws.slots[j];
   if (slot.state != SlotState::kGated || !ws.options.cushion) return 0;
   const JobShape& shape = ws.jobs[j].shape;
   const Nanos free_after = slot.period - shape.w;
   FreeRange r;
-  if (!ws.range_containing(shape, slot.period, slot.offset, r, only_link)) return 0;
+  if (!ws.RangeContaining(shape, slot.period, slot.offset, r, only_link)) return 0;
   if (r.unbounded) return free_after;
   // The free range is computed with the reserved widths (window + minimum cushion), so the
   // gap after the window is what the offset could still slide, plus the reserved cushion.
   const Nanos phi = slot.offset >= r.a ? slot.offset : slot.offset + slot.period;
-  return std::clamp<Nanos>(r.b - phi + gap_at(shape, slot.period), 0, free_after);
+  return std::clamp<Nanos>(r.b - phi + GapAt(shape, slot.period), 0, free_after);
 }
 
 }  // namespace metronome::planner::detail

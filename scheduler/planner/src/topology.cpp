@@ -1,49 +1,49 @@
 // Topology: nodes, racks, links, and the links a set of nodes crosses.
-#include "metronome/planner/topology.h"
+#include "metronome/planner/topology.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
 namespace metronome::planner {
 
-Topology Topology::two_tier(const TwoTierSpec& spec) {
+Topology Topology::TwoTier(const TwoTierSpec& spec) {
   Topology t;
   for (std::uint32_t r = 0; r < spec.racks; ++r) {
     // (Built with append: GCC 12 warns falsely on chained operator+ of short strings.)
     std::string rack = "r";
     rack.append(std::to_string(r));
-    const LinkId rack_up = t.add_link(rack + "/up", spec.rack_uplink_bps);
-    const RackId rid = t.add_rack(rack, rack_up);
+    const LinkId rack_up = t.AddLink(rack + "/up", spec.rack_uplink_bps);
+    const RackId rid = t.AddRack(rack, rack_up);
     for (std::uint32_t n = 0; n < spec.nodes_per_rack; ++n) {
       std::string node = rack;
       node.append("n").append(std::to_string(n));
-      const LinkId up = t.add_link(node + "/up", spec.node_uplink_bps);
-      t.add_node(node, rid, up);
+      const LinkId up = t.AddLink(node + "/up", spec.node_uplink_bps);
+      t.AddNode(node, rid, up);
     }
   }
   return t;
 }
 
-LinkId Topology::add_link(std::string name, double capacity_bps) {
+LinkId Topology::AddLink(std::string name, double capacity_bps) {
   links_.push_back(Link{std::move(name), capacity_bps});
   return static_cast<LinkId>(links_.size() - 1);
 }
 
-RackId Topology::add_rack(std::string name, std::optional<LinkId> uplink) {
+RackId Topology::AddRack(std::string name, std::optional<LinkId> uplink) {
   if (uplink && *uplink >= links_.size()) throw std::out_of_range("add_rack: unknown link");
   racks_.push_back(Rack{std::move(name), uplink});
   return static_cast<RackId>(racks_.size() - 1);
 }
 
-NodeId Topology::add_node(std::string name, std::optional<RackId> rack,
-                          std::optional<LinkId> uplink) {
+NodeId Topology::AddNode(std::string name, std::optional<RackId> rack,
+                         std::optional<LinkId> uplink) {
   if (rack && *rack >= racks_.size()) throw std::out_of_range("add_node: unknown rack");
   if (uplink && *uplink >= links_.size()) throw std::out_of_range("add_node: unknown link");
   nodes_.push_back(Node{std::move(name), rack, uplink});
   return static_cast<NodeId>(nodes_.size() - 1);
 }
 
-std::vector<LinkId> Topology::links_crossed(std::span<const NodeId> nodes) const {
+std::vector<LinkId> Topology::LinksCrossed(std::span<const NodeId> nodes) const {
   std::vector<NodeId> distinct(nodes.begin(), nodes.end());
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());

@@ -1,4 +1,4 @@
-// What-if scoring (see what_if.h).
+// What-if scoring (see what_if.hpp).
 //
 // Objective: rank candidate placements of one job by the slowdown they would cause, fast
 // enough for the extender (1,000 candidates in a few milliseconds).
@@ -7,28 +7,28 @@
 // circle and its best-effort cost curve are computed once (O(a log a) per link) and cached.
 // Per candidate: resolving its links (O(n log n) for n nodes), the candidate periods, and
 // merges of the cached per-link lists, O(k·a) — no re-plan.
-#include "metronome/planner/what_if.h"
+#include "metronome/planner/what_if.hpp"
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "workspace.h"
+#include "workspace.hpp"
 
 namespace metronome::planner {
 
 namespace detail {
-void require_valid(const Topology& topology, const std::vector<Job>& jobs);
+void RequireValid(const Topology& topology, const std::vector<Job>& jobs);
 }  // namespace detail
 
 using detail::Workspace;
 
 namespace {
 
-double gated_slowdown(const Workspace& ws, std::uint32_t i) {
+double GatedSlowdown(const Workspace& ws, std::uint32_t i) {
   const detail::Slot& s = ws.slots[i];
   const detail::JobShape& shape = ws.jobs[i].shape;
   if (s.state != detail::SlotState::kGated) return 0.0;
-  return static_cast<double>(s.period - shape.P) / static_cast<double>(shape.P);
+  return static_cast<double>(s.period - shape.p) / static_cast<double>(shape.p);
 }
 
 // Free offsets of the job on one link at one period, as sorted segments of [0, t) that do not
@@ -42,12 +42,12 @@ struct SegmentCache {
   Segments current;
   Segments scratch;
 
-  const Segments& of(const detail::JobShape& shape, std::size_t k, Nanos t) {
+  const Segments& Of(const detail::JobShape& shape, std::size_t k, Nanos t) {
     const LinkId l = shape.links[k];
     const std::uint64_t key = (static_cast<std::uint64_t>(t) << 20) ^ l;
     auto [it, fresh] = cache.try_emplace(key);
     if (fresh) {
-      ws.free_ranges(shape, t, ranges, l);
+      ws.FreeRanges(shape, t, ranges, l);
       for (const detail::FreeRange& r : ranges) {
         if (r.b < t) {
           it->second.emplace_back(r.a, r.b);
@@ -62,10 +62,10 @@ struct SegmentCache {
   }
 
   // Whether some offset is free on every link of the shape at period t: O(Σ segments).
-  bool fits(const detail::JobShape& shape, Nanos t) {
-    current = of(shape, 0, t);
+  bool Fits(const detail::JobShape& shape, Nanos t) {
+    current = Of(shape, 0, t);
     for (std::size_t k = 1; k < shape.links.size() && !current.empty(); ++k) {
-      const Segments& other = of(shape, k, t);
+      const Segments& other = Of(shape, k, t);
       scratch.clear();
       std::size_t i = 0;
       std::size_t j = 0;
@@ -87,17 +87,17 @@ struct SegmentCache {
 
 }  // namespace
 
-std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
-                                  std::span<const std::vector<NodeId>> candidates,
-                                  const WhatIfOptions& options) {
-  const Workspace& ws = planner.workspace();
+std::vector<WhatIfResult> WhatIf(const OnlinePlanner& planner, const Job& job,
+                                 std::span<const std::vector<NodeId>> candidates,
+                                 const WhatIfOptions& options) {
+  const Workspace& ws = planner.GetWorkspace();
   {
     Job all = job;  // the profile once, and every candidate node
     all.nodes.clear();
     for (const std::vector<NodeId>& nodes : candidates) {
       all.nodes.insert(all.nodes.end(), nodes.begin(), nodes.end());
     }
-    detail::require_valid(ws.topology, {all});
+    detail::RequireValid(ws.topology, {all});
   }
   std::vector<WhatIfResult> results;
   results.reserve(candidates.size());
@@ -118,13 +118,13 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
   // What an overlap adds to the other job's iteration time, relative to its natural period.
   const auto added_to = [&](const detail::Overlap& o) {
     return o.share * static_cast<double>(ws.slots[o.job].period) * o.excess /
-           static_cast<double>(ws.jobs[o.job].shape.P);
+           static_cast<double>(ws.jobs[o.job].shape.p);
   };
   std::vector<const detail::CostCurve*> pointers;
   Job probe = job;
   for (const std::vector<NodeId>& nodes : candidates) {
     probe.nodes = nodes;
-    detail::JobShape shape = ws.shape_for(probe);
+    detail::JobShape shape = ws.ShapeFor(probe);
     shape.self = detail::kNoOwner;
     shape.priority = job.priority;
     WhatIfResult r;
@@ -134,18 +134,18 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
       r.neighbour_slowdown += other.shape.weight * added;
       if (other.job.priority > job.priority) r.hurts_higher_priority = true;
       if (options.list_affected) {
-        const double before = gated_slowdown(ws, i);
+        const double before = GatedSlowdown(ws, i);
         r.affected.push_back({other.job.id, before, before + added});
       }
     };
     bool gated = shape.links.empty();
-    Nanos period = shape.P;  // crosses no link: ungated at its natural pace
+    Nanos period = shape.p;  // crosses no link: ungated at its natural pace
     if (!gated) {            // stage 1 as in first_fit, on the cached per-link free segments
-      ws.candidate_periods(shape, periods);
-      const Nanos bound = detail::stretch_bound(ws, shape);
+      ws.CandidatePeriods(shape, periods);
+      const Nanos bound = detail::StretchBound(ws, shape);
       for (const Nanos t : periods) {
         if (t > bound) break;
-        if (segments.fits(shape, t)) {
+        if (segments.Fits(shape, t)) {
           gated = true;
           period = t;
           break;
@@ -155,26 +155,26 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
     if (gated) {
       r.gated = true;
       r.period_ns = period;
-      r.job_slowdown = static_cast<double>(r.period_ns - shape.P) / static_cast<double>(shape.P);
+      r.job_slowdown = static_cast<double>(r.period_ns - shape.p) / static_cast<double>(shape.p);
       if (options.list_affected) {
         for (const LinkId l : shape.links) {
           for (const auto& o : ws.link_jobs[l]) {
-            const double s = gated_slowdown(ws, o.job);
+            const double s = GatedSlowdown(ws, o.job);
             r.affected.push_back({ws.jobs[o.job].job.id, s, s});
           }
         }
       }
     } else {
-      // Best-effort: it would take the window best_effort_slot() gives it and share bandwidth
+      // Best-effort: it would take the window ComputeBestEffortSlot() gives it and share bandwidth
       // with the windows it overlaps (first-order estimate: overlap time × excess height).
       detail::BestEffortSlot be;
-      be.period = shape.T0;  // best_effort_slot's period: P plus its headroom
+      be.period = shape.t0;  // ComputeBestEffortSlot's period: P plus its headroom
       pointers.clear();
       for (std::size_t k = 0; k < shape.links.size(); ++k) {
         auto [it, fresh] = link_cache.try_emplace(shape.links[k]);
         if (fresh) {
           LinkCache& c = it->second;
-          detail::fold_link(ws, shape, k, be.period, c.arcs);
+          detail::FoldLink(ws, shape, k, be.period, c.arcs);
           const auto whole = [&](const detail::Folded& a) { return a.len >= be.period; };
           const double w = static_cast<double>(std::min(shape.w, be.period));
           for (const detail::Folded& a : c.arcs) {
@@ -188,18 +188,18 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
             c.swept_higher = c.swept_higher || ws.jobs[o.job].job.priority > job.priority;
           }
           c.arcs.erase(std::remove_if(c.arcs.begin(), c.arcs.end(), whole), c.arcs.end());
-          detail::cost_curve(c.arcs, shape.w, be.period, c.curve);
+          detail::ComputeCostCurve(c.arcs, shape.w, be.period, c.curve);
         }
         pointers.push_back(&it->second.curve);
       }
-      be.offset = detail::minimize_curves(pointers, be.period);
+      be.offset = detail::MinimizeCurves(pointers, be.period);
       r.period_ns = be.period;
-      const auto p_new = static_cast<double>(shape.P);
+      const auto p_new = static_cast<double>(shape.p);
       double worst = 0.0;
       for (std::size_t k = 0; k < shape.links.size(); ++k) {
         const LinkId l = shape.links[k];
         const LinkCache& c = link_cache[l];
-        detail::overlaps(c.arcs, shape.w, be.period, be.offset, ov);
+        detail::Overlaps(c.arcs, shape.w, be.period, be.offset, ov);
         double mine = c.swept_mine * static_cast<double>(be.period) / p_new;
         for (const detail::Overlap& o : ov) {
           mine += o.share * static_cast<double>(be.period) * o.excess / p_new;
@@ -211,13 +211,13 @@ std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
           for (const detail::Overlap& o : c.swept) {
             const double added = added_to(o);
             if (added <= 0) continue;
-            const double before = gated_slowdown(ws, o.job);
+            const double before = GatedSlowdown(ws, o.job);
             r.affected.push_back({ws.jobs[o.job].job.id, before, before + added});
           }
         }
         worst = std::max(worst, mine);
       }
-      r.job_slowdown = static_cast<double>(be.period - shape.P) / p_new + worst;
+      r.job_slowdown = static_cast<double>(be.period - shape.p) / p_new + worst;
     }
     results.push_back(std::move(r));
   }

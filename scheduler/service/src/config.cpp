@@ -170,7 +170,7 @@ void LoadConfigFile(const std::string& path, ServiceConfig& cfg) {
   try {
     LoadConfigYaml(text, cfg);
   } catch (const ConfigError& e) {
-    throw ConfigError(e.key(), e.reason() + " (in " + path + ")");
+    throw ConfigError(e.Key(), e.Reason() + " (in " + path + ")");
   }
 }
 

@@ -34,7 +34,7 @@ class Endpoint {
   void Stop();
   // From any thread: the registry has messages to send.
   void Wake();
-  const std::string& bound_endpoint() const { return bound_endpoint_; }
+  const std::string& BoundEndpoint() const { return bound_endpoint_; }
 
  private:
   void Loop();

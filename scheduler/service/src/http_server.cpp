@@ -107,7 +107,7 @@ HttpServer::Handler HttpServer::Wrap(const std::string& name, const std::string&
       }
       handler(req, res);
     } catch (const HttpError& e) {
-      Reject(name, res, e.status(), e.reason(), e.what());
+      Reject(name, res, e.Status(), e.Reason(), e.what());
     } catch (const std::exception& e) {
       Reject(name, res, 500, "internal", e.what());
     }

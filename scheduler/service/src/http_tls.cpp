@@ -139,7 +139,7 @@ std::shared_ptr<const TlsContext::Credentials> TlsContext::Current() {
     current_ = Credentials::Load(config_);
     spdlog::info("http: TLS certificate reloaded from {}", config_.cert_file);
   } catch (const ConfigError& e) {
-    spdlog::warn("http: keeping the TLS certificate in use: {}: {}", e.key(), e.reason());
+    spdlog::warn("http: keeping the TLS certificate in use: {}: {}", e.Key(), e.Reason());
   }
   return current_;
 }

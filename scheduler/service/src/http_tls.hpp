@@ -31,7 +31,7 @@ class TlsContext {
   // when OpenSSL refuses a setting.
   bool Configure(SSL_CTX& ctx);
 
-  const HttpTlsConfig& config() const { return config_; }
+  const HttpTlsConfig& Config() const { return config_; }
 
   struct Credentials;  // one certificate chain and its key (http_tls.cpp)
 

@@ -140,11 +140,11 @@ std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> LinkSch
 KubernetesSync::KubernetesSync(Service& service, extender::Extender& extender,
                                KubernetesConfig config)
     : service_(service), extender_(extender), config_(std::move(config)) {
-  ext::RegisterNamedRoutes(service_.http(), extender_, "/extender");
+  ext::RegisterNamedRoutes(service_.Http(), extender_, "/extender");
   // Its counters and latency histograms on /metrics (metronome_extender_*). Like the routes, the
   // collector calls the extender for as long as the service lives (main declares it first).
-  service_.metrics().AddCollector(
-      [&extender = extender_] { return ExtenderMetricFamilies(extender.stats()); });
+  service_.GetMetrics().AddCollector(
+      [&extender = extender_] { return ExtenderMetricFamilies(extender.Stats()); });
   service_.SetPlanListener([this](const ClusterView& view) { OnPlan(view); });
 }
 
@@ -171,7 +171,7 @@ void KubernetesSync::Refresh() {
   }
   if (nodes_ && profiles_ && pods_) {
     const auto stats = ext::ApplyKubeInputs(s, nodes_->Objects(), profiles_->Objects(),
-                                            pods_->Objects(), extender_.config().priority);
+                                            pods_->Objects(), extender_.Config().priority);
     if (stats.profiles_skipped > 0 || stats.pods_skipped > 0) {
       spdlog::debug("kubernetes: skipped {} TrafficProfiles and {} pods that do not parse",
                     stats.profiles_skipped, stats.pods_skipped);
@@ -183,14 +183,14 @@ void KubernetesSync::Refresh() {
 bool KubernetesSync::Start() {
   if (!config_.enabled) return false;
   auto cfg = kube::InClusterConfig();
-  if (!cfg.ok()) {
+  if (!cfg.Ok()) {
     spdlog::error(
         "kubernetes: cannot read the in-cluster configuration ({}); continuing without the API "
         "server (no node labels, TrafficProfiles or LinkSchedules)",
-        cfg.error().ToString());
+        cfg.GetError().ToString());
     return false;
   }
-  client_ = std::make_unique<kube::Client>(std::move(cfg).value());
+  client_ = std::make_unique<kube::Client>(std::move(cfg).Value());
   const auto on_change = [this] { Refresh(); };
   nodes_ = std::make_unique<kube::Cache>(*client_, kube::resources::Nodes(), "",
                                          kube::ListOptions{}, on_change);
@@ -204,7 +204,7 @@ bool KubernetesSync::Start() {
   pods_->Start();
   writer_ = std::jthread([this](std::stop_token stop) { WriterLoop(stop); });
   spdlog::info("kubernetes: watching Nodes, TrafficProfiles and Metronome pods at {}",
-               client_->config().server);
+               client_->Config().server);
   return true;
 }
 

@@ -166,8 +166,8 @@ int main(int argc, char** argv) {
     if (offline_interval_ms >= 0) cfg.controller.offline_interval_ms = offline_interval_ms;
     cfg.Validate();
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "metronome-scheduler: configuration error: %s: %s\n", e.key().c_str(),
-                 e.reason().c_str());
+    std::fprintf(stderr, "metronome-scheduler: configuration error: %s: %s\n", e.Key().c_str(),
+                 e.Reason().c_str());
     return 2;
   }
 
@@ -214,8 +214,8 @@ int main(int argc, char** argv) {
     if (kube) kube->Stop();
     service.Stop();
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "metronome-scheduler: configuration error: %s: %s\n", e.key().c_str(),
-                 e.reason().c_str());
+    std::fprintf(stderr, "metronome-scheduler: configuration error: %s: %s\n", e.Key().c_str(),
+                 e.Reason().c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "metronome-scheduler: %s\n", e.what());

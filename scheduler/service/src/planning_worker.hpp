@@ -39,7 +39,7 @@ class PlanningWorker {
   // The plan before any job (the registry's first view of the links).
   controller::PlanSummary InitialPlan() const;
   // Immutable topology queries: safe from any thread.
-  size_t link_count() const { return planner_.link_count(); }
+  size_t LinkCount() const { return planner_.LinkCount(); }
   std::vector<std::string> JobLinks(const controller::PlanJob& job) const;
   // "If this job joined on these nodes" (under the planner's lock).
   std::vector<controller::WhatIfEntry> WhatIf(const controller::PlanJob& candidate,

@@ -149,7 +149,7 @@ bool Registry::WaitForPlanChange(uint64_t seen) {
   return !stopping_;
 }
 
-uint64_t Registry::plan_version() {
+uint64_t Registry::PlanVersion() {
   std::lock_guard lock(mu_);
   return plan_version_;
 }
@@ -233,7 +233,7 @@ void Registry::HandleLocked(const std::vector<std::string>& frames, int64_t t_re
     return;
   }
   const proto::Decoded d = proto::Decode(frames[1]);
-  if (!d.ok()) {
+  if (!d.Ok()) {
     metrics_.Received("invalid").Increment();
     Reject(&client, identity, CodeFor(d.error), std::string(proto::DecodeErrorName(d.error)),
            d.detail);

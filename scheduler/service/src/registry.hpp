@@ -93,7 +93,7 @@ class Registry {
   // The plan listener's thread: blocks until the plan version moved past `seen` (false once
   // stopping).
   bool WaitForPlanChange(uint64_t seen);
-  uint64_t plan_version();
+  uint64_t PlanVersion();
 
   void Stop();
 

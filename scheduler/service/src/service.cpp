@@ -40,8 +40,8 @@ Service::~Service() {
   Stop();
 }
 
-std::string Service::zmq_endpoint() const {
-  return endpoint_->bound_endpoint();
+std::string Service::ZmqEndpoint() const {
+  return endpoint_->BoundEndpoint();
 }
 
 void Service::Start() {
@@ -49,9 +49,9 @@ void Service::Start() {
   endpoint_->Bind();
   const auto [host, port] = ParseHostPort("http", config_.http);
   http_->Start(host, port);
-  metrics_.Links().Set(static_cast<double>(worker_->link_count()));
+  metrics_.Links().Set(static_cast<double>(worker_->LinkCount()));
   spdlog::info("scheduler: listening zmq={} http={}:{} links={} rank_timeout={}ms",
-               endpoint_->bound_endpoint(), host, http_->port(), worker_->link_count(),
+               endpoint_->BoundEndpoint(), host, http_->Port(), worker_->LinkCount(),
                config_.registry.rank_timeout_ms);
   endpoint_->Start();
   worker_->Start(*registry_, [this] { endpoint_->Wake(); });
@@ -87,7 +87,7 @@ void Service::ListenerLoop() {
 }
 
 void Service::NotifyPlanListener() {
-  const uint64_t version = registry_->plan_version();
+  const uint64_t version = registry_->PlanVersion();
   if (version == notified_version_) return;
   notified_version_ = version;
   try {
@@ -98,7 +98,7 @@ void Service::NotifyPlanListener() {
 }
 
 nlohmann::json Service::StatusJson() {
-  return registry_->StatusJson(started_ns_, zmq_endpoint(), config_.curve.enabled());
+  return registry_->StatusJson(started_ns_, ZmqEndpoint(), config_.curve.enabled());
 }
 nlohmann::json Service::JobsJson() {
   return registry_->JobsJson();

@@ -83,7 +83,7 @@ void StatusRoutes::Register(HttpServer& server) {
   });
   server.Get("metrics", "/metrics", [&s](const httplib::Request&, httplib::Response& res) {
     s.RefreshGauges();
-    res.set_content(s.metrics().Serialize(), "text/plain; version=0.0.4");
+    res.set_content(s.GetMetrics().Serialize(), "text/plain; version=0.0.4");
   });
   server.Get("status", "/api/v1/status", [&s](const httplib::Request&, httplib::Response& res) {
     HttpServer::ReplyJson(res, s.StatusJson().dump());

@@ -161,7 +161,7 @@ TopologyConfig LoadTopologyFile(const std::string& path) {
   try {
     return ParseTopologyYaml(text, "topology");
   } catch (const ConfigError& e) {
-    throw ConfigError(e.key(), e.reason() + " (in " + path + ")");
+    throw ConfigError(e.Key(), e.Reason() + " (in " + path + ")");
   }
 }
 

@@ -17,7 +17,7 @@
 #include "datatypes.hpp"
 #include "errors.hpp"
 
-namespace standin {
+namespace metronome::testbed::standin {
 namespace {
 
 // Slots of point-to-point messages: a prefix byte of our own (Gloo's collectives use 0x01-0x08
@@ -30,7 +30,7 @@ constexpr std::uint32_t kFinalizeTag = 0x66696e;  // "fin"
 
 // One TCP device per bind address, shared by all communicators of the process and never
 // destroyed (its event-loop thread lives until the process exits).
-std::shared_ptr<gloo::transport::Device> sharedDevice(const std::string& address) {
+std::shared_ptr<gloo::transport::Device> SharedDevice(const std::string& address) {
   static auto* mu = new std::mutex;
   static auto* devices = new std::map<std::string, std::shared_ptr<gloo::transport::Device>>;
   std::lock_guard<std::mutex> lock(*mu);
@@ -45,8 +45,8 @@ std::shared_ptr<gloo::transport::Device> sharedDevice(const std::string& address
 
 // Gloo's typed setters only use sizeof(T): pick an unsigned type of the element's size.
 template <typename Options>
-void setOutputBytes(Options& options, void* ptr, std::size_t count, std::size_t elementSize) {
-  switch (elementSize) {
+void SetOutputBytes(Options& options, void* ptr, std::size_t count, std::size_t element_size) {
+  switch (element_size) {
     case 1:
       options.setOutput(static_cast<std::uint8_t*>(ptr), count);
       break;
@@ -62,8 +62,8 @@ void setOutputBytes(Options& options, void* ptr, std::size_t count, std::size_t 
   }
 }
 template <typename Options>
-void setInputBytes(Options& options, void* ptr, std::size_t count, std::size_t elementSize) {
-  switch (elementSize) {
+void SetInputBytes(Options& options, void* ptr, std::size_t count, std::size_t element_size) {
+  switch (element_size) {
     case 1:
       options.setInput(static_cast<std::uint8_t*>(ptr), count);
       break;
@@ -79,22 +79,22 @@ void setInputBytes(Options& options, void* ptr, std::size_t count, std::size_t e
   }
 }
 
-void copyIfDistinct(void* dst, const void* src, std::size_t bytes) {
+void CopyIfDistinct(void* dst, const void* src, std::size_t bytes) {
   if (dst != src && bytes > 0) std::memmove(dst, src, bytes);
 }
 
-ReduceFn requireReduceFunction(const Operation& operation) {
-  const ReduceFn fn = reduceFunction(operation.type, operation.op);
+ReduceFn RequireReduceFunction(const Operation& operation) {
+  const ReduceFn fn = ReduceFunction(operation.type, operation.op);
   if (fn == nullptr) {
     throw Error(ncclInvalidUsage, std::string("the Gloo stand-in cannot reduce ") +
-                                      typeName(operation.type) + " with " + opName(operation.op));
+                                      TypeName(operation.type) + " with " + OpName(operation.op));
   }
   return fn;
 }
 
 }  // namespace
 
-const char* Operation::name() const {
+const char* Operation::Name() const {
   switch (kind) {
     case Kind::kAllReduce:
       return "ncclAllReduce";
@@ -119,9 +119,9 @@ Communicator::Communicator(int nranks, int rank, Rendezvous rendezvous, int devi
       rank_(rank),
       device_(device),
       rendezvous_(std::move(rendezvous)),
-      timeout_(operationTimeout()),
-      sendCount_(static_cast<std::size_t>(nranks), 0),
-      recvCount_(static_cast<std::size_t>(nranks), 0) {}
+      timeout_(OperationTimeout()),
+      send_count_(static_cast<std::size_t>(nranks), 0),
+      recv_count_(static_cast<std::size_t>(nranks), 0) {}
 
 // Gloo's closeConnections() is a hard close: SO_LINGER 0, so close() resets the connection and
 // the kernel drops what it has not sent yet. A blocking send returns once the data is in the
@@ -137,7 +137,7 @@ Communicator::~Communicator() {
   context_.reset();
 }
 
-void Communicator::abort() noexcept {
+void Communicator::Abort() noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   if (!context_) return;
   try {
@@ -150,7 +150,7 @@ void Communicator::abort() noexcept {
   context_.reset();
 }
 
-void Communicator::finalize() {
+void Communicator::Finalize() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!context_) throw Error(ncclInvalidUsage, "communicator is not initialized");
   if (nranks_ > 1) {
@@ -163,15 +163,15 @@ void Communicator::finalize() {
   }
 }
 
-void Communicator::connect() {
+void Communicator::Connect() {
   std::lock_guard<std::mutex> lock(mu_);
-  const std::string address = localAddress();
-  if (debugEnabled()) {
-    debugLog("rank " + std::to_string(rank_) + "/" + std::to_string(nranks_) + " connecting via " +
-             rendezvous_.describe() + ", binding " + address);
+  const std::string address = LocalAddress();
+  if (DebugEnabled()) {
+    DebugLog("rank " + std::to_string(rank_) + "/" + std::to_string(nranks_) + " connecting via " +
+             rendezvous_.Describe() + ", binding " + address);
   }
-  auto store = openStore(rendezvous_, timeout_);
-  auto device = sharedDevice(address);
+  auto store = OpenStore(rendezvous_, timeout_);
+  auto device = SharedDevice(address);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank_, nranks_);
   context->setTimeout(timeout_);
   context->connectFullMesh(*store, device);
@@ -188,66 +188,66 @@ void Communicator::connect() {
     barrier.setTimeout(timeout_);
     gloo::barrier(barrier);
   }
-  if (rank_ == 0) cleanupStore(rendezvous_, *store);
+  if (rank_ == 0) CleanupStore(rendezvous_, *store);
   context_ = std::move(context);
   connected_ = true;
 }
 
-std::uint64_t Communicator::nextSendSlot(int peer) {
-  return kPointToPointSlot | (sendCount_[static_cast<std::size_t>(peer)]++ & kSlotNumberMask);
+std::uint64_t Communicator::NextSendSlot(int peer) {
+  return kPointToPointSlot | (send_count_[static_cast<std::size_t>(peer)]++ & kSlotNumberMask);
 }
-std::uint64_t Communicator::nextRecvSlot(int peer) {
-  return kPointToPointSlot | (recvCount_[static_cast<std::size_t>(peer)]++ & kSlotNumberMask);
-}
-
-void Communicator::run(const Operation& operation) {
-  runGroup({operation});
+std::uint64_t Communicator::NextRecvSlot(int peer) {
+  return kPointToPointSlot | (recv_count_[static_cast<std::size_t>(peer)]++ & kSlotNumberMask);
 }
 
-void Communicator::runGroup(const std::vector<Operation>& operations) {
+void Communicator::Run(const Operation& operation) {
+  RunGroup({operation});
+}
+
+void Communicator::RunGroup(const std::vector<Operation>& operations) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!context_) throw Error(ncclInvalidUsage, "communicator is not initialized");
 
   // 1. Post every point-to-point operation. Messages to oneself are matched here, in order.
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends;
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs;
-  std::deque<const Operation*> selfSends;
-  std::vector<const Operation*> selfRecvs;
+  std::deque<const Operation*> self_sends;
+  std::vector<const Operation*> self_recvs;
   for (const auto& operation : operations) {
-    if (!operation.isPointToPoint() || operation.count == 0) continue;
-    const std::size_t bytes = operation.count * typeSize(operation.type);
+    if (!operation.IsPointToPoint() || operation.count == 0) continue;
+    const std::size_t bytes = operation.count * TypeSize(operation.type);
     if (operation.root == rank_) {
-      (operation.kind == Operation::Kind::kSend ? selfSends.push_back(&operation)
-                                                : selfRecvs.push_back(&operation));
+      (operation.kind == Operation::Kind::kSend ? self_sends.push_back(&operation)
+                                                : self_recvs.push_back(&operation));
       continue;
     }
     if (operation.kind == Operation::Kind::kSend) {
       // Gloo only reads a buffer it sends.
       auto buffer = context_->createUnboundBuffer(const_cast<void*>(operation.sendbuff), bytes);
-      buffer->send(operation.root, nextSendSlot(operation.root));
+      buffer->send(operation.root, NextSendSlot(operation.root));
       sends.push_back(std::move(buffer));
     } else {
       auto buffer = context_->createUnboundBuffer(operation.recvbuff, bytes);
-      buffer->recv(operation.root, nextRecvSlot(operation.root));
+      buffer->recv(operation.root, NextRecvSlot(operation.root));
       recvs.push_back(std::move(buffer));
     }
   }
-  if (selfSends.size() != selfRecvs.size()) {
+  if (self_sends.size() != self_recvs.size()) {
     throw Error(ncclInvalidUsage, "a send to oneself needs a matching receive in the same group");
   }
-  for (const Operation* recv : selfRecvs) {
-    const Operation* send = selfSends.front();
-    selfSends.pop_front();
-    const std::size_t bytes = recv->count * typeSize(recv->type);
-    if (send->count * typeSize(send->type) != bytes) {
+  for (const Operation* recv : self_recvs) {
+    const Operation* send = self_sends.front();
+    self_sends.pop_front();
+    const std::size_t bytes = recv->count * TypeSize(recv->type);
+    if (send->count * TypeSize(send->type) != bytes) {
       throw Error(ncclInvalidUsage, "send to oneself and its receive differ in size");
     }
-    copyIfDistinct(recv->recvbuff, send->sendbuff, bytes);
+    CopyIfDistinct(recv->recvbuff, send->sendbuff, bytes);
   }
 
   // 2. The collectives, in the order they were issued.
   for (const auto& operation : operations) {
-    if (!operation.isPointToPoint()) runCollective(operation);
+    if (!operation.IsPointToPoint()) RunCollective(operation);
   }
 
   // 3. Wait for the point-to-point transfers.
@@ -259,7 +259,7 @@ void Communicator::runGroup(const std::vector<Operation>& operations) {
   }
 }
 
-std::vector<char> Communicator::exchange(const void* data, std::size_t bytes) {
+std::vector<char> Communicator::Exchange(const void* data, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!context_) throw Error(ncclInvalidUsage, "communicator is not initialized");
   std::vector<char> input(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
@@ -273,39 +273,39 @@ std::vector<char> Communicator::exchange(const void* data, std::size_t bytes) {
   return output;
 }
 
-void Communicator::runCollective(const Operation& operation) {
+void Communicator::RunCollective(const Operation& operation) {
   if (operation.count == 0) return;
   switch (operation.kind) {
     case Operation::Kind::kAllReduce:
-      return allReduce(operation);
+      return AllReduce(operation);
     case Operation::Kind::kBroadcast:
-      return broadcast(operation);
+      return Broadcast(operation);
     case Operation::Kind::kReduce:
-      return reduce(operation);
+      return Reduce(operation);
     case Operation::Kind::kAllGather:
-      return allGather(operation);
+      return AllGather(operation);
     case Operation::Kind::kReduceScatter:
-      return reduceScatter(operation);
+      return ReduceScatter(operation);
     default:
       throw Error(ncclInternalError, "not a collective");
   }
 }
 
-void Communicator::allReduce(const Operation& operation) {
-  if (nranks_ == 2 && reverse_) return allReduceTwoRanks(operation);
-  const std::size_t elementSize = typeSize(operation.type);
-  const ReduceFn fn = requireReduceFunction(operation);
-  copyIfDistinct(operation.recvbuff, operation.sendbuff, operation.count * elementSize);
+void Communicator::AllReduce(const Operation& operation) {
+  if (nranks_ == 2 && reverse_) return AllReduceTwoRanks(operation);
+  const std::size_t element_size = TypeSize(operation.type);
+  const ReduceFn fn = RequireReduceFunction(operation);
+  CopyIfDistinct(operation.recvbuff, operation.sendbuff, operation.count * element_size);
   if (nranks_ > 1) {
     gloo::AllreduceOptions options(context_);
     options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    setOutputBytes(options, operation.recvbuff, operation.count, elementSize);
+    SetOutputBytes(options, operation.recvbuff, operation.count, element_size);
     options.setReduceFunction(fn);
     options.setTimeout(timeout_);
     gloo::allreduce(options);
   }
   if (operation.op == ncclAvg)
-    divideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
+    DivideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
 }
 
 // Two ranks exchange their whole buffers, each direction on its own connection, and reduce
@@ -313,9 +313,9 @@ void Communicator::allReduce(const Operation& operation) {
 // sends both directions on one connection, where each receive-ready notice waits behind the
 // data queued before it and the directions end up taking turns (docs/testbed.md). The bytes on
 // the wire per direction are the same: the whole buffer.
-void Communicator::allReduceTwoRanks(const Operation& operation) {
-  const std::size_t bytes = operation.count * typeSize(operation.type);
-  const ReduceFn fn = requireReduceFunction(operation);
+void Communicator::AllReduceTwoRanks(const Operation& operation) {
+  const std::size_t bytes = operation.count * TypeSize(operation.type);
+  const ReduceFn fn = RequireReduceFunction(operation);
   if (bytes == 0) return;
   const int peer = 1 - rank_;
   const std::uint64_t slot = kExchangeSlot | (exchanges_++ & kSlotNumberMask);
@@ -330,26 +330,26 @@ void Communicator::allReduceTwoRanks(const Operation& operation) {
   if (!send->waitSend(timeout_)) throw Error(ncclSystemError, "ncclAllReduce timed out");
   fn(operation.recvbuff, operation.sendbuff, scratch_.data(), operation.count);
   if (operation.op == ncclAvg)
-    divideInPlace(operation.recvbuff, operation.count, operation.type, 2);
+    DivideInPlace(operation.recvbuff, operation.count, operation.type, 2);
 }
 
-void Communicator::broadcast(const Operation& operation) {
-  const std::size_t elementSize = typeSize(operation.type);
+void Communicator::Broadcast(const Operation& operation) {
+  const std::size_t element_size = TypeSize(operation.type);
   if (rank_ == operation.root) {
-    copyIfDistinct(operation.recvbuff, operation.sendbuff, operation.count * elementSize);
+    CopyIfDistinct(operation.recvbuff, operation.sendbuff, operation.count * element_size);
   }
   if (nranks_ == 1) return;
   gloo::BroadcastOptions options(context_);
   options.setRoot(operation.root);
-  setOutputBytes(options, operation.recvbuff, operation.count, elementSize);
+  SetOutputBytes(options, operation.recvbuff, operation.count, element_size);
   options.setTimeout(timeout_);
   gloo::broadcast(options);
 }
 
-void Communicator::reduce(const Operation& operation) {
-  const std::size_t elementSize = typeSize(operation.type);
-  const std::size_t bytes = operation.count * elementSize;
-  const ReduceFn fn = requireReduceFunction(operation);
+void Communicator::Reduce(const Operation& operation) {
+  const std::size_t element_size = TypeSize(operation.type);
+  const std::size_t bytes = operation.count * element_size;
+  const ReduceFn fn = RequireReduceFunction(operation);
   // Gloo reduces in place in the output buffer of every rank: non-roots use a scratch copy.
   std::vector<char> scratch;
   void* work = operation.recvbuff;
@@ -357,26 +357,26 @@ void Communicator::reduce(const Operation& operation) {
     scratch.resize(bytes);
     work = scratch.data();
   }
-  copyIfDistinct(work, operation.sendbuff, bytes);
+  CopyIfDistinct(work, operation.sendbuff, bytes);
   if (nranks_ > 1) {
     gloo::ReduceOptions options(context_);
     options.setRoot(operation.root);
-    setOutputBytes(options, work, operation.count, elementSize);
+    SetOutputBytes(options, work, operation.count, element_size);
     options.setReduceFunction(fn);
     options.setTimeout(timeout_);
     gloo::reduce(options);
   }
   if (rank_ == operation.root && operation.op == ncclAvg) {
-    divideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
+    DivideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
   }
 }
 
-void Communicator::allGather(const Operation& operation) {
-  const std::size_t elementSize = typeSize(operation.type);
-  const std::size_t bytes = operation.count * elementSize;
+void Communicator::AllGather(const Operation& operation) {
+  const std::size_t element_size = TypeSize(operation.type);
+  const std::size_t bytes = operation.count * element_size;
   auto* mine = static_cast<char*>(operation.recvbuff) + static_cast<std::size_t>(rank_) * bytes;
   if (nranks_ == 1) {
-    copyIfDistinct(mine, operation.sendbuff, bytes);
+    CopyIfDistinct(mine, operation.sendbuff, bytes);
     return;
   }
   // Gloo copies the input into the output itself; in place (NCCL allows sendbuff to be this
@@ -384,34 +384,34 @@ void Communicator::allGather(const Operation& operation) {
   std::vector<char> input(static_cast<const char*>(operation.sendbuff),
                           static_cast<const char*>(operation.sendbuff) + bytes);
   gloo::AllgatherOptions options(context_);
-  setInputBytes(options, input.data(), operation.count, elementSize);
-  setOutputBytes(options, operation.recvbuff, operation.count * static_cast<std::size_t>(nranks_),
-                 elementSize);
+  SetInputBytes(options, input.data(), operation.count, element_size);
+  SetOutputBytes(options, operation.recvbuff, operation.count * static_cast<std::size_t>(nranks_),
+                 element_size);
   options.setTimeout(timeout_);
   gloo::allgather(options);
 }
 
-void Communicator::reduceScatter(const Operation& operation) {
+void Communicator::ReduceScatter(const Operation& operation) {
   // Gloo has no reduce-scatter with the new API: all-reduce a copy, keep this rank's block.
   // (Twice the traffic of a ring reduce-scatter; the trainer does not use it.)
-  const std::size_t elementSize = typeSize(operation.type);
-  const std::size_t blockBytes = operation.count * elementSize;
+  const std::size_t element_size = TypeSize(operation.type);
+  const std::size_t block_bytes = operation.count * element_size;
   const std::size_t total = operation.count * static_cast<std::size_t>(nranks_);
-  const ReduceFn fn = requireReduceFunction(operation);
+  const ReduceFn fn = RequireReduceFunction(operation);
   std::vector<char> work(static_cast<const char*>(operation.sendbuff),
-                         static_cast<const char*>(operation.sendbuff) + total * elementSize);
+                         static_cast<const char*>(operation.sendbuff) + total * element_size);
   if (nranks_ > 1) {
     gloo::AllreduceOptions options(context_);
     options.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    setOutputBytes(options, work.data(), total, elementSize);
+    SetOutputBytes(options, work.data(), total, element_size);
     options.setReduceFunction(fn);
     options.setTimeout(timeout_);
     gloo::allreduce(options);
   }
-  std::memcpy(operation.recvbuff, work.data() + static_cast<std::size_t>(rank_) * blockBytes,
-              blockBytes);
+  std::memcpy(operation.recvbuff, work.data() + static_cast<std::size_t>(rank_) * block_bytes,
+              block_bytes);
   if (operation.op == ncclAvg)
-    divideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
+    DivideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
 }
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin

@@ -1,6 +1,7 @@
 // One rank's communicator: a Gloo context (full mesh of TCP pairs) plus the NCCL operations on
 // host buffers. Operations are blocking and run under the communicator's lock; errors are thrown
-// (standin::Error, or Gloo's exceptions) and turned into result codes in api.cpp.
+// (metronome::testbed::standin::Error, or Gloo's exceptions) and turned into result codes in
+// api.cpp.
 #pragma once
 
 #include <nccl.h>
@@ -18,7 +19,7 @@
 
 #include "rendezvous.hpp"
 
-namespace standin {
+namespace metronome::testbed::standin {
 
 // One NCCL operation with its arguments, as given by the caller (already validated).
 struct Operation {
@@ -31,8 +32,8 @@ struct Operation {
   ncclRedOp_t op = ncclSum;
   int root = 0;  // root, or peer for send/recv
 
-  bool isPointToPoint() const { return kind == Kind::kSend || kind == Kind::kRecv; }
-  const char* name() const;
+  bool IsPointToPoint() const { return kind == Kind::kSend || kind == Kind::kRecv; }
+  const char* Name() const;
 };
 
 class Communicator {
@@ -43,53 +44,53 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   // Meets the other ranks and connects the full mesh; blocking. Throws.
-  void connect();
+  void Connect();
 
   // ncclCommFinalize: a barrier of all ranks, so that when it returns every peer has finished
   // every operation, i.e. has received all this rank sent. (The stand-in does not refuse
   // operations after it; each call is a barrier.) Throws.
-  void finalize();
+  void Finalize();
 
   // ncclCommAbort: resets the connections at once (peers see the reset), dropping unsent data.
   // The destructor instead closes them gracefully: data already handed to the kernel still
   // reaches the peers after this process is gone.
-  void abort() noexcept;
+  void Abort() noexcept;
 
-  int size() const { return nranks_; }
-  int rank() const { return rank_; }
-  int device() const { return device_; }
-  bool connected() const { return connected_.load(); }
+  int Size() const { return nranks_; }
+  int Rank() const { return rank_; }
+  int Device() const { return device_; }
+  bool Connected() const { return connected_.load(); }
 
   // The first error that broke this communicator (ncclSuccess while healthy).
-  ncclResult_t asyncError() const { return asyncError_.load(); }
-  void setAsyncError(ncclResult_t error) {
+  ncclResult_t AsyncError() const { return async_error_.load(); }
+  void SetAsyncError(ncclResult_t error) {
     ncclResult_t expected = ncclSuccess;
-    asyncError_.compare_exchange_strong(expected, error);
+    async_error_.compare_exchange_strong(expected, error);
   }
 
   // Runs one operation to completion.
-  void run(const Operation& operation);
+  void Run(const Operation& operation);
   // Runs the operations of one group: point-to-point operations are all posted first (so that a
   // group of sends and receives cannot deadlock), then the collectives run in order, then the
   // point-to-point operations are awaited.
-  void runGroup(const std::vector<Operation>& operations);
+  void RunGroup(const std::vector<Operation>& operations);
 
   // Every rank's `bytes` bytes, in rank order (an all-gather of raw bytes). Throws.
-  std::vector<char> exchange(const void* data, std::size_t bytes);
+  std::vector<char> Exchange(const void* data, std::size_t bytes);
 
   // The rendezvous this communicator was made from.
-  const Rendezvous& rendezvous() const { return rendezvous_; }
+  const Rendezvous& GetRendezvous() const { return rendezvous_; }
 
  private:
-  void runCollective(const Operation& operation);
-  void allReduce(const Operation& operation);
-  void allReduceTwoRanks(const Operation& operation);
-  void broadcast(const Operation& operation);
-  void reduce(const Operation& operation);
-  void allGather(const Operation& operation);
-  void reduceScatter(const Operation& operation);
-  std::uint64_t nextSendSlot(int peer);
-  std::uint64_t nextRecvSlot(int peer);
+  void RunCollective(const Operation& operation);
+  void AllReduce(const Operation& operation);
+  void AllReduceTwoRanks(const Operation& operation);
+  void Broadcast(const Operation& operation);
+  void Reduce(const Operation& operation);
+  void AllGather(const Operation& operation);
+  void ReduceScatter(const Operation& operation);
+  std::uint64_t NextSendSlot(int peer);
+  std::uint64_t NextRecvSlot(int peer);
 
   const int nranks_;
   const int rank_;
@@ -105,18 +106,18 @@ class Communicator {
   std::vector<char> scratch_;
   std::uint64_t exchanges_ = 0;
   std::atomic<bool> connected_{false};
-  std::atomic<ncclResult_t> asyncError_{ncclSuccess};
-  std::vector<std::uint64_t> sendCount_;  // point-to-point messages sent to / received from
-  std::vector<std::uint64_t> recvCount_;  // each peer: they number the Gloo slots
+  std::atomic<ncclResult_t> async_error_{ncclSuccess};
+  std::vector<std::uint64_t> send_count_;  // point-to-point messages sent to / received from
+  std::vector<std::uint64_t> recv_count_;  // each peer: they number the Gloo slots
 };
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin
 
 // The opaque handle of nccl.h (ncclComm_t is struct ncclComm*).
 struct ncclComm {
   static constexpr std::uint64_t kMagic = 0x6d74726e676c6f6full;  // "mtrngloo"
-  ncclComm(int nranks, int rank, standin::Rendezvous rendezvous, int device)
+  ncclComm(int nranks, int rank, metronome::testbed::standin::Rendezvous rendezvous, int device)
       : impl(nranks, rank, std::move(rendezvous), device) {}
   std::uint64_t magic = kMagic;
-  standin::Communicator impl;
+  metronome::testbed::standin::Communicator impl;
 };

@@ -5,17 +5,17 @@
 
 #include "metronome/common/nccl_datatype.hpp"
 
-namespace standin {
+namespace metronome::testbed::standin {
 
-std::size_t typeSize(ncclDataType_t type) noexcept {
+std::size_t TypeSize(ncclDataType_t type) noexcept {
   return metronome::NcclTypeSize(type);
 }
 
-bool isValidType(ncclDataType_t type) noexcept {
-  return typeSize(type) != 0;
+bool IsValidType(ncclDataType_t type) noexcept {
+  return TypeSize(type) != 0;
 }
 
-const char* typeName(ncclDataType_t type) noexcept {
+const char* TypeName(ncclDataType_t type) noexcept {
   switch (type) {
     case ncclInt8:
       return "int8";
@@ -46,11 +46,11 @@ const char* typeName(ncclDataType_t type) noexcept {
   }
 }
 
-bool isValidOp(ncclRedOp_t op) noexcept {
+bool IsValidOp(ncclRedOp_t op) noexcept {
   return op == ncclSum || op == ncclProd || op == ncclMax || op == ncclMin || op == ncclAvg;
 }
 
-const char* opName(ncclRedOp_t op) noexcept {
+const char* OpName(ncclRedOp_t op) noexcept {
   switch (op) {
     case ncclSum:
       return "sum";
@@ -67,7 +67,7 @@ const char* opName(ncclRedOp_t op) noexcept {
   }
 }
 
-float halfToFloat(std::uint16_t h) noexcept {
+float HalfToFloat(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exponent = (h >> 10) & 0x1fu;
   const std::uint32_t mantissa = h & 0x3ffu;
@@ -80,7 +80,7 @@ float halfToFloat(std::uint16_t h) noexcept {
   return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
-std::uint16_t floatToHalf(float f) noexcept {
+std::uint16_t FloatToHalf(float f) noexcept {
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
   const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t magnitude = bits & 0x7fffffffu;
@@ -100,7 +100,7 @@ std::uint16_t floatToHalf(float f) noexcept {
   return static_cast<std::uint16_t>(sign | half);
 }
 
-std::uint16_t floatToBfloat16(float f) noexcept {
+std::uint16_t FloatToBfloat16(float f) noexcept {
   std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
   bits += 0x7fffu + ((bits >> 16) & 1u);
@@ -120,19 +120,19 @@ struct Native {
 struct Half {
   using Storage = std::uint16_t;
   using Compute = float;
-  static Compute load(Storage v) { return halfToFloat(v); }
-  static Storage store(Compute v) { return floatToHalf(v); }
+  static Compute load(Storage v) { return HalfToFloat(v); }
+  static Storage store(Compute v) { return FloatToHalf(v); }
 };
 struct Bfloat16 {
   using Storage = std::uint16_t;
   using Compute = float;
-  static Compute load(Storage v) { return bfloat16ToFloat(v); }
-  static Storage store(Compute v) { return floatToBfloat16(v); }
+  static Compute load(Storage v) { return Bfloat16ToFloat(v); }
+  static Storage store(Compute v) { return FloatToBfloat16(v); }
 };
 
 // Integer sum and product wrap around (computed unsigned: signed overflow is undefined).
 template <typename T>
-T add(T a, T b) {
+T Add(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
@@ -141,7 +141,7 @@ T add(T a, T b) {
   }
 }
 template <typename T>
-T multiply(T a, T b) {
+T Multiply(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
     // Promote to at least unsigned int so that small types do not multiply as signed int.
@@ -153,7 +153,7 @@ T multiply(T a, T b) {
 }
 
 template <typename Traits, ncclRedOp_t Op>
-void reduceElements(void* c, const void* a, const void* b, std::size_t n) {
+void ReduceElements(void* c, const void* a, const void* b, std::size_t n) {
   using S = typename Traits::Storage;
   auto* out = static_cast<S*>(c);
   const auto* x = static_cast<const S*>(a);
@@ -162,9 +162,9 @@ void reduceElements(void* c, const void* a, const void* b, std::size_t n) {
     const auto u = Traits::load(x[i]);
     const auto v = Traits::load(y[i]);
     if constexpr (Op == ncclSum) {
-      out[i] = Traits::store(add(u, v));
+      out[i] = Traits::store(Add(u, v));
     } else if constexpr (Op == ncclProd) {
-      out[i] = Traits::store(multiply(u, v));
+      out[i] = Traits::store(Multiply(u, v));
     } else if constexpr (Op == ncclMax) {
       out[i] = Traits::store(u < v ? v : u);
     } else {
@@ -174,24 +174,24 @@ void reduceElements(void* c, const void* a, const void* b, std::size_t n) {
 }
 
 template <typename Traits>
-ReduceFn forOp(ncclRedOp_t op) noexcept {
+ReduceFn ForOp(ncclRedOp_t op) noexcept {
   switch (op) {
     case ncclSum:
     case ncclAvg:
-      return &reduceElements<Traits, ncclSum>;
+      return &ReduceElements<Traits, ncclSum>;
     case ncclProd:
-      return &reduceElements<Traits, ncclProd>;
+      return &ReduceElements<Traits, ncclProd>;
     case ncclMax:
-      return &reduceElements<Traits, ncclMax>;
+      return &ReduceElements<Traits, ncclMax>;
     case ncclMin:
-      return &reduceElements<Traits, ncclMin>;
+      return &ReduceElements<Traits, ncclMin>;
     default:
       return nullptr;
   }
 }
 
 template <typename Traits>
-void divideElements(void* buf, std::size_t count, int divisor) {
+void DivideElements(void* buf, std::size_t count, int divisor) {
   using S = typename Traits::Storage;
   using C = typename Traits::Compute;
   auto* p = static_cast<S*>(buf);
@@ -202,58 +202,58 @@ void divideElements(void* buf, std::size_t count, int divisor) {
 
 }  // namespace
 
-ReduceFn reduceFunction(ncclDataType_t type, ncclRedOp_t op) noexcept {
+ReduceFn ReduceFunction(ncclDataType_t type, ncclRedOp_t op) noexcept {
   switch (type) {
     case ncclInt8:
-      return forOp<Native<std::int8_t>>(op);
+      return ForOp<Native<std::int8_t>>(op);
     case ncclUint8:
-      return forOp<Native<std::uint8_t>>(op);
+      return ForOp<Native<std::uint8_t>>(op);
     case ncclInt32:
-      return forOp<Native<std::int32_t>>(op);
+      return ForOp<Native<std::int32_t>>(op);
     case ncclUint32:
-      return forOp<Native<std::uint32_t>>(op);
+      return ForOp<Native<std::uint32_t>>(op);
     case ncclInt64:
-      return forOp<Native<std::int64_t>>(op);
+      return ForOp<Native<std::int64_t>>(op);
     case ncclUint64:
-      return forOp<Native<std::uint64_t>>(op);
+      return ForOp<Native<std::uint64_t>>(op);
     case ncclFloat16:
-      return forOp<Half>(op);
+      return ForOp<Half>(op);
     case ncclFloat32:
-      return forOp<Native<float>>(op);
+      return ForOp<Native<float>>(op);
     case ncclFloat64:
-      return forOp<Native<double>>(op);
+      return ForOp<Native<double>>(op);
     case ncclBfloat16:
-      return forOp<Bfloat16>(op);
+      return ForOp<Bfloat16>(op);
     default:
       return nullptr;
   }
 }
 
-void divideInPlace(void* buf, std::size_t count, ncclDataType_t type, int divisor) noexcept {
+void DivideInPlace(void* buf, std::size_t count, ncclDataType_t type, int divisor) noexcept {
   switch (type) {
     case ncclInt8:
-      return divideElements<Native<std::int8_t>>(buf, count, divisor);
+      return DivideElements<Native<std::int8_t>>(buf, count, divisor);
     case ncclUint8:
-      return divideElements<Native<std::uint8_t>>(buf, count, divisor);
+      return DivideElements<Native<std::uint8_t>>(buf, count, divisor);
     case ncclInt32:
-      return divideElements<Native<std::int32_t>>(buf, count, divisor);
+      return DivideElements<Native<std::int32_t>>(buf, count, divisor);
     case ncclUint32:
-      return divideElements<Native<std::uint32_t>>(buf, count, divisor);
+      return DivideElements<Native<std::uint32_t>>(buf, count, divisor);
     case ncclInt64:
-      return divideElements<Native<std::int64_t>>(buf, count, divisor);
+      return DivideElements<Native<std::int64_t>>(buf, count, divisor);
     case ncclUint64:
-      return divideElements<Native<std::uint64_t>>(buf, count, divisor);
+      return DivideElements<Native<std::uint64_t>>(buf, count, divisor);
     case ncclFloat16:
-      return divideElements<Half>(buf, count, divisor);
+      return DivideElements<Half>(buf, count, divisor);
     case ncclFloat32:
-      return divideElements<Native<float>>(buf, count, divisor);
+      return DivideElements<Native<float>>(buf, count, divisor);
     case ncclFloat64:
-      return divideElements<Native<double>>(buf, count, divisor);
+      return DivideElements<Native<double>>(buf, count, divisor);
     case ncclBfloat16:
-      return divideElements<Bfloat16>(buf, count, divisor);
+      return DivideElements<Bfloat16>(buf, count, divisor);
     default:
       return;
   }
 }
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin

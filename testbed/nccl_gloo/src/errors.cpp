@@ -8,30 +8,30 @@
 #include <mutex>
 #include <set>
 
-namespace standin {
+namespace metronome::testbed::standin {
 namespace {
-thread_local std::string tLastError;
+thread_local std::string t_last_error;
 }  // namespace
 
-void setLastError(const std::string& message) noexcept {
+void SetLastError(const std::string& message) noexcept {
   try {
-    tLastError = message;
+    t_last_error = message;
   } catch (...) {
     // Out of memory while recording an error: keep the previous message.
   }
 }
 
-const char* lastError() noexcept {
-  return tLastError.c_str();
+const char* LastError() noexcept {
+  return t_last_error.c_str();
 }
 
-ncclResult_t fail(ncclResult_t code, const std::string& message) noexcept {
-  setLastError(message);
-  if (debugEnabled()) debugLog("error " + std::to_string(static_cast<int>(code)) + ": " + message);
+ncclResult_t Fail(ncclResult_t code, const std::string& message) noexcept {
+  SetLastError(message);
+  if (DebugEnabled()) DebugLog("error " + std::to_string(static_cast<int>(code)) + ": " + message);
   return code;
 }
 
-void warnOnce(const std::string& key, const std::string& message) noexcept {
+void WarnOnce(const std::string& key, const std::string& message) noexcept {
   try {
     static std::mutex mu;
     static std::set<std::string> seen;
@@ -43,7 +43,7 @@ void warnOnce(const std::string& key, const std::string& message) noexcept {
   }
 }
 
-bool debugEnabled() noexcept {
+bool DebugEnabled() noexcept {
   static const bool enabled = [] {
     const char* v = std::getenv("METRONOME_STANDIN_DEBUG");
     return v != nullptr && *v != '\0' && std::string(v) != "0";
@@ -51,17 +51,17 @@ bool debugEnabled() noexcept {
   return enabled;
 }
 
-void debugLog(const std::string& message) noexcept {
+void DebugLog(const std::string& message) noexcept {
   std::fprintf(stderr, "[nccl-gloo] DEBUG %s\n", message.c_str());
 }
 
-ncclResult_t currentExceptionResult(std::string& message) noexcept {
+ncclResult_t CurrentExceptionResult(std::string& message) noexcept {
   try {
     try {
       throw;
     } catch (const Error& e) {
       message = e.what();
-      return e.code();
+      return e.Code();
     } catch (const gloo::IoException& e) {
       message = std::string("network error: ") + e.what();
       return ncclSystemError;
@@ -86,4 +86,4 @@ ncclResult_t currentExceptionResult(std::string& message) noexcept {
   }
 }
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin

@@ -7,7 +7,7 @@
 
 #include "errors.hpp"
 
-namespace standin {
+namespace metronome::testbed::standin {
 namespace {
 
 struct GroupState {
@@ -16,10 +16,10 @@ struct GroupState {
   std::vector<std::pair<ncclComm*, Operation>> operations;
 };
 
-thread_local GroupState tGroup;
+thread_local GroupState t_group;
 
 // Should an error of this kind break the communicator for good?
-bool isFatal(ncclResult_t code) {
+bool IsFatal(ncclResult_t code) {
   return code == ncclSystemError || code == ncclInternalError || code == ncclRemoteError;
 }
 
@@ -30,13 +30,13 @@ struct Outcome {
 
 // Runs fn(i) for i in [0, n), concurrently when n > 1, collecting each outcome.
 template <typename Fn>
-std::vector<Outcome> runEach(std::size_t n, Fn fn) {
+std::vector<Outcome> RunEach(std::size_t n, Fn fn) {
   std::vector<Outcome> outcomes(n);
   auto guarded = [&](std::size_t i) {
     try {
       fn(i);
     } catch (...) {
-      outcomes[i].code = currentExceptionResult(outcomes[i].message);
+      outcomes[i].code = CurrentExceptionResult(outcomes[i].message);
     }
   };
   if (n == 1) {
@@ -56,57 +56,57 @@ std::vector<Outcome> runEach(std::size_t n, Fn fn) {
   return outcomes;
 }
 
-ncclResult_t firstError(const std::vector<Outcome>& outcomes) {
+ncclResult_t FirstError(const std::vector<Outcome>& outcomes) {
   for (const auto& outcome : outcomes) {
-    if (outcome.code != ncclSuccess) return fail(outcome.code, outcome.message);
+    if (outcome.code != ncclSuccess) return Fail(outcome.code, outcome.message);
   }
   return ncclSuccess;
 }
 
 }  // namespace
 
-bool inGroup() noexcept {
-  return tGroup.depth > 0;
+bool InGroup() noexcept {
+  return t_group.depth > 0;
 }
 
-void groupStart() noexcept {
-  ++tGroup.depth;
+void GroupStart() noexcept {
+  ++t_group.depth;
 }
 
-void enqueueOperation(ncclComm* comm, const Operation& operation) {
-  tGroup.operations.emplace_back(comm, operation);
+void EnqueueOperation(ncclComm* comm, const Operation& operation) {
+  t_group.operations.emplace_back(comm, operation);
 }
 
-void enqueueInit(ncclComm* comm) {
-  tGroup.inits.push_back(comm);
+void EnqueueInit(ncclComm* comm) {
+  t_group.inits.push_back(comm);
 }
 
-void forgetComm(ncclComm* comm) noexcept {
-  auto& inits = tGroup.inits;
+void ForgetComm(ncclComm* comm) noexcept {
+  auto& inits = t_group.inits;
   inits.erase(std::remove(inits.begin(), inits.end(), comm), inits.end());
-  auto& operations = tGroup.operations;
+  auto& operations = t_group.operations;
   operations.erase(std::remove_if(operations.begin(), operations.end(),
                                   [comm](const auto& entry) { return entry.first == comm; }),
                    operations.end());
 }
 
-ncclResult_t connectAll(const std::vector<ncclComm*>& comms) noexcept {
+ncclResult_t ConnectAll(const std::vector<ncclComm*>& comms) noexcept {
   try {
-    const auto outcomes = runEach(comms.size(), [&](std::size_t i) { comms[i]->impl.connect(); });
+    const auto outcomes = RunEach(comms.size(), [&](std::size_t i) { comms[i]->impl.Connect(); });
     for (std::size_t i = 0; i < comms.size(); ++i) {
-      if (outcomes[i].code != ncclSuccess) comms[i]->impl.setAsyncError(outcomes[i].code);
+      if (outcomes[i].code != ncclSuccess) comms[i]->impl.SetAsyncError(outcomes[i].code);
     }
-    return firstError(outcomes);
+    return FirstError(outcomes);
   } catch (...) {
     std::string message;
-    const ncclResult_t code = currentExceptionResult(message);
-    return fail(code, message);
+    const ncclResult_t code = CurrentExceptionResult(message);
+    return Fail(code, message);
   }
 }
 
-ncclResult_t groupEnd() noexcept {
-  GroupState& group = tGroup;
-  if (group.depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd called without ncclGroupStart");
+ncclResult_t GroupEnd() noexcept {
+  GroupState& group = t_group;
+  if (group.depth == 0) return Fail(ncclInvalidUsage, "ncclGroupEnd called without ncclGroupStart");
   if (--group.depth > 0) return ncclSuccess;
   // Take the queues first, so that the thread's state is clean whatever happens below.
   std::vector<ncclComm*> inits = std::move(group.inits);
@@ -114,36 +114,36 @@ ncclResult_t groupEnd() noexcept {
   group.inits.clear();
   group.operations.clear();
   try {
-    ncclResult_t result = inits.empty() ? ncclSuccess : connectAll(inits);
+    ncclResult_t result = inits.empty() ? ncclSuccess : ConnectAll(inits);
 
     // Operations grouped by communicator, in the order each communicator first appears.
-    std::vector<std::pair<ncclComm*, std::vector<Operation>>> perComm;
+    std::vector<std::pair<ncclComm*, std::vector<Operation>>> per_comm;
     for (auto& [comm, operation] : operations) {
-      auto it = std::find_if(perComm.begin(), perComm.end(),
+      auto it = std::find_if(per_comm.begin(), per_comm.end(),
                              [comm = comm](const auto& entry) { return entry.first == comm; });
-      if (it == perComm.end()) {
-        perComm.emplace_back(comm, std::vector<Operation>{});
-        it = std::prev(perComm.end());
+      if (it == per_comm.end()) {
+        per_comm.emplace_back(comm, std::vector<Operation>{});
+        it = std::prev(per_comm.end());
       }
       it->second.push_back(operation);
     }
-    const auto outcomes = runEach(perComm.size(), [&](std::size_t i) {
-      auto& comm = perComm[i].first->impl;
-      if (comm.asyncError() != ncclSuccess) {
-        throw Error(comm.asyncError(), "communicator failed earlier (async error)");
+    const auto outcomes = RunEach(per_comm.size(), [&](std::size_t i) {
+      auto& comm = per_comm[i].first->impl;
+      if (comm.AsyncError() != ncclSuccess) {
+        throw Error(comm.AsyncError(), "communicator failed earlier (async error)");
       }
-      comm.runGroup(perComm[i].second);
+      comm.RunGroup(per_comm[i].second);
     });
-    for (std::size_t i = 0; i < perComm.size(); ++i) {
-      if (isFatal(outcomes[i].code)) perComm[i].first->impl.setAsyncError(outcomes[i].code);
+    for (std::size_t i = 0; i < per_comm.size(); ++i) {
+      if (IsFatal(outcomes[i].code)) per_comm[i].first->impl.SetAsyncError(outcomes[i].code);
     }
-    const ncclResult_t opsResult = firstError(outcomes);
-    return result != ncclSuccess ? result : opsResult;
+    const ncclResult_t ops_result = FirstError(outcomes);
+    return result != ncclSuccess ? result : ops_result;
   } catch (...) {
     std::string message;
-    const ncclResult_t code = currentExceptionResult(message);
-    return fail(code, message);
+    const ncclResult_t code = CurrentExceptionResult(message);
+    return Fail(code, message);
   }
 }
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin

@@ -8,20 +8,20 @@
 
 #include "communicator.hpp"
 
-namespace standin {
+namespace metronome::testbed::standin {
 
-bool inGroup() noexcept;
-void groupStart() noexcept;
+bool InGroup() noexcept;
+void GroupStart() noexcept;
 // Ends the innermost group; at the outermost, runs what was queued and returns the first error.
-ncclResult_t groupEnd() noexcept;
+ncclResult_t GroupEnd() noexcept;
 
-void enqueueOperation(ncclComm* comm, const Operation& operation);  // throws std::bad_alloc
-void enqueueInit(ncclComm* comm);                                   // throws std::bad_alloc
+void EnqueueOperation(ncclComm* comm, const Operation& operation);  // throws std::bad_alloc
+void EnqueueInit(ncclComm* comm);                                   // throws std::bad_alloc
 // Drops what this thread queued for `comm` (it is being destroyed).
-void forgetComm(ncclComm* comm) noexcept;
+void ForgetComm(ncclComm* comm) noexcept;
 
 // Runs `comm->impl.connect()` for each comm concurrently; marks failures as the comm's async
 // error. Returns the first error (and sets the last error message).
-ncclResult_t connectAll(const std::vector<ncclComm*>& comms) noexcept;
+ncclResult_t ConnectAll(const std::vector<ncclComm*>& comms) noexcept;
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin

@@ -17,15 +17,15 @@
 #include "errors.hpp"
 #include "tcp_store.hpp"
 
-namespace standin {
+namespace metronome::testbed::standin {
 namespace {
 
-std::string envOr(const char* name, const std::string& fallback) {
+std::string EnvOr(const char* name, const std::string& fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? std::string(value) : fallback;
 }
 
-std::string newNonce() {
+std::string NewNonce() {
   std::random_device device;
   std::uint64_t value = (static_cast<std::uint64_t>(device()) << 32) ^ device();
   value ^= static_cast<std::uint64_t>(::getpid()) << 16;
@@ -36,7 +36,7 @@ std::string newNonce() {
 }
 
 // "HOST:PORT" or "[HOST]:PORT" into host and port; false when malformed.
-bool splitHostPort(const std::string& text, std::string& host, std::uint16_t& port) {
+bool SplitHostPort(const std::string& text, std::string& host, std::uint16_t& port) {
   const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return false;
   host = text.substr(0, colon);
@@ -52,24 +52,24 @@ bool splitHostPort(const std::string& text, std::string& host, std::uint16_t& po
   return !host.empty();
 }
 
-std::string formatHostPort(const std::string& host, std::uint16_t port) {
+std::string FormatHostPort(const std::string& host, std::uint16_t port) {
   const bool ipv6 = host.find(':') != std::string::npos;
   return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
 }  // namespace
 
-std::string Rendezvous::describe() const {
-  return kind == Kind::kTcp ? "tcp://" + formatHostPort(host, port) : "file://" + directory;
+std::string Rendezvous::Describe() const {
+  return kind == Kind::kTcp ? "tcp://" + FormatHostPort(host, port) : "file://" + directory;
 }
 
-ncclUniqueId encodeId(const Rendezvous& rendezvous) {
+ncclUniqueId EncodeId(const Rendezvous& rendezvous) {
   const std::string text =
-      std::string(kIdMagic) + ";" + rendezvous.nonce + ";" + rendezvous.describe();
+      std::string(kIdMagic) + ";" + rendezvous.nonce + ";" + rendezvous.Describe();
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
   if (text.size() >= sizeof(id.internal)) {
-    throw Error(ncclInvalidArgument, "rendezvous '" + rendezvous.describe() +
+    throw Error(ncclInvalidArgument, "rendezvous '" + rendezvous.Describe() +
                                          "' is too long for an ncclUniqueId (at most " +
                                          std::to_string(sizeof(id.internal) - 30) +
                                          " characters of path)");
@@ -78,7 +78,7 @@ ncclUniqueId encodeId(const Rendezvous& rendezvous) {
   return id;
 }
 
-std::optional<Rendezvous> decodeId(const ncclUniqueId& id) {
+std::optional<Rendezvous> DecodeId(const ncclUniqueId& id) {
   const char* begin = id.internal;
   const auto* end = static_cast<const char*>(std::memchr(begin, '\0', sizeof(id.internal)));
   if (end == nullptr) return std::nullopt;
@@ -93,7 +93,7 @@ std::optional<Rendezvous> decodeId(const ncclUniqueId& id) {
   const std::string where = text.substr(second + 1);
   if (where.starts_with("tcp://")) {
     rv.kind = Rendezvous::Kind::kTcp;
-    if (!splitHostPort(where.substr(6), rv.host, rv.port) || rv.port == 0) return std::nullopt;
+    if (!SplitHostPort(where.substr(6), rv.host, rv.port) || rv.port == 0) return std::nullopt;
   } else if (where.starts_with("file://")) {
     rv.kind = Rendezvous::Kind::kFile;
     rv.directory = where.substr(7);
@@ -104,8 +104,8 @@ std::optional<Rendezvous> decodeId(const ncclUniqueId& id) {
   return rv;
 }
 
-std::string localAddress() {
-  const std::string configured = envOr("METRONOME_STANDIN_IFACE_ADDR", "");
+std::string LocalAddress() {
+  const std::string configured = EnvOr("METRONOME_STANDIN_IFACE_ADDR", "");
   if (!configured.empty()) return configured;
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) == 0) {
@@ -124,38 +124,38 @@ std::string localAddress() {
   return "127.0.0.1";
 }
 
-std::chrono::milliseconds operationTimeout() {
-  static const std::chrono::milliseconds timeout = [] {
-    const std::string text = envOr("METRONOME_STANDIN_TIMEOUT_S", "300");
+std::chrono::milliseconds OperationTimeout() {
+  static const std::chrono::milliseconds kTimeout = [] {
+    const std::string text = EnvOr("METRONOME_STANDIN_TIMEOUT_S", "300");
     char* end = nullptr;
     const double seconds = std::strtod(text.c_str(), &end);
     if (end == text.c_str() || *end != '\0' || !(seconds > 0)) {
-      warnOnce("timeout-env", "METRONOME_STANDIN_TIMEOUT_S='" + text +
+      WarnOnce("timeout-env", "METRONOME_STANDIN_TIMEOUT_S='" + text +
                                   "' is not a positive number "
                                   "of seconds: using 300");
       return std::chrono::milliseconds(300000);
     }
     return std::chrono::milliseconds(static_cast<long>(seconds * 1000.0));
   }();
-  return timeout;
+  return kTimeout;
 }
 
-Rendezvous newRendezvous() {
-  const std::string choice = envOr("METRONOME_STANDIN_RENDEZVOUS", "tcp");
+Rendezvous NewRendezvous() {
+  const std::string choice = EnvOr("METRONOME_STANDIN_RENDEZVOUS", "tcp");
   Rendezvous rv;
-  rv.nonce = newNonce();
+  rv.nonce = NewNonce();
   std::string spec = choice;
   if (spec.starts_with("file://")) {
     spec = spec.substr(7);
   } else if (spec.starts_with("file:")) {
     spec = spec.substr(5);
   } else if (spec == "tcp") {
-    spec = "tcp:" + formatHostPort(localAddress(), 0);
+    spec = "tcp:" + FormatHostPort(LocalAddress(), 0);
   }
   if (spec.starts_with("/")) {
     rv.kind = Rendezvous::Kind::kFile;
     rv.directory = spec;
-    encodeId(rv);  // fails early when the path is too long
+    EncodeId(rv);  // fails early when the path is too long
     std::error_code error;
     std::filesystem::create_directories(std::filesystem::path(rv.directory) / rv.nonce, error);
     if (error) {
@@ -168,19 +168,19 @@ Rendezvous newRendezvous() {
   if (spec.starts_with("tcp:")) spec = spec.substr(4);
   std::string host;
   std::uint16_t port = 0;
-  if (!splitHostPort(spec, host, port)) {
+  if (!SplitHostPort(spec, host, port)) {
     throw Error(ncclInvalidArgument,
                 "METRONOME_STANDIN_RENDEZVOUS='" + choice +
                     "' is not understood: use 'tcp', 'tcp:HOST:PORT' or 'file:/DIRECTORY'");
   }
-  auto server = TcpStoreServer::obtain(host, port);
+  auto server = TcpStoreServer::Obtain(host, port);
   rv.kind = Rendezvous::Kind::kTcp;
-  rv.host = server->host();
-  rv.port = server->port();
+  rv.host = server->Host();
+  rv.port = server->Port();
   return rv;
 }
 
-std::unique_ptr<gloo::rendezvous::Store> openStore(const Rendezvous& rendezvous,
+std::unique_ptr<gloo::rendezvous::Store> OpenStore(const Rendezvous& rendezvous,
                                                    std::chrono::milliseconds timeout) {
   if (rendezvous.kind == Rendezvous::Kind::kTcp) {
     return std::make_unique<TcpStoreClient>(rendezvous.host, rendezvous.port, rendezvous.nonce,
@@ -196,10 +196,10 @@ std::unique_ptr<gloo::rendezvous::Store> openStore(const Rendezvous& rendezvous,
   return std::make_unique<gloo::rendezvous::FileStore>(dir.string());
 }
 
-void cleanupStore(const Rendezvous& rendezvous, gloo::rendezvous::Store& store) noexcept {
+void CleanupStore(const Rendezvous& rendezvous, gloo::rendezvous::Store& store) noexcept {
   try {
     if (rendezvous.kind == Rendezvous::Kind::kTcp) {
-      static_cast<TcpStoreClient&>(store).deleteAll();
+      static_cast<TcpStoreClient&>(store).DeleteAll();
     } else {
       std::error_code error;
       std::filesystem::remove_all(std::filesystem::path(rendezvous.directory) / rendezvous.nonce,
@@ -210,4 +210,4 @@ void cleanupStore(const Rendezvous& rendezvous, gloo::rendezvous::Store& store) 
   }
 }
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin

@@ -24,7 +24,7 @@
 #include <optional>
 #include <string>
 
-namespace standin {
+namespace metronome::testbed::standin {
 
 struct Rendezvous {
   enum class Kind { kTcp, kFile };
@@ -34,29 +34,30 @@ struct Rendezvous {
   std::uint16_t port = 0;
   std::string directory;  // kFile
 
-  std::string describe() const;  // "tcp://HOST:PORT" or "file://DIR"
+  std::string Describe() const;  // "tcp://HOST:PORT" or "file://DIR"
 };
 
 inline constexpr const char* kIdMagic = "mtrn-gloo1";
 
-// Throws standin::Error(ncclInvalidArgument) when the rendezvous does not fit in an id.
-ncclUniqueId encodeId(const Rendezvous& rendezvous);
+// Throws metronome::testbed::standin::Error(ncclInvalidArgument) when the rendezvous does not fit
+// in an id.
+ncclUniqueId EncodeId(const Rendezvous& rendezvous);
 // std::nullopt when the id was not made by this library (or is corrupt).
-std::optional<Rendezvous> decodeId(const ncclUniqueId& id);
+std::optional<Rendezvous> DecodeId(const ncclUniqueId& id);
 
 // A new rendezvous as chosen by the environment; starts the TCP store when needed. Throws.
-Rendezvous newRendezvous();
+Rendezvous NewRendezvous();
 
 // Opens the store of a rendezvous (connects, or creates the directory). Throws.
-std::unique_ptr<gloo::rendezvous::Store> openStore(const Rendezvous& rendezvous,
+std::unique_ptr<gloo::rendezvous::Store> OpenStore(const Rendezvous& rendezvous,
                                                    std::chrono::milliseconds timeout);
 // Removes the rendezvous' keys once every rank is connected (best effort, never throws).
-void cleanupStore(const Rendezvous& rendezvous, gloo::rendezvous::Store& store) noexcept;
+void CleanupStore(const Rendezvous& rendezvous, gloo::rendezvous::Store& store) noexcept;
 
 // The address this process binds to (see above).
-std::string localAddress();
+std::string LocalAddress();
 
 // METRONOME_STANDIN_TIMEOUT_S (default 300 s): bound on rendezvous and on every operation.
-std::chrono::milliseconds operationTimeout();
+std::chrono::milliseconds OperationTimeout();
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin

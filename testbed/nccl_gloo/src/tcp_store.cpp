@@ -15,7 +15,7 @@
 
 #include "errors.hpp"
 
-namespace standin {
+namespace metronome::testbed::standin {
 namespace {
 
 constexpr std::uint8_t kSet = 1;
@@ -26,12 +26,12 @@ constexpr std::uint8_t kTimedOut = 1;
 constexpr std::uint32_t kMaxKeyBytes = 4096;
 constexpr std::uint64_t kMaxValueBytes = 64ull << 20;
 
-std::string errnoText(const std::string& what) {
+std::string ErrnoText(const std::string& what) {
   return what + ": " + std::strerror(errno);
 }
 
 // Full reads and writes; false on EOF or error.
-bool readAll(int fd, void* data, std::size_t size) {
+bool ReadAll(int fd, void* data, std::size_t size) {
   auto* p = static_cast<char*>(data);
   while (size > 0) {
     const ssize_t n = ::recv(fd, p, size, 0);
@@ -46,7 +46,7 @@ bool readAll(int fd, void* data, std::size_t size) {
   return true;
 }
 
-bool writeAll(int fd, const void* data, std::size_t size) {
+bool WriteAll(int fd, const void* data, std::size_t size) {
   const auto* p = static_cast<const char*>(data);
   while (size > 0) {
     const ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
@@ -61,16 +61,16 @@ bool writeAll(int fd, const void* data, std::size_t size) {
 }
 
 template <typename T>
-void appendLe(std::vector<char>& out, T value) {
+void AppendLe(std::vector<char>& out, T value) {
   for (std::size_t i = 0; i < sizeof(T); ++i) {
     out.push_back(static_cast<char>((static_cast<std::uint64_t>(value) >> (8 * i)) & 0xffu));
   }
 }
 
 template <typename T>
-bool readLe(int fd, T& value) {
+bool ReadLe(int fd, T& value) {
   unsigned char bytes[sizeof(T)];
-  if (!readAll(fd, bytes, sizeof(T))) return false;
+  if (!ReadAll(fd, bytes, sizeof(T))) return false;
   std::uint64_t v = 0;
   for (std::size_t i = 0; i < sizeof(T); ++i) v |= static_cast<std::uint64_t>(bytes[i]) << (8 * i);
   value = static_cast<T>(v);
@@ -82,7 +82,7 @@ struct Addr {
   socklen_t length = 0;
 };
 
-Addr resolve(const std::string& host, std::uint16_t port) {
+Addr Resolve(const std::string& host, std::uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -104,56 +104,56 @@ Addr resolve(const std::string& host, std::uint16_t port) {
 class Server final : public TcpStoreServer {
  public:
   Server(const std::string& host, std::uint16_t port) : host_(host) {
-    const Addr addr = resolve(host, port);
-    listenFd_ = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listenFd_ < 0) throw Error(ncclSystemError, errnoText("rendezvous store: socket"));
+    const Addr addr = Resolve(host, port);
+    listen_fd_ = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0) throw Error(ncclSystemError, ErrnoText("rendezvous store: socket"));
     const int one = 1;
-    ::setsockopt(listenFd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(listenFd_, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0 ||
-        ::listen(listenFd_, 128) != 0) {
+    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) != 0 ||
+        ::listen(listen_fd_, 128) != 0) {
       const std::string message =
-          errnoText("rendezvous store: cannot listen on " + host + ":" + std::to_string(port));
-      ::close(listenFd_);
+          ErrnoText("rendezvous store: cannot listen on " + host + ":" + std::to_string(port));
+      ::close(listen_fd_);
       throw Error(ncclSystemError, message);
     }
     sockaddr_storage bound{};
     socklen_t length = sizeof(bound);
-    ::getsockname(listenFd_, reinterpret_cast<sockaddr*>(&bound), &length);
+    ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &length);
     port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     // The server lives as long as the process: its threads are never joined.
-    std::thread([this] { acceptLoop(); }).detach();
+    std::thread([this] { AcceptLoop(); }).detach();
   }
 
-  const std::string& host() const override { return host_; }
-  std::uint16_t port() const override { return port_; }
+  const std::string& Host() const override { return host_; }
+  std::uint16_t Port() const override { return port_; }
 
  private:
-  void acceptLoop() {
+  void AcceptLoop() {
     for (;;) {
-      const int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
           if (errno == EMFILE || errno == ENFILE)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
           continue;
         }
-        warnOnce("store-accept", errnoText("rendezvous store: accept failed, store stops"));
+        WarnOnce("store-accept", ErrnoText("rendezvous store: accept failed, store stops"));
         return;
       }
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       try {
-        std::thread([this, fd] { serve(fd); }).detach();
+        std::thread([this, fd] { Serve(fd); }).detach();
       } catch (...) {
         ::close(fd);
       }
     }
   }
 
-  void serve(int fd) {
+  void Serve(int fd) {
     try {
-      while (handleOne(fd)) {
+      while (HandleOne(fd)) {
       }
     } catch (...) {
       // A client that misbehaves loses its connection; the server carries on.
@@ -161,33 +161,33 @@ class Server final : public TcpStoreServer {
     ::close(fd);
   }
 
-  bool reply(int fd, std::uint8_t status, const std::vector<char>& data) {
+  bool Reply(int fd, std::uint8_t status, const std::vector<char>& data) {
     std::vector<char> out;
     out.reserve(9 + data.size());
     out.push_back(static_cast<char>(status));
-    appendLe<std::uint64_t>(out, data.size());
+    AppendLe<std::uint64_t>(out, data.size());
     out.insert(out.end(), data.begin(), data.end());
-    return writeAll(fd, out.data(), out.size());
+    return WriteAll(fd, out.data(), out.size());
   }
 
-  bool handleOne(int fd) {
+  bool HandleOne(int fd) {
     std::uint8_t op = 0;
-    std::uint32_t keyLength = 0;
+    std::uint32_t key_length = 0;
     std::uint64_t argument = 0;
-    if (!readLe(fd, op) || !readLe(fd, keyLength) || keyLength > kMaxKeyBytes) return false;
-    std::string key(keyLength, '\0');
-    if (!readAll(fd, key.data(), keyLength) || !readLe(fd, argument)) return false;
+    if (!ReadLe(fd, op) || !ReadLe(fd, key_length) || key_length > kMaxKeyBytes) return false;
+    std::string key(key_length, '\0');
+    if (!ReadAll(fd, key.data(), key_length) || !ReadLe(fd, argument)) return false;
     switch (op) {
       case kSet: {
         if (argument > kMaxValueBytes) return false;
         std::vector<char> value(argument);
-        if (!readAll(fd, value.data(), value.size())) return false;
+        if (!ReadAll(fd, value.data(), value.size())) return false;
         {
           std::lock_guard<std::mutex> lock(mu_);
           data_[key] = std::move(value);
         }
         cv_.notify_all();
-        return reply(fd, kOk, {});
+        return Reply(fd, kOk, {});
       }
       case kGet: {
         std::unique_lock<std::mutex> lock(mu_);
@@ -196,7 +196,7 @@ class Server final : public TcpStoreServer {
         const bool found = cv_.wait_until(lock, deadline, [&] { return data_.count(key) != 0; });
         std::vector<char> value = found ? data_[key] : std::vector<char>{};
         lock.unlock();
-        return reply(fd, found ? kOk : kTimedOut, value);
+        return Reply(fd, found ? kOk : kTimedOut, value);
       }
       case kDeletePrefix: {
         {
@@ -205,7 +205,7 @@ class Server final : public TcpStoreServer {
             it = data_.erase(it);
           }
         }
-        return reply(fd, kOk, {});
+        return Reply(fd, kOk, {});
       }
       default:
         return false;
@@ -214,7 +214,7 @@ class Server final : public TcpStoreServer {
 
   std::string host_;
   std::uint16_t port_ = 0;
-  int listenFd_ = -1;
+  int listen_fd_ = -1;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::vector<char>> data_;
@@ -222,7 +222,7 @@ class Server final : public TcpStoreServer {
 
 }  // namespace
 
-std::shared_ptr<TcpStoreServer> TcpStoreServer::obtain(const std::string& host,
+std::shared_ptr<TcpStoreServer> TcpStoreServer::Obtain(const std::string& host,
                                                        std::uint16_t port) {
   // Never destroyed: servers (and their detached threads) live until the process exits.
   static auto* mu = new std::mutex;
@@ -230,25 +230,25 @@ std::shared_ptr<TcpStoreServer> TcpStoreServer::obtain(const std::string& host,
   std::lock_guard<std::mutex> lock(*mu);
   if (port == 0) {
     for (const auto& [key, server] : *servers) {
-      if (server->host() == host) return server;
+      if (server->Host() == host) return server;
     }
   } else if (auto it = servers->find(host + ":" + std::to_string(port)); it != servers->end()) {
     return it->second;
   }
   auto server = std::make_shared<Server>(host, port);
-  (*servers)[host + ":" + std::to_string(server->port())] = server;
+  (*servers)[host + ":" + std::to_string(server->Port())] = server;
   return server;
 }
 
 TcpStoreClient::TcpStoreClient(const std::string& host, std::uint16_t port, std::string prefix,
                                std::chrono::milliseconds timeout)
     : endpoint_(host + ":" + std::to_string(port)), prefix_(std::move(prefix)), timeout_(timeout) {
-  const Addr addr = resolve(host, port);
+  const Addr addr = Resolve(host, port);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
     fd_ = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd_ < 0) throw Error(ncclSystemError, errnoText("rendezvous store client: socket"));
+    if (fd_ < 0) throw Error(ncclSystemError, ErrnoText("rendezvous store client: socket"));
     if (::connect(fd_, reinterpret_cast<const sockaddr*>(&addr.storage), addr.length) == 0) break;
     const std::string why = std::strerror(errno);
     ::close(fd_);
@@ -268,26 +268,26 @@ TcpStoreClient::~TcpStoreClient() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::vector<char> TcpStoreClient::request(std::uint8_t op, const std::string& key,
+std::vector<char> TcpStoreClient::Request(std::uint8_t op, const std::string& key,
                                           std::uint64_t argument, const std::vector<char>* value) {
   std::lock_guard<std::mutex> lock(mu_);
   if (fd_ < 0) throw Error(ncclSystemError, "rendezvous store connection is closed");
   std::vector<char> out;
   out.push_back(static_cast<char>(op));
-  appendLe<std::uint32_t>(out, static_cast<std::uint32_t>(key.size()));
+  AppendLe<std::uint32_t>(out, static_cast<std::uint32_t>(key.size()));
   out.insert(out.end(), key.begin(), key.end());
-  appendLe<std::uint64_t>(out, argument);
+  AppendLe<std::uint64_t>(out, argument);
   if (value != nullptr) out.insert(out.end(), value->begin(), value->end());
   std::uint8_t status = 0;
   std::uint64_t length = 0;
-  if (!writeAll(fd_, out.data(), out.size()) || !readLe(fd_, status) || !readLe(fd_, length) ||
+  if (!WriteAll(fd_, out.data(), out.size()) || !ReadLe(fd_, status) || !ReadLe(fd_, length) ||
       length > kMaxValueBytes) {
     ::close(fd_);
     fd_ = -1;
     throw Error(ncclSystemError, "lost the connection to the rendezvous store at " + endpoint_);
   }
   std::vector<char> reply(length);
-  if (!readAll(fd_, reply.data(), reply.size())) {
+  if (!ReadAll(fd_, reply.data(), reply.size())) {
     ::close(fd_);
     fd_ = -1;
     throw Error(ncclSystemError, "lost the connection to the rendezvous store at " + endpoint_);
@@ -305,11 +305,11 @@ void TcpStoreClient::set(const std::string& key, const std::vector<char>& data) 
   if (key.size() + prefix_.size() + 1 > kMaxKeyBytes || data.size() > kMaxValueBytes) {
     throw Error(ncclInternalError, "rendezvous store: key or value too large");
   }
-  request(kSet, prefix_ + "/" + key, data.size(), &data);
+  Request(kSet, prefix_ + "/" + key, data.size(), &data);
 }
 
 std::vector<char> TcpStoreClient::get(const std::string& key) {
-  return request(kGet, prefix_ + "/" + key, static_cast<std::uint64_t>(timeout_.count()), nullptr);
+  return Request(kGet, prefix_ + "/" + key, static_cast<std::uint64_t>(timeout_.count()), nullptr);
 }
 
 void TcpStoreClient::wait(const std::vector<std::string>& keys) {
@@ -322,13 +322,13 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys,
   for (const auto& key : keys) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    request(kGet, prefix_ + "/" + key, static_cast<std::uint64_t>(std::max<long>(left.count(), 0)),
+    Request(kGet, prefix_ + "/" + key, static_cast<std::uint64_t>(std::max<long>(left.count(), 0)),
             nullptr);
   }
 }
 
-void TcpStoreClient::deleteAll() {
-  request(kDeletePrefix, prefix_ + "/", 0, nullptr);
+void TcpStoreClient::DeleteAll() {
+  Request(kDeletePrefix, prefix_ + "/", 0, nullptr);
 }
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin

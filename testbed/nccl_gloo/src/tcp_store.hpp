@@ -18,24 +18,25 @@
 #include <string>
 #include <vector>
 
-namespace standin {
+namespace metronome::testbed::standin {
 
 class TcpStoreServer {
  public:
   // Serves on host:port (port 0: an ephemeral port). One server per distinct host is shared by the
-  // whole process and lives until it exits. Throws standin::Error when it cannot listen.
-  static std::shared_ptr<TcpStoreServer> obtain(const std::string& host, std::uint16_t port);
+  // whole process and lives until it exits. Throws metronome::testbed::standin::Error when it
+  // cannot listen.
+  static std::shared_ptr<TcpStoreServer> Obtain(const std::string& host, std::uint16_t port);
 
   virtual ~TcpStoreServer() = default;
-  virtual const std::string& host() const = 0;
-  virtual std::uint16_t port() const = 0;
+  virtual const std::string& Host() const = 0;
+  virtual std::uint16_t Port() const = 0;
 };
 
 // Gloo's Store interface over a connection to a TcpStoreServer. Every key is prefixed with
 // `prefix` + "/", so that communicators sharing a server do not see each other's keys.
 class TcpStoreClient : public gloo::rendezvous::Store {
  public:
-  // Connects (retrying until `timeout`); throws standin::Error on failure.
+  // Connects (retrying until `timeout`); throws metronome::testbed::standin::Error on failure.
   TcpStoreClient(const std::string& host, std::uint16_t port, std::string prefix,
                  std::chrono::milliseconds timeout);
   ~TcpStoreClient() override;
@@ -49,10 +50,10 @@ class TcpStoreClient : public gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override;
 
   // Removes every key of this client's prefix from the server.
-  void deleteAll();
+  void DeleteAll();
 
  private:
-  std::vector<char> request(std::uint8_t op, const std::string& key, std::uint64_t argument,
+  std::vector<char> Request(std::uint8_t op, const std::string& key, std::uint64_t argument,
                             const std::vector<char>* value);
 
   std::string endpoint_;
@@ -62,4 +63,4 @@ class TcpStoreClient : public gloo::rendezvous::Store {
   int fd_ = -1;
 };
 
-}  // namespace standin
+}  // namespace metronome::testbed::standin

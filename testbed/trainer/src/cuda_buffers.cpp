@@ -5,16 +5,16 @@
 #include <stdexcept>
 #include <vector>
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 namespace {
 
 class HostBuffers final : public Buffers {
  public:
   explicit HostBuffers(std::size_t bytes) : data_((bytes + 3) / 4, 0.0f) {}
-  void* data() override { return data_.data(); }
-  cudaStream_t stream() override { return nullptr; }
-  void synchronize() override {}
-  std::string describe() const override { return "host"; }
+  void* Data() override { return data_.data(); }
+  cudaStream_t Stream() override { return nullptr; }
+  void Synchronize() override {}
+  std::string Describe() const override { return "host"; }
 
  private:
   std::vector<float> data_;  // zeros: sums of zeros never overflow, however often repeated
@@ -25,15 +25,15 @@ class HostBuffers final : public Buffers {
 // function is not overloaded by a C++ template.
 struct CudaRuntime {
   void* handle = nullptr;
-  decltype(&cudaGetDeviceCount) getDeviceCount = nullptr;
-  decltype(&cudaSetDevice) setDevice = nullptr;
+  decltype(&cudaGetDeviceCount) get_device_count = nullptr;
+  decltype(&cudaSetDevice) set_device = nullptr;
   cudaError_t (*malloc)(void**, std::size_t) = nullptr;  // cudaMalloc is overloaded in C++
   decltype(&cudaFree) free = nullptr;
   decltype(&cudaMemset) memset = nullptr;
-  decltype(&cudaStreamCreate) streamCreate = nullptr;
-  decltype(&cudaStreamDestroy) streamDestroy = nullptr;
-  decltype(&cudaStreamSynchronize) streamSynchronize = nullptr;
-  decltype(&cudaGetErrorString) errorString = nullptr;
+  decltype(&cudaStreamCreate) stream_create = nullptr;
+  decltype(&cudaStreamDestroy) stream_destroy = nullptr;
+  decltype(&cudaStreamSynchronize) stream_synchronize = nullptr;
+  decltype(&cudaGetErrorString) error_string = nullptr;
 
   CudaRuntime() {
     for (const char* name :
@@ -43,24 +43,24 @@ struct CudaRuntime {
     }
     if (handle == nullptr)
       throw std::runtime_error("--device cuda: cannot open the CUDA runtime (libcudart)");
-    resolve(getDeviceCount, "cudaGetDeviceCount");
-    resolve(setDevice, "cudaSetDevice");
-    resolve(malloc, "cudaMalloc");
-    resolve(free, "cudaFree");
-    resolve(memset, "cudaMemset");
-    resolve(streamCreate, "cudaStreamCreate");
-    resolve(streamDestroy, "cudaStreamDestroy");
-    resolve(streamSynchronize, "cudaStreamSynchronize");
-    resolve(errorString, "cudaGetErrorString");
+    Resolve(get_device_count, "cudaGetDeviceCount");
+    Resolve(set_device, "cudaSetDevice");
+    Resolve(malloc, "cudaMalloc");
+    Resolve(free, "cudaFree");
+    Resolve(memset, "cudaMemset");
+    Resolve(stream_create, "cudaStreamCreate");
+    Resolve(stream_destroy, "cudaStreamDestroy");
+    Resolve(stream_synchronize, "cudaStreamSynchronize");
+    Resolve(error_string, "cudaGetErrorString");
   }
   template <typename Fn>
-  void resolve(Fn& fn, const char* name) {
+  void Resolve(Fn& fn, const char* name) {
     fn = reinterpret_cast<Fn>(::dlsym(handle, name));
     if (fn == nullptr)
       throw std::runtime_error(std::string("--device cuda: libcudart lacks ") + name);
   }
-  void check(cudaError_t rc, const char* what) const {
-    if (rc != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + errorString(rc));
+  void Check(cudaError_t rc, const char* what) const {
+    if (rc != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + error_string(rc));
   }
 };
 
@@ -68,26 +68,26 @@ class CudaBuffers final : public Buffers {
  public:
   CudaBuffers(int rank, std::size_t bytes) {
     int count = 0;
-    cuda_.check(cuda_.getDeviceCount(&count), "cudaGetDeviceCount");
+    cuda_.Check(cuda_.get_device_count(&count), "cudaGetDeviceCount");
     if (count < 1) throw std::runtime_error("--device cuda: no GPU");
     device_ = rank % count;
-    cuda_.check(cuda_.setDevice(device_), "cudaSetDevice");
-    cuda_.check(cuda_.malloc(&data_, bytes == 0 ? 4 : bytes), "cudaMalloc");
-    cuda_.check(cuda_.memset(data_, 0, bytes == 0 ? 4 : bytes), "cudaMemset");
-    cuda_.check(cuda_.streamCreate(&stream_), "cudaStreamCreate");
+    cuda_.Check(cuda_.set_device(device_), "cudaSetDevice");
+    cuda_.Check(cuda_.malloc(&data_, bytes == 0 ? 4 : bytes), "cudaMalloc");
+    cuda_.Check(cuda_.memset(data_, 0, bytes == 0 ? 4 : bytes), "cudaMemset");
+    cuda_.Check(cuda_.stream_create(&stream_), "cudaStreamCreate");
   }
   ~CudaBuffers() override {
-    if (stream_ != nullptr) cuda_.streamDestroy(stream_);
+    if (stream_ != nullptr) cuda_.stream_destroy(stream_);
     if (data_ != nullptr) cuda_.free(data_);
   }
   CudaBuffers(const CudaBuffers&) = delete;
   CudaBuffers& operator=(const CudaBuffers&) = delete;
-  void* data() override { return data_; }
-  cudaStream_t stream() override { return stream_; }
-  void synchronize() override {
-    cuda_.check(cuda_.streamSynchronize(stream_), "cudaStreamSynchronize");
+  void* Data() override { return data_; }
+  cudaStream_t Stream() override { return stream_; }
+  void Synchronize() override {
+    cuda_.Check(cuda_.stream_synchronize(stream_), "cudaStreamSynchronize");
   }
-  std::string describe() const override { return "cuda:" + std::to_string(device_); }
+  std::string Describe() const override { return "cuda:" + std::to_string(device_); }
 
  private:
   CudaRuntime cuda_;
@@ -98,10 +98,10 @@ class CudaBuffers final : public Buffers {
 
 }  // namespace
 
-std::unique_ptr<Buffers> Buffers::create(const std::string& device, int rank, std::size_t bytes) {
+std::unique_ptr<Buffers> Buffers::Create(const std::string& device, int rank, std::size_t bytes) {
   if (device == "host") return std::make_unique<HostBuffers>(bytes);
   if (device == "cuda") return std::make_unique<CudaBuffers>(rank, bytes);
   throw std::runtime_error("unknown --device '" + device + "' (host or cuda)");
 }
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

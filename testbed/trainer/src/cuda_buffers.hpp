@@ -11,17 +11,17 @@
 #include <memory>
 #include <string>
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 
 class Buffers {
  public:
   // Throws std::runtime_error (e.g. no CUDA runtime or GPU for "cuda").
-  static std::unique_ptr<Buffers> create(const std::string& device, int rank, std::size_t bytes);
+  static std::unique_ptr<Buffers> Create(const std::string& device, int rank, std::size_t bytes);
   virtual ~Buffers() = default;
-  virtual void* data() = 0;
-  virtual cudaStream_t stream() = 0;  // nullptr on the host
-  virtual void synchronize() = 0;     // waits for the stream's work (no-op on the host)
-  virtual std::string describe() const = 0;
+  virtual void* Data() = 0;
+  virtual cudaStream_t Stream() = 0;  // nullptr on the host
+  virtual void Synchronize() = 0;     // waits for the stream's work (no-op on the host)
+  virtual std::string Describe() const = 0;
 };
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

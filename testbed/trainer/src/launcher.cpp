@@ -16,22 +16,22 @@
 #include <string>
 #include <vector>
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 namespace {
 
 // Children to forward a termination signal to (read by the signal handler).
 constexpr int kMaxChildren = 1024;
-volatile sig_atomic_t gChildCount = 0;
-pid_t gChildren[kMaxChildren];
+volatile sig_atomic_t g_child_count = 0;
+pid_t g_children[kMaxChildren];
 
-void forwardSignal(int signal) {
-  for (int i = 0; i < gChildCount; ++i) {
-    if (gChildren[i] > 0) ::kill(gChildren[i], signal);
+void ForwardSignal(int signal) {
+  for (int i = 0; i < g_child_count; ++i) {
+    if (g_children[i] > 0) ::kill(g_children[i], signal);
   }
 }
 
 // The command line of one rank: ours without the options the launcher sets itself.
-std::vector<std::string> childArguments(int argc, char** argv) {
+std::vector<std::string> ChildArguments(int argc, char** argv) {
   static const std::set<std::string> kOverridden = {"--local-ranks", "--rank",    "--world-size",
                                                     "--rendezvous",  "--id-file", "--phases-out",
                                                     "--summary-out"};
@@ -50,7 +50,7 @@ std::vector<std::string> childArguments(int argc, char** argv) {
 
 }  // namespace
 
-int launchLocalRanks(const Options& options, int argc, char** argv) {
+int LaunchLocalRanks(const Options& options, int argc, char** argv) {
   const int n = options.local_ranks;
   if (n > kMaxChildren) {
     std::cerr << "metronome-trainer: at most " << kMaxChildren << " local ranks" << std::endl;
@@ -63,10 +63,10 @@ int launchLocalRanks(const Options& options, int argc, char** argv) {
     return 1;
   }
   const std::filesystem::path dir = dir_template;
-  const auto base = childArguments(argc, argv);
+  const auto base = ChildArguments(argc, argv);
 
   struct sigaction action {};
-  action.sa_handler = forwardSignal;
+  action.sa_handler = ForwardSignal;
   ::sigemptyset(&action.sa_mask);
   ::sigaction(SIGINT, &action, nullptr);
   ::sigaction(SIGTERM, &action, nullptr);
@@ -92,7 +92,7 @@ int launchLocalRanks(const Options& options, int argc, char** argv) {
     const pid_t pid = ::fork();
     if (pid < 0) {
       std::cerr << "metronome-trainer: fork: " << std::strerror(errno) << std::endl;
-      forwardSignal(SIGTERM);
+      ForwardSignal(SIGTERM);
       break;
     }
     if (pid == 0) {
@@ -103,8 +103,8 @@ int launchLocalRanks(const Options& options, int argc, char** argv) {
       ::_exit(127);
     }
     pids.push_back(pid);
-    gChildren[gChildCount] = pid;
-    gChildCount = gChildCount + 1;
+    g_children[g_child_count] = pid;
+    g_child_count = g_child_count + 1;
   }
 
   int exit_code = static_cast<int>(pids.size()) == n ? 0 : 1;
@@ -117,15 +117,15 @@ int launchLocalRanks(const Options& options, int argc, char** argv) {
       break;
     }
     --running;
-    for (int i = 0; i < gChildCount; ++i) {
-      if (gChildren[i] == pid) gChildren[i] = 0;
+    for (int i = 0; i < g_child_count; ++i) {
+      if (g_children[i] == pid) g_children[i] = 0;
     }
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (code != 0 && exit_code == 0) {
       exit_code = code;
       std::cerr << "metronome-trainer: a rank failed (exit " << code << "): stopping the others"
                 << std::endl;
-      forwardSignal(SIGTERM);
+      ForwardSignal(SIGTERM);
     }
   }
 
@@ -153,4 +153,4 @@ int launchLocalRanks(const Options& options, int argc, char** argv) {
   return exit_code;
 }
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

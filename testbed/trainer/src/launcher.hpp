@@ -5,9 +5,9 @@
 
 #include "options.hpp"
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 
 // Returns the exit code: 0 when every rank succeeded, else the first failure's.
-int launchLocalRanks(const Options& options, int argc, char** argv);
+int LaunchLocalRanks(const Options& options, int argc, char** argv);
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

@@ -11,7 +11,7 @@
 #include "workload.hpp"
 
 int main(int argc, char** argv) {
-  trainer::Options o;
+  metronome::testbed::trainer::Options o;
   CLI::App app{"metronome-trainer: synthetic data-parallel training job on the NCCL API"};
   app.footer(
       "On CPUs, run it on the Gloo stand-in: LD_LIBRARY_PATH=<build>/testbed/nccl_gloo/lib.\n"
@@ -91,19 +91,19 @@ int main(int argc, char** argv) {
               << o.world_size << std::endl;
     return 2;
   }
-  trainer::Workload w;
+  metronome::testbed::trainer::Workload w;
   try {
-    w = trainer::makeWorkload(o);
-  } catch (const trainer::UsageError& e) {
+    w = metronome::testbed::trainer::MakeWorkload(o);
+  } catch (const metronome::testbed::trainer::UsageError& e) {
     std::cerr << "metronome-trainer: " << e.what() << std::endl;
     return 2;
   }
-  if (o.local_ranks > 0) return trainer::launchLocalRanks(o, argc, argv);
+  if (o.local_ranks > 0) return metronome::testbed::trainer::LaunchLocalRanks(o, argc, argv);
   if (o.world_size > 1 && o.rendezvous.empty() && o.id_file.empty()) {
     std::cerr
         << "metronome-trainer: with --world-size > 1 give --rendezvous DIR|HOST:PORT or --id-file"
         << std::endl;
     return 2;
   }
-  return trainer::runRank(o, w);
+  return metronome::testbed::trainer::RunRank(o, w);
 }

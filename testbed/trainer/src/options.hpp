@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 
 struct Options {
   // Workload: a model of the table on a GPU type, or explicit figures (which override the model's).
@@ -38,4 +38,4 @@ struct Options {
   bool quiet = false;       // no per-iteration lines
 };
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

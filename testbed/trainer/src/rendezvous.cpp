@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -35,7 +35,7 @@ struct AddrInfo {
   AddrInfo& operator=(const AddrInfo&) = delete;
 };
 
-bool sendAll(int fd, const char* data, std::size_t size) {
+bool SendAll(int fd, const char* data, std::size_t size) {
   while (size > 0) {
     const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
@@ -46,7 +46,7 @@ bool sendAll(int fd, const char* data, std::size_t size) {
   return true;
 }
 
-bool recvAll(int fd, char* data, std::size_t size) {
+bool RecvAll(int fd, char* data, std::size_t size) {
   while (size > 0) {
     const ssize_t n = ::recv(fd, data, size, 0);
     if (n < 0 && errno == EINTR) continue;
@@ -59,7 +59,7 @@ bool recvAll(int fd, char* data, std::size_t size) {
 
 }  // namespace
 
-IdExchange IdExchange::parse(const std::string& rendezvous, const std::string& id_file,
+IdExchange IdExchange::Parse(const std::string& rendezvous, const std::string& id_file,
                              const std::string& job) {
   IdExchange exchange;
   if (!id_file.empty()) {
@@ -92,11 +92,11 @@ IdExchange IdExchange::parse(const std::string& rendezvous, const std::string& i
   return exchange;
 }
 
-std::string IdExchange::describe() const {
+std::string IdExchange::Describe() const {
   return kind == Kind::kFile ? "file " + path : "tcp " + host + ":" + std::to_string(port);
 }
 
-void publishId(const IdExchange& exchange, const ncclUniqueId& id, int world_size,
+void PublishId(const IdExchange& exchange, const ncclUniqueId& id, int world_size,
                std::chrono::milliseconds timeout) {
   if (exchange.kind == IdExchange::Kind::kFile) {
     const std::filesystem::path path(exchange.path);
@@ -119,7 +119,7 @@ void publishId(const IdExchange& exchange, const ncclUniqueId& id, int world_siz
       ::listen(listener, 64) != 0) {
     const std::string why = std::strerror(errno);
     ::close(listener);
-    throw std::runtime_error("cannot listen on " + exchange.describe() + ": " + why);
+    throw std::runtime_error("cannot listen on " + exchange.Describe() + ": " + why);
   }
   const auto deadline = Clock::now() + timeout;
   int served = 0;
@@ -130,19 +130,19 @@ void publishId(const IdExchange& exchange, const ncclUniqueId& id, int world_siz
       ::close(listener);
       throw std::runtime_error("timed out: only " + std::to_string(served) + " of " +
                                std::to_string(world_size - 1) + " ranks fetched the id from " +
-                               exchange.describe());
+                               exchange.Describe());
     }
     pollfd pfd{listener, POLLIN, 0};
     if (::poll(&pfd, 1, static_cast<int>(std::min<long>(left.count(), 1000))) <= 0) continue;
     const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    if (sendAll(fd, id.internal, sizeof(id.internal))) ++served;
+    if (SendAll(fd, id.internal, sizeof(id.internal))) ++served;
     ::close(fd);
   }
   ::close(listener);
 }
 
-ncclUniqueId fetchId(const IdExchange& exchange, std::chrono::milliseconds timeout) {
+ncclUniqueId FetchId(const IdExchange& exchange, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   ncclUniqueId id;
   auto pause = std::chrono::milliseconds(2);
@@ -155,13 +155,13 @@ ncclUniqueId fetchId(const IdExchange& exchange, std::chrono::milliseconds timeo
       const int fd = ::socket(addr.list->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd >= 0) {
         const bool ok = ::connect(fd, addr.list->ai_addr, addr.list->ai_addrlen) == 0 &&
-                        recvAll(fd, id.internal, sizeof(id.internal));
+                        RecvAll(fd, id.internal, sizeof(id.internal));
         ::close(fd);
         if (ok) return id;
       }
     }
     if (Clock::now() + pause > deadline) {
-      throw std::runtime_error("timed out waiting for the unique id (" + exchange.describe() +
+      throw std::runtime_error("timed out waiting for the unique id (" + exchange.Describe() +
                                "): is rank 0 running?");
     }
     std::this_thread::sleep_for(pause);
@@ -169,10 +169,10 @@ ncclUniqueId fetchId(const IdExchange& exchange, std::chrono::milliseconds timeo
   }
 }
 
-void retireId(const IdExchange& exchange) noexcept {
+void RetireId(const IdExchange& exchange) noexcept {
   if (exchange.kind != IdExchange::Kind::kFile) return;
   std::error_code error;
   std::filesystem::remove(exchange.path, error);
 }
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

@@ -11,7 +11,7 @@
 #include <chrono>
 #include <string>
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 
 struct IdExchange {
   enum class Kind { kFile, kTcp };
@@ -21,17 +21,17 @@ struct IdExchange {
   int port = 0;
 
   // From --rendezvous / --id-file; throws std::invalid_argument when neither is usable.
-  static IdExchange parse(const std::string& rendezvous, const std::string& id_file,
+  static IdExchange Parse(const std::string& rendezvous, const std::string& id_file,
                           const std::string& job);
-  std::string describe() const;
+  std::string Describe() const;
 };
 
 // Rank 0: publishes `id` (for tcp: blocks until world_size - 1 peers took it). Throws.
-void publishId(const IdExchange& exchange, const ncclUniqueId& id, int world_size,
+void PublishId(const IdExchange& exchange, const ncclUniqueId& id, int world_size,
                std::chrono::milliseconds timeout);
 // Other ranks: waits for the id. Throws std::runtime_error on timeout.
-ncclUniqueId fetchId(const IdExchange& exchange, std::chrono::milliseconds timeout);
+ncclUniqueId FetchId(const IdExchange& exchange, std::chrono::milliseconds timeout);
 // Rank 0, once every rank has initialized: removes the id file.
-void retireId(const IdExchange& exchange) noexcept;
+void RetireId(const IdExchange& exchange) noexcept;
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

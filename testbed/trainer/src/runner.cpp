@@ -19,12 +19,12 @@
 #include "rendezvous.hpp"
 #include "stats.hpp"
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 namespace {
 
 using nlohmann::json;
 
-std::int64_t nowNs(clockid_t clock) {
+std::int64_t NowNs(clockid_t clock) {
   timespec ts{};
   ::clock_gettime(clock, &ts);
   return static_cast<std::int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
@@ -32,15 +32,15 @@ std::int64_t nowNs(clockid_t clock) {
 
 // Sleeps until `deadline` (CLOCK_MONOTONIC ns): a sleep to 200 us before it, then a spin, which
 // is far more precise than a sleep alone (on the build machines a sleep wakes 70-80 us late).
-void sleepUntil(std::int64_t deadline) {
+void SleepUntil(std::int64_t deadline) {
   constexpr std::int64_t kSpinNs = 200000;
   const std::int64_t wake = deadline - kSpinNs;
-  if (wake > nowNs(CLOCK_MONOTONIC)) {
+  if (wake > NowNs(CLOCK_MONOTONIC)) {
     timespec ts{static_cast<time_t>(wake / 1000000000), static_cast<long>(wake % 1000000000)};
     while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
     }
   }
-  while (nowNs(CLOCK_MONOTONIC) < deadline) {
+  while (NowNs(CLOCK_MONOTONIC) < deadline) {
   }
 }
 
@@ -58,7 +58,7 @@ std::string ncclLibraryPath() {
 }
 
 // --device auto: host buffers on the stand-in (it exports a marker symbol), device memory else.
-std::string resolveDevice(const std::string& device) {
+std::string ResolveDevice(const std::string& device) {
   if (device != "auto") return device;
   void* handle = ::dlopen("libnccl.so.2", RTLD_NOLOAD | RTLD_LAZY);
   if (handle == nullptr) return "host";
@@ -74,11 +74,11 @@ class NcclError : public std::runtime_error {
                            std::to_string(static_cast<int>(rc)) + "): " + ncclGetLastError(comm)) {}
 };
 
-void check(ncclResult_t rc, const char* call, ncclComm_t comm = nullptr) {
+void Check(ncclResult_t rc, const char* call, ncclComm_t comm = nullptr) {
   if (rc != ncclSuccess) throw NcclError(call, rc, comm);
 }
 
-json toJson(const Distribution& d) {
+json ToJson(const Distribution& d) {
   return {{"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"min", d.min}, {"max", d.max}};
 }
 
@@ -92,7 +92,7 @@ struct Phase {
   double iteration_ms = 0;
 };
 
-ncclComm_t initComm(const Options& options) {
+ncclComm_t InitComm(const Options& options) {
   const auto timeout =
       std::chrono::milliseconds(static_cast<long>(options.rendezvous_timeout_s * 1000));
   ncclUniqueId id;
@@ -100,53 +100,53 @@ ncclComm_t initComm(const Options& options) {
   std::exception_ptr publish_error;
   IdExchange exchange;
   if (options.world_size == 1) {
-    check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    Check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   } else {
-    exchange = IdExchange::parse(options.rendezvous, options.id_file, options.job);
+    exchange = IdExchange::Parse(options.rendezvous, options.id_file, options.job);
     if (options.rank == 0) {
-      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      Check(ncclGetUniqueId(&id), "ncclGetUniqueId");
       // Publishing over TCP waits for the peers: do it beside ncclCommInitRank.
       publisher = std::thread([&] {
         try {
-          publishId(exchange, id, options.world_size, timeout);
+          PublishId(exchange, id, options.world_size, timeout);
         } catch (...) {
           publish_error = std::current_exception();
         }
       });
     } else {
-      id = fetchId(exchange, timeout);
+      id = FetchId(exchange, timeout);
     }
   }
   ncclComm_t comm = nullptr;
   const ncclResult_t rc = ncclCommInitRank(&comm, options.world_size, id, options.rank);
   if (publisher.joinable()) publisher.join();
   if (publish_error) std::rethrow_exception(publish_error);
-  check(rc, "ncclCommInitRank");
-  if (options.rank == 0 && options.world_size > 1) retireId(exchange);
+  Check(rc, "ncclCommInitRank");
+  if (options.rank == 0 && options.world_size > 1) RetireId(exchange);
   return comm;
 }
 
 }  // namespace
 
-int runRank(const Options& options, const Workload& workload) {
+int RunRank(const Options& options, const Workload& workload) {
   const std::string tag = "[" + options.job + " rank " + std::to_string(options.rank) + "] ";
   ncclComm_t comm = nullptr;
   try {
     std::uint64_t largest = 0;
     for (auto b : workload.buckets) largest = std::max(largest, b);
-    auto buffers = Buffers::create(resolveDevice(options.device), options.rank,
+    auto buffers = Buffers::Create(ResolveDevice(options.device), options.rank,
                                    static_cast<std::size_t>(largest));
     int version = 0;
-    check(ncclGetVersion(&version), "ncclGetVersion");
+    Check(ncclGetVersion(&version), "ncclGetVersion");
     const std::string library = ncclLibraryPath();
     if (!options.quiet) {
       std::cout << tag << "nccl " << version << " from " << library << ", " << options.world_size
                 << " ranks, model " << workload.model << " on " << workload.gpu << ": compute "
                 << workload.compute_ms << " ms, gradient " << workload.gradient_bytes
                 << " bytes in " << workload.buckets.size() << " buckets, buffers "
-                << buffers->describe() << std::endl;
+                << buffers->Describe() << std::endl;
     }
-    comm = initComm(options);
+    comm = InitComm(options);
 
     std::ofstream phases_file;
     if (!options.phases_out.empty()) {
@@ -159,26 +159,26 @@ int runRank(const Options& options, const Workload& workload) {
     std::vector<Phase> phases;
     // Timestamps are CLOCK_REALTIME, taken once here and advanced by CLOCK_MONOTONIC, so that
     // within a job they are exactly consistent with the measured durations.
-    const std::int64_t job_start_mono = nowNs(CLOCK_MONOTONIC);
-    const std::int64_t job_start_ns = nowNs(CLOCK_REALTIME);
+    const std::int64_t job_start_mono = NowNs(CLOCK_MONOTONIC);
+    const std::int64_t job_start_ns = NowNs(CLOCK_REALTIME);
     auto realtime = [&](std::int64_t mono) { return job_start_ns + (mono - job_start_mono); };
     for (int it = 0; it < options.iterations; ++it) {
       Phase p;
       p.iteration = it;
       const double factor = options.compute_jitter > 0 ? std::max(0.0, 1.0 + jitter(rng)) : 1.0;
-      const std::int64_t start_mono = nowNs(CLOCK_MONOTONIC);
+      const std::int64_t start_mono = NowNs(CLOCK_MONOTONIC);
       p.compute_start_ns = realtime(start_mono);
-      sleepUntil(start_mono + static_cast<std::int64_t>(workload.compute_ms * factor * 1e6));
-      const std::int64_t comm_mono = nowNs(CLOCK_MONOTONIC);
+      SleepUntil(start_mono + static_cast<std::int64_t>(workload.compute_ms * factor * 1e6));
+      const std::int64_t comm_mono = NowNs(CLOCK_MONOTONIC);
       p.comm_start_ns = realtime(comm_mono);
-      auto* data = buffers->data();
+      auto* data = buffers->Data();
       for (const auto bytes : workload.buckets) {
-        check(ncclAllReduce(data, data, static_cast<std::size_t>(bytes / 4), ncclFloat32, ncclSum,
-                            comm, buffers->stream()),
+        Check(ncclAllReduce(data, data, static_cast<std::size_t>(bytes / 4), ncclFloat32, ncclSum,
+                            comm, buffers->Stream()),
               "ncclAllReduce", comm);
       }
-      buffers->synchronize();
-      const std::int64_t end_mono = nowNs(CLOCK_MONOTONIC);
+      buffers->Synchronize();
+      const std::int64_t end_mono = NowNs(CLOCK_MONOTONIC);
       p.comm_end_ns = realtime(end_mono);
       p.compute_ms = static_cast<double>(comm_mono - start_mono) / 1e6;
       p.comm_ms = static_cast<double>(end_mono - comm_mono) / 1e6;
@@ -207,10 +207,10 @@ int runRank(const Options& options, const Workload& workload) {
                     << std::flush;
       }
     }
-    const double completion_s = static_cast<double>(nowNs(CLOCK_MONOTONIC) - job_start_mono) / 1e9;
-    const std::int64_t job_end_ns = realtime(nowNs(CLOCK_MONOTONIC));
-    check(ncclCommFinalize(comm), "ncclCommFinalize", comm);
-    check(ncclCommDestroy(comm), "ncclCommDestroy");
+    const double completion_s = static_cast<double>(NowNs(CLOCK_MONOTONIC) - job_start_mono) / 1e9;
+    const std::int64_t job_end_ns = realtime(NowNs(CLOCK_MONOTONIC));
+    Check(ncclCommFinalize(comm), "ncclCommFinalize", comm);
+    Check(ncclCommDestroy(comm), "ncclCommDestroy");
     comm = nullptr;
 
     // Statistics leave the warm-up iterations out (unless that would leave nothing).
@@ -230,7 +230,7 @@ int runRank(const Options& options, const Workload& workload) {
         {"model", workload.model},
         {"gpu", workload.gpu},
         {"workload_source", workload.source},
-        {"device", buffers->describe()},
+        {"device", buffers->Describe()},
         {"nccl_library", library},
         {"nccl_version", version},
         {"iterations", options.iterations},
@@ -238,9 +238,9 @@ int runRank(const Options& options, const Workload& workload) {
         {"compute_ms_configured", workload.compute_ms},
         {"gradient_bytes", workload.gradient_bytes},
         {"buckets", workload.buckets},
-        {"iteration_ms", toJson(summarize(iteration_ms))},
-        {"compute_ms", toJson(summarize(compute_ms))},
-        {"comm_ms", toJson(summarize(comm_ms))},
+        {"iteration_ms", ToJson(Summarize(iteration_ms))},
+        {"compute_ms", ToJson(Summarize(compute_ms))},
+        {"comm_ms", ToJson(Summarize(comm_ms))},
         {"completion_s", completion_s},
         {"start_ns", job_start_ns},
         {"end_ns", job_end_ns},
@@ -259,4 +259,4 @@ int runRank(const Options& options, const Workload& workload) {
   }
 }
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

@@ -5,9 +5,9 @@
 #include "options.hpp"
 #include "workload.hpp"
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 
 // Returns the process exit code (0, or 1 after printing why).
-int runRank(const Options& options, const Workload& workload);
+int RunRank(const Options& options, const Workload& workload);
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

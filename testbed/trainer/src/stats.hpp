@@ -3,7 +3,7 @@
 
 #include <vector>
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 
 struct Distribution {
   double mean = 0;
@@ -14,6 +14,6 @@ struct Distribution {
 };
 
 // Percentiles by the nearest-rank method; all zero for an empty sample.
-Distribution summarize(std::vector<double> sample);
+Distribution Summarize(std::vector<double> sample);
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

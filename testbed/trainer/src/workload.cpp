@@ -4,23 +4,23 @@
 
 #include "metronome/models/model_table.hpp"
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-std::uint64_t roundToElements(std::uint64_t bytes) {
+std::uint64_t RoundToElements(std::uint64_t bytes) {
   return (bytes + 3) / 4 * 4;
 }
 
 }  // namespace
 
-std::vector<std::uint64_t> splitBuckets(std::uint64_t total, std::uint64_t first,
+std::vector<std::uint64_t> SplitBuckets(std::uint64_t total, std::uint64_t first,
                                         std::uint64_t rest) {
   std::vector<std::uint64_t> buckets;
-  total = roundToElements(total);
-  first = std::max<std::uint64_t>(roundToElements(first), 4);
-  rest = std::max<std::uint64_t>(roundToElements(rest), 4);
+  total = RoundToElements(total);
+  first = std::max<std::uint64_t>(RoundToElements(first), 4);
+  rest = std::max<std::uint64_t>(RoundToElements(rest), 4);
   std::uint64_t left = total;
   if (left > 0) {
     buckets.push_back(std::min(left, first));
@@ -33,18 +33,18 @@ std::vector<std::uint64_t> splitBuckets(std::uint64_t total, std::uint64_t first
   return buckets;
 }
 
-Workload makeWorkload(const Options& options) {
+Workload MakeWorkload(const Options& options) {
   Workload w;
   w.gpu = options.gpu;
   if (!options.model.empty()) {
     try {
       const auto table = options.models_file.empty()
-                             ? metronome::models::ModelTable::loadDefault()
-                             : metronome::models::ModelTable::load(options.models_file);
+                             ? metronome::models::ModelTable::LoadDefault()
+                             : metronome::models::ModelTable::Load(options.models_file);
       w.model = options.model;
-      w.compute_ms = table.computeMs(options.model, options.gpu);
-      w.gradient_bytes = table.gradientBytes(options.model);
-      w.source = "model table " + table.path().string();
+      w.compute_ms = table.ComputeMs(options.model, options.gpu);
+      w.gradient_bytes = table.GradientBytes(options.model);
+      w.source = "model table " + table.Path().string();
     } catch (const std::exception& e) {
       throw UsageError(e.what());
     }
@@ -68,7 +68,7 @@ Workload makeWorkload(const Options& options) {
   w.compute_ms *= options.compute_scale;
   w.gradient_bytes = static_cast<std::uint64_t>(
       std::llround(static_cast<double>(w.gradient_bytes) * options.gradient_scale));
-  w.buckets = splitBuckets(w.gradient_bytes,
+  w.buckets = SplitBuckets(w.gradient_bytes,
                            static_cast<std::uint64_t>(std::llround(options.first_bucket_mb * kMiB)),
                            static_cast<std::uint64_t>(std::llround(options.bucket_mb * kMiB)));
   w.gradient_bytes = 0;
@@ -76,4 +76,4 @@ Workload makeWorkload(const Options& options) {
   return w;
 }
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

@@ -8,7 +8,7 @@
 
 #include "options.hpp"
 
-namespace trainer {
+namespace metronome::testbed::trainer {
 
 struct Workload {
   std::string model;  // model key, or "custom"
@@ -25,11 +25,11 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-Workload makeWorkload(const Options& options);
+Workload MakeWorkload(const Options& options);
 
 // DDP's bucketing: the first bucket holds `first` bytes, the others `rest` bytes, the last the
 // remainder. Sizes are rounded up to whole float32 elements.
-std::vector<std::uint64_t> splitBuckets(std::uint64_t total, std::uint64_t first,
+std::vector<std::uint64_t> SplitBuckets(std::uint64_t total, std::uint64_t first,
                                         std::uint64_t rest);
 
-}  // namespace trainer
+}  // namespace metronome::testbed::trainer

@@ -69,8 +69,8 @@ TEST(ExtenderPipeline, KubeObjectsToExtenderAnswers) {
   api.Put("pods", "default", Pod("lp-0", "lp", "b2", "low"));
 
   kube::ClientConfig cfg;
-  cfg.server = api.url();
-  cfg.token = api.token();
+  cfg.server = api.Url();
+  cfg.token = api.Token();
   kube::Client client(cfg);
   kube::ListOptions metronome_pods;
   metronome_pods.field_selector = "spec.schedulerName=metronome";
@@ -80,7 +80,7 @@ TEST(ExtenderPipeline, KubeObjectsToExtenderAnswers) {
   nodes.Start();
   profiles.Start();
   pods.Start();
-  ASSERT_TRUE(WaitFor([&] { return nodes.synced() && profiles.synced() && pods.synced(); }));
+  ASSERT_TRUE(WaitFor([&] { return nodes.Synced() && profiles.Synced() && pods.Synced(); }));
   ASSERT_TRUE(WaitFor([&] { return pods.Objects().size() == 3; }));
 
   extender::Extender ext;
@@ -119,7 +119,7 @@ TEST(ExtenderPipeline, KubeObjectsToExtenderAnswers) {
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[1]["Host"], "b2");
   EXPECT_EQ(p[1]["Score"], 10);
-  EXPECT_EQ(ext.stats().reused_decisions, 1u);
+  EXPECT_EQ(ext.Stats().reused_decisions, 1u);
 
   server.stop();
   t.join();

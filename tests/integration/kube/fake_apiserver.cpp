@@ -150,17 +150,17 @@ std::optional<Json> FakeApiServer::Object(const std::string& plural, const std::
   return it->second;
 }
 
-int64_t FakeApiServer::resource_version() const {
+int64_t FakeApiServer::ResourceVersion() const {
   std::lock_guard lock(mu_);
   return rv_;
 }
 
-std::vector<std::string> FakeApiServer::requests() const {
+std::vector<std::string> FakeApiServer::Requests() const {
   std::lock_guard lock(mu_);
   return requests_;
 }
 
-int FakeApiServer::open_watches() const {
+int FakeApiServer::OpenWatches() const {
   std::lock_guard lock(mu_);
   return open_watches_;
 }

@@ -37,9 +37,9 @@ class FakeApiServer {
   FakeApiServer(const FakeApiServer&) = delete;
   FakeApiServer& operator=(const FakeApiServer&) = delete;
 
-  int port() const { return port_; }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  const std::string& token() const { return token_; }
+  int Port() const { return port_; }
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  const std::string& Token() const { return token_; }
 
   // What a controller would do: create or replace an object (ADDED or MODIFIED), delete one.
   // `plural` e.g. "nodes", "trafficprofiles"; `ns` empty for cluster-scoped objects.
@@ -57,10 +57,10 @@ class FakeApiServer {
 
   std::optional<Json> Object(const std::string& plural, const std::string& ns,
                              const std::string& name) const;
-  int64_t resource_version() const;
+  int64_t ResourceVersion() const;
   // "METHOD path content-type" of every request, in order.
-  std::vector<std::string> requests() const;
-  int open_watches() const;
+  std::vector<std::string> Requests() const;
+  int OpenWatches() const;
 
  private:
   struct Event {

@@ -30,8 +30,8 @@ using namespace std::chrono_literals;
 
 ClientConfig ConfigFor(const FakeApiServer& api) {
   ClientConfig c;
-  c.server = api.url();
-  c.token = api.token();
+  c.server = api.Url();
+  c.token = api.Token();
   c.connect_timeout = 500ms;
   c.request_timeout = 2s;
   c.backoff_initial = 5ms;
@@ -81,7 +81,7 @@ TEST(InClusterConfig, ReadsServiceAccountFilesAndEnvironment) {
     return nullptr;
   };
   auto cfg = InClusterConfig(dir.string(), env);
-  ASSERT_TRUE(cfg) << cfg.error().ToString();
+  ASSERT_TRUE(cfg) << cfg.GetError().ToString();
   EXPECT_EQ(cfg->server, "https://10.96.0.1:443");
   EXPECT_EQ(cfg->token, "abc.def.ghi");
   EXPECT_EQ(cfg->ca_file, (dir / "ca.crt").string());
@@ -102,14 +102,14 @@ TEST(InClusterConfig, OutsideAClusterIsAnErrorValue) {
   const auto none = [](const char*) -> const char* { return nullptr; };
   auto cfg = InClusterConfig("/nonexistent", none);
   ASSERT_FALSE(cfg);
-  EXPECT_NE(cfg.error().message.find("KUBERNETES_SERVICE_HOST"), std::string::npos);
+  EXPECT_NE(cfg.GetError().message.find("KUBERNETES_SERVICE_HOST"), std::string::npos);
 
   const auto env = [](const char* name) -> const char* {
     return std::string(name) == "KUBERNETES_SERVICE_HOST" ? "10.96.0.1" : "443";
   };
   auto missing = InClusterConfig("/nonexistent-sa-dir", env);
   ASSERT_FALSE(missing);
-  EXPECT_NE(missing.error().message.find("/nonexistent-sa-dir/token"), std::string::npos);
+  EXPECT_NE(missing.GetError().message.find("/nonexistent-sa-dir/token"), std::string::npos);
 }
 
 TEST(KubeClient, GetCreateListAndErrorsAsValues) {
@@ -119,18 +119,18 @@ TEST(KubeClient, GetCreateListAndErrorsAsValues) {
 
   auto missing = client.Get(tp, "default", "bert");
   ASSERT_FALSE(missing);
-  EXPECT_TRUE(missing.error().NotFound());
-  EXPECT_EQ(missing.error().reason, "NotFound");
+  EXPECT_TRUE(missing.GetError().NotFound());
+  EXPECT_EQ(missing.GetError().reason, "NotFound");
 
   auto created = client.Create(tp, "default", Profile("bert", "bert-finetune", "bert"));
-  ASSERT_TRUE(created) << created.error().ToString();
+  ASSERT_TRUE(created) << created.GetError().ToString();
   EXPECT_EQ((*created)["metadata"]["namespace"], "default");
   const std::string rv1 = (*created)["metadata"]["resourceVersion"];
 
   auto again = client.Create(tp, "default", Profile("bert", "bert-finetune", "bert"));
   ASSERT_FALSE(again);
-  EXPECT_TRUE(again.error().Conflict());
-  EXPECT_EQ(again.error().reason, "AlreadyExists");
+  EXPECT_TRUE(again.GetError().Conflict());
+  EXPECT_EQ(again.GetError().reason, "AlreadyExists");
 
   ASSERT_TRUE(client.Create(tp, "team-b", Profile("gpt2", "gpt2-train", "gpt2")));
   auto list_all = client.List(tp, "");
@@ -144,7 +144,7 @@ TEST(KubeClient, GetCreateListAndErrorsAsValues) {
   EXPECT_GT(std::stoll((*list_all)["metadata"]["resourceVersion"].get<std::string>()),
             std::stoll(rv1));
 
-  const auto requests = api.requests();
+  const auto requests = api.Requests();
   EXPECT_NE(std::find(requests.begin(), requests.end(),
                       "POST /apis/metronome.dev/v1alpha1/namespaces/default/trafficprofiles "
                       "application/json"),
@@ -158,9 +158,9 @@ TEST(KubeClient, WrongTokenIsUnauthorizedAndNotRetried) {
   Client client(cfg);
   auto r = client.List(resources::Nodes(), "");
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().status, 401);
-  EXPECT_EQ(client.retries(), 0u);
-  EXPECT_EQ(api.requests().size(), 1u);
+  EXPECT_EQ(r.GetError().status, 401);
+  EXPECT_EQ(client.Retries(), 0u);
+  EXPECT_EQ(api.Requests().size(), 1u);
 }
 
 TEST(KubeClient, RotatedTokenFileIsReadAgainAfterA401) {
@@ -172,10 +172,10 @@ TEST(KubeClient, RotatedTokenFileIsReadAgainAfterA401) {
   cfg.token_file = (dir / "token").string();
   cfg.token_refresh = std::chrono::seconds(3600);
   Client client(cfg);
-  EXPECT_EQ(client.List(resources::Nodes(), "").error().status, 401);
-  WriteFile(dir / "token", api.token() + "\n");
+  EXPECT_EQ(client.List(resources::Nodes(), "").GetError().status, 401);
+  WriteFile(dir / "token", api.Token() + "\n");
   auto r = client.List(resources::Nodes(), "");
-  EXPECT_TRUE(r) << r.error().ToString();
+  EXPECT_TRUE(r) << r.GetError().ToString();
   std::filesystem::remove_all(dir);
 }
 
@@ -186,12 +186,12 @@ TEST(KubeClient, ListFollowsContinueTokens) {
   ListOptions o;
   o.limit = 3;
   auto list = client.List(resources::Nodes(), "", o);
-  ASSERT_TRUE(list) << list.error().ToString();
+  ASSERT_TRUE(list) << list.GetError().ToString();
   EXPECT_EQ((*list)["items"].size(), 7u);
   EXPECT_FALSE((*list)["metadata"].contains("continue"));
-  EXPECT_EQ((*list)["metadata"]["resourceVersion"], std::to_string(api.resource_version()));
+  EXPECT_EQ((*list)["metadata"]["resourceVersion"], std::to_string(api.ResourceVersion()));
   int pages = 0;
-  for (const auto& r : api.requests()) pages += r.rfind("GET /api/v1/nodes", 0) == 0 ? 1 : 0;
+  for (const auto& r : api.Requests()) pages += r.rfind("GET /api/v1/nodes", 0) == 0 ? 1 : 0;
   EXPECT_EQ(pages, 3);
 }
 
@@ -213,7 +213,7 @@ TEST(KubeClient, MergePatchFollowsRfc7386AndStatusSubresource) {
       client.MergePatch(ls, "", "rack-a-up",
                         {{"spec", {{"capacityGbps", 40}, {"kind", nullptr}, {"nodes", {"c"}}}},
                          {"status", {{"jobCount", 3}}}});
-  ASSERT_TRUE(p1) << p1.error().ToString();
+  ASSERT_TRUE(p1) << p1.GetError().ToString();
   EXPECT_EQ((*p1)["spec"]["capacityGbps"], 40);
   EXPECT_FALSE((*p1)["spec"].contains("kind"));
   EXPECT_EQ((*p1)["spec"]["nodes"], Json({"c"}));
@@ -238,24 +238,24 @@ TEST(KubeClient, MergePatchFollowsRfc7386AndStatusSubresource) {
   auto stale = client.MergePatch(ls, "", "rack-a-up",
                                  {{"metadata", {{"resourceVersion", "1"}}}, {"spec", {}}});
   ASSERT_FALSE(stale);
-  EXPECT_TRUE(stale.error().Conflict());
+  EXPECT_TRUE(stale.GetError().Conflict());
 
   int merge_patches = 0;
-  for (const auto& r : api.requests()) {
+  for (const auto& r : api.Requests()) {
     if (r.rfind("PATCH ", 0) == 0) {
       EXPECT_NE(r.find("application/merge-patch+json"), std::string::npos) << r;
       ++merge_patches;
     }
   }
   EXPECT_EQ(merge_patches, 4);
-  const auto requests = api.requests();
+  const auto requests = api.Requests();
   EXPECT_NE(std::find(requests.begin(), requests.end(),
                       "PATCH /apis/metronome.dev/v1alpha1/linkschedules/rack-a-up/status "
                       "application/merge-patch+json"),
             requests.end());
 
   ASSERT_TRUE(client.Delete(ls, "", "rack-a-up"));
-  EXPECT_TRUE(client.Get(ls, "", "rack-a-up").error().NotFound());
+  EXPECT_TRUE(client.Get(ls, "", "rack-a-up").GetError().NotFound());
 }
 
 TEST(KubeClient, TransientFailuresAreRetriedWithBackoff) {
@@ -264,19 +264,19 @@ TEST(KubeClient, TransientFailuresAreRetriedWithBackoff) {
   Client client(ConfigFor(api));
   api.FailNext(2, 503);
   auto ok = client.Get(resources::Nodes(), "", "n1");
-  ASSERT_TRUE(ok) << ok.error().ToString();
-  EXPECT_EQ(client.retries(), 2u);
+  ASSERT_TRUE(ok) << ok.GetError().ToString();
+  EXPECT_EQ(client.Retries(), 2u);
 
   api.FailNext(10, 500);
   auto bad = client.Get(resources::Nodes(), "", "n1");
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().status, 500);
-  EXPECT_EQ(client.retries(), 4u) << "max_attempts = 3: two more retries";
+  EXPECT_EQ(bad.GetError().status, 500);
+  EXPECT_EQ(client.Retries(), 4u) << "max_attempts = 3: two more retries";
 
   api.FailNext(0, 500);
-  const auto before = client.requests();
-  EXPECT_TRUE(client.Get(resources::Nodes(), "", "nope").error().NotFound());
-  EXPECT_EQ(client.requests(), before + 1) << "404 is not retried";
+  const auto before = client.Requests();
+  EXPECT_TRUE(client.Get(resources::Nodes(), "", "nope").GetError().NotFound());
+  EXPECT_EQ(client.Requests(), before + 1) << "404 is not retried";
 }
 
 TEST(KubeClient, NoServerIsABoundedTransportError) {
@@ -299,9 +299,9 @@ TEST(KubeClient, NoServerIsABoundedTransportError) {
   const auto t0 = std::chrono::steady_clock::now();
   auto r = client.List(resources::Nodes(), "");
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().status, 0);
-  EXPECT_TRUE(r.error().Transient());
-  EXPECT_EQ(client.retries(), 1u);
+  EXPECT_EQ(r.GetError().status, 0);
+  EXPECT_TRUE(r.GetError().Transient());
+  EXPECT_EQ(client.Retries(), 1u);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
 
   ClientConfig nonsense;
@@ -336,7 +336,7 @@ TEST(KubeClient, WatchStreamsEventsInOrderFromAListVersion) {
     return seen.size() < 3;
   });
   writer.join();
-  ASSERT_TRUE(end) << end.error().ToString();
+  ASSERT_TRUE(end) << end.GetError().ToString();
   EXPECT_TRUE(end->stopped);
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_EQ(seen[0], (std::pair<std::string, std::string>{"ADDED", "n2"}));
@@ -350,14 +350,14 @@ TEST(KubeClient, WatchEndsAtServerTimeoutWithABookmarkAndStopsOnRequest) {
   FakeApiServer api;
   Client client(ConfigFor(api));
   WatchOptions w;
-  w.resource_version = std::to_string(api.resource_version());
+  w.resource_version = std::to_string(api.ResourceVersion());
   w.timeout_seconds = 1;
   std::vector<std::string> types;
   auto end = client.Watch(resources::Nodes(), "", w, [&](const WatchEvent& ev) {
     types.push_back(ev.type);
     return true;
   });
-  ASSERT_TRUE(end) << end.error().ToString();
+  ASSERT_TRUE(end) << end.GetError().ToString();
   EXPECT_FALSE(end->stopped);
   ASSERT_EQ(types, std::vector<std::string>{"BOOKMARK"});
 
@@ -371,7 +371,7 @@ TEST(KubeClient, WatchEndsAtServerTimeoutWithABookmarkAndStopsOnRequest) {
   auto stopped = client.Watch(
       resources::Nodes(), "", w, [](const WatchEvent&) { return true; }, &stop);
   stopper.join();
-  ASSERT_TRUE(stopped) << stopped.error().ToString();
+  ASSERT_TRUE(stopped) << stopped.GetError().ToString();
   EXPECT_TRUE(stopped->stopped);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
@@ -379,7 +379,7 @@ TEST(KubeClient, WatchEndsAtServerTimeoutWithABookmarkAndStopsOnRequest) {
 TEST(KubeClient, TooOldResourceVersionIsGone) {
   FakeApiServer api;
   api.Put("nodes", "", Node("n1", "a"));
-  const std::string old_rv = std::to_string(api.resource_version());
+  const std::string old_rv = std::to_string(api.ResourceVersion());
   api.Put("nodes", "", Node("n2", "a"));
   api.Compact();
   Client client(ConfigFor(api));
@@ -387,8 +387,8 @@ TEST(KubeClient, TooOldResourceVersionIsGone) {
   w.resource_version = old_rv;
   auto end = client.Watch(resources::Nodes(), "", w, [](const WatchEvent&) { return true; });
   ASSERT_FALSE(end);
-  EXPECT_TRUE(end.error().Gone());
-  EXPECT_EQ(end.error().reason, "Expired");
+  EXPECT_TRUE(end.GetError().Gone());
+  EXPECT_EQ(end.GetError().reason, "Expired");
 }
 
 TEST(KubeClient, ListWatchRelistsAfterGoneAndKeepsACacheCurrent) {
@@ -434,7 +434,7 @@ TEST(KubeClient, ListWatchRelistsAfterGoneAndKeepsACacheCurrent) {
     for (int i = 0; i < 500 && !pred(); ++i) std::this_thread::sleep_for(10ms);
     return pred();
   };
-  ASSERT_TRUE(wait_for([&] { return lists.load() == 1 && api.open_watches() == 1; }));
+  ASSERT_TRUE(wait_for([&] { return lists.load() == 1 && api.OpenWatches() == 1; }));
   api.Put("nodes", "", Node("n2", "b"));
   ASSERT_TRUE(wait_for([&] {
     std::lock_guard lock(mu);
@@ -477,7 +477,7 @@ TEST(KubeTypes, TrafficProfilesParseAndBadOnesAreSkipped) {
   Client client(ConfigFor(api));
   int skipped = 0;
   auto profiles = ListTrafficProfiles(client, "", &skipped);
-  ASSERT_TRUE(profiles) << profiles.error().ToString();
+  ASSERT_TRUE(profiles) << profiles.GetError().ToString();
   EXPECT_EQ(skipped, 1);
   ASSERT_EQ(profiles->size(), 2u);
   const auto& bert = (*profiles)[0];
@@ -496,7 +496,7 @@ TEST(KubeTypes, TrafficProfilesParseAndBadOnesAreSkipped) {
       {{"metadata", {{"name", "p"}}},
        {"spec", {{"jobName", "j"}, {"model", "bert"}, {"priority", "urgent"}}}});
   ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("spec.priority"), std::string::npos);
+  EXPECT_NE(bad.GetError().message.find("spec.priority"), std::string::npos);
 }
 
 TEST(KubeTypes, NodesAndRackLabels) {
@@ -560,18 +560,18 @@ TEST(KubeTypes, ApplyLinkScheduleCreatesOnceThenWritesStatus) {
   EXPECT_EQ((*obj)["status"]["jobs"][0]["name"], "cnn");
   EXPECT_EQ((*obj)["status"]["measuredUtilization"], 0.4);
   int creates = 0;
-  for (const auto& r : api.requests()) creates += r.rfind("POST ", 0) == 0 ? 1 : 0;
+  for (const auto& r : api.Requests()) creates += r.rfind("POST ", 0) == 0 ? 1 : 0;
   EXPECT_EQ(creates, 1);
 
   // Errors come back as values, before asking the server when the spec cannot be valid.
   auto invalid = ApplyLinkSchedule(client, {"r9/up", 0, "", {}}, status);
   ASSERT_FALSE(invalid);
-  EXPECT_EQ(invalid.error().reason, "Invalid");
+  EXPECT_EQ(invalid.GetError().reason, "Invalid");
   EXPECT_FALSE(api.Object("linkschedules", "", "r9-up"));
   api.FailNext(100, 403);
   auto denied = ApplyLinkSchedule(client, spec, status);
   ASSERT_FALSE(denied);
-  EXPECT_EQ(denied.error().status, 403);
+  EXPECT_EQ(denied.GetError().status, 403);
 }
 
 TEST(KubeTypes, LinkScheduleWriterSkipsUnchangedLinks) {
@@ -613,7 +613,7 @@ TEST(KubeCache, FollowsListAndWatchAndFeedsNodeLabels) {
     for (int i = 0; i < 500 && !pred(); ++i) std::this_thread::sleep_for(10ms);
     return pred();
   };
-  ASSERT_TRUE(wait_for([&] { return nodes.synced(); }));
+  ASSERT_TRUE(wait_for([&] { return nodes.Synced(); }));
   api.Put("nodes", "", Node("n2", "rack-b"));
   ASSERT_TRUE(wait_for([&] { return nodes.Objects().size() == 2; }));
   api.Put("nodes", "", Node("n1", "rack-c"));
@@ -625,8 +625,8 @@ TEST(KubeCache, FollowsListAndWatchAndFeedsNodeLabels) {
   ASSERT_TRUE(wait_for([&] { return nodes.Objects().size() == 1; }));
   EXPECT_GE(changes.load(), 4);
   nodes.Stop();
-  EXPECT_EQ(nodes.lists(), 1u);
-  EXPECT_EQ(nodes.errors(), 0u);
+  EXPECT_EQ(nodes.Lists(), 1u);
+  EXPECT_EQ(nodes.Errors(), 0u);
 }
 
 // HTTPS with the cluster's CA, as in a pod: a self-signed certificate for 127.0.0.1 made with
@@ -660,7 +660,7 @@ TEST(KubeClient, HttpsVerifiesTheServerWithTheCa) {
   cfg.max_attempts = 1;
   Client client(cfg);
   auto list = client.List(resources::Nodes(), "");
-  EXPECT_TRUE(list) << list.error().ToString();
+  EXPECT_TRUE(list) << list.GetError().ToString();
   if (list) {
     EXPECT_EQ((*list)["metadata"]["resourceVersion"], "7");
   }
@@ -670,7 +670,7 @@ TEST(KubeClient, HttpsVerifiesTheServerWithTheCa) {
   Client untrusting(cfg);
   auto refused = untrusting.List(resources::Nodes(), "");
   EXPECT_FALSE(refused);
-  EXPECT_EQ(refused.error().status, 0);
+  EXPECT_EQ(refused.GetError().status, 0);
 
   server.stop();
   t.join();

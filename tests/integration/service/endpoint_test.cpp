@@ -34,8 +34,8 @@ struct Job2 {
 
 Job2 RegisterJob(zmq::context_t& ctx, const Scheduler& s, const std::string& name,
                  const std::string& n0, const std::string& n1, int32_t priority = 1) {
-  Job2 j{name, std::make_unique<ProtoClient>(ctx, s.endpoint()),
-         std::make_unique<ProtoClient>(ctx, s.endpoint())};
+  Job2 j{name, std::make_unique<ProtoClient>(ctx, s.Endpoint()),
+         std::make_unique<ProtoClient>(ctx, s.Endpoint())};
   EXPECT_TRUE(j.r0->Register(name, 0, 2, n0, priority)) << name;
   EXPECT_TRUE(j.r1->Register(name, 1, 2, n1, priority)) << name;
   return j;
@@ -50,7 +50,7 @@ void ReportProfile(Job2& j, int64_t period, int64_t comm) {
 
 TEST(SchedulerEndpoint, RegistersClientsAndListsThem) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
   auto b = RegisterJob(ctx, s, "job-b", "n2", "n3", 2);
@@ -69,10 +69,10 @@ TEST(SchedulerEndpoint, RegistersClientsAndListsThem) {
 
 TEST(SchedulerEndpoint, ClockOffsetFoundWithinInjectedSkew) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   for (const int64_t skew : {int64_t{250} * kMs, int64_t{-80} * kMs, int64_t{3'600'000} * kMs}) {
-    ProtoClient c(ctx, s.endpoint(), skew);
+    ProtoClient c(ctx, s.Endpoint(), skew);
     ClockSync sync;
     for (uint64_t seq = 1; seq <= 12; ++seq) {
       proto::ClockPing ping{seq, c.Now()};
@@ -95,7 +95,7 @@ TEST(SchedulerEndpoint, ClockOffsetFoundWithinInjectedSkew) {
 
 TEST(SchedulerEndpoint, TimetablesArePushedRespectedAndJudged) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "job-a", "n0", "n1", 2);
   auto b = RegisterJob(ctx, s, "job-b", "n2", "n3", 1);
@@ -150,7 +150,7 @@ TEST(SchedulerEndpoint, TimetablesArePushedRespectedAndJudged) {
 
 TEST(SchedulerEndpoint, ChangedProfileTriggersReplan) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
   ReportProfile(a, 100 * kMs, 30 * kMs);
@@ -172,7 +172,7 @@ TEST(SchedulerEndpoint, ChangedProfileTriggersReplan) {
 // the high one yields to nothing.
 TEST(SchedulerEndpoint, ALowerPriorityJobIsPushedTheHigherJobsWindowToYieldTo) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto hi = RegisterJob(ctx, s, "hi", "n0", "n1", 2);
   auto lo = RegisterJob(ctx, s, "lo", "n2", "n3", 0);
@@ -214,7 +214,7 @@ controller:
   late_reports: 1000
 )");
   Scheduler s({"--config", config});
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto hi = RegisterJob(ctx, s, "hi", "h1", "h3", 3);
   auto lo = RegisterJob(ctx, s, "lo", "h2", "h4", 1);
@@ -261,7 +261,7 @@ controller:
 
 TEST(SchedulerEndpoint, ReplansWhenJobsJoinAndLeave) {
   Scheduler s({"--rank-timeout-ms", "400"});
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
   ReportProfile(a, 100 * kMs, 40 * kMs);
@@ -314,7 +314,7 @@ TEST(SchedulerEndpoint, ReplansWhenJobsJoinAndLeave) {
 
 TEST(SchedulerEndpoint, OfflineRecalculationRunsInTheBackground) {
   Scheduler s({"--offline-interval-ms", "200"});
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "job-a", "n0", "n1", 2);
   ReportProfile(a, 100 * kMs, 30 * kMs);
@@ -331,13 +331,13 @@ TEST(SchedulerEndpoint, OfflineRecalculationRunsInTheBackground) {
 
 TEST(SchedulerEndpoint, ClientsReRegisterAfterRestart) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
   ReportProfile(a, 100 * kMs, 30 * kMs);
   EXPECT_EQ(s.Stop(), 0) << "scheduler did not stop cleanly on SIGTERM";
   s.Start();
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   EXPECT_EQ((*s.Get("/api/v1/jobs"))["jobs"].size(), 0u);
   // The shims keep reporting; the new scheduler does not know them and says so; they register
   // again (as the shim does on an Error of kind "unexpected") and get their timetable back.
@@ -364,12 +364,12 @@ TEST(SchedulerEndpoint, ClientsReRegisterAfterRestart) {
 
 TEST(SchedulerEndpoint, ReRegistrationRepushesTheTimetable) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "job-a", "n0", "n1");
   ReportProfile(a, 100 * kMs, 30 * kMs);
   // Rank 1's process restarts: a new DEALER registers the same (job, rank).
-  ProtoClient again(ctx, s.endpoint());
+  ProtoClient again(ctx, s.Endpoint());
   ASSERT_TRUE(again.Register("job-a", 1, 2, "n1"));
   auto push = again.Expect<proto::TimetablePush>();
   ASSERT_TRUE(push);
@@ -412,9 +412,9 @@ std::string PackEnvelope(uint32_t version, uint32_t type) {
 
 TEST(SchedulerEndpoint, BadInputIsAnsweredCountedAndNeverFatal) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
-  ProtoClient c(ctx, s.endpoint());
+  ProtoClient c(ctx, s.Endpoint());
   int sent = 0, answered = 0;
   auto bad = [&](const std::string& bytes) {
     c.SendRaw(bytes);
@@ -460,7 +460,7 @@ TEST(SchedulerEndpoint, BadInputIsAnsweredCountedAndNeverFatal) {
   EXPECT_EQ(MetricValue(m, "metronome_rejected_messages_total{reason=\"unexpected\"}"), 3);
 
   // A frame above libzmq's 1 MiB limit drops that peer's connection; the others carry on.
-  ProtoClient huge(ctx, s.endpoint());
+  ProtoClient huge(ctx, s.Endpoint());
   huge.SendRaw(std::string(2 << 20, 'x'));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   c.Send(proto::ClockPing{8, RealtimeNs()});
@@ -477,17 +477,17 @@ TEST(SchedulerEndpoint, CurveAuthenticatesAndEncrypts) {
   pub = pub.substr(0, pub.find('\n'));
   ASSERT_EQ(pub.size(), 40u);
   Scheduler s({"--curve-secret-key-file", sec_file, "--curve-public-key-file", pub_file});
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   EXPECT_TRUE((*s.Get("/api/v1/status"))["curve"].get<bool>());
   zmq::context_t ctx;
-  ProtoClient secure(ctx, s.endpoint(), 0, pub);
+  ProtoClient secure(ctx, s.Endpoint(), 0, pub);
   ASSERT_TRUE(secure.Register("job-a", 0, 2, "n0")) << "a CURVE client with the server key";
-  ProtoClient plain(ctx, s.endpoint());
+  ProtoClient plain(ctx, s.Endpoint());
   plain.Send(plain.MakeHello("job-a", 1, 2, "n1"));
   EXPECT_FALSE(plain.Expect<proto::Welcome>(500)) << "a plain client must not get through";
   char other_pub[41] = {}, other_sec[41] = {};
   zmq_curve_keypair(other_pub, other_sec);
-  ProtoClient wrong_key(ctx, s.endpoint(), 0, other_pub);
+  ProtoClient wrong_key(ctx, s.Endpoint(), 0, other_pub);
   wrong_key.Send(wrong_key.MakeHello("job-a", 1, 2, "n1"));
   EXPECT_FALSE(wrong_key.Expect<proto::Welcome>(500)) << "a client with another server key";
   secure.Send(proto::ClockPing{1, RealtimeNs()});

@@ -31,7 +31,7 @@ void StartCluster(zmq::context_t& ctx, const Scheduler& s,
   const std::vector<std::pair<std::string, std::string>> ranks = {
       {"hp-train", "gpu-a1"}, {"hp-train", "gpu-a2"}, {"job-b", "n2"}, {"job-b", "n3"}};
   for (size_t i = 0; i < ranks.size(); ++i) {
-    clients.push_back(std::make_unique<ProtoClient>(ctx, s.endpoint()));
+    clients.push_back(std::make_unique<ProtoClient>(ctx, s.Endpoint()));
     ASSERT_TRUE(clients.back()->Register(ranks[i].first, static_cast<uint32_t>(i % 2), 2,
                                          ranks[i].second, i < 2 ? 2 : 1));
   }
@@ -56,17 +56,17 @@ std::set<std::string> RequestNodes(const json& request) {
 class ExtenderOnAPlannedCluster : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(s.ready()) << s.Log();
-    StartCluster(ctx, s, clients);
+    ASSERT_TRUE(s_.Ready()) << s_.Log();
+    StartCluster(ctx_, s_, clients_);
   }
-  Scheduler s;
-  zmq::context_t ctx;
-  std::vector<std::unique_ptr<ProtoClient>> clients;
+  Scheduler s_;
+  zmq::context_t ctx_;
+  std::vector<std::unique_ptr<ProtoClient>> clients_;
 };
 
 TEST_F(ExtenderOnAPlannedCluster, PrioritizeAndFilterAnswerRealShapedRequests) {
   ASSERT_TRUE(WaitFor([&] {
-    auto st = s.Get("/api/v1/status");
+    auto st = s_.Get("/api/v1/status");
     return st && (*st)["jobs_planned"] == 2;
   }));
 
@@ -77,7 +77,7 @@ TEST_F(ExtenderOnAPlannedCluster, PrioritizeAndFilterAnswerRealShapedRequests) {
     const std::set<std::string> nodes = RequestNodes(json::parse(body));
     ASSERT_FALSE(nodes.empty());
 
-    auto r = Post(s.http_port(), "/extender/prioritize", body);
+    auto r = Post(s_.HttpPort(), "/extender/prioritize", body);
     ASSERT_TRUE(r) << httplib::to_string(r.error());
     ASSERT_EQ(r->status, 200) << r->body;
     const json list = json::parse(r->body, nullptr, false);
@@ -92,7 +92,7 @@ TEST_F(ExtenderOnAPlannedCluster, PrioritizeAndFilterAnswerRealShapedRequests) {
     }
     EXPECT_EQ(scored, nodes);
 
-    auto f = Post(s.http_port(), "/extender/filter", body);
+    auto f = Post(s_.HttpPort(), "/extender/filter", body);
     ASSERT_TRUE(f) << httplib::to_string(f.error());
     ASSERT_EQ(f->status, 200) << f->body;
     const json result = json::parse(f->body, nullptr, false);
@@ -108,7 +108,7 @@ TEST_F(ExtenderOnAPlannedCluster, PrioritizeAndFilterAnswerRealShapedRequests) {
   }
 
   for (const char* verb : {"/extender/prioritize", "/extender/filter"}) {
-    auto bad = Post(s.http_port(), verb, "{\"Pod\": [not json");
+    auto bad = Post(s_.HttpPort(), verb, "{\"Pod\": [not json");
     ASSERT_TRUE(bad) << httplib::to_string(bad.error());
     EXPECT_EQ(bad->status, 400) << verb;
     const json err = json::parse(bad->body, nullptr, false);
@@ -116,17 +116,17 @@ TEST_F(ExtenderOnAPlannedCluster, PrioritizeAndFilterAnswerRealShapedRequests) {
   }
 
   // The scheduler keeps serving, and the routes are counted under their names.
-  EXPECT_TRUE(s.Get("/healthz").has_value());
-  const std::string m = s.Metrics();
+  EXPECT_TRUE(s_.Get("/healthz").has_value());
+  const std::string m = s_.Metrics();
   EXPECT_NE(m.find("extender_prioritize"), std::string::npos);
   EXPECT_NE(m.find("extender_filter"), std::string::npos);
-  EXPECT_EQ(s.Stop(), 0) << s.Log();
+  EXPECT_EQ(s_.Stop(), 0) << s_.Log();
 }
 
 // The extender's own counters on /metrics: calls and 400s per verb, handling-time histograms,
 // with HELP text; each moves by exactly the calls made between two scrapes.
 TEST_F(ExtenderOnAPlannedCluster, MetricsCountCallsRejectionsAndLatencyPerVerb) {
-  const std::string before = s.Metrics();
+  const std::string before = s_.Metrics();
   for (const char* help : {"# HELP metronome_extender_requests_total ",
                            "# HELP metronome_extender_bad_requests_total ",
                            "# HELP metronome_extender_request_duration_seconds ",
@@ -155,12 +155,12 @@ TEST_F(ExtenderOnAPlannedCluster, MetricsCountCallsRejectionsAndLatencyPerVerb) 
            {"/extender/filter", names, 200},
            {"/extender/filter", "{\"Pod\": [not json", 400},
            {"/extender/prioritize", "{\"NodeNames\": 7}", 400}}) {
-    auto r = Post(s.http_port(), verb, body);
+    auto r = Post(s_.HttpPort(), verb, body);
     ASSERT_TRUE(r) << httplib::to_string(r.error());
     EXPECT_EQ(r->status, status) << verb << ": " << r->body;
   }
 
-  const std::string after = s.Metrics();
+  const std::string after = s_.Metrics();
   const auto moved = [&](const std::string& series) {
     return value(after, series) - value(before, series);
   };
@@ -182,7 +182,7 @@ TEST_F(ExtenderOnAPlannedCluster, MetricsCountCallsRejectionsAndLatencyPerVerb) 
       << "prioritize after filter for the same pod reuses its verdicts";
   EXPECT_GT(value(after, "metronome_extender_state_version"), 0);
   EXPECT_EQ(value(after, "metronome_extender_internal_errors_total"), 0);
-  EXPECT_EQ(s.Stop(), 0) << s.Log();
+  EXPECT_EQ(s_.Stop(), 0) << s_.Log();
 }
 
 // Outside a cluster, kubernetes.enabled cannot read the in-cluster configuration: an error is
@@ -191,8 +191,8 @@ TEST(SchedulerExtender, KubernetesEnabledOutsideAClusterKeepsServing) {
   const std::string config = TempPath("kube-config.yaml");
   WriteFile(config, "kubernetes:\n  enabled: true\n  rack_label: example.com/rack\n");
   Scheduler s({"--config", config});
-  ASSERT_TRUE(s.ready()) << s.Log();
-  auto r = Post(s.http_port(), "/extender/prioritize", Fixture("prioritize_node_names.json"));
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  auto r = Post(s.HttpPort(), "/extender/prioritize", Fixture("prioritize_node_names.json"));
   ASSERT_TRUE(r) << httplib::to_string(r.error());
   EXPECT_EQ(r->status, 200) << r->body;
   EXPECT_TRUE(WaitFor([&] {

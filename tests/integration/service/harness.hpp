@@ -177,7 +177,7 @@ class Scheduler {
     Start();
   }
   void Start() {
-    std::vector<std::string> argv = {METRONOME_SCHEDULER_BIN, "--listen", endpoint(), "--http",
+    std::vector<std::string> argv = {METRONOME_SCHEDULER_BIN, "--listen", Endpoint(), "--http",
                                      "127.0.0.1:" + std::to_string(http_port_)};
     argv.insert(argv.end(), extra_.begin(), extra_.end());
     proc_ = std::make_unique<Process>(argv, TempPath("scheduler-" + std::to_string(zmq_port_) +
@@ -185,9 +185,9 @@ class Scheduler {
     ready_ = WaitFor([&] { return HttpGetJson(http_port_, "/healthz").has_value(); }, 10000);
   }
   int Stop() { return proc_ ? proc_->Kill(SIGTERM) : -1; }
-  bool ready() const { return ready_; }
-  std::string endpoint() const { return "tcp://127.0.0.1:" + std::to_string(zmq_port_); }
-  int http_port() const { return http_port_; }
+  bool Ready() const { return ready_; }
+  std::string Endpoint() const { return "tcp://127.0.0.1:" + std::to_string(zmq_port_); }
+  int HttpPort() const { return http_port_; }
   std::string Metrics() const { return HttpGetText(http_port_, "/metrics"); }
   std::optional<json> Get(const std::string& path) const { return HttpGetJson(http_port_, path); }
   std::string Log() const { return proc_ ? proc_->Log() : ""; }
@@ -237,9 +237,9 @@ class ProtoClient {
     if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) <= 0) return std::nullopt;
     zmq::message_t msg;
     if (!socket_.recv(msg, zmq::recv_flags::dontwait)) return std::nullopt;
-    last_recv_ns_ = Now();
+    last_recv_ns = Now();
     auto d = proto::Decode(msg.data(), msg.size());
-    if (!d.ok()) return std::nullopt;
+    if (!d.Ok()) return std::nullopt;
     return d.message;
   }
 
@@ -300,7 +300,7 @@ class ProtoClient {
   std::optional<Timetable> timetable;
   YieldSet yields;  // the latest push's
   std::vector<proto::Error> errors;
-  int64_t last_recv_ns_ = 0;
+  int64_t last_recv_ns = 0;
 
  private:
   void Note(const proto::Message& m) {

@@ -47,7 +47,7 @@ void StartCluster(zmq::context_t& ctx, const Scheduler& s,
   const std::vector<std::pair<std::string, std::string>> ranks = {
       {"job-a", "n0"}, {"job-a", "n1"}, {"job-b", "n2"}, {"job-b", "n3"}};
   for (size_t i = 0; i < ranks.size(); ++i) {
-    clients.push_back(std::make_unique<ProtoClient>(ctx, s.endpoint()));
+    clients.push_back(std::make_unique<ProtoClient>(ctx, s.Endpoint()));
     ASSERT_TRUE(clients.back()->Register(ranks[i].first, static_cast<uint32_t>(i % 2), 2,
                                          ranks[i].second, i < 2 ? 2 : 1));
   }
@@ -59,7 +59,7 @@ void StartCluster(zmq::context_t& ctx, const Scheduler& s,
 
 TEST(SchedulerHttp, MalformedRequestsAtEveryRouteAreRejectedAndCounted) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   std::vector<std::unique_ptr<ProtoClient>> clients;
   StartCluster(ctx, s, clients);
@@ -84,11 +84,11 @@ TEST(SchedulerHttp, MalformedRequestsAtEveryRouteAreRejectedAndCounted) {
     EXPECT_TRUE(j.contains("error") && j.contains("message")) << what << ": " << r.body;
   };
   for (const auto& route : get_routes) {
-    EXPECT_EQ(Send(s.http_port(), "GET", route, "").status, 200) << route;
-    expect_json_error(Send(s.http_port(), "GET", route, "{\"x\":"), 400, "GET+body " + route);
-    expect_json_error(Send(s.http_port(), "POST", route, "\x01\x02garbage", "text/plain"), 405,
+    EXPECT_EQ(Send(s.HttpPort(), "GET", route, "").status, 200) << route;
+    expect_json_error(Send(s.HttpPort(), "GET", route, "{\"x\":"), 400, "GET+body " + route);
+    expect_json_error(Send(s.HttpPort(), "POST", route, "\x01\x02garbage", "text/plain"), 405,
                       "POST " + route);
-    expect_json_error(Send(s.http_port(), "PUT", route, "{}"), 405, "PUT " + route);
+    expect_json_error(Send(s.HttpPort(), "PUT", route, "{}"), 405, "PUT " + route);
   }
   const std::string wi = "/api/v1/plan/what-if";
   const std::vector<std::string> bad_bodies = {
@@ -108,21 +108,21 @@ TEST(SchedulerHttp, MalformedRequestsAtEveryRouteAreRejectedAndCounted) {
       std::string("{\"nodes\": [\"\xff\xfe\"], \"period_ms\": 1e400}"),
   };
   for (const auto& body : bad_bodies) {
-    expect_json_error(Send(s.http_port(), "POST", wi, body), 400, "what-if body " + body);
+    expect_json_error(Send(s.HttpPort(), "POST", wi, body), 400, "what-if body " + body);
   }
-  expect_json_error(Send(s.http_port(), "GET", wi, ""), 405, "GET what-if");
-  expect_json_error(Send(s.http_port(), "POST", wi, std::string(2 << 20, '{')), 413, "huge body");
-  expect_json_error(Send(s.http_port(), "GET", "/api/v1/jobs/job-a/phases?limit=abc", ""), 400,
+  expect_json_error(Send(s.HttpPort(), "GET", wi, ""), 405, "GET what-if");
+  expect_json_error(Send(s.HttpPort(), "POST", wi, std::string(2 << 20, '{')), 413, "huge body");
+  expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/jobs/job-a/phases?limit=abc", ""), 400,
                     "phases limit");
-  expect_json_error(Send(s.http_port(), "GET", "/api/v1/jobs/job-a/phases?limit=0", ""), 400,
+  expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/jobs/job-a/phases?limit=0", ""), 400,
                     "phases limit 0");
-  expect_json_error(Send(s.http_port(), "GET", "/api/v1/timeline?span_ms=-1", ""), 400,
+  expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/timeline?span_ms=-1", ""), 400,
                     "timeline span");
-  expect_json_error(Send(s.http_port(), "GET", "/api/v1/jobs/nobody", ""), 404, "unknown job");
-  expect_json_error(Send(s.http_port(), "GET", "/api/v1/jobs/nobody/timetable", ""), 404,
+  expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/jobs/nobody", ""), 404, "unknown job");
+  expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/jobs/nobody/timetable", ""), 404,
                     "unknown job timetable");
-  expect_json_error(Send(s.http_port(), "GET", "/api/v1/nothing-here", ""), 404, "no route");
-  expect_json_error(Send(s.http_port(), "GET", "/extender/filter", ""), 405, "GET extender");
+  expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/nothing-here", ""), 404, "no route");
+  expect_json_error(Send(s.HttpPort(), "GET", "/extender/filter", ""), 405, "GET extender");
 
   // Still serving, and every rejection counted.
   ASSERT_TRUE(s.Get("/healthz"));
@@ -136,14 +136,14 @@ TEST(SchedulerHttp, MalformedRequestsAtEveryRouteAreRejectedAndCounted) {
   EXPECT_GT(MetricValue(m, "metronome_http_request_duration_seconds_count{route=\"jobs\"}"), 0);
   // A valid what-if still works.
   const Reply ok =
-      Send(s.http_port(), "POST", wi,
+      Send(s.HttpPort(), "POST", wi,
            R"({"job": "new", "nodes": ["n4", "n5"], "period_ms": 100, "comm_ms": 20})");
   EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
 TEST(SchedulerHttp, StatusApiAndMetricsDescribeTheCluster) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   std::vector<std::unique_ptr<ProtoClient>> clients;
   StartCluster(ctx, s, clients);
@@ -174,11 +174,11 @@ TEST(SchedulerHttp, StatusApiAndMetricsDescribeTheCluster) {
 
 TEST(SchedulerHttp, MetronomectlPrintsTablesAndJson) {
   Scheduler s;
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   std::vector<std::unique_ptr<ProtoClient>> clients;
   StartCluster(ctx, s, clients);
-  const std::string url = "http://127.0.0.1:" + std::to_string(s.http_port());
+  const std::string url = "http://127.0.0.1:" + std::to_string(s.HttpPort());
   auto ctl = [&](std::vector<std::string> args) {
     args.insert(args.begin(), {METRONOMECTL_BIN, "--server", url});
     return RunToEnd(args, "ctl");
@@ -341,14 +341,14 @@ TEST(SchedulerConfig, EmbeddedDefaultsYamlFileAndFlags) {
   WriteFile(cfg, "listen: tcp://127.0.0.1:1\nhttp: 127.0.0.1:1\nlog_level: debug\ntopology: " +
                      topo + "\nregistry:\n  report_interval_ms: 250\ncontroller:\n  tick_ms: 20\n");
   Scheduler s({"--config", cfg}, zport, hport);
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   auto links = s.Get("/api/v1/links");
   ASSERT_TRUE(links);
   std::vector<std::string> names;
   for (const auto& l : (*links)["links"]) names.push_back(l["link"]);
   EXPECT_EQ(names, (std::vector<std::string>{"ra/up", "a0/up", "a1/up", "rb/up", "b0/up"}));
   zmq::context_t ctx;
-  ProtoClient c0(ctx, s.endpoint()), c1(ctx, s.endpoint());
+  ProtoClient c0(ctx, s.Endpoint()), c1(ctx, s.Endpoint());
   auto w = c0.Register("x", 0, 2, "a0");
   ASSERT_TRUE(w);
   EXPECT_EQ(w->report_interval_ms, 250u);

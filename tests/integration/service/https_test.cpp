@@ -90,8 +90,8 @@ class TlsScheduler {
     proc_ = std::make_unique<Process>(argv, TempPath("https-" + std::to_string(port_) + ".log"));
     ready_ = WaitFor([&] { return Log().find("scheduler: listening") != std::string::npos; });
   }
-  int port() const { return port_; }
-  bool ready() const { return ready_; }
+  int Port() const { return port_; }
+  bool Ready() const { return ready_; }
   std::string Log() const { return proc_->Log(); }
   int Stop() { return proc_->Kill(SIGTERM); }
 
@@ -115,19 +115,19 @@ std::vector<std::string> TlsFlags(const Pki& pki, const std::string& server,
 class SchedulerHttps : public ::testing::Test {
  protected:
   void SetUp() override {
-    pki.MakeCa("ca");
-    pki.MakeCert("server", "ca");
+    pki_.MakeCa("ca");
+    pki_.MakeCert("server", "ca");
   }
-  Pki pki;
+  Pki pki_;
 };
 
 TEST_F(SchedulerHttps, ExtenderHealthAndMetricsOverTlsVerifiedWithTheCa) {
-  pki.MakeCa("other-ca");
-  TlsScheduler s(TlsFlags(pki, "server"));
-  ASSERT_TRUE(s.ready()) << s.Log();
+  pki_.MakeCa("other-ca");
+  TlsScheduler s(TlsFlags(pki_, "server"));
+  ASSERT_TRUE(s.Ready()) << s.Log();
   EXPECT_NE(s.Log().find("serving HTTPS"), std::string::npos) << s.Log();
 
-  auto c = Client(s.port(), pki, "ca");
+  auto c = Client(s.Port(), pki_, "ca");
   auto health = c->Get("/healthz");
   ASSERT_TRUE(health) << httplib::to_string(health.error());
   EXPECT_EQ(health->status, 200);
@@ -151,26 +151,26 @@ TEST_F(SchedulerHttps, ExtenderHealthAndMetricsOverTlsVerifiedWithTheCa) {
   EXPECT_EQ(MetricValue(metrics->body, "metronome_extender_requests_total{verb=\"filter\"}"), 1);
 
   // Plain HTTP on the same port gets no answer; a client that does not trust the CA hangs up.
-  httplib::Client plain("127.0.0.1", s.port());
+  httplib::Client plain("127.0.0.1", s.Port());
   plain.set_connection_timeout(2, 0);
   plain.set_read_timeout(5, 0);
   EXPECT_FALSE(plain.Get("/healthz"));
-  EXPECT_FALSE(Healthy(s.port(), pki, "other-ca"));
-  EXPECT_TRUE(Healthy(s.port(), pki, "ca")) << "still serving";
+  EXPECT_FALSE(Healthy(s.Port(), pki_, "other-ca"));
+  EXPECT_TRUE(Healthy(s.Port(), pki_, "ca")) << "still serving";
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
 TEST_F(SchedulerHttps, ClientCaMakesAClientCertificateMandatory) {
-  pki.MakeCert("kube-scheduler", "ca");
-  pki.MakeCa("rogue-ca");
-  pki.MakeCert("rogue", "rogue-ca");
+  pki_.MakeCert("kube-scheduler", "ca");
+  pki_.MakeCa("rogue-ca");
+  pki_.MakeCert("rogue", "rogue-ca");
   ASSERT_TRUE(kSigpipeIgnored);
-  TlsScheduler s(TlsFlags(pki, "server", "ca"));
-  ASSERT_TRUE(s.ready()) << s.Log();
-  EXPECT_TRUE(Healthy(s.port(), pki, "ca", "kube-scheduler"));
-  EXPECT_FALSE(Healthy(s.port(), pki, "ca")) << "no client certificate";
-  EXPECT_FALSE(Healthy(s.port(), pki, "ca", "rogue")) << "signed by another CA";
-  auto r = Client(s.port(), pki, "ca", "kube-scheduler")
+  TlsScheduler s(TlsFlags(pki_, "server", "ca"));
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  EXPECT_TRUE(Healthy(s.Port(), pki_, "ca", "kube-scheduler"));
+  EXPECT_FALSE(Healthy(s.Port(), pki_, "ca")) << "no client certificate";
+  EXPECT_FALSE(Healthy(s.Port(), pki_, "ca", "rogue")) << "signed by another CA";
+  auto r = Client(s.Port(), pki_, "ca", "kube-scheduler")
                ->Post("/extender/filter", "{\"Pod\": [", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << "a malformed body still gets its JSON 400 over mutual TLS";
@@ -178,11 +178,11 @@ TEST_F(SchedulerHttps, ClientCaMakesAClientCertificateMandatory) {
   // metronomectl over mutual TLS: with the CA and a client certificate it answers; without the
   // certificate the server refuses it (exit 1, the server could not be reached).
   const std::vector<std::string> ctl = {METRONOMECTL_BIN, "--server",
-                                        "https://127.0.0.1:" + std::to_string(s.port()), "--cacert",
-                                        pki.Crt("ca")};
+                                        "https://127.0.0.1:" + std::to_string(s.Port()), "--cacert",
+                                        pki_.Crt("ca")};
   std::vector<std::string> with_cert = ctl;
-  with_cert.insert(with_cert.end(), {"--cert", pki.Crt("kube-scheduler"), "--key",
-                                     pki.Key("kube-scheduler"), "status"});
+  with_cert.insert(with_cert.end(), {"--cert", pki_.Crt("kube-scheduler"), "--key",
+                                     pki_.Key("kube-scheduler"), "status"});
   auto [rc, out] = RunToEnd(with_cert, "ctl-mtls");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("jobs"), std::string::npos) << out;
@@ -196,40 +196,40 @@ TEST_F(SchedulerHttps, ClientCaMakesAClientCertificateMandatory) {
 // A renewed Secret: new files swapped in under the same names. The scheduler serves the new
 // certificate from a later handshake on, without a restart.
 TEST_F(SchedulerHttps, RenewedCertificateIsServedWithoutARestart) {
-  pki.MakeCa("new-ca");
-  pki.MakeCert("new", "new-ca");
-  std::filesystem::copy_file(pki.Crt("server"), pki.Crt("served"));
-  std::filesystem::copy_file(pki.Key("server"), pki.Key("served"));
-  TlsScheduler s(TlsFlags(pki, "served"));
-  ASSERT_TRUE(s.ready()) << s.Log();
-  EXPECT_TRUE(Healthy(s.port(), pki, "ca"));
-  EXPECT_FALSE(Healthy(s.port(), pki, "new-ca"));
+  pki_.MakeCa("new-ca");
+  pki_.MakeCert("new", "new-ca");
+  std::filesystem::copy_file(pki_.Crt("server"), pki_.Crt("served"));
+  std::filesystem::copy_file(pki_.Key("server"), pki_.Key("served"));
+  TlsScheduler s(TlsFlags(pki_, "served"));
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  EXPECT_TRUE(Healthy(s.Port(), pki_, "ca"));
+  EXPECT_FALSE(Healthy(s.Port(), pki_, "new-ca"));
 
-  std::filesystem::copy_file(pki.Crt("new"), pki.Path("next.crt"));
-  std::filesystem::copy_file(pki.Key("new"), pki.Path("next.key"));
-  std::filesystem::rename(pki.Path("next.key"), pki.Key("served"));
-  std::filesystem::rename(pki.Path("next.crt"), pki.Crt("served"));
-  EXPECT_TRUE(WaitFor([&] { return Healthy(s.port(), pki, "new-ca"); }, 10000)) << s.Log();
-  EXPECT_FALSE(Healthy(s.port(), pki, "ca"));
+  std::filesystem::copy_file(pki_.Crt("new"), pki_.Path("next.crt"));
+  std::filesystem::copy_file(pki_.Key("new"), pki_.Path("next.key"));
+  std::filesystem::rename(pki_.Path("next.key"), pki_.Key("served"));
+  std::filesystem::rename(pki_.Path("next.crt"), pki_.Crt("served"));
+  EXPECT_TRUE(WaitFor([&] { return Healthy(s.Port(), pki_, "new-ca"); }, 10000)) << s.Log();
+  EXPECT_FALSE(Healthy(s.Port(), pki_, "ca"));
   EXPECT_NE(s.Log().find("TLS certificate reloaded"), std::string::npos) << s.Log();
 
   // A broken renewal keeps the certificate in use (files are looked at on handshakes).
-  WriteFile(pki.Path("next.crt"), "not a certificate\n");
-  std::filesystem::rename(pki.Path("next.crt"), pki.Crt("served"));
+  WriteFile(pki_.Path("next.crt"), "not a certificate\n");
+  std::filesystem::rename(pki_.Path("next.crt"), pki_.Crt("served"));
   EXPECT_TRUE(WaitFor(
       [&] {
-        return Healthy(s.port(), pki, "new-ca") &&
+        return Healthy(s.Port(), pki_, "new-ca") &&
                s.Log().find("keeping the TLS certificate") != std::string::npos;
       },
       10000))
       << s.Log();
-  EXPECT_TRUE(Healthy(s.port(), pki, "new-ca"));
+  EXPECT_TRUE(Healthy(s.Port(), pki_, "new-ca"));
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
 TEST_F(SchedulerHttps, BadFilesExitWithCode2AndNameTheKey) {
-  pki.MakeCert("stranger", "ca");
-  WriteFile(pki.Path("garbage.pem"), "-----BEGIN CERTIFICATE-----\nnot base64\n");
+  pki_.MakeCert("stranger", "ca");
+  WriteFile(pki_.Path("garbage.pem"), "-----BEGIN CERTIFICATE-----\nnot base64\n");
   const auto check = [&](std::vector<std::string> flags, const std::string& name) {
     flags.insert(flags.begin(), {METRONOME_SCHEDULER_BIN, "--check"});
     return RunToEnd(flags, "https-" + name);
@@ -239,21 +239,24 @@ TEST_F(SchedulerHttps, BadFilesExitWithCode2AndNameTheKey) {
     std::string expected;
   };
   const std::vector<Case> cases = {
-      {{"--http-tls-cert-file", pki.Path("missing.crt"), "--http-tls-key-file", pki.Key("server")},
-       "http.tls_cert_file: cannot read '" + pki.Path("missing.crt") + "'"},
-      {{"--http-tls-cert-file", pki.Crt("server"), "--http-tls-key-file", pki.Path("missing.key")},
+      {{"--http-tls-cert-file", pki_.Path("missing.crt"), "--http-tls-key-file",
+        pki_.Key("server")},
+       "http.tls_cert_file: cannot read '" + pki_.Path("missing.crt") + "'"},
+      {{"--http-tls-cert-file", pki_.Crt("server"), "--http-tls-key-file",
+        pki_.Path("missing.key")},
        "http.tls_key_file: cannot read"},
-      {{"--http-tls-cert-file", pki.Path("garbage.pem"), "--http-tls-key-file", pki.Key("server")},
-       "http.tls_cert_file: '" + pki.Path("garbage.pem") + "' holds no PEM certificate"},
-      {{"--http-tls-cert-file", pki.Crt("server"), "--http-tls-key-file", pki.Crt("server")},
-       "http.tls_key_file: '" + pki.Crt("server") + "' holds no unencrypted PEM private key"},
-      {{"--http-tls-cert-file", pki.Crt("server"), "--http-tls-key-file", pki.Key("stranger")},
-       "http.tls_key_file: '" + pki.Key("stranger") + "' is not the key of the certificate"},
-      {{"--http-tls-cert-file", pki.Crt("server")},
+      {{"--http-tls-cert-file", pki_.Path("garbage.pem"), "--http-tls-key-file",
+        pki_.Key("server")},
+       "http.tls_cert_file: '" + pki_.Path("garbage.pem") + "' holds no PEM certificate"},
+      {{"--http-tls-cert-file", pki_.Crt("server"), "--http-tls-key-file", pki_.Crt("server")},
+       "http.tls_key_file: '" + pki_.Crt("server") + "' holds no unencrypted PEM private key"},
+      {{"--http-tls-cert-file", pki_.Crt("server"), "--http-tls-key-file", pki_.Key("stranger")},
+       "http.tls_key_file: '" + pki_.Key("stranger") + "' is not the key of the certificate"},
+      {{"--http-tls-cert-file", pki_.Crt("server")},
        "http.tls_key_file: is required with http.tls_cert_file"},
-      {{"--http-tls-cert-file", pki.Crt("server"), "--http-tls-key-file", pki.Key("server"),
-        "--http-tls-client-ca-file", pki.Key("ca")},
-       "http.tls_client_ca_file: '" + pki.Key("ca") + "' holds no PEM certificate"},
+      {{"--http-tls-cert-file", pki_.Crt("server"), "--http-tls-key-file", pki_.Key("server"),
+        "--http-tls-client-ca-file", pki_.Key("ca")},
+       "http.tls_client_ca_file: '" + pki_.Key("ca") + "' holds no PEM certificate"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto [rc, out] = check(cases[i].flags, std::to_string(i));
@@ -263,16 +266,16 @@ TEST_F(SchedulerHttps, BadFilesExitWithCode2AndNameTheKey) {
         << out;
   }
   // The same from a YAML file, and when starting for real rather than with --check.
-  const std::string config = pki.Path("config.yaml");
+  const std::string config = pki_.Path("config.yaml");
   WriteFile(config, "http:\n  address: 127.0.0.1:" + std::to_string(FreePort()) +
-                        "\n  tls_cert_file: " + pki.Crt("server") +
-                        "\n  tls_key_file: " + pki.Path("missing.key") + "\n");
+                        "\n  tls_cert_file: " + pki_.Crt("server") +
+                        "\n  tls_key_file: " + pki_.Path("missing.key") + "\n");
   const auto [rc, out] = RunToEnd({METRONOME_SCHEDULER_BIN, "--config", config}, "https-yaml");
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("configuration error: http.tls_key_file: cannot read"), std::string::npos)
       << out;
   // Good files pass --check and say HTTPS.
-  const auto [ok_rc, ok_out] = check(TlsFlags(pki, "server", "ca"), "ok");
+  const auto [ok_rc, ok_out] = check(TlsFlags(pki_, "server", "ca"), "ok");
   EXPECT_EQ(ok_rc, 0) << ok_out;
   EXPECT_NE(ok_out.find("http=https://"), std::string::npos) << ok_out;
 }

@@ -46,7 +46,7 @@ TEST(TimelinePage, DrawsTheLinksOfARunningClusterWithoutConsoleErrors) {
             "  - {name: r1, uplink_gbps: 10, nodes: [{name: n2, nic_gbps: 25}, {name: n3, "
             "nic_gbps: 25}]}\n");
   Scheduler s({"--topology", topo});
-  ASSERT_TRUE(s.ready()) << s.Log();
+  ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   struct Rank {
     std::string job;
@@ -57,7 +57,7 @@ TEST(TimelinePage, DrawsTheLinksOfARunningClusterWithoutConsoleErrors) {
   std::vector<Rank> ranks;
   for (const auto& [job, rank, node] : std::vector<std::tuple<std::string, uint32_t, std::string>>{
            {"resnet", 0, "n0"}, {"resnet", 1, "n2"}, {"bert", 0, "n1"}, {"bert", 1, "n3"}}) {
-    ranks.push_back({job, rank, node, std::make_unique<ProtoClient>(ctx, s.endpoint())});
+    ranks.push_back({job, rank, node, std::make_unique<ProtoClient>(ctx, s.Endpoint())});
     ASSERT_TRUE(ranks.back().client->Register(job, rank, 2, node));
   }
   // Every rank reports its profile and the phases it ran on its windows, every 100 ms.
@@ -89,7 +89,7 @@ TEST(TimelinePage, DrawsTheLinksOfARunningClusterWithoutConsoleErrors) {
 
   const std::string profile = TempPath("chromium-profile");
   std::filesystem::create_directories(profile);
-  const std::string url = "http://127.0.0.1:" + std::to_string(s.http_port()) + "/timeline";
+  const std::string url = "http://127.0.0.1:" + std::to_string(s.HttpPort()) + "/timeline";
   const std::string dom_file = TempPath("timeline-dom.html");
   const std::string err_file = TempPath("timeline-chromium.log");
   const std::string cmd = "timeout 60 " + chromium +

@@ -86,10 +86,10 @@ Observed GatePhases() {
   peer.tick = [](RawPeer& p) {
     static int64_t last = 0;
     const int64_t now = RealtimeNs();
-    if (p.pings() == 0 || now - last < 100'000'000) return;
+    if (p.Pings() == 0 || now - last < 100'000'000) return;
     last = now;
     proto::TimetablePush push;
-    push.job_id = p.job_id();
+    push.job_id = p.JobId();
     push.timetable = Timetable{1, now, 20'000'000, 0, 2'000'000, 0, 20'000'000};
     p.SendRaw(proto::Encode(push));
   };
@@ -99,7 +99,7 @@ Observed GatePhases() {
   const int threads_before = CountThreads();
   {
     Config c;
-    c.scheduler = peer.endpoint();
+    c.scheduler = peer.Endpoint();
     c.max_wait_ns = kCapNs;
     c.gate = GateKind::kAuto;
     c.log_level = LogLevel::kInfo;

@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-extern "C" int fakeNcclTrafficClass(ncclComm_t comm);  // fake_nccl.cpp
+extern "C" int FakeNcclTrafficClass(ncclComm_t comm);  // fake_nccl.cpp
 
 namespace {
 
@@ -127,8 +127,8 @@ int TrafficClass() {
   if (ncclCommInitRankConfig(&a, 1, id, 0, &undefined) != ncclSuccess) return 3;
   if (ncclCommInitRankConfig(&b, 1, id, 0, &seven) != ncclSuccess) return 4;
   if (ncclCommSplit(a, 0, 0, &c, nullptr) != ncclSuccess) return 5;
-  std::printf("traffic_class undefined %d set %d split %d app_config %d\n", fakeNcclTrafficClass(a),
-              fakeNcclTrafficClass(b), fakeNcclTrafficClass(c), undefined.trafficClass);
+  std::printf("traffic_class undefined %d set %d split %d app_config %d\n", FakeNcclTrafficClass(a),
+              FakeNcclTrafficClass(b), FakeNcclTrafficClass(c), undefined.trafficClass);
   ncclCommDestroy(c);
   ncclCommDestroy(b);
   ncclCommDestroy(a);

@@ -27,11 +27,11 @@ struct ncclComm {
 namespace {
 
 double NsPerByte() {
-  static const double v = [] {
+  static const double kV = [] {
     const char* s = std::getenv("FAKE_NCCL_NS_PER_BYTE");
     return s != nullptr ? std::atof(s) : 0.0;
   }();
-  return v;
+  return kV;
 }
 
 bool FailInit() {
@@ -127,7 +127,7 @@ FAKE_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int flags) {
   comm->revoked = true;
   return ncclSuccess;
 }
-extern "C" __attribute__((visibility("default"))) int fakeNcclTrafficClass(ncclComm_t comm) {
+extern "C" __attribute__((visibility("default"))) int FakeNcclTrafficClass(ncclComm_t comm) {
   return comm == nullptr ? -2 : comm->traffic_class;
 }
 FAKE_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {

@@ -46,10 +46,10 @@ class RawPeer {
     sock_.close();
   }
 
-  const std::string& endpoint() const { return endpoint_; }
-  int hellos() const { return hellos_.load(); }
-  int pings() const { return pings_.load(); }
-  std::string job_id() {
+  const std::string& Endpoint() const { return endpoint_; }
+  int Hellos() const { return hellos_.load(); }
+  int Pings() const { return pings_.load(); }
+  std::string JobId() {
     std::lock_guard<std::mutex> l(mu_);
     return job_id_;
   }
@@ -72,7 +72,7 @@ class RawPeer {
     }
   }
   // The latest profile report of each rank.
-  std::map<uint32_t, proto::ProfileReport> reports() {
+  std::map<uint32_t, proto::ProfileReport> Reports() {
     std::lock_guard<std::mutex> l(mu_);
     return reports_;
   }
@@ -89,7 +89,7 @@ class RawPeer {
         if (!sock_.recv(body, zmq::recv_flags::dontwait)) break;
         const std::string identity(static_cast<const char*>(id.data()), id.size());
         const proto::Decoded d = proto::Decode(body.data(), body.size());
-        if (!d.ok()) continue;
+        if (!d.Ok()) continue;
         if (const auto* r = std::get_if<proto::ProfileReport>(&d.message)) {
           std::lock_guard<std::mutex> l(mu_);
           reports_[r->rank] = *r;

@@ -91,10 +91,10 @@ bool WaitFor(Pred p, std::chrono::milliseconds limit) {
 void PushEvery100ms(RawPeer& p, Timetable t, bool no_gate = false, const YieldSet& yields = {}) {
   static thread_local int64_t last = 0;
   const int64_t now = RealtimeNs();
-  if (p.pings() == 0 || now - last < 100'000'000) return;
+  if (p.Pings() == 0 || now - last < 100'000'000) return;
   last = now;
   proto::TimetablePush push;
-  push.job_id = p.job_id();
+  push.job_id = p.JobId();
   push.timetable = t;
   push.timetable.epoch_ns = now;
   push.yields = yields;
@@ -117,7 +117,7 @@ TEST(ShimSafety, YieldsHoldCollectivesForHigherWindowsWithinTheirMaxWait) {
     PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, 20'000'000, 0, 0}, false, yields);
   };
   peer.Start();
-  ShimUnderTest shim(peer.endpoint());
+  ShimUnderTest shim(peer.Endpoint());
   ASSERT_TRUE(WaitFor([&] { return shim.Version() >= 1; }, 5s)) << "no timetable in force";
   int64_t worst = 0;
   int64_t held = 0;
@@ -148,7 +148,7 @@ TEST(ShimSafety, OnlyTheCommunicatorThatCarriesTheJobsRhythmIsHeld) {
     PushEvery100ms(p, Timetable{1, 0, 40'000'000, 0, 4'000'000, 0, 40'000'000});
   };
   peer.Start();
-  ShimUnderTest shim(peer.endpoint());
+  ShimUnderTest shim(peer.Endpoint());
   auto* split = reinterpret_cast<ncclComm_t>(reinterpret_cast<uintptr_t>(shim.comm) + 0x10);
   CommOrigin o;
   o.how = "Split";
@@ -207,8 +207,8 @@ TEST(ShimSafety, AbsurdTimetablesAndMalformedMessages) {
   std::atomic<int> step{0};
   std::mt19937_64 rng(7);
   peer.tick = [&](RawPeer& p) {
-    if (peer.pings() == 0) return;
-    const std::string job = p.job_id();
+    if (peer.Pings() == 0) return;
+    const std::string job = p.JobId();
     const int64_t now = RealtimeNs();
     proto::TimetablePush push;
     push.job_id = job;
@@ -270,7 +270,7 @@ TEST(ShimSafety, AbsurdTimetablesAndMalformedMessages) {
     p.Send(push);
   };
   peer.Start();
-  ShimUnderTest shim(peer.endpoint());
+  ShimUnderTest shim(peer.Endpoint());
   ASSERT_TRUE(WaitFor([&] { return shim.rt->counters.timetables_accepted.load() > 5; }, 5s));
   int64_t worst = 0;
   const auto end = std::chrono::steady_clock::now() + 1500ms;
@@ -317,7 +317,7 @@ TEST(ShimSafety, AnAlwaysOpenTimetableNeverHoldsOrCountsAPhase) {
       PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, k.window_ns, 0, 1'000'000}, k.no_gate);
     };
     peer.Start();
-    ShimUnderTest shim(peer.endpoint());
+    ShimUnderTest shim(peer.Endpoint());
     ASSERT_TRUE(WaitFor([&] { return shim.Version() == 1; }, 5s)) << "no timetable in force";
     // Phases 7 ms apart under a 20 ms period: most arrive past the (zero) late slack.
     int64_t worst = 0;
@@ -350,7 +350,7 @@ TEST(ShimSafety, AnAlwaysOpenTimetableNeverHoldsOrCountsAPhase) {
 
 TEST(ShimSafety, SchedulerDiesFailsOpenAndReRegisters) {
   auto peer = std::make_unique<RawPeer>();
-  const std::string endpoint = peer->endpoint();
+  const std::string endpoint = peer->Endpoint();
   auto push_valid = [](RawPeer& p) {
     PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, 5'000'000, 1'000'000, 30'000'000});
   };
@@ -384,7 +384,7 @@ TEST(ShimSafety, SchedulerDiesFailsOpenAndReRegisters) {
   RawPeer again(endpoint);
   again.tick = push_valid;
   again.Start();
-  ASSERT_TRUE(WaitFor([&] { return again.hellos() > 0; }, 5s)) << "no re-registration";
+  ASSERT_TRUE(WaitFor([&] { return again.Hellos() > 0; }, 5s)) << "no re-registration";
   ASSERT_TRUE(WaitFor([&] { return shim.Version() == 1; }, 5s)) << "new timetable not taken";
   EXPECT_EQ(shim.rt->counters.welcomes.load(), 2u);
   std::printf("failed open %lld ms after the scheduler died (bound 500 ms); re-registered\n",
@@ -398,8 +398,8 @@ TEST(ShimSafety, CurveEncryptedScheduler) {
   ASSERT_EQ(zmq_curve_keypair(pub, sec), 0);
   RawPeer peer("tcp://127.0.0.1:*", sec);
   peer.Start();
-  ShimUnderTest shim(peer.endpoint(), 600'000'000, pub);
-  ASSERT_TRUE(WaitFor([&] { return peer.hellos() > 0 && peer.pings() > 0; }, 5s))
+  ShimUnderTest shim(peer.Endpoint(), 600'000'000, pub);
+  ASSERT_TRUE(WaitFor([&] { return peer.Hellos() > 0 && peer.Pings() > 0; }, 5s))
       << "no hello over CURVE";
   ASSERT_TRUE(WaitFor([&] { return shim.rt->clock_valid.load(); }, 5s));
   peer.Stop();

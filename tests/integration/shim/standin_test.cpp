@@ -64,7 +64,7 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
   std::map<uint32_t, proto::ProfileReport> used;  // each rank's report that was used
   peer.tick = [&](RawPeer& p) {
     if (pushed_at.load() != 0) return;
-    const auto reports = p.reports();
+    const auto reports = p.Reports();
     if (reports.size() < 2) return;
     int64_t period = 0;
     for (const auto& [rank, r] : reports) {
@@ -88,7 +88,7 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
   const std::string dir = mkdtemp(dir_template);
   const std::string phases = dir + "/phases.jsonl";
   const std::string cmd =
-      "METRONOME_JOB=shimtest METRONOME_LOG=info METRONOME_SCHEDULER=" + peer.endpoint() +
+      "METRONOME_JOB=shimtest METRONOME_LOG=info METRONOME_SCHEDULER=" + peer.Endpoint() +
       " ASAN_OPTIONS=detect_leaks=0 LD_LIBRARY_PATH=" METRONOME_STANDIN_DIR
       " LD_PRELOAD=" METRONOME_TEST_PRELOAD " " METRONOME_TRAINER_PATH
       " --local-ranks 2 --compute-ms 50 --gradient-mb 26 --iterations 70 --quiet --job shimtest"

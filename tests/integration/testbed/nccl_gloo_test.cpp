@@ -25,7 +25,7 @@ const std::vector<ncclDataType_t> kTypes = {ncclInt8,    ncclUint8,   ncclInt32,
 const std::vector<ncclRedOp_t> kOps = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
 const std::vector<int> kWorldSizes = {2, 3, 4};
 
-std::size_t sizeOf(ncclDataType_t type) {
+std::size_t SizeOf(ncclDataType_t type) {
   switch (type) {
     case ncclInt8:
     case ncclUint8:
@@ -42,21 +42,21 @@ std::size_t sizeOf(ncclDataType_t type) {
   }
 }
 
-bool isSigned(ncclDataType_t type) {
+bool IsSigned(ncclDataType_t type) {
   return type != ncclUint8 && type != ncclUint32 && type != ncclUint64;
 }
 
 // bfloat16 from float, round to nearest even (the test's own conversion; GCC 12's __bf16 has
 // no arithmetic conversions).
-std::uint16_t toBfloat16(float f) {
+std::uint16_t ToBfloat16(float f) {
   const auto bits = std::bit_cast<std::uint32_t>(f);
   return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
 // Element i of a typed buffer, written from a value computed in the type's arithmetic.
 // Floating-point values are rounded by the compiler's own conversions (_Float16, float).
-void store(ncclDataType_t type, std::vector<unsigned char>& buf, std::size_t i, long double v) {
-  unsigned char* p = buf.data() + i * sizeOf(type);
+void Store(ncclDataType_t type, std::vector<unsigned char>& buf, std::size_t i, long double v) {
+  unsigned char* p = buf.data() + i * SizeOf(type);
   auto put = [p](auto x) { std::memcpy(p, &x, sizeof(x)); };
   switch (type) {
     case ncclInt8:
@@ -87,7 +87,7 @@ void store(ncclDataType_t type, std::vector<unsigned char>& buf, std::size_t i, 
       put(static_cast<double>(v));
       break;
     case ncclBfloat16:
-      put(toBfloat16(static_cast<float>(v)));
+      put(ToBfloat16(static_cast<float>(v)));
       break;
     default:
       FAIL() << "unexpected type";
@@ -95,29 +95,29 @@ void store(ncclDataType_t type, std::vector<unsigned char>& buf, std::size_t i, 
 }
 
 // Random small integers: sums and products of up to 4 ranks are exact in every type.
-std::vector<unsigned char> randomData(ncclDataType_t type, ncclRedOp_t op, std::size_t count,
+std::vector<unsigned char> RandomData(ncclDataType_t type, ncclRedOp_t op, std::size_t count,
                                       std::mt19937& rng, std::vector<long>& values) {
-  const long lo = op == ncclProd ? (isSigned(type) ? -3 : 1) : (isSigned(type) ? -8 : 0);
+  const long lo = op == ncclProd ? (IsSigned(type) ? -3 : 1) : (IsSigned(type) ? -8 : 0);
   const long hi = op == ncclProd ? 3 : 8;
   std::uniform_int_distribution<long> dist(lo, hi);
-  std::vector<unsigned char> buf(count * sizeOf(type));
+  std::vector<unsigned char> buf(count * SizeOf(type));
   values.resize(count);
   for (std::size_t i = 0; i < count; ++i) {
     do {
       values[i] = dist(rng);
     } while (op == ncclProd && values[i] == 0);  // 0 * -3 is -0.0 in floating point
-    store(type, buf, i, static_cast<long double>(values[i]));
+    Store(type, buf, i, static_cast<long double>(values[i]));
   }
   return buf;
 }
 
 // The reduction of small integers across ranks, stored in `type` as NCCL defines it
 // (avg: the exact sum divided by the rank count in the type's arithmetic; integers truncate).
-std::vector<unsigned char> reference(ncclDataType_t type, ncclRedOp_t op,
+std::vector<unsigned char> Reference(ncclDataType_t type, ncclRedOp_t op,
                                      const std::vector<std::vector<long>>& values) {
   const std::size_t count = values[0].size();
   const auto n = static_cast<long>(values.size());
-  std::vector<unsigned char> out(count * sizeOf(type));
+  std::vector<unsigned char> out(count * SizeOf(type));
   for (std::size_t i = 0; i < count; ++i) {
     long acc = values[0][i];
     for (std::size_t r = 1; r < values.size(); ++r) {
@@ -139,24 +139,24 @@ std::vector<unsigned char> reference(ncclDataType_t type, ncclRedOp_t op,
       }
     }
     if (op != ncclAvg) {
-      store(type, out, i, static_cast<long double>(acc));
+      Store(type, out, i, static_cast<long double>(acc));
     } else if (type == ncclFloat64) {
-      store(type, out, i,
+      Store(type, out, i,
             static_cast<long double>(static_cast<double>(acc) / static_cast<double>(n)));
     } else if (type == ncclFloat16 || type == ncclFloat32 || type == ncclBfloat16) {
-      store(type, out, i,
+      Store(type, out, i,
             static_cast<long double>(static_cast<float>(acc) / static_cast<float>(n)));
-    } else if (!isSigned(type)) {
+    } else if (!IsSigned(type)) {
       // Unsigned types hold only non-negative values here.
-      store(type, out, i, static_cast<long double>(acc / n));
+      Store(type, out, i, static_cast<long double>(acc / n));
     } else {
-      store(type, out, i, static_cast<long double>(acc / n));
+      Store(type, out, i, static_cast<long double>(acc / n));
     }
   }
   return out;
 }
 
-std::string describe(ncclDataType_t type, ncclRedOp_t op, int nranks) {
+std::string Describe(ncclDataType_t type, ncclRedOp_t op, int nranks) {
   return "type " + std::to_string(static_cast<int>(type)) + " op " +
          std::to_string(static_cast<int>(op)) + " ranks " + std::to_string(nranks);
 }
@@ -169,7 +169,7 @@ struct World {
     ncclUniqueId id;
     EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
     std::vector<ncclResult_t> results(comms.size());
-    run([&](int rank, ncclComm_t&) {
+    Run([&](int rank, ncclComm_t&) {
       results[static_cast<std::size_t>(rank)] =
           ncclCommInitRank(&comms[static_cast<std::size_t>(rank)], nranks, id, rank);
     });
@@ -182,11 +182,11 @@ struct World {
       }
     }
   }
-  int size() const { return static_cast<int>(comms.size()); }
+  int Size() const { return static_cast<int>(comms.size()); }
 
-  void run(const std::function<void(int, ncclComm_t&)>& fn) {
+  void Run(const std::function<void(int, ncclComm_t&)>& fn) {
     std::vector<std::thread> threads;
-    for (int r = 0; r < size(); ++r) {
+    for (int r = 0; r < Size(); ++r) {
       threads.emplace_back([&, r] { fn(r, comms[static_cast<std::size_t>(r)]); });
     }
     for (auto& t : threads) t.join();
@@ -196,17 +196,17 @@ struct World {
 class NcclGloo : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    worlds_ = new std::map<int, std::unique_ptr<World>>;
-    for (int n : kWorldSizes) (*worlds_)[n] = std::make_unique<World>(n);
+    worlds = new std::map<int, std::unique_ptr<World>>;
+    for (int n : kWorldSizes) (*worlds)[n] = std::make_unique<World>(n);
   }
   static void TearDownTestSuite() {
-    delete worlds_;
-    worlds_ = nullptr;
+    delete worlds;
+    worlds = nullptr;
   }
-  static World& world(int n) { return *(*worlds_)[n]; }
-  static std::map<int, std::unique_ptr<World>>* worlds_;
+  static World& WorldOf(int n) { return *(*worlds)[n]; }
+  static std::map<int, std::unique_ptr<World>>* worlds;
 };
-std::map<int, std::unique_ptr<World>>* NcclGloo::worlds_ = nullptr;
+std::map<int, std::unique_ptr<World>>* NcclGloo::worlds = nullptr;
 
 TEST_F(NcclGloo, AllReduceEveryTypeAndOpMatchesReference) {
   std::mt19937 rng(1);
@@ -217,11 +217,11 @@ TEST_F(NcclGloo, AllReduceEveryTypeAndOpMatchesReference) {
         std::vector<std::vector<long>> values(static_cast<std::size_t>(n));
         std::vector<std::vector<unsigned char>> send, recv;
         for (int r = 0; r < n; ++r) {
-          send.push_back(randomData(type, op, count, rng, values[static_cast<std::size_t>(r)]));
+          send.push_back(RandomData(type, op, count, rng, values[static_cast<std::size_t>(r)]));
           recv.emplace_back(send.back().size(), 0xab);
         }
-        const auto expected = reference(type, op, values);
-        world(n).run([&](int r, ncclComm_t& comm) {
+        const auto expected = Reference(type, op, values);
+        WorldOf(n).Run([&](int r, ncclComm_t& comm) {
           const auto i = static_cast<std::size_t>(r);
           // Even ranks out of place, odd ranks in place.
           if (r % 2 == 0) {
@@ -235,7 +235,7 @@ TEST_F(NcclGloo, AllReduceEveryTypeAndOpMatchesReference) {
         });
         for (int r = 0; r < n; ++r) {
           EXPECT_EQ(recv[static_cast<std::size_t>(r)], expected)
-              << describe(type, op, n) << " rank " << r;
+              << Describe(type, op, n) << " rank " << r;
         }
       }
     }
@@ -244,7 +244,7 @@ TEST_F(NcclGloo, AllReduceEveryTypeAndOpMatchesReference) {
 
 TEST_F(NcclGloo, LargeAllReduceSpansManySegments) {
   const std::size_t count = 3 << 20;  // 12 MiB of floats: many of Gloo's 1 MiB segments
-  World& w = world(3);
+  World& w = WorldOf(3);
   std::vector<std::vector<float>> bufs(3);
   for (int r = 0; r < 3; ++r) {
     bufs[static_cast<std::size_t>(r)].resize(count);
@@ -253,7 +253,7 @@ TEST_F(NcclGloo, LargeAllReduceSpansManySegments) {
           static_cast<float>((i % 100) * static_cast<std::size_t>(r + 1));
     }
   }
-  w.run([&](int r, ncclComm_t& comm) {
+  w.Run([&](int r, ncclComm_t& comm) {
     auto& b = bufs[static_cast<std::size_t>(r)];
     EXPECT_EQ(ncclAllReduce(b.data(), b.data(), count, ncclFloat32, ncclSum, comm, nullptr),
               ncclSuccess);
@@ -270,10 +270,10 @@ TEST_F(NcclGloo, BroadcastFromEveryRootEveryType) {
       for (int root = 0; root < n; ++root) {
         const std::size_t count = 517;
         std::vector<long> values;
-        const auto data = randomData(type, ncclSum, count, rng, values);
+        const auto data = RandomData(type, ncclSum, count, rng, values);
         std::vector<std::vector<unsigned char>> recv(static_cast<std::size_t>(n),
                                                      std::vector<unsigned char>(data.size(), 0));
-        world(n).run([&](int r, ncclComm_t& comm) {
+        WorldOf(n).Run([&](int r, ncclComm_t& comm) {
           auto& out = recv[static_cast<std::size_t>(r)];
           if (root % 2 == 0) {
             EXPECT_EQ(ncclBroadcast(r == root ? data.data() : nullptr, out.data(), count, type,
@@ -286,7 +286,7 @@ TEST_F(NcclGloo, BroadcastFromEveryRootEveryType) {
         });
         for (int r = 0; r < n; ++r) {
           EXPECT_EQ(recv[static_cast<std::size_t>(r)], data)
-              << describe(type, ncclSum, n) << " root " << root;
+              << Describe(type, ncclSum, n) << " root " << root;
         }
       }
     }
@@ -303,18 +303,18 @@ TEST_F(NcclGloo, ReduceToEveryRootEveryTypeAndOp) {
         std::vector<std::vector<long>> values(static_cast<std::size_t>(n));
         std::vector<std::vector<unsigned char>> send;
         for (int r = 0; r < n; ++r)
-          send.push_back(randomData(type, op, count, rng, values[static_cast<std::size_t>(r)]));
-        const auto expected = reference(type, op, values);
+          send.push_back(RandomData(type, op, count, rng, values[static_cast<std::size_t>(r)]));
+        const auto expected = Reference(type, op, values);
         std::vector<unsigned char> out(expected.size(), 0);
-        const auto sendCopy = send;
-        world(n).run([&](int r, ncclComm_t& comm) {
+        const auto send_copy = send;
+        WorldOf(n).Run([&](int r, ncclComm_t& comm) {
           void* recvbuff = r == root ? out.data() : nullptr;  // only the root needs one
           EXPECT_EQ(ncclReduce(send[static_cast<std::size_t>(r)].data(), recvbuff, count, type, op,
                                root, comm, nullptr),
                     ncclSuccess);
         });
-        EXPECT_EQ(out, expected) << describe(type, op, n) << " root " << root;
-        EXPECT_EQ(send, sendCopy) << "send buffers must not change";
+        EXPECT_EQ(out, expected) << Describe(type, op, n) << " root " << root;
+        EXPECT_EQ(send, send_copy) << "send buffers must not change";
       }
     }
   }
@@ -325,17 +325,17 @@ TEST_F(NcclGloo, AllGatherEveryType) {
   for (int n : kWorldSizes) {
     for (auto type : kTypes) {
       const std::size_t count = 123;
-      const std::size_t bytes = count * sizeOf(type);
+      const std::size_t bytes = count * SizeOf(type);
       std::vector<std::vector<unsigned char>> send;
       std::vector<unsigned char> expected;
       for (int r = 0; r < n; ++r) {
         std::vector<long> values;
-        send.push_back(randomData(type, ncclSum, count, rng, values));
+        send.push_back(RandomData(type, ncclSum, count, rng, values));
         expected.insert(expected.end(), send.back().begin(), send.back().end());
       }
       std::vector<std::vector<unsigned char>> recv(static_cast<std::size_t>(n),
                                                    std::vector<unsigned char>(expected.size(), 0));
-      world(n).run([&](int r, ncclComm_t& comm) {
+      WorldOf(n).Run([&](int r, ncclComm_t& comm) {
         const auto i = static_cast<std::size_t>(r);
         if (r % 2 == 0) {
           EXPECT_EQ(ncclAllGather(send[i].data(), recv[i].data(), count, type, comm, nullptr),
@@ -348,7 +348,7 @@ TEST_F(NcclGloo, AllGatherEveryType) {
         }
       });
       for (int r = 0; r < n; ++r)
-        EXPECT_EQ(recv[static_cast<std::size_t>(r)], expected) << describe(type, ncclSum, n);
+        EXPECT_EQ(recv[static_cast<std::size_t>(r)], expected) << Describe(type, ncclSum, n);
     }
   }
 }
@@ -359,17 +359,17 @@ TEST_F(NcclGloo, ReduceScatterEveryTypeAndOp) {
     for (auto type : kTypes) {
       for (auto op : kOps) {
         const std::size_t recvcount = 77;
-        const std::size_t blockBytes = recvcount * sizeOf(type);
+        const std::size_t block_bytes = recvcount * SizeOf(type);
         std::vector<std::vector<long>> values(static_cast<std::size_t>(n));
         std::vector<std::vector<unsigned char>> send;
         for (int r = 0; r < n; ++r) {
-          send.push_back(randomData(type, op, recvcount * static_cast<std::size_t>(n), rng,
+          send.push_back(RandomData(type, op, recvcount * static_cast<std::size_t>(n), rng,
                                     values[static_cast<std::size_t>(r)]));
         }
-        const auto full = reference(type, op, values);
+        const auto full = Reference(type, op, values);
         std::vector<std::vector<unsigned char>> recv(static_cast<std::size_t>(n),
-                                                     std::vector<unsigned char>(blockBytes, 0));
-        world(n).run([&](int r, ncclComm_t& comm) {
+                                                     std::vector<unsigned char>(block_bytes, 0));
+        WorldOf(n).Run([&](int r, ncclComm_t& comm) {
           EXPECT_EQ(ncclReduceScatter(send[static_cast<std::size_t>(r)].data(),
                                       recv[static_cast<std::size_t>(r)].data(), recvcount, type, op,
                                       comm, nullptr),
@@ -377,11 +377,11 @@ TEST_F(NcclGloo, ReduceScatterEveryTypeAndOp) {
         });
         for (int r = 0; r < n; ++r) {
           const auto begin =
-              full.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * blockBytes);
+              full.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * block_bytes);
           const std::vector<unsigned char> expected(
-              begin, begin + static_cast<std::ptrdiff_t>(blockBytes));
+              begin, begin + static_cast<std::ptrdiff_t>(block_bytes));
           EXPECT_EQ(recv[static_cast<std::size_t>(r)], expected)
-              << describe(type, op, n) << " rank " << r;
+              << Describe(type, op, n) << " rank " << r;
         }
       }
     }
@@ -399,7 +399,7 @@ TEST_F(NcclGloo, SendRecvAllPairsInOneGroup) {
     std::vector<std::vector<std::vector<std::int32_t>>> inbox(
         static_cast<std::size_t>(n),
         std::vector<std::vector<std::int32_t>>(static_cast<std::size_t>(n)));
-    world(n).run([&](int r, ncclComm_t& comm) {
+    WorldOf(n).Run([&](int r, ncclComm_t& comm) {
       std::vector<std::vector<std::int32_t>> outbox(static_cast<std::size_t>(n));
       auto& in = inbox[static_cast<std::size_t>(r)];
       EXPECT_EQ(ncclGroupStart(), ncclSuccess);
@@ -430,7 +430,7 @@ TEST_F(NcclGloo, NestedGroupWithRingShiftAndCollective) {
     std::vector<std::vector<double>> got(static_cast<std::size_t>(n), std::vector<double>(64, 0));
     std::vector<std::vector<double>> got2(static_cast<std::size_t>(n), std::vector<double>(8, 0));
     std::vector<std::int64_t> sums(static_cast<std::size_t>(n), 0);
-    world(n).run([&](int r, ncclComm_t& comm) {
+    WorldOf(n).Run([&](int r, ncclComm_t& comm) {
       const int next = (r + 1) % n;
       const int prev = (r + n - 1) % n;
       std::vector<double> a(64, r + 0.5);
@@ -463,9 +463,9 @@ TEST_F(NcclGloo, NestedGroupWithRingShiftAndCollective) {
 
 // Outside a group a send blocks until the peer receives: a plain exchange in opposite order works.
 TEST_F(NcclGloo, BlockingSendRecvOutsideGroup) {
-  World& w = world(2);
+  World& w = WorldOf(2);
   std::vector<float> got(100, 0);
-  w.run([&](int r, ncclComm_t& comm) {
+  w.Run([&](int r, ncclComm_t& comm) {
     std::vector<float> data(100, 42.0f);
     if (r == 0) {
       EXPECT_EQ(ncclSend(data.data(), 100, ncclFloat32, 1, comm, nullptr), ncclSuccess);
@@ -478,7 +478,7 @@ TEST_F(NcclGloo, BlockingSendRecvOutsideGroup) {
 
 TEST_F(NcclGloo, CommunicatorQueries) {
   for (int n : kWorldSizes) {
-    world(n).run([&](int r, ncclComm_t& comm) {
+    WorldOf(n).Run([&](int r, ncclComm_t& comm) {
       int count = -1, rank = -1, device = -1;
       ncclResult_t async = ncclInternalError;
       EXPECT_EQ(ncclCommCount(comm, &count), ncclSuccess);
@@ -518,7 +518,7 @@ TEST(NcclGlooApi, VersionAndErrorStrings) {
 }
 
 TEST_F(NcclGloo, BadArgumentsAreRejected) {
-  World& w = world(2);
+  World& w = WorldOf(2);
   ncclComm_t comm = w.comms[0];
   std::vector<float> buf(16, 1.0f);
   float* b = buf.data();
@@ -571,7 +571,7 @@ TEST_F(NcclGloo, BadArgumentsAreRejected) {
   // Count 0 is a no-op, even with null buffers.
   EXPECT_EQ(ncclAllReduce(nullptr, nullptr, 0, ncclFloat32, ncclSum, comm, nullptr), ncclSuccess);
   // The communicator still works afterwards.
-  w.run([&](int, ncclComm_t& c) {
+  w.Run([&](int, ncclComm_t& c) {
     float x = 1.0f;
     EXPECT_EQ(ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, c, nullptr), ncclSuccess);
     EXPECT_EQ(x, 2.0f);
@@ -579,7 +579,7 @@ TEST_F(NcclGloo, BadArgumentsAreRejected) {
 }
 
 TEST_F(NcclGloo, UnsupportedCallsSayWhy) {
-  ncclComm_t comm = world(2).comms[0];
+  ncclComm_t comm = WorldOf(2).comms[0];
   EXPECT_EQ(ncclCommRevoke(comm, 0), ncclInvalidUsage);
   EXPECT_NE(std::string(ncclGetLastError(comm)).find("ncclCommRevoke is not supported"),
             std::string::npos);
@@ -603,14 +603,14 @@ TEST_F(NcclGloo, AlltoAllGatherScatterEveryType) {
     const auto un = static_cast<std::size_t>(n);
     for (auto type : kTypes) {
       const std::size_t count = 41;
-      const std::size_t block = count * sizeOf(type);
+      const std::size_t block = count * SizeOf(type);
       // data[r] holds n blocks; block p of rank r goes to rank p.
       std::vector<std::vector<unsigned char>> data;
       for (int r = 0; r < n; ++r) {
         std::vector<long> values;
-        data.push_back(randomData(type, ncclSum, count * un, rng, values));
+        data.push_back(RandomData(type, ncclSum, count * un, rng, values));
       }
-      auto blockOf = [&](int r, int p) {
+      auto block_of = [&](int r, int p) {
         const auto begin = data[static_cast<std::size_t>(r)].begin() +
                            static_cast<std::ptrdiff_t>(static_cast<std::size_t>(p) * block);
         return std::vector<unsigned char>(begin, begin + static_cast<std::ptrdiff_t>(block));
@@ -619,7 +619,7 @@ TEST_F(NcclGloo, AlltoAllGatherScatterEveryType) {
       std::vector<std::vector<unsigned char>> a2a(un, std::vector<unsigned char>(block * un, 0));
       std::vector<unsigned char> gathered(block * un, 0);
       std::vector<std::vector<unsigned char>> scattered(un, std::vector<unsigned char>(block, 0));
-      world(n).run([&](int r, ncclComm_t& comm) {
+      WorldOf(n).Run([&](int r, ncclComm_t& comm) {
         const auto i = static_cast<std::size_t>(r);
         EXPECT_EQ(ncclAlltoAll(data[i].data(), a2a[i].data(), count, type, comm, nullptr),
                   ncclSuccess);
@@ -636,14 +636,14 @@ TEST_F(NcclGloo, AlltoAllGatherScatterEveryType) {
           const std::vector<unsigned char> got(
               a2a[static_cast<std::size_t>(r)].begin() + off,
               a2a[static_cast<std::size_t>(r)].begin() + off + static_cast<std::ptrdiff_t>(block));
-          EXPECT_EQ(got, blockOf(p, r)) << "alltoall " << describe(type, ncclSum, n);
+          EXPECT_EQ(got, block_of(p, r)) << "alltoall " << Describe(type, ncclSum, n);
         }
         const auto off = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * block);
         const std::vector<unsigned char> g(
             gathered.begin() + off, gathered.begin() + off + static_cast<std::ptrdiff_t>(block));
-        EXPECT_EQ(g, blockOf(r, 0)) << "gather " << describe(type, ncclSum, n);
-        EXPECT_EQ(scattered[static_cast<std::size_t>(r)], blockOf(root, r))
-            << "scatter " << describe(type, ncclSum, n);
+        EXPECT_EQ(g, block_of(r, 0)) << "gather " << Describe(type, ncclSum, n);
+        EXPECT_EQ(scattered[static_cast<std::size_t>(r)], block_of(root, r))
+            << "scatter " << Describe(type, ncclSum, n);
       }
     }
   }
@@ -651,10 +651,10 @@ TEST_F(NcclGloo, AlltoAllGatherScatterEveryType) {
 
 // ncclCommSplit: colors by parity, keys reversing the order; one rank opts out.
 TEST_F(NcclGloo, SplitByColorAndKey) {
-  World& w = world(4);
+  World& w = WorldOf(4);
   std::vector<ncclComm_t> children(4, nullptr);
   std::vector<int> sizes(4, -1), ranks(4, -1), sums(4, -1);
-  w.run([&](int r, ncclComm_t& comm) {
+  w.Run([&](int r, ncclComm_t& comm) {
     const auto i = static_cast<std::size_t>(r);
     const int color = r == 3 ? NCCL_SPLIT_NOCOLOR : r % 2;
     ASSERT_EQ(ncclCommSplit(comm, color, -r, &children[i], nullptr), ncclSuccess)
@@ -676,7 +676,7 @@ TEST_F(NcclGloo, SplitByColorAndKey) {
     }
   }
   // The parent still works.
-  w.run([&](int, ncclComm_t& comm) {
+  w.Run([&](int, ncclComm_t& comm) {
     int one = 1, total = 0;
     EXPECT_EQ(ncclAllReduce(&one, &total, 1, ncclInt32, ncclSum, comm, nullptr), ncclSuccess);
     EXPECT_EQ(total, 4);
@@ -687,7 +687,7 @@ TEST_F(NcclGloo, SplitByColorAndKey) {
 TEST_F(NcclGloo, Fp8IsMovedVerbatim) {
   std::vector<std::vector<std::uint8_t>> bufs(2, std::vector<std::uint8_t>(33, 0));
   for (std::size_t i = 0; i < 33; ++i) bufs[0][i] = static_cast<std::uint8_t>(i * 7);
-  world(2).run([&](int r, ncclComm_t& comm) {
+  WorldOf(2).Run([&](int r, ncclComm_t& comm) {
     auto& b = bufs[static_cast<std::size_t>(r)];
     EXPECT_EQ(ncclBroadcast(b.data(), b.data(), 33, ncclFloat8e5m2, 0, comm, nullptr), ncclSuccess);
   });
@@ -740,7 +740,7 @@ TEST(NcclGlooApi, InitRankInsideGroupFromOneThread) {
 
 // The rendezvous kinds chosen by METRONOME_STANDIN_RENDEZVOUS: a directory, and an explicit
 // TCP address.
-void allReduceWithFreshId(int n) {
+void AllReduceWithFreshId(int n) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess) << ncclGetLastError(nullptr);
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(n), nullptr);
@@ -770,7 +770,7 @@ TEST(NcclGlooRendezvous, FileDirectory) {
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   EXPECT_EQ(std::string(id.internal).rfind("mtrn-gloo1;", 0), 0u);
   EXPECT_NE(std::string(id.internal).find(";file://" + dir.string()), std::string::npos);
-  allReduceWithFreshId(3);
+  AllReduceWithFreshId(3);
   ::unsetenv("METRONOME_STANDIN_RENDEZVOUS");
   // Rank 0 removes the rendezvous files once everyone is connected.
   std::size_t left = 0;
@@ -787,7 +787,7 @@ TEST(NcclGlooRendezvous, ExplicitTcpAddress) {
   ncclUniqueId id;
   ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
   EXPECT_NE(std::string(id.internal).find(";tcp://127.0.0.1:"), std::string::npos);
-  allReduceWithFreshId(2);
+  AllReduceWithFreshId(2);
   ::setenv("METRONOME_STANDIN_RENDEZVOUS", "nonsense", 1);
   EXPECT_EQ(ncclGetUniqueId(&id), ncclInvalidArgument);
   EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("METRONOME_STANDIN_RENDEZVOUS"),

@@ -29,7 +29,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string hex(const ncclUniqueId& id) {
+std::string Hex(const ncclUniqueId& id) {
   static const char* digits = "0123456789abcdef";
   std::string text;
   for (std::size_t i = 0; i < sizeof(id.internal); ++i) {
@@ -40,7 +40,7 @@ std::string hex(const ncclUniqueId& id) {
   return text;
 }
 
-bool unhex(const std::string& text, ncclUniqueId& id) {
+bool Unhex(const std::string& text, ncclUniqueId& id) {
   if (text.size() != 2 * sizeof(id.internal)) return false;
   for (std::size_t i = 0; i < sizeof(id.internal); ++i) {
     id.internal[i] = static_cast<char>(std::stoi(text.substr(2 * i, 2), nullptr, 16));
@@ -48,26 +48,26 @@ bool unhex(const std::string& text, ncclUniqueId& id) {
   return true;
 }
 
-int fail(int rank, const std::string& what, ncclResult_t rc = ncclSuccess) {
+int Fail(int rank, const std::string& what, ncclResult_t rc = ncclSuccess) {
   std::fprintf(stderr, "rank %d: %s%s%s\n", rank, what.c_str(), rc != ncclSuccess ? ": " : "",
                rc != ncclSuccess ? ncclGetLastError(nullptr) : "");
   return 1;
 }
 
 // Meets the other rank; returns the communicator (nullptr on failure) and rank 0's pid.
-ncclComm_t join(int rank, const std::string& idFile, pid_t& peerPid) {
+ncclComm_t Join(int rank, const std::string& id_file, pid_t& peer_pid) {
   ncclUniqueId id{};
   if (rank == 0) {
     if (ncclGetUniqueId(&id) != ncclSuccess) return nullptr;
-    const std::string tmp = idFile + ".tmp";
-    std::ofstream(tmp) << ::getpid() << ' ' << hex(id) << '\n';
-    std::rename(tmp.c_str(), idFile.c_str());
+    const std::string tmp = id_file + ".tmp";
+    std::ofstream(tmp) << ::getpid() << ' ' << Hex(id) << '\n';
+    std::rename(tmp.c_str(), id_file.c_str());
   } else {
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     for (;;) {
-      std::ifstream in(idFile);
+      std::ifstream in(id_file);
       std::string text;
-      if (in >> peerPid >> text && unhex(text, id)) break;
+      if (in >> peer_pid >> text && Unhex(text, id)) break;
       if (Clock::now() > deadline) return nullptr;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -77,21 +77,21 @@ ncclComm_t join(int rank, const std::string& idFile, pid_t& peerPid) {
   return comm;
 }
 
-int tail(int rank, ncclComm_t comm, int iterations, bool finalize) {
+int Tail(int rank, ncclComm_t comm, int iterations, bool finalize) {
   std::mt19937 rng(1234u + static_cast<unsigned>(rank));
-  std::uniform_int_distribution<int> lateMs(0, 300);
+  std::uniform_int_distribution<int> late_ms(0, 300);
   const std::vector<std::size_t> buckets = {(1u << 20) / 4, (3u << 20) / 4};  // floats
   std::vector<float> data(buckets.back());
   for (int it = 0; it < iterations; ++it) {
-    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(lateMs(rng)));
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(late_ms(rng)));
     for (const std::size_t count : buckets) {
       for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1 + it);
       const ncclResult_t rc =
           ncclAllReduce(data.data(), data.data(), count, ncclFloat32, ncclSum, comm, nullptr);
-      if (rc != ncclSuccess) return fail(rank, "ncclAllReduce", rc);
+      if (rc != ncclSuccess) return Fail(rank, "ncclAllReduce", rc);
       const auto expected = static_cast<float>(3 + 2 * it);
       if (data[0] != expected || data[count - 1] != expected) {
-        return fail(rank, "wrong all-reduce result in iteration " + std::to_string(it));
+        return Fail(rank, "wrong all-reduce result in iteration " + std::to_string(it));
       }
     }
   }
@@ -99,48 +99,48 @@ int tail(int rank, ncclComm_t comm, int iterations, bool finalize) {
   if (rank == 0) {
     for (std::size_t i = 0; i < block.size(); ++i) block[i] = static_cast<unsigned char>(i * 7);
     const ncclResult_t rc = ncclSend(block.data(), block.size(), ncclUint8, 1, comm, nullptr);
-    if (rc != ncclSuccess) return fail(rank, "ncclSend", rc);
+    if (rc != ncclSuccess) return Fail(rank, "ncclSend", rc);
   } else {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const ncclResult_t rc = ncclRecv(block.data(), block.size(), ncclUint8, 0, comm, nullptr);
-    if (rc != ncclSuccess) return fail(rank, "ncclRecv", rc);
+    if (rc != ncclSuccess) return Fail(rank, "ncclRecv", rc);
     for (std::size_t i = 0; i < block.size(); ++i) {
       if (block[i] != static_cast<unsigned char>(i * 7)) {
-        return fail(rank, "wrong byte " + std::to_string(i) + " received");
+        return Fail(rank, "wrong byte " + std::to_string(i) + " received");
       }
     }
   }
   if (finalize) {
     const ncclResult_t rc = ncclCommFinalize(comm);
-    if (rc != ncclSuccess) return fail(rank, "ncclCommFinalize", rc);
+    if (rc != ncclSuccess) return Fail(rank, "ncclCommFinalize", rc);
   }
   const ncclResult_t rc = ncclCommDestroy(comm);
-  if (rc != ncclSuccess) return fail(rank, "ncclCommDestroy", rc);
+  if (rc != ncclSuccess) return Fail(rank, "ncclCommDestroy", rc);
   return 0;
 }
 
-int die(int rank, ncclComm_t comm, pid_t peerPid) {
+int Die(int rank, ncclComm_t comm, pid_t peer_pid) {
   const std::size_t bytes = 128u << 20;
   std::vector<unsigned char> block(bytes, rank == 0 ? 0x5a : 0);
   if (rank == 0) {
     ncclSend(block.data(), bytes, ncclUint8, 1, comm, nullptr);
     std::this_thread::sleep_for(std::chrono::seconds(30));  // killed before this ends
-    return fail(rank, "was not killed");
+    return Fail(rank, "was not killed");
   }
   // Watch the first byte land, then kill the sender (the receive is mid-way by then).
-  Clock::time_point killedAt;
+  Clock::time_point killed_at;
   std::thread killer([&] {
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     const volatile unsigned char* first = block.data();
     while (*first == 0 && Clock::now() < deadline) std::this_thread::yield();
-    killedAt = Clock::now();
-    ::kill(peerPid, SIGKILL);
+    killed_at = Clock::now();
+    ::kill(peer_pid, SIGKILL);
   });
   const ncclResult_t rc = ncclRecv(block.data(), bytes, ncclUint8, 0, comm, nullptr);
   const auto end = Clock::now();
   killer.join();
-  if (rc == ncclSuccess) return fail(rank, "the receive succeeded although the sender died");
-  const double seconds = std::chrono::duration<double>(end - killedAt).count();
+  if (rc == ncclSuccess) return Fail(rank, "the receive succeeded although the sender died");
+  const double seconds = std::chrono::duration<double>(end - killed_at).count();
   std::printf("failed %.3f s after the peer died: %s\n", seconds, ncclGetLastError(nullptr));
   ncclCommAbort(comm);
   return 0;
@@ -155,12 +155,12 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[1];
   const int rank = std::atoi(argv[2]);
-  pid_t peerPid = 0;
-  ncclComm_t comm = join(rank, argv[3], peerPid);
-  if (comm == nullptr) return fail(rank, "cannot join the job");
+  pid_t peer_pid = 0;
+  ncclComm_t comm = Join(rank, argv[3], peer_pid);
+  if (comm == nullptr) return Fail(rank, "cannot join the job");
   if (mode == "tail" && argc == 6) {
-    return tail(rank, comm, std::atoi(argv[4]), std::atoi(argv[5]) != 0);
+    return Tail(rank, comm, std::atoi(argv[4]), std::atoi(argv[5]) != 0);
   }
-  if (mode == "die") return die(rank, comm, peerPid);
-  return fail(rank, "bad arguments");
+  if (mode == "die") return Die(rank, comm, peer_pid);
+  return Fail(rank, "bad arguments");
 }

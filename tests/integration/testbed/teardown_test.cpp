@@ -22,7 +22,7 @@ struct Result {
   std::string out;  // stdout and stderr
 };
 
-Result run(const std::string& command) {
+Result RunCommand(const std::string& command) {
   Result result;
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return result;
@@ -47,7 +47,7 @@ class Teardown : public ::testing::Test {
   // Both ranks of `mode ARGS` in a new network namespace whose loopback is a slow link. The
   // operation timeout is 8 s, so a lost tail shows as a failure rather than a hang. Exit 77 when
   // the namespace cannot be made.
-  Result runOnSlowLink(const std::string& args) {
+  Result RunOnSlowLink(const std::string& args) {
     const std::string script =
         "PATH=$PATH:/usr/sbin:/sbin; ip link set lo up && tc qdisc add dev lo root tbf rate "
         "200mbit burst 256kb latency 50ms "
@@ -60,10 +60,10 @@ class Teardown : public ::testing::Test {
         "; r1=$?; wait $r0pid; r0=$?; echo \"rank0=$r0 rank1=$r1\"; [ $r0 = 0 ] && [ $r1 = 0 ]";
     // As root a network namespace is enough; otherwise a user namespace may be allowed.
     const std::string unshare = ::geteuid() == 0 ? "unshare -n" : "unshare -rn";
-    return run("timeout 40 " + unshare + " sh -c \"" + escape(script) + "\"");
+    return RunCommand("timeout 40 " + unshare + " sh -c \"" + Escape(script) + "\"");
   }
 
-  static std::string escape(const std::string& text) {
+  static std::string Escape(const std::string& text) {
     std::string out;
     for (char c : text) {
       if (c == '"' || c == '$' || c == '\\' || c == '`') out += '\\';
@@ -76,7 +76,7 @@ class Teardown : public ::testing::Test {
 };
 
 // Why the namespace could not be made, or "" when it was.
-std::string noNamespace(const Result& result) {
+std::string NoNamespace(const Result& result) {
   // 77: the namespace's link could not be set up; 126/127: no unshare; "unshare:": refused.
   if (result.exit_code == 77 || result.exit_code == 126 || result.exit_code == 127 ||
       result.out.find("unshare:") != std::string::npos) {
@@ -88,15 +88,15 @@ std::string noNamespace(const Result& result) {
 }
 
 TEST_F(Teardown, LastBytesReachThePeerOverASlowLinkWithFinalize) {
-  const Result result = runOnSlowLink("3 1");
-  if (const std::string why = noNamespace(result); !why.empty()) GTEST_SKIP() << why;
+  const Result result = RunOnSlowLink("3 1");
+  if (const std::string why = NoNamespace(result); !why.empty()) GTEST_SKIP() << why;
   EXPECT_EQ(result.exit_code, 0) << result.out;
   EXPECT_NE(result.out.find("rank0=0 rank1=0"), std::string::npos) << result.out;
 }
 
 TEST_F(Teardown, LastBytesReachThePeerOverASlowLinkWithDestroyAlone) {
-  const Result result = runOnSlowLink("3 0");
-  if (const std::string why = noNamespace(result); !why.empty()) GTEST_SKIP() << why;
+  const Result result = RunOnSlowLink("3 0");
+  if (const std::string why = NoNamespace(result); !why.empty()) GTEST_SKIP() << why;
   EXPECT_EQ(result.exit_code, 0) << result.out;
   EXPECT_NE(result.out.find("rank0=0 rank1=0"), std::string::npos) << result.out;
 }
@@ -107,8 +107,8 @@ TEST_F(Teardown, DeadPeerFailsWithinTheTimeout) {
   const std::string id = (dir_ / "id").string();
   const std::string peer = METRONOME_TEARDOWN_PEER;
   const Result result =
-      run("export METRONOME_STANDIN_TIMEOUT_S=4 METRONOME_STANDIN_IFACE_ADDR=127.0.0.1; '" + peer +
-          "' die 0 '" + id + "' & timeout 12 '" + peer + "' die 1 '" + id + "'");
+      RunCommand("export METRONOME_STANDIN_TIMEOUT_S=4 METRONOME_STANDIN_IFACE_ADDR=127.0.0.1; '" +
+                 peer + "' die 0 '" + id + "' & timeout 12 '" + peer + "' die 1 '" + id + "'");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   const auto at = result.out.find("failed ");
   ASSERT_NE(at, std::string::npos) << result.out;

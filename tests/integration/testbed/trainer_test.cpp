@@ -25,7 +25,7 @@ struct Result {
 };
 
 // Runs the trainer on the stand-in (LD_LIBRARY_PATH) with `args`; captures stdout and stderr.
-Result runTrainer(const std::string& args, const std::filesystem::path& dir,
+Result RunTrainer(const std::string& args, const std::filesystem::path& dir,
                   const std::string& name) {
   const auto err_path = dir / (name + ".stderr");
   const std::string command = "LD_LIBRARY_PATH='" METRONOME_STANDIN_DIR "' '" METRONOME_TRAINER
@@ -46,7 +46,7 @@ Result runTrainer(const std::string& args, const std::filesystem::path& dir,
   return result;
 }
 
-json lastJsonLine(const std::string& out) {
+json LastJsonLine(const std::string& out) {
   std::istringstream lines(out);
   std::string line, last;
   while (std::getline(lines, line)) {
@@ -70,13 +70,13 @@ class Trainer : public ::testing::Test {
 TEST_F(Trainer, LocalRanksWriteSummaryAndPhases) {
   const auto phases = dir_ / "phases.jsonl";
   const auto summary_path = dir_ / "summary.json";
-  const Result r = runTrainer(
+  const Result r = RunTrainer(
       "--local-ranks 2 --compute-ms 20 --gradient-mb 3 --bucket-mb 1 "
       "--iterations 5 --job t1 --phases-out '" +
           phases.string() + "' --summary-out '" + summary_path.string() + "'",
       dir_, "local");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const json summary = lastJsonLine(r.out);
+  const json summary = LastJsonLine(r.out);
   EXPECT_EQ(summary["job"], "t1");
   EXPECT_EQ(summary["world_size"], 2);
   EXPECT_EQ(summary["iterations"], 5);
@@ -127,7 +127,7 @@ TEST_F(Trainer, LocalRanksWriteSummaryAndPhases) {
   EXPECT_FALSE(std::filesystem::exists(phases.string() + ".rank0"));
 }
 
-int freePort() {
+int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -140,27 +140,27 @@ int freePort() {
 }
 
 TEST_F(Trainer, OneProcessPerRankOverTcpRendezvous) {
-  const std::string common = "--world-size 2 --rendezvous 127.0.0.1:" + std::to_string(freePort()) +
+  const std::string common = "--world-size 2 --rendezvous 127.0.0.1:" + std::to_string(FreePort()) +
                              " --compute-ms 5 --gradient-mb 2 --iterations 3 --job tcp";
   auto rank1 =
-      std::async(std::launch::async, [&] { return runTrainer(common + " --rank 1", dir_, "r1"); });
-  const Result r0 = runTrainer(common + " --rank 0", dir_, "r0");
+      std::async(std::launch::async, [&] { return RunTrainer(common + " --rank 1", dir_, "r1"); });
+  const Result r0 = RunTrainer(common + " --rank 0", dir_, "r0");
   const Result r1 = rank1.get();
   ASSERT_EQ(r0.exit_code, 0) << r0.out << r0.err;
   ASSERT_EQ(r1.exit_code, 0) << r1.out << r1.err;
-  const json summary = lastJsonLine(r0.out);
+  const json summary = LastJsonLine(r0.out);
   EXPECT_EQ(summary["rank"], 0);
   EXPECT_EQ(summary["world_size"], 2);
   EXPECT_EQ(summary["buckets"].size(), 2u);  // 1 MiB, then the other 1 MiB
 }
 
 TEST_F(Trainer, ModelFromTableWithScaleFactors) {
-  const Result r = runTrainer(
+  const Result r = RunTrainer(
       "--model resnet50 --gpu T4 --compute-scale 0.01 --gradient-scale 0.02 "
       "--iterations 2 --warmup 0 --quiet",
       dir_, "model");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const json summary = lastJsonLine(r.out);
+  const json summary = LastJsonLine(r.out);
   EXPECT_EQ(summary["model"], "resnet50");
   EXPECT_EQ(summary["gpu"], "T4");
   EXPECT_EQ(summary["world_size"], 1);
@@ -172,19 +172,19 @@ TEST_F(Trainer, ModelFromTableWithScaleFactors) {
 }
 
 TEST_F(Trainer, BadUsageIsRejectedClearly) {
-  Result r = runTrainer("--model resnet5O --iterations 1", dir_, "bad-model");
+  Result r = RunTrainer("--model resnet5O --iterations 1", dir_, "bad-model");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("'resnet5O'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("resnet50"), std::string::npos) << r.err;
-  r = runTrainer("--model resnet50 --gpu H100", dir_, "bad-gpu");
+  r = RunTrainer("--model resnet50 --gpu H100", dir_, "bad-gpu");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown GPU 'H100'"), std::string::npos) << r.err;
-  r = runTrainer("--compute-ms 5", dir_, "no-gradient");
+  r = RunTrainer("--compute-ms 5", dir_, "no-gradient");
   EXPECT_EQ(r.exit_code, 2);
-  r = runTrainer("--compute-ms 5 --gradient-mb 1 --world-size 2 --rank 0", dir_, "no-rendezvous");
+  r = RunTrainer("--compute-ms 5 --gradient-mb 1 --world-size 2 --rank 0", dir_, "no-rendezvous");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--rendezvous"), std::string::npos) << r.err;
-  r = runTrainer("--compute-ms 5 --gradient-mb 1 --world-size 2 --rank 2", dir_, "bad-rank");
+  r = RunTrainer("--compute-ms 5 --gradient-mb 1 --world-size 2 --rank 2", dir_, "bad-rank");
   EXPECT_EQ(r.exit_code, 2);
 }
 

@@ -73,7 +73,7 @@ TEST(Protocol, EveryMessageRoundTrips) {
   for (const Message& m : OneOfEach()) {
     const std::string bytes = Encode(m);
     const Decoded d = Decode(bytes);
-    ASSERT_TRUE(d.ok()) << TypeName(TypeOf(m)) << ": " << d.detail;
+    ASSERT_TRUE(d.Ok()) << TypeName(TypeOf(m)) << ": " << d.detail;
     EXPECT_EQ(TypeOf(d.message), TypeOf(m));
     EXPECT_EQ(Encode(d.message), bytes) << TypeName(TypeOf(m));
   }
@@ -82,7 +82,7 @@ TEST(Protocol, EveryMessageRoundTrips) {
 TEST(Protocol, DecodedFieldsMatch) {
   const auto msgs = OneOfEach();
   const Decoded d = Decode(Encode(msgs[5]));
-  ASSERT_TRUE(d.ok());
+  ASSERT_TRUE(d.Ok());
   const auto& push = std::get<TimetablePush>(d.message);
   EXPECT_EQ(push.job_id, "bert-large-7");
   EXPECT_EQ(push.timetable.version, 9u);
@@ -90,7 +90,7 @@ TEST(Protocol, DecodedFieldsMatch) {
   EXPECT_EQ(push.timetable.late_slack_ns, 10'000'000);
 
   const Decoded r = Decode(Encode(msgs[4]));
-  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r.Ok());
   const auto& rep = std::get<ProfileReport>(r.message);
   EXPECT_DOUBLE_EQ(rep.confidence, 0.97);
   EXPECT_EQ(rep.clock_offset_ns, -12'345);
@@ -116,7 +116,7 @@ TEST(Protocol, ProfileReportWithoutTheOptionalHoldFieldDecodes) {
   for (int i = 0; i < 6; ++i) pk.pack(0);      // clock offset .. failed_open
   pk.pack_array(0);
   const Decoded d = Decode(buf.data(), buf.size());
-  ASSERT_TRUE(d.ok()) << d.detail;
+  ASSERT_TRUE(d.Ok()) << d.detail;
   EXPECT_EQ(std::get<ProfileReport>(d.message).hold_ns, 0);
   EXPECT_EQ(std::get<ProfileReport>(d.message).jitter_ns, 0);
   EXPECT_EQ(std::get<ProfileReport>(d.message).compute_ns, 0);
@@ -129,7 +129,7 @@ TEST(Protocol, EncoderTruncatesOverlongFieldsSoTheResultDecodes) {
   rep.phase_starts_ns.resize(500);
   for (size_t i = 0; i < rep.phase_starts_ns.size(); ++i) rep.phase_starts_ns[i] = int64_t(i);
   const Decoded d = Decode(Encode(rep));
-  ASSERT_TRUE(d.ok()) << d.detail;
+  ASSERT_TRUE(d.Ok()) << d.detail;
   const auto& got = std::get<ProfileReport>(d.message);
   EXPECT_EQ(got.job_id.size(), kMaxStringBytes);
   ASSERT_EQ(got.phase_starts_ns.size(), kMaxPhaseStarts);
@@ -148,7 +148,7 @@ TEST(Protocol, AcceptsExtraTrailingFieldsFromNewerPeers) {
   pk.pack(100);
   pk.pack("a field from the future");
   const Decoded d = Decode(buf.data(), buf.size());
-  ASSERT_TRUE(d.ok()) << d.detail;
+  ASSERT_TRUE(d.Ok()) << d.detail;
   EXPECT_EQ(std::get<ClockPing>(d.message).seq, 7u);
 }
 
@@ -183,16 +183,16 @@ TEST(Protocol, TimetablePushSaysNoGateExplicitly) {
     });
   };
   Decoded d = Decode(raw(8, 120'000'000, 0));
-  ASSERT_TRUE(d.ok()) << d.detail;
+  ASSERT_TRUE(d.Ok()) << d.detail;
   EXPECT_FALSE(AlwaysOpen(std::get<TimetablePush>(d.message).timetable));
   EXPECT_EQ(std::get<TimetablePush>(d.message).timetable.window_ns, 120'000'000);
 
   d = Decode(raw(9, 120'000'000, 1));
-  ASSERT_TRUE(d.ok()) << d.detail;
+  ASSERT_TRUE(d.Ok()) << d.detail;
   EXPECT_EQ(std::get<TimetablePush>(d.message).timetable.window_ns, 120'000'000);
 
   d = Decode(raw(9, 120'000'000, 0));  // "no gate", whatever the window says
-  ASSERT_TRUE(d.ok()) << d.detail;
+  ASSERT_TRUE(d.Ok()) << d.detail;
   const auto& open = std::get<TimetablePush>(d.message);
   EXPECT_TRUE(AlwaysOpen(open.timetable));
   EXPECT_EQ(open.timetable.window_ns, 400'000'000);
@@ -201,7 +201,7 @@ TEST(Protocol, TimetablePushSaysNoGateExplicitly) {
   EXPECT_EQ(open.timetable.version, 3u);
 
   d = Decode(raw(8, 400'000'000, 1));  // an old scheduler's degenerate window: open as well
-  ASSERT_TRUE(d.ok()) << d.detail;
+  ASSERT_TRUE(d.Ok()) << d.detail;
   EXPECT_TRUE(AlwaysOpen(std::get<TimetablePush>(d.message).timetable));
 
   d = Decode(raw(9, 120'000'000, 2));
@@ -216,7 +216,7 @@ TEST(Protocol, TimetablePushSaysNoGateExplicitly) {
   const std::string bytes = Encode(none);
   EXPECT_EQ(bytes.back(), '\0');
   d = Decode(bytes);
-  ASSERT_TRUE(d.ok()) << d.detail;
+  ASSERT_TRUE(d.Ok()) << d.detail;
   EXPECT_TRUE(AlwaysOpen(std::get<TimetablePush>(d.message).timetable));
   EXPECT_EQ(Encode(d.message), bytes);
   none.timetable.window_ns = 100'000'000;
@@ -226,7 +226,7 @@ TEST(Protocol, TimetablePushSaysNoGateExplicitly) {
 TEST(Protocol, TimetablePushCarriesItsYieldsAndLeavesThemOutWhenNone) {
   const TimetablePush with = std::get<TimetablePush>(OneOfEach()[5]);
   const Decoded d = Decode(Encode(with));
-  ASSERT_TRUE(d.ok()) << d.detail;
+  ASSERT_TRUE(d.Ok()) << d.detail;
   const TimetablePush& got = std::get<TimetablePush>(d.message);
   EXPECT_EQ(got.yields.count, 3u);
   EXPECT_EQ(got.yields.epoch_ns, with.timetable.epoch_ns);  // the timetable's, not on the wire
@@ -272,7 +272,7 @@ TEST(ProtocolReject, YieldSetsTheGateCannotUse) {
       pk.pack(window);
     }
   };
-  EXPECT_TRUE(Decode(push([&](auto& pk) { windows(pk, 16, 280'000'000, 80'000'000); })).ok());
+  EXPECT_TRUE(Decode(push([&](auto& pk) { windows(pk, 16, 280'000'000, 80'000'000); })).Ok());
   const std::vector<std::pair<const char*, std::string>> bad = {
       {"17 windows", push([&](auto& pk) { windows(pk, 17, 280'000'000, 80'000'000); })},
       {"no gap", push([&](auto& pk) { windows(pk, 1, 280'000'000, 280'000'000); })},
@@ -460,7 +460,7 @@ TEST(ProtocolReject, RandomBytesNeverCrashAndRarelyDecode) {
     std::string b(1 + rng() % 64, '\0');
     for (auto& c : b) c = static_cast<char>(rng());
     const Decoded d = Decode(b);
-    if (d.ok())
+    if (d.Ok())
       ++decoded;
     else
       EXPECT_FALSE(d.detail.empty());
@@ -477,9 +477,9 @@ TEST(ProtocolReject, MutatedValidMessagesAreRejectedOrStillValid) {
     for (int f = 0; f < flips; ++f) b[rng() % b.size()] = static_cast<char>(rng());
     const Decoded d = Decode(b);
     // Whatever the decoder accepts is a valid message: it survives its own round trip.
-    if (d.ok()) {
+    if (d.Ok()) {
       const Decoded again = Decode(Encode(d.message));
-      ASSERT_TRUE(again.ok()) << again.detail;
+      ASSERT_TRUE(again.Ok()) << again.detail;
     } else {
       EXPECT_FALSE(d.detail.empty());
     }

@@ -213,28 +213,29 @@ TEST(GateDecision, ZeroMaxWaitNeverWaits) {
 // signed overflow in the sanitizer build).
 class TimetableProperty : public ::testing::Test {
  protected:
-  std::mt19937_64 rng{12345};
+  std::mt19937_64 rng_{12345};
 
   int64_t AnyI64() {
-    switch (rng() % 4) {
+    switch (rng_() % 4) {
       case 0:
-        return static_cast<int64_t>(rng());  // anything
+        return static_cast<int64_t>(rng_());  // anything
       case 1:
-        return kInt64Max - static_cast<int64_t>(rng() % 1'000'000);  // near the top
+        return kInt64Max - static_cast<int64_t>(rng_() % 1'000'000);  // near the top
       case 2:
-        return kInt64Min + static_cast<int64_t>(rng() % 1'000'000);  // near the bottom
+        return kInt64Min + static_cast<int64_t>(rng_() % 1'000'000);  // near the bottom
       default:
-        return static_cast<int64_t>(rng() % (4'000'000 * kMs)) - 2'000'000 * kMs;
+        return static_cast<int64_t>(rng_() % (4'000'000 * kMs)) - 2'000'000 * kMs;
     }
   }
 
   Timetable RandomValid() {
     for (;;) {
       Timetable t;
-      t.epoch_ns = (rng() % 2) ? AnyI64() : static_cast<int64_t>(rng() % (int64_t{1} << 61));
-      t.period_ns = (rng() % 3) ? static_cast<int64_t>(100'000 + rng() % (10'000 * kMs)) : AnyI64();
+      t.epoch_ns = (rng_() % 2) ? AnyI64() : static_cast<int64_t>(rng_() % (int64_t{1} << 61));
+      t.period_ns =
+          (rng_() % 3) ? static_cast<int64_t>(100'000 + rng_() % (10'000 * kMs)) : AnyI64();
       t.offset_ns = AnyI64();
-      t.window_ns = (rng() % 3) ? static_cast<int64_t>(1 + rng() % (5'000 * kMs)) : AnyI64();
+      t.window_ns = (rng_() % 3) ? static_cast<int64_t>(1 + rng_() % (5'000 * kMs)) : AnyI64();
       t.late_slack_ns = AnyI64();
       t.max_wait_ns = AnyI64();
       if ((ValidateTimetable(t) & kTimetableRejectMask) == 0) return t;

@@ -83,9 +83,9 @@ TEST(PlanningAdapter, RemoveKeepsOthersAndBumpsGeneration) {
   p.AddJob(Job(1, {"a", "b"}, 100 * kMs, 30 * kMs));
   p.AddJob(Job(2, {"c", "d"}, 100 * kMs, 30 * kMs));
   const Timetable before = Find(p.Summary(), 1);
-  const uint64_t g = p.generation();
+  const uint64_t g = p.Generation();
   p.RemoveJob(2);
-  EXPECT_GT(p.generation(), g);
+  EXPECT_GT(p.Generation(), g);
   EXPECT_FALSE(p.Contains(2));
   const Timetable after = Find(p.Summary(), 1);
   EXPECT_EQ(after.offset_ns, before.offset_ns);
@@ -169,7 +169,7 @@ TEST(PlanningAdapter, OfflineSearchRunsOnACopyAndIsAdoptedOnlyIfCurrent) {
   }
   auto task = p.PrepareOffline();
   const OfflineResult r = PlanningAdapter::RunOffline(*task, 50, {});
-  EXPECT_EQ(r.generation, p.generation());
+  EXPECT_EQ(r.generation, p.Generation());
   EXPECT_FALSE(r.summary.empty());
   using A = PlanningAdapter::Adoption;
   if (r.improved) {
@@ -354,11 +354,11 @@ TEST(PlanningAdapter, ReplanWithUnchangedPlannerInputsMovesNothing) {
   PlanningAdapter p(TwoRacks(), {});
   p.AddJobs({Saturating(1, "h1", "h3", 200 * kMs), Saturating(2, "h2", "h4", 200 * kMs)});
   const PlanSummary before = p.Summary();
-  const uint64_t generation = p.generation();
+  const uint64_t generation = p.Generation();
   PlanJob again = Saturating(1, "h1", "h3", 178 * kMs);
   again.profile.compute_ns += 100'000;
   EXPECT_TRUE(p.AddJobs({again}).empty());
-  EXPECT_EQ(p.generation(), generation);
+  EXPECT_EQ(p.Generation(), generation);
   const PlanSummary after = p.Summary();
   for (uint64_t id : {1u, 2u}) {
     EXPECT_EQ(Find(after, id).offset_ns, Find(before, id).offset_ns) << id;
@@ -368,7 +368,7 @@ TEST(PlanningAdapter, ReplanWithUnchangedPlannerInputsMovesNothing) {
   PlanJob slower = Saturating(1, "h1", "h3", 200 * kMs);
   slower.profile.compute_ns = 400 * kMs;
   (void)p.AddJobs({slower});
-  EXPECT_GT(p.generation(), generation);
+  EXPECT_GT(p.Generation(), generation);
   EXPECT_GT(Find(p.Summary(), 1).period_ns, Find(before, 1).period_ns);
 }
 
@@ -411,7 +411,7 @@ TEST(PlanningAdapter, AWiderWindowIsTakenUnlessItWouldStretchThePeriod) {
     PlanJob low = Wired(2, "h2", "h4", 200, 1);
     p.AddJobs({Wired(1, "h1", "h3", 240, 3), low});
     const PlanSummary before = p.Summary();
-    const uint64_t generation = p.generation();
+    const uint64_t generation = p.Generation();
     low.profile.phase_floor_ns = 230 * kMs;
     EXPECT_FALSE(p.WidenWindow(low));
     const PlanSummary after = p.Summary();
@@ -421,7 +421,7 @@ TEST(PlanningAdapter, AWiderWindowIsTakenUnlessItWouldStretchThePeriod) {
       EXPECT_EQ(Find(after, id).offset_ns, Find(before, id).offset_ns) << id;
       EXPECT_EQ(Find(after, id).window_ns, Find(before, id).window_ns) << id;
     }
-    EXPECT_GT(p.generation(), generation);
+    EXPECT_GT(p.Generation(), generation);
   }
 }
 

@@ -90,7 +90,7 @@ TEST(ExtenderFilter, FullNodesRemovesOnlyNodesThatBreakAHigherPriorityTimetable)
   EXPECT_TRUE(j["FailedNodes"].contains("gpu-a2"));
   EXPECT_TRUE(j["FailedAndUnresolvableNodes"].empty());
 
-  const ExtenderStats s = ext.stats();
+  const ExtenderStats s = ext.Stats();
   EXPECT_EQ(s.filter_requests, 1u);
   EXPECT_EQ(s.nodes_filtered_out, 2u);
   EXPECT_EQ(s.bad_requests, 0u);
@@ -118,7 +118,7 @@ TEST(ExtenderFilter, NeverStarvesWhenEveryNodeWouldConflict) {
     const Json j = Json::parse(ext.HandleFilter(req.dump()).body);
     EXPECT_TRUE(j["FailedNodes"].empty());
     EXPECT_EQ(j["Nodes"]["items"].size(), 2u);
-    EXPECT_EQ(ext.stats().never_starve_passes, 1u);
+    EXPECT_EQ(ext.Stats().never_starve_passes, 1u);
   }
   ExtenderConfig strict;
   strict.never_starve = false;
@@ -210,7 +210,7 @@ TEST(ExtenderPrioritize, ScoresByPredictedSlowdownOnTheLinksCrossed) {
   EXPECT_EQ(s.at("gpu-b1"), 10) << "free links: it gets a window at its natural period";
   EXPECT_LT(s.at("gpu-a1"), s.at("gpu-b1"));
   EXPECT_LT(s.at("gpu-a2"), s.at("gpu-b1"));
-  EXPECT_EQ(ext.stats().prioritize_requests, 1u);
+  EXPECT_EQ(ext.Stats().prioritize_requests, 1u);
 }
 
 TEST(ExtenderPrioritize, NodeNamesUseTheModelTableAndCachedLabels) {
@@ -231,7 +231,7 @@ TEST(ExtenderPrioritize, NodeNamesUseTheModelTableAndCachedLabels) {
     EXPECT_LE(s.at(n), s.at("gpu-a1")) << n;
     EXPECT_GT(s.at(n), 0) << n;
   }
-  EXPECT_EQ(ext.stats().pods_without_profile, 0u);
+  EXPECT_EQ(ext.Stats().pods_without_profile, 0u);
 
   // NodeNames in, NodeNames out for filter too.
   const ExtenderResponse f = ext.HandleFilter(Fixture("prioritize_node_names.json"));
@@ -252,7 +252,7 @@ TEST(ExtenderPrioritize, MeasuredProfilesOfEarlierRunsAreUsedWhenNothingIsDeclar
     ext.UpdateState(state);
     const auto s = Scores(ext.HandlePrioritize(req.dump()).body);
     for (const auto& [node, score] : s) EXPECT_EQ(score, 0) << "no profile: no opinion";
-    EXPECT_EQ(ext.stats().pods_without_profile, 1u);
+    EXPECT_EQ(ext.Stats().pods_without_profile, 1u);
   }
   state.measured["resnet-ddp"] = {300 * kMs, 120 * kMs, 0};
   state.placed_pods["resnet-ddp"] = {"gpu-b1"};
@@ -262,7 +262,7 @@ TEST(ExtenderPrioritize, MeasuredProfilesOfEarlierRunsAreUsedWhenNothingIsDeclar
   EXPECT_EQ(s.at("gpu-b1"), 10);
   EXPECT_EQ(s.at("gpu-b2"), 10);
   EXPECT_LT(s.at("gpu-a1"), 10) << "would contend with hp-train";
-  EXPECT_EQ(ext.stats().pods_without_profile, 0u);
+  EXPECT_EQ(ext.Stats().pods_without_profile, 0u);
 }
 
 TEST(ExtenderPrioritize, DeclaredTrafficProfilesStandInForAnnotations) {
@@ -293,8 +293,8 @@ TEST(ExtenderVerbs, PodsOfNoJobGetNeutralAnswers) {
   const auto s = Scores(ext.HandlePrioritize(body).body);
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s.begin()->second, std::next(s.begin())->second);
-  EXPECT_EQ(ext.stats().pods_without_job, 1u);
-  EXPECT_EQ(ext.stats().reused_decisions, 1u) << "prioritize reuses the same pod's filter";
+  EXPECT_EQ(ext.Stats().pods_without_job, 1u);
+  EXPECT_EQ(ext.Stats().reused_decisions, 1u) << "prioritize reuses the same pod's filter";
 }
 
 // A pod may declare any positive number: the conversions saturate (no out-of-range cast), and
@@ -372,11 +372,11 @@ TEST(ExtenderVerbs, MalformedBodiesAre400WithAJsonMessageAndCounted) {
       ASSERT_TRUE(j.is_object()) << r.body;
       EXPECT_EQ(j["error"], "bad_request");
       EXPECT_NE(j["message"].get<std::string>().find(message), std::string::npos) << j["message"];
-      EXPECT_EQ(ext.stats().bad_requests, ++expected);
+      EXPECT_EQ(ext.Stats().bad_requests, ++expected);
     }
   }
   // Counted per verb, and timed like any other call.
-  const ExtenderStats s = ext.stats();
+  const ExtenderStats s = ext.Stats();
   EXPECT_EQ(s.filter_bad_requests, cases.size());
   EXPECT_EQ(s.prioritize_bad_requests, cases.size());
   EXPECT_EQ(s.filter_requests, cases.size());
@@ -392,7 +392,7 @@ TEST(ExtenderVerbs, LatencyHistogramPerVerb) {
   const std::string body = Fixture("filter_full_nodes.json");
   for (int i = 0; i < 3; ++i) ASSERT_EQ(ext.HandlePrioritize(body).status, 200);
   ASSERT_EQ(ext.HandleFilter(body).status, 200);
-  const ExtenderStats s = ext.stats();
+  const ExtenderStats s = ext.Stats();
   EXPECT_EQ(s.prioritize_latency.count, 3u);
   EXPECT_EQ(s.filter_latency.count, 1u);
   uint64_t in_buckets = 0;
@@ -448,9 +448,9 @@ TEST(ExtenderVerbs, StateUpdatesTakeEffectAndLabelsCanBeReplaced) {
   ext.UpdateState(moved);
   const Json j = Json::parse(ext.HandleFilter(Fixture("filter_full_nodes.json")).body);
   EXPECT_TRUE(j["FailedNodes"].empty());
-  EXPECT_EQ(ext.stats().state_version, 8u);
+  EXPECT_EQ(ext.Stats().state_version, 8u);
   ext.UpdateNodeLabels(RackLabels());
-  EXPECT_GE(ext.stats().snapshot_rebuilds, 3u);
+  EXPECT_GE(ext.Stats().snapshot_rebuilds, 3u);
 }
 
 TEST(ExtenderVerbs, ConcurrentRequestsAndUpdatesAreSafe) {
@@ -474,7 +474,7 @@ TEST(ExtenderVerbs, ConcurrentRequestsAndUpdatesAreSafe) {
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(ext.stats().bad_requests, 0u);
+  EXPECT_EQ(ext.Stats().bad_requests, 0u);
 }
 
 TEST(ExtenderRoutes, MountedOnAnHttplibServerAtThePrefix) {
@@ -555,7 +555,7 @@ TEST(ExtenderModels, GpuLabelsMapToModelTableKeys) {
   ext.UpdateState(state);
   const auto s = Scores(ext.HandlePrioritize(Fixture("prioritize_node_names.json")).body);
   EXPECT_EQ(s.size(), 4u);
-  EXPECT_EQ(ext.stats().pods_without_profile, 0u);
+  EXPECT_EQ(ext.Stats().pods_without_profile, 0u);
 }
 
 }  // namespace

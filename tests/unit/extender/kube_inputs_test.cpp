@@ -77,7 +77,7 @@ TEST(KubeInputs, NodesProfilesAndPlacedPodsFillTheState) {
                {"NodeNames", {"n1", "n2"}}};
   const ExtenderResponse r = ext.HandlePrioritize(args.dump());
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(ext.stats().pods_without_profile, 0u);
+  EXPECT_EQ(ext.Stats().pods_without_profile, 0u);
 }
 
 }  // namespace

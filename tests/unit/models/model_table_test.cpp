@@ -20,36 +20,36 @@ const std::vector<std::string> kModels = {"vgg11", "vgg16",   "vgg19", "resnet50
                                           "gpt2",  "gpt3",    "dlrm"};
 const std::vector<std::string> kGpus = {"A100", "V100", "T4", "RTX3090"};
 
-std::filesystem::path writeTemp(const std::string& name, const std::string& text) {
+std::filesystem::path WriteTemp(const std::string& name, const std::string& text) {
   const auto path = std::filesystem::temp_directory_path() / name;
   std::ofstream(path) << text;
   return path;
 }
 
 TEST(ModelTable, ShippedTableHasEveryModelAndGpu) {
-  const ModelTable table = ModelTable::loadDefault();
-  EXPECT_EQ(table.modelKeys(), kModels);
-  for (const auto& gpu : kGpus) EXPECT_NO_THROW(table.gpu(gpu)) << gpu;
+  const ModelTable table = ModelTable::LoadDefault();
+  EXPECT_EQ(table.ModelKeys(), kModels);
+  for (const auto& gpu : kGpus) EXPECT_NO_THROW(table.GetGpu(gpu)) << gpu;
   for (const auto& key : kModels) {
-    const auto& model = table.model(key);
+    const auto& model = table.GetModel(key);
     EXPECT_FALSE(model.name.empty());
     EXPECT_FALSE(model.parameters.provenance.empty()) << key;
     EXPECT_FALSE(model.gradient_bytes.provenance.empty()) << key;
     for (const auto& gpu : kGpus) {
-      const double ms = table.computeMs(key, gpu);
+      const double ms = table.ComputeMs(key, gpu);
       EXPECT_GT(ms, 1.0) << key << " " << gpu;
       EXPECT_LT(ms, 5000.0) << key << " " << gpu;
       EXPECT_FALSE(model.compute_ms.at(gpu).provenance.empty());
     }
     // A faster GPU never takes longer: A100 < V100 < T4.
-    EXPECT_LT(table.computeMs(key, "A100"), table.computeMs(key, "V100")) << key;
-    EXPECT_LT(table.computeMs(key, "V100"), table.computeMs(key, "T4")) << key;
+    EXPECT_LT(table.ComputeMs(key, "A100"), table.ComputeMs(key, "V100")) << key;
+    EXPECT_LT(table.ComputeMs(key, "V100"), table.ComputeMs(key, "T4")) << key;
   }
 }
 
 TEST(ModelTable, PublicParameterCounts) {
-  const ModelTable table = ModelTable::loadDefault();
-  auto millions = [&](const char* key) { return table.model(key).parameters.value / 1e6; };
+  const ModelTable table = ModelTable::LoadDefault();
+  auto millions = [&](const char* key) { return table.GetModel(key).parameters.value / 1e6; };
   EXPECT_NEAR(millions("resnet50"), 25.6, 0.1);
   EXPECT_NEAR(millions("vgg11"), 132.9, 0.1);
   EXPECT_NEAR(millions("vgg16"), 138.4, 0.1);
@@ -60,41 +60,41 @@ TEST(ModelTable, PublicParameterCounts) {
   EXPECT_NEAR(millions("gpt1"), 117, 1);
   EXPECT_NEAR(millions("camembert"), 110, 1);
   EXPECT_NEAR(millions("gpt3"), 125, 1);
-  EXPECT_FALSE(table.model("resnet50").parameters.is_assumption);
-  EXPECT_TRUE(table.model("dlrm").parameters.is_assumption);
+  EXPECT_FALSE(table.GetModel("resnet50").parameters.is_assumption);
+  EXPECT_TRUE(table.GetModel("dlrm").parameters.is_assumption);
   // fp32 gradients: 4 bytes per parameter (DLRM states its own assumption).
   for (const auto& key : kModels) {
     if (key == "dlrm") continue;
-    EXPECT_EQ(table.gradientBytes(key),
-              static_cast<std::uint64_t>(table.model(key).parameters.value) * 4)
+    EXPECT_EQ(table.GradientBytes(key),
+              static_cast<std::uint64_t>(table.GetModel(key).parameters.value) * 4)
         << key;
   }
 }
 
 TEST(ModelTable, UnknownKeysNameTheKeyAndTheKnownOnes) {
-  const ModelTable table = ModelTable::loadDefault();
+  const ModelTable table = ModelTable::LoadDefault();
   try {
-    table.computeMs("resnet5O", "A100");
+    table.ComputeMs("resnet5O", "A100");
     FAIL() << "no exception";
   } catch (const UnknownKeyError& e) {
-    EXPECT_EQ(e.kind(), "model");
-    EXPECT_EQ(e.key(), "resnet5O");
-    EXPECT_EQ(e.known(), kModels);
+    EXPECT_EQ(e.Kind(), "model");
+    EXPECT_EQ(e.Key(), "resnet5O");
+    EXPECT_EQ(e.Known(), kModels);
     const std::string what = e.what();
     EXPECT_NE(what.find("'resnet5O'"), std::string::npos) << what;
     EXPECT_NE(what.find("resnet50"), std::string::npos) << what;
   }
   try {
-    table.computeMs("resnet50", "H100");
+    table.ComputeMs("resnet50", "H100");
     FAIL() << "no exception";
   } catch (const UnknownKeyError& e) {
-    EXPECT_EQ(e.kind(), "GPU");
+    EXPECT_EQ(e.Kind(), "GPU");
     EXPECT_NE(std::string(e.what()).find("A100, V100, T4, RTX3090"), std::string::npos) << e.what();
   }
 }
 
 TEST(ModelTable, EnvironmentOverridesTheDefaultPath) {
-  const auto path = writeTemp("models-env-test.yaml", R"(
+  const auto path = WriteTemp("models-env-test.yaml", R"(
 gpus: {G1: {name: test}}
 models:
   tiny:
@@ -104,20 +104,20 @@ models:
     compute_ms: {G1: {value: 5, assumption: test}}
 )");
   ::setenv("METRONOME_MODELS", path.c_str(), 1);
-  EXPECT_EQ(ModelTable::defaultPath(), path);
-  const ModelTable table = ModelTable::loadDefault();
+  EXPECT_EQ(ModelTable::DefaultPath(), path);
+  const ModelTable table = ModelTable::LoadDefault();
   ::unsetenv("METRONOME_MODELS");
-  EXPECT_EQ(table.modelKeys(), std::vector<std::string>{"tiny"});
-  EXPECT_EQ(table.computeMs("tiny", "G1"), 5.0);
-  EXPECT_EQ(table.gradientBytes("tiny"), 40u);
+  EXPECT_EQ(table.ModelKeys(), std::vector<std::string>{"tiny"});
+  EXPECT_EQ(table.ComputeMs("tiny", "G1"), 5.0);
+  EXPECT_EQ(table.GradientBytes("tiny"), 40u);
   std::filesystem::remove(path);
 }
 
 TEST(ModelTable, MalformedTablesAreRejectedWithThePlace) {
-  auto expectError = [](const std::string& text, const std::string& needle) {
-    const auto path = writeTemp("models-bad-test.yaml", text);
+  auto expect_error = [](const std::string& text, const std::string& needle) {
+    const auto path = WriteTemp("models-bad-test.yaml", text);
     try {
-      ModelTable::load(path);
+      ModelTable::Load(path);
       ADD_FAILURE() << "accepted: " << text;
     } catch (const ModelTableError& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
@@ -125,32 +125,32 @@ TEST(ModelTable, MalformedTablesAreRejectedWithThePlace) {
     std::filesystem::remove(path);
   };
   const std::string head = "gpus: {G1: {name: g}}\nmodels:\n  m:\n    name: M\n";
-  expectError("[1, 2", "not valid YAML");
-  expectError("gpus: {G1: {}}\n", "missing 'models'");
+  expect_error("[1, 2", "not valid YAML");
+  expect_error("gpus: {G1: {}}\n", "missing 'models'");
   // A figure without provenance.
-  expectError(head +
-                  "    parameters: {value: 1}\n    gradient_bytes: {value: 4, source: s}\n"
-                  "    compute_ms: {G1: {value: 1, source: s}}\n",
-              "models.m.parameters");
+  expect_error(head +
+                   "    parameters: {value: 1}\n    gradient_bytes: {value: 4, source: s}\n"
+                   "    compute_ms: {G1: {value: 1, source: s}}\n",
+               "models.m.parameters");
   // A negative number.
-  expectError(
+  expect_error(
       head +
           "    parameters: {value: -1, source: s}\n    gradient_bytes: {value: 4, source: s}\n"
           "    compute_ms: {G1: {value: 1, source: s}}\n",
       "must be > 0");
   // A GPU missing from a model, and one not declared.
-  expectError(
+  expect_error(
       head +
           "    parameters: {value: 1, source: s}\n    gradient_bytes: {value: 4, source: s}\n"
           "    compute_ms: {}\n",
       "no time for GPU 'G1'");
-  expectError(
+  expect_error(
       head +
           "    parameters: {value: 1, source: s}\n    gradient_bytes: {value: 4, source: s}\n"
           "    compute_ms: {G1: {value: 1, source: s}, G2: {value: 1, source: s}}\n",
       "GPU 'G2' is not listed");
   try {
-    ModelTable::load("/nonexistent/models.yaml");
+    ModelTable::Load("/nonexistent/models.yaml");
     ADD_FAILURE();
   } catch (const ModelTableError& e) {
     EXPECT_NE(std::string(e.what()).find("METRONOME_MODELS"), std::string::npos);

@@ -12,7 +12,7 @@ std::string ErrorKey(const std::string& yaml) {
     LoadConfigYaml(yaml, cfg);
     cfg.Validate();
   } catch (const ConfigError& e) {
-    return e.key() + " | " + e.reason();
+    return e.Key() + " | " + e.Reason();
   }
   return "";
 }
@@ -143,7 +143,7 @@ TEST(Topology, TwoTierAndErrors) {
     try {
       (void)ParseTopologyYaml(y, "topology");
     } catch (const ConfigError& e) {
-      return e.key();
+      return e.Key();
     }
     return std::string();
   };

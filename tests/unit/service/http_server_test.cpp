@@ -24,8 +24,8 @@ TEST(HttpServer, RouteGroupsPlugInAndErrorsAreJsonAndCounted) {
   HttpServer server(metrics);
   server.AddRouteGroup(std::make_shared<EchoRoutes>());
   server.Start("127.0.0.1", 0);
-  ASSERT_GT(server.port(), 0);
-  httplib::Client c("127.0.0.1", server.port());
+  ASSERT_GT(server.Port(), 0);
+  httplib::Client c("127.0.0.1", server.Port());
   auto ok = c.Post("/extender/echo", "{\"a\":1}", "application/json");
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);

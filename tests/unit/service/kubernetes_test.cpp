@@ -145,7 +145,7 @@ std::vector<std::string> Lines(const std::string& text, const std::string& prefi
 TEST(Kubernetes, ExtenderCountersAreCollectedAtEachScrape) {
   Metrics metrics;
   extender::Extender ext(ExtenderConfigFor({}), nullptr);
-  const int id = metrics.AddCollector([&] { return ExtenderMetricFamilies(ext.stats()); });
+  const int id = metrics.AddCollector([&] { return ExtenderMetricFamilies(ext.Stats()); });
   EXPECT_EQ(ext.HandleFilter("{").status, 400);
   EXPECT_EQ(ext.HandlePrioritize(R"({"Pod": {"metadata": {"name": "p"}}, "NodeNames": []})").status,
             200);

@@ -20,7 +20,7 @@ std::optional<proto::Message> Recv(zmq::socket_t& s) {
   zmq::message_t m;
   if (!s.recv(m, zmq::recv_flags::dontwait)) return std::nullopt;
   auto d = proto::Decode(m.data(), m.size());
-  if (!d.ok()) return std::nullopt;
+  if (!d.Ok()) return std::nullopt;
   return d.message;
 }
 
@@ -38,13 +38,13 @@ TEST(Service, EmbeddedWithWildcardPortsNotifiesPlanChanges) {
     views.push_back(v);
   });
   svc.Start();
-  EXPECT_NE(svc.zmq_endpoint().find("tcp://127.0.0.1:"), std::string::npos);
-  EXPECT_GT(svc.http_port(), 0);
+  EXPECT_NE(svc.ZmqEndpoint().find("tcp://127.0.0.1:"), std::string::npos);
+  EXPECT_GT(svc.HttpPort(), 0);
 
   zmq::context_t ctx;
   zmq::socket_t a(ctx, zmq::socket_type::dealer), b(ctx, zmq::socket_type::dealer);
-  a.connect(svc.zmq_endpoint());
-  b.connect(svc.zmq_endpoint());
+  a.connect(svc.ZmqEndpoint());
+  b.connect(svc.ZmqEndpoint());
   proto::Hello h;
   h.job_id = "j";
   h.world_size = 2;

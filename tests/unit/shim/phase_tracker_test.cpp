@@ -48,7 +48,7 @@ class Sim {
     }
     return first;
   }
-  int64_t now() const { return now_; }
+  int64_t Now() const { return now_; }
 
  private:
   std::mt19937_64 rng_;

@@ -60,7 +60,7 @@ TEST(ShimRuntime, RegistersCommunicatorAndJob) {
   EXPECT_EQ(f.st->rank.load(), 1u);
   EXPECT_EQ(f.st->job->world, 4u);
   EXPECT_EQ(f.st->job->job_id.rfind("local-", 0), 0u);  // no unique id, no METRONOME_JOB
-  EXPECT_TRUE(f.rt->client_started());
+  EXPECT_TRUE(f.rt->ClientStarted());
   f.rt->OnCommDestroyed(f.comm, "destroyed");
   EXPECT_EQ(f.rt->Find(f.comm), nullptr);
 }

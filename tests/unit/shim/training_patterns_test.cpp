@@ -54,7 +54,7 @@ class Sequence {
     out.push_back(CollEvent{now_, now_ + ns, op, bytes, 0});
     now_ += ns;
   }
-  int64_t now() const { return now_; }
+  int64_t Now() const { return now_; }
 
  private:
   std::mt19937 rng_;
@@ -70,7 +70,7 @@ struct Pattern {
 Pattern Ddp(int iterations) {
   Pattern p;
   Sequence s(1);
-  const int64_t start = s.now();
+  const int64_t start = s.Now();
   for (int i = 0; i < iterations; ++i) {
     s.Compute(32 * kMs);  // forward
     // Backward releases the buckets as it goes: 1 MiB first, then 4 × 25 MB.
@@ -82,14 +82,14 @@ Pattern Ddp(int iterations) {
     }
     s.Compute(2 * kMs);  // optimizer
   }
-  p.iteration_ns = (s.now() - start) / iterations;
+  p.iteration_ns = (s.Now() - start) / iterations;
   return p;
 }
 
 Pattern Fsdp(int iterations, int layers = 48) {
   Pattern p;
   Sequence s(2);
-  const int64_t start = s.now();
+  const int64_t start = s.Now();
   constexpr uint64_t kLayer = 54'000'000;
   for (int i = 0; i < iterations; ++i) {
     for (int l = 0; l < layers; ++l) {  // forward: gather a layer, run it (the next overlaps)
@@ -103,14 +103,14 @@ Pattern Fsdp(int iterations, int layers = 48) {
     }
     s.Compute(12 * kMs);  // optimizer
   }
-  p.iteration_ns = (s.now() - start) / iterations;
+  p.iteration_ns = (s.Now() - start) / iterations;
   return p;
 }
 
 Pattern Pipeline(int iterations) {
   Pattern p;
   Sequence s(3);
-  const int64_t start = s.now();
+  const int64_t start = s.Now();
   constexpr uint64_t kAct = 21'000'000;
   for (int i = 0; i < iterations; ++i) {
     // 1F1B on the first stage: 3 warm-up forwards, 5 forward+backward pairs, 3 backwards.
@@ -132,14 +132,14 @@ Pattern Pipeline(int iterations) {
     for (int b = 0; b < 54; ++b) s.Call(p.main, kAllReduce, 25'000'000, 1800 * kUs);
     s.Compute(6 * kMs);  // optimizer
   }
-  p.iteration_ns = (s.now() - start) / iterations;
+  p.iteration_ns = (s.Now() - start) / iterations;
   return p;
 }
 
 Pattern TensorAndData(int iterations) {
   Pattern p;
   Sequence s(4);
-  const int64_t start = s.now();
+  const int64_t start = s.Now();
   for (int i = 0; i < iterations; ++i) {
     for (int l = 0; l < 72; ++l) {  // forward: two tensor-parallel all-reduces per layer
       s.Compute(1 * kMs);
@@ -156,7 +156,7 @@ Pattern TensorAndData(int iterations) {
     for (int b = 0; b < 80; ++b) s.Call(p.main, kAllReduce, 25'000'000, 1800 * kUs);
     s.Compute(5 * kMs);
   }
-  p.iteration_ns = (s.now() - start) / iterations;
+  p.iteration_ns = (s.Now() - start) / iterations;
   return p;
 }
 

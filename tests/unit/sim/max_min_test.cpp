@@ -65,11 +65,11 @@ TEST(MaxMin, SolverIsReusableAcrossCalls) {
   std::vector<std::uint32_t> l0 = {0}, l01 = {0, 1};
   std::vector<FlowSpec> specs = {{l0}, {l01}};
   std::vector<double> rates;
-  solver.solve(cap, specs, rates);
+  solver.Solve(cap, specs, rates);
   EXPECT_DOUBLE_EQ(rates[0], 6.0);
   EXPECT_DOUBLE_EQ(rates[1], 4.0);
   specs.pop_back();
-  solver.solve(cap, specs, rates);
+  solver.Solve(cap, specs, rates);
   ASSERT_EQ(rates.size(), 1u);
   EXPECT_DOUBLE_EQ(rates[0], 10.0);
 }

@@ -166,7 +166,7 @@ struct Decoded {
   DecodeError error = DecodeError::kNone;
   std::string detail;  // human-readable: which field, what was wrong
   Message message;
-  bool ok() const { return error == DecodeError::kNone; }
+  bool Ok() const { return error == DecodeError::kNone; }
 };
 
 Decoded Decode(const void* data, size_t size);

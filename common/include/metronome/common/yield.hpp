@@ -2,7 +2,7 @@
 // the links they share, whatever their periods.
 //
 // The scheduler ranks the jobs of each shared link by priority and gives each job a YieldSet: the
-// windows of the gated higher-priority jobs there (planner/ranked_yields.h).
+// windows of the gated higher-priority jobs there (planner/ranked_yields.hpp).
 // Window i of the set opens at epoch_ns + offset_ns + k * period_ns (any k, scheduler clock)
 // and lasts window_ns. The gate holds a phase until the first gap in those windows at least
 // need_ns long (the phase's expected time on the wire), never longer than max_wait_ns; when

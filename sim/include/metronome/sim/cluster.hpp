@@ -38,14 +38,14 @@ struct Cluster {
   };
   struct Link {
     std::string name;
-    double capacity_Bps = 0.0;  // bytes per second
+    double capacity_bytes_per_s = 0.0;  // bytes per second
   };
 
   std::vector<Node> nodes;
   std::vector<Rack> racks;
   std::vector<Link> links;
   std::unordered_map<std::string, std::uint32_t> node_index;
-  double intra_node_Bps = 0.0;
+  double intra_node_bytes_per_s = 0.0;
   // The largest clock difference between two nodes (2 × noise.clock_skew_us): what a gate
   // release may be off by, so the least cushion a timetable should keep between windows.
   std::int64_t clock_error_ns = 0;
@@ -69,7 +69,7 @@ struct Cluster {
 struct Placement {
   std::vector<std::pair<std::uint32_t, int>> node_gpus;  // (node, ranks on it), node order
   [[nodiscard]] std::vector<std::uint32_t> Nodes() const;
-  [[nodiscard]] bool empty() const { return node_gpus.empty(); }
+  [[nodiscard]] bool Empty() const { return node_gpus.empty(); }
 };
 
 }  // namespace metronome::sim

@@ -28,7 +28,7 @@ class MaxMinSolver {
  public:
   // Fills rates[i] for flows[i]. capacity is indexed by link. A flow with no links and no cap
   // gets kUnlimited. Capacities must be > 0.
-  void solve(std::span<const double> capacity, std::span<const FlowSpec> flows,
+  void Solve(std::span<const double> capacity, std::span<const FlowSpec> flows,
              std::vector<double>& rates);
 
  private:

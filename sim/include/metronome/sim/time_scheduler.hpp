@@ -27,7 +27,7 @@ struct ActiveJob {
   std::int64_t compute_ns = 0;      // profiled compute phase (may be off by the profile error)
   std::int64_t jitter_ns = 0;       // its standard deviation from iteration to iteration
   std::int64_t comm_ns = 0;         // communication phase alone, at bandwidth beta
-  double beta_Bps = 0.0;            // the bottleneck capacity along its links
+  double beta_bytes_per_s = 0.0;    // the bottleneck capacity along its links
   double volume_bytes = 0.0;        // V per link per iteration
   double gradient_bytes = 0.0;      // what each all-reduce call moves (the shim's bytes)
   std::int64_t start_delay_ns = 0;  // launch delay before its first iteration

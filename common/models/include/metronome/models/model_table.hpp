@@ -34,7 +34,7 @@ struct Model {
   Figure batch_per_gpu;
   std::map<std::string, Figure, std::less<>> compute_ms;  // by GPU key
 
-  std::uint64_t gradientBytes() const { return static_cast<std::uint64_t>(gradient_bytes.value); }
+  std::uint64_t GradientBytes() const { return static_cast<std::uint64_t>(gradient_bytes.value); }
 };
 
 // The file is missing, is not YAML, or breaks the table's schema (the message says where).
@@ -47,9 +47,9 @@ class ModelTableError : public std::runtime_error {
 class UnknownKeyError : public std::out_of_range {
  public:
   UnknownKeyError(std::string kind, std::string key, std::vector<std::string> known);
-  const std::string& kind() const { return kind_; }  // "model" or "GPU"
-  const std::string& key() const { return key_; }
-  const std::vector<std::string>& known() const { return known_; }
+  const std::string& Kind() const { return kind_; }  // "model" or "GPU"
+  const std::string& Key() const { return key_; }
+  const std::vector<std::string>& Known() const { return known_; }
 
  private:
   std::string kind_;
@@ -60,21 +60,21 @@ class UnknownKeyError : public std::out_of_range {
 class ModelTable {
  public:
   // Loads and validates a table. Throws ModelTableError.
-  static ModelTable load(const std::filesystem::path& path);
+  static ModelTable Load(const std::filesystem::path& path);
   // $METRONOME_MODELS when set, else the models.yaml of the source tree this was built from.
-  static std::filesystem::path defaultPath();
-  static ModelTable loadDefault() { return load(defaultPath()); }
+  static std::filesystem::path DefaultPath();
+  static ModelTable LoadDefault() { return Load(DefaultPath()); }
 
   // Lookups; throw UnknownKeyError.
-  const Model& model(std::string_view key) const;
-  const Gpu& gpu(std::string_view key) const;
+  const Model& GetModel(std::string_view key) const;
+  const Gpu& GetGpu(std::string_view key) const;
   // Per-iteration compute time of `model_key` on one `gpu_key` GPU, in milliseconds.
-  double computeMs(std::string_view model_key, std::string_view gpu_key) const;
-  std::uint64_t gradientBytes(std::string_view model_key) const;
+  double ComputeMs(std::string_view model_key, std::string_view gpu_key) const;
+  std::uint64_t GradientBytes(std::string_view model_key) const;
 
-  std::vector<std::string> modelKeys() const;  // in file order
-  std::vector<std::string> gpuKeys() const;
-  const std::filesystem::path& path() const { return path_; }
+  std::vector<std::string> ModelKeys() const;  // in file order
+  std::vector<std::string> GpuKeys() const;
+  const std::filesystem::path& Path() const { return path_; }
 
  private:
   std::filesystem::path path_;

@@ -14,9 +14,9 @@
 
 #include "metronome/controller/config.hpp"
 #include "metronome/controller/planning.hpp"
-#include "metronome/planner/model.h"
-#include "metronome/planner/plan.h"
-#include "metronome/planner/topology.h"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/plan.hpp"
+#include "metronome/planner/topology.hpp"
 
 namespace metronome::controller {
 

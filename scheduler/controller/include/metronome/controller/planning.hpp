@@ -124,10 +124,10 @@ class PlanningAdapter {
   bool Contains(uint64_t id) const;
 
   PlanSummary Summary() const;
-  uint64_t generation() const { return generation_; }
+  uint64_t Generation() const { return generation_; }
   // Topology queries (link_count, LinkNames, LinkCapacity, JobLinks) read only the topology,
   // which never changes after construction: safe from any thread while the planner runs.
-  size_t link_count() const;
+  size_t LinkCount() const;
   std::vector<std::string> LinkNames() const;
   double LinkCapacity(size_t link) const;
   // The links a job crosses (indices into LinkNames()).

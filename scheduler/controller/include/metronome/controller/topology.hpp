@@ -5,7 +5,7 @@
 #pragma once
 
 #include "metronome/controller/config.hpp"
-#include "metronome/planner/topology.h"
+#include "metronome/planner/topology.hpp"
 
 namespace metronome::controller {
 

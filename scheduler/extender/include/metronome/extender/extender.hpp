@@ -120,8 +120,8 @@ class Extender {
   ExtenderResponse HandleFilter(std::string_view body);
   ExtenderResponse HandlePrioritize(std::string_view body);
 
-  ExtenderStats stats() const;
-  const ExtenderConfig& config() const { return config_; }
+  ExtenderStats Stats() const;
+  const ExtenderConfig& Config() const { return config_; }
 
   struct Snapshot;        // the planner built from the state (snapshot.cpp)
   struct Decisions;       // filter's verdicts, reused by the prioritize call for the same pod

@@ -29,10 +29,10 @@ class Cache {
 
   // Objects by "namespace/name" (cluster-scoped: "name").
   std::map<std::string, Json> Objects() const;
-  bool synced() const { return synced_.load(); }    // a first list arrived
-  uint64_t lists() const { return lists_.load(); }  // relists (1 + one per 410 or failure)
-  uint64_t errors() const { return errors_.load(); }
-  Error last_error() const;
+  bool Synced() const { return synced_.load(); }    // a first list arrived
+  uint64_t Lists() const { return lists_.load(); }  // relists (1 + one per 410 or failure)
+  uint64_t Errors() const { return errors_.load(); }
+  Error LastError() const;
 
  private:
   static std::string KeyOf(const Json& object);

@@ -81,7 +81,7 @@ class Client {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  const ClientConfig& config() const { return config_; }
+  const ClientConfig& Config() const { return config_; }
 
   Result<Json> Get(const Resource& r, const std::string& ns, const std::string& name);
   // All pages merged into one list object ({"items": [...], "metadata": {"resourceVersion"}}).
@@ -103,8 +103,8 @@ class Client {
                          const std::atomic<bool>* stop = nullptr);
 
   // Requests made and transient failures retried, for metrics.
-  uint64_t requests() const { return requests_.load(); }
-  uint64_t retries() const { return retries_.load(); }
+  uint64_t Requests() const { return requests_.load(); }
+  uint64_t Retries() const { return retries_.load(); }
 
  private:
   struct Impl;

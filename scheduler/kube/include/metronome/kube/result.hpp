@@ -28,16 +28,16 @@ class [[nodiscard]] Result {
   Result(T value) : value_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
   Result(Error error) : error_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
 
-  bool ok() const { return value_.has_value(); }
-  explicit operator bool() const { return ok(); }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
+  bool Ok() const { return value_.has_value(); }
+  explicit operator bool() const { return Ok(); }
+  T& Value() & { return *value_; }
+  const T& Value() const& { return *value_; }
+  T&& Value() && { return std::move(*value_); }
   T* operator->() { return &*value_; }
   const T* operator->() const { return &*value_; }
   T& operator*() & { return *value_; }
   const T& operator*() const& { return *value_; }
-  const Error& error() const { return error_; }
+  const Error& GetError() const { return error_; }
 
  private:
   std::optional<T> value_;

@@ -27,8 +27,8 @@ class ConfigError : public std::runtime_error {
  public:
   ConfigError(std::string key, std::string reason)
       : std::runtime_error(key + ": " + reason), key_(std::move(key)), reason_(std::move(reason)) {}
-  const std::string& key() const { return key_; }
-  const std::string& reason() const { return reason_; }
+  const std::string& Key() const { return key_; }
+  const std::string& Reason() const { return reason_; }
 
  private:
   std::string key_;

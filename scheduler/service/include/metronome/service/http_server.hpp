@@ -27,8 +27,8 @@ class HttpError : public std::runtime_error {
  public:
   HttpError(int status, std::string reason, const std::string& message)
       : std::runtime_error(message), status_(status), reason_(std::move(reason)) {}
-  int status() const { return status_; }
-  const std::string& reason() const { return reason_; }
+  int Status() const { return status_; }
+  const std::string& Reason() const { return reason_; }
 
  private:
   int status_;
@@ -65,12 +65,12 @@ class HttpServer {
   // again whenever their files change. Throws ConfigError naming the key of a missing or bad
   // file; std::logic_error after Start(). Routes added before or after it are all served.
   void EnableTls(const HttpTlsConfig& config);
-  bool tls() const { return tls_ != nullptr; }
+  bool Tls() const { return tls_ != nullptr; }
 
   // Binds and serves on a background thread. Throws std::runtime_error when it cannot bind.
   void Start(const std::string& host, int port);
   void Stop();
-  int port() const { return port_; }
+  int Port() const { return port_; }
 
   // Helpers for handlers.
   static void ReplyJson(httplib::Response& res, const std::string& body, int status = 200);

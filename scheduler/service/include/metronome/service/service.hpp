@@ -69,11 +69,11 @@ class Service {
   void Start();
   void Stop();
 
-  std::string zmq_endpoint() const;  // resolved (wildcard ports)
-  int http_port() const { return http_->port(); }
-  HttpServer& http() { return *http_; }
-  Metrics& metrics() { return metrics_; }
-  const ServiceConfig& config() const { return config_; }
+  std::string ZmqEndpoint() const;  // resolved (wildcard ports)
+  int HttpPort() const { return http_->Port(); }
+  HttpServer& Http() { return *http_; }
+  Metrics& GetMetrics() { return metrics_; }
+  const ServiceConfig& Config() const { return config_; }
 
   // Called (on a thread of its own, without any lock) once at start and after plan changes;
   // changes that come while it runs are coalesced into one call with the latest view. Set it

@@ -34,29 +34,29 @@ class Topology {
  public:
   // Builds racks × nodes_per_rack nodes; node k of rack r is named "r<r>n<k>", its uplink
   // "r<r>n<k>/up", the rack's uplink "r<r>/up". Node ids run rack by rack.
-  static Topology two_tier(const TwoTierSpec& spec);
+  static Topology TwoTier(const TwoTierSpec& spec);
 
-  LinkId add_link(std::string name, double capacity_bps);
+  LinkId AddLink(std::string name, double capacity_bps);
   // A rack, optionally with an uplink (a rack without one never counts as crossed).
-  RackId add_rack(std::string name, std::optional<LinkId> uplink);
+  RackId AddRack(std::string name, std::optional<LinkId> uplink);
   // A node in a rack (or none), optionally with an uplink.
-  NodeId add_node(std::string name, std::optional<RackId> rack, std::optional<LinkId> uplink);
+  NodeId AddNode(std::string name, std::optional<RackId> rack, std::optional<LinkId> uplink);
 
   // The links that traffic among `nodes` crosses: none when all ranks share one node; the
   // nodes' uplinks when they share one rack; also the racks' uplinks when they span racks.
   // Sorted, without duplicates.
-  [[nodiscard]] std::vector<LinkId> links_crossed(std::span<const NodeId> nodes) const;
+  [[nodiscard]] std::vector<LinkId> LinksCrossed(std::span<const NodeId> nodes) const;
 
-  [[nodiscard]] const Link& link(LinkId id) const { return links_.at(id); }
-  [[nodiscard]] std::size_t link_count() const { return links_.size(); }
-  [[nodiscard]] std::size_t node_count() const { return nodes_.size(); }
-  [[nodiscard]] std::size_t rack_count() const { return racks_.size(); }
-  [[nodiscard]] std::optional<RackId> rack_of(NodeId node) const { return nodes_.at(node).rack; }
-  [[nodiscard]] const std::string& node_name(NodeId node) const { return nodes_.at(node).name; }
-  [[nodiscard]] std::optional<LinkId> node_uplink(NodeId node) const {
+  [[nodiscard]] const Link& GetLink(LinkId id) const { return links_.at(id); }
+  [[nodiscard]] std::size_t LinkCount() const { return links_.size(); }
+  [[nodiscard]] std::size_t NodeCount() const { return nodes_.size(); }
+  [[nodiscard]] std::size_t RackCount() const { return racks_.size(); }
+  [[nodiscard]] std::optional<RackId> RackOf(NodeId node) const { return nodes_.at(node).rack; }
+  [[nodiscard]] const std::string& NodeName(NodeId node) const { return nodes_.at(node).name; }
+  [[nodiscard]] std::optional<LinkId> NodeUplink(NodeId node) const {
     return nodes_.at(node).uplink;
   }
-  [[nodiscard]] const std::string& rack_name(RackId rack) const { return racks_.at(rack).name; }
+  [[nodiscard]] const std::string& RackName(RackId rack) const { return racks_.at(rack).name; }
 
  private:
   struct Node {

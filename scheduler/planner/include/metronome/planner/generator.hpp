@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "metronome/planner/model.h"
+#include "metronome/planner/model.hpp"
 
 namespace metronome::planner {
 
@@ -23,10 +23,10 @@ struct GeneratorSpec {
 
 // Job sizes 1/2/4/8/16 nodes (20/35/25/15/5 %), priorities 0/1/2 (60/30/10 %), natural periods
 // from {100, 120, 150, 200, 250, 300, 400, 500} ms, duty cycles uniform in [0.05, 0.3].
-[[nodiscard]] Problem generate(const GeneratorSpec& spec);
+[[nodiscard]] Problem Generate(const GeneratorSpec& spec);
 
 // One more job drawn like the others (for "add one job" and what-if), with the given id.
-[[nodiscard]] Job generate_job(const GeneratorSpec& spec, const Topology& topology, JobId id,
-                               std::uint64_t seed);
+[[nodiscard]] Job GenerateJob(const GeneratorSpec& spec, const Topology& topology, JobId id,
+                              std::uint64_t seed);
 
 }  // namespace metronome::planner

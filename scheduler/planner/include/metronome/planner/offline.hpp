@@ -14,8 +14,8 @@
 #include <optional>
 #include <stop_token>
 
-#include "metronome/planner/model.h"
-#include "metronome/planner/plan.h"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/plan.hpp"
 
 namespace metronome::planner {
 
@@ -33,10 +33,10 @@ struct OfflineStats {
   Score best;     // the best score found (equal to current when nothing beat it)
 };
 
-// Returns a plan only when it beats `current` lexicographically (better() in plan.h).
+// Returns a plan only when it beats `current` lexicographically (better() in plan.hpp).
 // Stops at the budget, at max_iterations, or as soon as `stop` is requested. Throws
-// std::invalid_argument on invalid jobs (validate() in model.h).
-[[nodiscard]] std::optional<Plan> recalculate(const Problem& problem, const Plan& current,
+// std::invalid_argument on invalid jobs (validate() in model.hpp).
+[[nodiscard]] std::optional<Plan> Recalculate(const Problem& problem, const Plan& current,
                                               const OfflineOptions& options,
                                               std::stop_token stop = {},
                                               OfflineStats* stats = nullptr);

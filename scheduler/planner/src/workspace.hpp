@@ -12,9 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "contention.h"
-#include "metronome/planner/model.h"
-#include "metronome/planner/plan.h"
+#include "contention.hpp"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/plan.hpp"
 
 namespace metronome::planner::detail {
 
@@ -25,9 +25,9 @@ inline constexpr std::int32_t kNoOwner = -1;
 struct JobShape {
   std::vector<LinkId> links;
   std::vector<double> height;  // per link: min(β, B_l)
-  Nanos P = 0;                 // natural period
+  Nanos p = 0;                 // natural period
   Nanos w = 0;                 // window (communication time)
-  Nanos T0 = 0;                // the shortest period it is gated at: P + jitter headroom
+  Nanos t0 = 0;                // the shortest period it is gated at: P + jitter headroom
   Nanos gap = 0;               // the least cushion kept free after each of its windows
   Nanos waiting_gap = 0;       // ... when its period is stretched past P + gap (gap_at)
   double weight = 1.0;         // π
@@ -43,8 +43,8 @@ struct JobShape {
 // take turns, then need their windows and 1σ, not 3σ of idle wire each. (With the clocks'
 // error alone, pairs that fill the link had no idle time left: a phase slowed at its start
 // delayed the next window, and the overrun rule widened both: BERT pairs on T4 2 points worse.)
-inline Nanos gap_at(const JobShape& shape, Nanos t) {
-  return t - shape.P >= shape.gap ? shape.waiting_gap : shape.gap;
+inline Nanos GapAt(const JobShape& shape, Nanos t) {
+  return t - shape.p >= shape.gap ? shape.waiting_gap : shape.gap;
 }
 
 struct ResolvedJob {
@@ -85,32 +85,32 @@ class Workspace {
   Workspace(Topology topology, PlannerOptions options);
 
   // Jobs --------------------------------------------------------------------------------------
-  std::uint32_t add_job(const Job& job);  // resolved, unplaced; returns its index
-  void kill_job(std::uint32_t j);         // unplaces and forgets it (index stays reserved)
-  [[nodiscard]] std::int32_t find(JobId id) const;
-  [[nodiscard]] JobShape shape_for(const Job& job) const;
+  std::uint32_t AddJob(const Job& job);  // resolved, unplaced; returns its index
+  void KillJob(std::uint32_t j);         // unplaces and forgets it (index stays reserved)
+  [[nodiscard]] std::int32_t Find(JobId id) const;
+  [[nodiscard]] JobShape ShapeFor(const Job& job) const;
 
   // Slots (the interval structure is updated here) --------------------------------------------
-  void place_gated(std::uint32_t j, Nanos period, Nanos offset);
-  void place_best_effort(std::uint32_t j, Nanos period, Nanos offset, bool drifting);
-  void unplace(std::uint32_t j);
-  void set_offset(std::uint32_t j, Nanos offset);  // a gated job slides (stage 3)
+  void PlaceGated(std::uint32_t j, Nanos period, Nanos offset);
+  void PlaceBestEffort(std::uint32_t j, Nanos period, Nanos offset, bool drifting);
+  void Unplace(std::uint32_t j);
+  void SetOffset(std::uint32_t j, Nanos offset);  // a gated job slides (stage 3)
 
   // Stage 1 helpers: harmonic periods (harmonic_periods.cpp) ----------------------------------
   // Candidate periods, ascending: P itself, then the harmonic ones T_i·k and T_i/k (exact) of
   // the periods on the shape's links, all within P ≤ T ≤ max_stretch·P.
-  void candidate_periods(const JobShape& shape, std::vector<Nanos>& out) const;
+  void CandidatePeriods(const JobShape& shape, std::vector<Nanos>& out) const;
   // Least common multiple of the gated periods on the link (0: none, or beyond the cap).
-  [[nodiscard]] Nanos hyperperiod(LinkId link) const;
+  [[nodiscard]] Nanos Hyperperiod(LinkId link) const;
 
   // The interval structure (occupancy.cpp) ----------------------------------------------------
   // Free offset ranges in [0, T) for the shape at period T, against all gated jobs but itself.
   // If only_link is set, that link alone is considered.
-  void free_ranges(const JobShape& shape, Nanos period, std::vector<FreeRange>& out,
-                   std::int64_t only_link = -1) const;
+  void FreeRanges(const JobShape& shape, Nanos period, std::vector<FreeRange>& out,
+                  std::int64_t only_link = -1) const;
   // The free range containing offset φ (which must be free), or nullopt-like: unbounded=true.
-  [[nodiscard]] bool range_containing(const JobShape& shape, Nanos period, Nanos offset,
-                                      FreeRange& out, std::int64_t only_link = -1) const;
+  [[nodiscard]] bool RangeContaining(const JobShape& shape, Nanos period, Nanos offset,
+                                     FreeRange& out, std::int64_t only_link = -1) const;
 
   Topology topology;
   PlannerOptions options;
@@ -164,8 +164,8 @@ class Workspace {
     Nanos hi;
     std::int32_t owner;
   };
-  void block(Nanos start, Nanos len, Nanos period, std::int32_t owner) const;
-  void block_link(const JobShape& shape, std::size_t k, Nanos period) const;
+  void Block(Nanos start, Nanos len, Nanos period, std::int32_t owner) const;
+  void BlockLink(const JobShape& shape, std::size_t k, Nanos period) const;
   mutable std::vector<Blocked> blocked_;
   mutable bool all_blocked_ = false;
   mutable std::vector<std::pair<Nanos, double>> events_;
@@ -176,30 +176,30 @@ class Workspace {
   mutable std::vector<Profile> profiles_;
   // The link's load over its hyperperiod from all its gated windows (profiles_[l], rebuilt when
   // stale).
-  const Profile& link_profile(LinkId l) const;
-  void window_events(std::uint32_t j, double height, Nanos q) const;
+  const Profile& LinkProfile(LinkId l) const;
+  void WindowEvents(std::uint32_t j, double height, Nanos q) const;
   // out = in + job j's windows (its slot, width w + gap) at `height` (negative: taken out).
-  void add_windows(const Profile& in, std::uint32_t j, double height, Profile& out) const;
-  void update_profile(LinkId l, std::uint32_t j, double height, double sign) const;
+  void AddWindows(const Profile& in, std::uint32_t j, double height, Profile& out) const;
+  void UpdateProfile(LinkId l, std::uint32_t j, double height, double sign) const;
 };
 
 // Nanos helpers. lcm_capped returns 0 when the result would exceed kMaxHyperperiod.
 inline constexpr Nanos kMaxHyperperiod = 10'000'000'000'000;  // ~2.8 hours
-Nanos lcm_capped(Nanos a, Nanos b);
-inline Nanos mod(Nanos x, Nanos m) {
+Nanos LcmCapped(Nanos a, Nanos b);
+inline Nanos Mod(Nanos x, Nanos m) {
   const Nanos r = x % m;
   return r < 0 ? r + m : r;
 }
 
 // Stage entry points used by the planners (one file each).
 // stage1_utilization.cpp: the placement order, and the smallest candidate period that fits.
-std::vector<std::uint32_t> placement_order(const Workspace& ws,
-                                           const std::vector<std::uint32_t>& js);
+std::vector<std::uint32_t> PlacementOrder(const Workspace& ws,
+                                          const std::vector<std::uint32_t>& js);
 struct Fit {
   Nanos period = 0;
   std::vector<FreeRange> ranges;
 };
-bool first_fit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_period = 0);
+bool FirstFit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_period = 0);
 // Another job's window folded onto the circle of period T of the job being placed.
 struct Folded {
   Nanos start;  // in [0, T)
@@ -209,8 +209,8 @@ struct Folded {
   double excess;
   double scale;  // g/(T·T_i): overlap on the circle → overlapping time per unit time
 };
-void fold_link(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
-               std::vector<Folded>& out);
+void FoldLink(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
+              std::vector<Folded>& out);
 // What a job that does not fit gets: a window at P plus its headroom, at the offset where it
 // overlaps the least priority-weighted traffic, when that avoids more overlap than the headroom
 // costs; otherwise it drifts, ungated at its natural period P.
@@ -219,11 +219,11 @@ struct BestEffortSlot {
   Nanos offset = 0;
   bool drifting = true;
 };
-BestEffortSlot best_effort_slot(const Workspace& ws, const JobShape& shape);
+BestEffortSlot ComputeBestEffortSlot(const Workspace& ws, const JobShape& shape);
 // Whether no window of the job could be aimed at all against the gated periods as they stand
 // (then best_effort_slot() leaves it drifting): decided by the periods alone, so stage 3 can
 // ask before the windows are spread and aimed.
-bool best_effort_unaimable(const Workspace& ws, const JobShape& shape);
+bool BestEffortUnaimable(const Workspace& ws, const JobShape& shape);
 // The best-effort cost of one link as a function of the offset x on the circle of period t:
 // value and slope at x = 0+ and the sorted slope changes. Curves of several links add up; the
 // what-if caches them per link across candidates.
@@ -232,11 +232,12 @@ struct CostCurve {
   double slope0 = 0.0;
   std::vector<std::pair<Nanos, double>> bends;
 };
-void cost_curve(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t, CostCurve& out);
-void cost_curve(const std::vector<Folded>& arcs, Nanos w, Nanos t, CostCurve& out);
-Nanos minimize_curves(std::span<const CostCurve* const> curves, Nanos t);
+void ComputeCostCurve(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
+                      CostCurve& out);
+void ComputeCostCurve(const std::vector<Folded>& arcs, Nanos w, Nanos t, CostCurve& out);
+Nanos MinimizeCurves(std::span<const CostCurve* const> curves, Nanos t);
 // Re-places the best-effort jobs among js (highest priority first) against the final windows.
-void refresh_best_effort(Workspace& ws, const std::vector<std::uint32_t>& js);
+void RefreshBestEffort(Workspace& ws, const std::vector<std::uint32_t>& js);
 // Overlap of a window at (period, offset) with the others on one link, per unit time, for
 // each other job whose rectangle cannot stack with it: (job, overlap share, excess height/B).
 struct Overlap {
@@ -244,31 +245,31 @@ struct Overlap {
   double share;   // overlapping time per unit time
   double excess;  // (h_i + h_j − B) / B while they overlap
 };
-void overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
+void Overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
               Nanos offset, std::vector<Overlap>& out);
-void overlaps(const std::vector<Folded>& arcs, Nanos w, Nanos period, Nanos offset,
+void Overlaps(const std::vector<Folded>& arcs, Nanos w, Nanos period, Nanos offset,
               std::vector<Overlap>& out);
 // stage2_latency.cpp: the stage-2 cost of a slot and the decision for one job.
-double stretch_cost(const JobShape& shape, Nanos period);
-double move_cost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset);
+double StretchCost(const JobShape& shape, Nanos period);
+double MoveCost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset);
 // The stage-2 cost of running the job ungated at P instead: its own expected slowdown from
 // the windows it would meet, plus what it would cost them (both priority-weighted).
-double ungated_cost(const Workspace& ws, const JobShape& shape);
+double UngatedCost(const Workspace& ws, const JobShape& shape);
 // True when a gated job of higher priority shares a link with the shape (and cannot stack).
-bool outranked(const Workspace& ws, const JobShape& shape);
+bool Outranked(const Workspace& ws, const JobShape& shape);
 // The longest period worth gating the job at: a stretch must cost less than running ungated,
 // unless that would put its traffic on a higher-priority job's windows (then max_stretch).
-Nanos stretch_bound(const Workspace& ws, const JobShape& shape);
+Nanos StretchBound(const Workspace& ws, const JobShape& shape);
 // Places job j (stage 1 + 2): stays, moves, or becomes best-effort. Returns true if it changed
 // from its previous position.
-bool place_job(Workspace& ws, std::uint32_t j);
+bool PlaceJob(Workspace& ws, std::uint32_t j);
 // stage3_cushion.cpp: slide movable jobs to spread the cushion; late slack of a gated job.
-void relax_cushions(Workspace& ws, const std::vector<std::uint32_t>& js, int sweeps);
-Nanos late_slack(const Workspace& ws, std::uint32_t j, std::int64_t only_link = -1);
+void RelaxCushions(Workspace& ws, const std::vector<std::uint32_t>& js, int sweeps);
+Nanos LateSlack(const Workspace& ws, std::uint32_t j, std::int64_t only_link = -1);
 // evaluate.cpp: the Plan (job entries, link entries, score) of the workspace, or one entry.
-Plan evaluate(const Workspace& ws);
-JobPlan job_entry(const Workspace& ws, std::uint32_t j);
+Plan Evaluate(const Workspace& ws);
+JobPlan JobEntry(const Workspace& ws, std::uint32_t j);
 // Makes the job's present slot its "previous" position (it is running there now).
-void mark_running(Workspace& ws, std::uint32_t j);
+void MarkRunning(Workspace& ws, std::uint32_t j);
 
 }  // namespace metronome::planner::detail

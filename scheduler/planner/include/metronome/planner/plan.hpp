@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
-#include "metronome/planner/model.h"
+#include "metronome/planner/model.hpp"
 
 namespace metronome::planner {
 
@@ -28,7 +28,7 @@ struct JobPlan {
   bool best_effort = false;
   double predicted_slowdown = 0.0;  // (iteration time − P) / P expected under this plan
   // The cushion the plan protects after the window: the late slack of a gated job, 0 otherwise.
-  [[nodiscard]] Nanos cushion_ns() const { return best_effort ? 0 : timetable.late_slack_ns; }
+  [[nodiscard]] Nanos CushionNs() const { return best_effort ? 0 : timetable.late_slack_ns; }
 };
 
 struct LinkPlan {
@@ -58,7 +58,7 @@ struct Plan {
   std::vector<LinkPlan> links;  // one per link of the topology, by link id
   Score score;
 
-  [[nodiscard]] const JobPlan* find(JobId id) const;
+  [[nodiscard]] const JobPlan* Find(JobId id) const;
 };
 
 // A plan entry's timetable: window k opens at offset + k·period (from the plan's epoch) and
@@ -70,15 +70,15 @@ struct Plan {
 // late slack is period − window (a late phase always goes at once; only one that comes within a
 // window's length before its next window waits for it, which keeps it aimed). window = period:
 // the gate is always open (AlwaysOpen), max wait 0.
-[[nodiscard]] Timetable make_timetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns,
-                                       Nanos cushion_ns, bool best_effort);
+[[nodiscard]] Timetable MakeTimetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns,
+                                      Nanos cushion_ns, bool best_effort);
 
 // Whether re-planning a gated job with a wider window (the controller's overrun rule) left it
 // gated at a period longer than before by more than twice the widening: the wider window no
 // longer fits at its harmonic and the planner took a longer one (twice the period, on the CPU
 // testbed). Such a widening is not worth taking. One that leaves the job best-effort, or that
 // comes to a job that was not gated, is.
-[[nodiscard]] bool widening_stretches(const JobPlan& before, const JobPlan& after);
+[[nodiscard]] bool WideningStretches(const JobPlan& before, const JobPlan& after);
 
 struct PlannerOptions {
   double max_stretch = 2.0;          // a gated job's period is at most max_stretch·P
@@ -117,6 +117,6 @@ struct PlannerOptions {
 
 // True when a beats b lexicographically (stage 1 class by class from the highest priority,
 // then 2, then 3, each within its tolerance).
-[[nodiscard]] bool better(const Score& a, const Score& b, const PlannerOptions& options);
+[[nodiscard]] bool Better(const Score& a, const Score& b, const PlannerOptions& options);
 
 }  // namespace metronome::planner

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "metronome/planner/model.h"
-#include "metronome/planner/plan.h"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/plan.hpp"
 
 namespace metronome::planner {
 
@@ -27,10 +27,10 @@ struct CheckReport {
   bool ok = true;
   std::vector<std::string> errors;
   std::vector<double> overload;  // per link: mean max(0, gated load − B)/B over time
-  [[nodiscard]] std::string summary() const;
+  [[nodiscard]] std::string Summary() const;
 };
 
-[[nodiscard]] CheckReport check_plan(const Problem& problem, const Plan& plan,
-                                     const CheckOptions& options = {});
+[[nodiscard]] CheckReport CheckPlan(const Problem& problem, const Plan& plan,
+                                    const CheckOptions& options = {});
 
 }  // namespace metronome::planner

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "metronome/planner/model.h"
+#include "metronome/planner/model.hpp"
 
 namespace metronome::planner::detail {
 
@@ -33,19 +33,19 @@ class LinkContention {
   LinkContention(double capacity, std::span<const GatedArc> gated,
                  std::span<const RandomLoad> random);
   // E over time of max(0, load − B) / B.
-  [[nodiscard]] double overload() const;
+  [[nodiscard]] double Overload() const;
   // Mean factor by which random load k's communication phase is lengthened (≥ 1).
-  [[nodiscard]] double random_stretch(std::size_t k) const;
+  [[nodiscard]] double RandomStretch(std::size_t k) const;
   // Mean factor by which gated arc i's windows are lengthened (≥ 1).
-  [[nodiscard]] double gated_stretch(std::size_t i) const;
+  [[nodiscard]] double GatedStretch(std::size_t i) const;
   // Mean factor for a hypothetical extra random load of height h (not part of the link).
-  [[nodiscard]] double extra_stretch(double height) const;
+  [[nodiscard]] double ExtraStretch(double height) const;
 
  private:
-  std::vector<double> distribution(std::size_t skip) const;  // of the random load, skip one
+  std::vector<double> Distribution(std::size_t skip) const;  // of the random load, skip one
   // Mean over time of E[max(1, (extra + G(t) + X)/B)] for X distributed as dist.
-  double mean_factor(const std::vector<double>& dist, double extra) const;
-  double level_factor(std::size_t level) const;  // E[max(1, (G + X)/B)] at gated level
+  double MeanFactor(const std::vector<double>& dist, double extra) const;
+  double LevelFactor(std::size_t level) const;  // E[max(1, (G + X)/B)] at gated level
 
   double capacity_;
   double unit_;

@@ -13,12 +13,12 @@
 // reported as contention.
 #pragma once
 
-#include "metronome/planner/model.h"
-#include "metronome/planner/plan.h"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/plan.hpp"
 
 namespace metronome::planner {
 
-[[nodiscard]] Plan plan_without_time_scheduling(const Problem& problem);
+[[nodiscard]] Plan PlanWithoutTimeScheduling(const Problem& problem);
 
 struct CassiniOptions {
   int rotations = 32;            // rotation grid per job on a circle
@@ -27,6 +27,6 @@ struct CassiniOptions {
                                  // the longest period serves as the circle instead
 };
 
-[[nodiscard]] Plan plan_cassini(const Problem& problem, const CassiniOptions& options = {});
+[[nodiscard]] Plan PlanCassini(const Problem& problem, const CassiniOptions& options = {});
 
 }  // namespace metronome::planner

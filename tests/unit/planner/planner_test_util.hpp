@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "metronome/planner/checker.h"
-#include "metronome/planner/model.h"
-#include "metronome/planner/plan.h"
+#include "metronome/planner/checker.hpp"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/plan.hpp"
 
 namespace metronome::planner::testing {
 
@@ -18,19 +18,19 @@ inline constexpr Nanos kMs = 1'000'000;
 inline constexpr double kCap = 1e9;  // 1 GB/s links
 
 // n explicit links of capacity kCap named L0, L1, ...
-inline Topology links(int n, double capacity = kCap) {
+inline Topology Links(int n, double capacity = kCap) {
   Topology t;
   for (int i = 0; i < n; ++i) {
     std::string name = "L";  // append, not operator+: GCC 12 -Wrestrict false positive
     name.append(std::to_string(i));
-    t.add_link(name, capacity);
+    t.AddLink(name, capacity);
   }
   return t;
 }
 
 // A job on explicit links: natural period P, communication c (both ms), β as a share of kCap.
-inline Job job(JobId id, int priority, Nanos period_ms, Nanos comm_ms,
-               std::initializer_list<LinkId> on, double beta_share = 1.0) {
+inline Job MakeJob(JobId id, int priority, Nanos period_ms, Nanos comm_ms,
+                   std::initializer_list<LinkId> on, double beta_share = 1.0) {
   Job j;
   j.id = id;
   j.priority = priority;
@@ -41,18 +41,18 @@ inline Job job(JobId id, int priority, Nanos period_ms, Nanos comm_ms,
   return j;
 }
 
-inline const JobPlan& entry(const Plan& plan, JobId id) {
-  const JobPlan* e = plan.find(id);
+inline const JobPlan& Entry(const Plan& plan, JobId id) {
+  const JobPlan* e = plan.Find(id);
   if (e == nullptr)
     throw std::runtime_error(std::string("no entry for job ").append(std::to_string(id)));
   return *e;
 }
 
 // Every plan a test produces goes through the independent checker.
-#define EXPECT_FEASIBLE(problem, plan)                                        \
-  do {                                                                        \
-    const auto report_ = ::metronome::planner::check_plan((problem), (plan)); \
-    EXPECT_TRUE(report_.ok) << report_.summary();                             \
+#define EXPECT_FEASIBLE(problem, plan)                                       \
+  do {                                                                       \
+    const auto report_ = ::metronome::planner::CheckPlan((problem), (plan)); \
+    EXPECT_TRUE(report_.ok) << report_.Summary();                            \
   } while (0)
 
 }  // namespace metronome::planner::testing

@@ -14,8 +14,8 @@
 #include <span>
 #include <vector>
 
-#include "metronome/planner/model.h"
-#include "metronome/planner/planner.h"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/planner.hpp"
 
 namespace metronome::planner {
 
@@ -40,8 +40,8 @@ struct WhatIfOptions {
 
 // One result per candidate node set. The job's own `nodes` are ignored: each candidate gives
 // them (e.g. the nodes its other pods already hold plus one candidate node).
-[[nodiscard]] std::vector<WhatIfResult> what_if(const OnlinePlanner& planner, const Job& job,
-                                                std::span<const std::vector<NodeId>> candidates,
-                                                const WhatIfOptions& options = {});
+[[nodiscard]] std::vector<WhatIfResult> WhatIf(const OnlinePlanner& planner, const Job& job,
+                                               std::span<const std::vector<NodeId>> candidates,
+                                               const WhatIfOptions& options = {});
 
 }  // namespace metronome::planner

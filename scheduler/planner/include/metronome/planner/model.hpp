@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "metronome/planner/topology.h"
+#include "metronome/planner/topology.hpp"
 
 namespace metronome::planner {
 
@@ -31,8 +31,8 @@ struct JobProfile {
   Nanos jitter_ns = 0;
 
   // From the communication volume per link V (bytes) and β: c = V / β, P = compute + c.
-  static JobProfile from_volume(Nanos compute_ns, double volume_bytes, double beta_bps);
-  [[nodiscard]] double duty_cycle() const;  // d = c / P
+  static JobProfile FromVolume(Nanos compute_ns, double volume_bytes, double beta_bps);
+  [[nodiscard]] double DutyCycle() const;  // d = c / P
 };
 
 // Job::next_phase_ns when the caller does not know when the job's next phase starts.
@@ -59,22 +59,22 @@ struct Problem {
 };
 
 // The links a job crosses: topology.links_crossed(nodes) ∪ extra_links, sorted, unique.
-[[nodiscard]] std::vector<LinkId> job_links(const Topology& topology, const Job& job);
+[[nodiscard]] std::vector<LinkId> JobLinks(const Topology& topology, const Job& job);
 
 // A period rounded up to a grid: multiples of the largest power of ten (in ns) that is at most
 // both `grid` and period/100, so that the rounding never costs more than 1 % of the period.
 // Periods measured to the nanosecond are almost never commensurate, and the planner interleaves
 // periods by their gcd: the daemon rounds measured periods with this (grid 1 ms).
-[[nodiscard]] Nanos round_up_period(Nanos period, Nanos grid);
+[[nodiscard]] Nanos RoundUpPeriod(Nanos period, Nanos grid);
 
 // π_j, the weight of a priority in stages 2 and 3: 1 + max(priority, 0).
-[[nodiscard]] double priority_weight(int priority);
+[[nodiscard]] double PriorityWeight(int priority);
 
 // Checks a problem for inputs the planner cannot use (P ≤ 0, c < 0, c > P, β ≤ 0, jitter
 // outside [0, P], unknown node or link, duplicate job id). Returns one message per defect; empty
 // means usable.
-[[nodiscard]] std::vector<std::string> validate(const Problem& problem);
+[[nodiscard]] std::vector<std::string> Validate(const Problem& problem);
 // The same checks for one job (all but the duplicate id), appended to `errors`.
-void validate_job(const Topology& topology, const Job& job, std::vector<std::string>& errors);
+void ValidateJob(const Topology& topology, const Job& job, std::vector<std::string>& errors);
 
 }  // namespace metronome::planner

@@ -1,8 +1,8 @@
 // Internal: scoring a plan whose windows may overlap (the baselines), with the contention model.
 #pragma once
 
-#include "metronome/planner/model.h"
-#include "metronome/planner/plan.h"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/plan.hpp"
 
 namespace metronome::planner::detail {
 
@@ -10,6 +10,6 @@ namespace metronome::planner::detail {
 // are random sources; the others are gated windows (which may overlap). Score.utilization is
 // the load actually carried, Σ w·h / (P·(1 + slowdown)·B), so baselines compare on the bytes
 // they move; latency is Σ π·slowdown; cushion is left at 0.
-void score_baseline(const Problem& problem, Plan& plan);
+void ScoreBaseline(const Problem& problem, Plan& plan);
 
 }  // namespace metronome::planner::detail

@@ -2,32 +2,32 @@
 // independent checker (EXPECT_FEASIBLE).
 #include <gtest/gtest.h>
 
-#include "metronome/planner/planner.h"
-#include "test_util.h"
+#include "metronome/planner/planner.hpp"
+#include "planner_test_util.hpp"
 
 namespace metronome::planner {
 namespace {
 
-using testing::entry;
-using testing::job;
+using testing::Entry;
 using testing::kMs;
+using testing::MakeJob;
 
 // True when the windows of a and b overlap somewhere in time (same period assumed).
-bool windows_overlap(const JobPlan& a, const JobPlan& b) {
+bool WindowsOverlap(const JobPlan& a, const JobPlan& b) {
   const Nanos t = a.timetable.period_ns;
   const Nanos d = ((b.timetable.offset_ns - a.timetable.offset_ns) % t + t) % t;
   return d < a.timetable.window_ns || t - d < b.timetable.window_ns;
 }
 
 TEST(Stages, TwoEqualPriorityJobsDutyPoint4AndPoint5DoNotOverlapAndGetEqualCushions) {
-  const Problem p{testing::links(1), {job(1, 0, 100, 40, {0}), job(2, 0, 100, 50, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(1), {MakeJob(1, 0, 100, 40, {0}), MakeJob(2, 0, 100, 50, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  const JobPlan& a = entry(plan, 1);
-  const JobPlan& b = entry(plan, 2);
+  const JobPlan& a = Entry(plan, 1);
+  const JobPlan& b = Entry(plan, 2);
   EXPECT_FALSE(a.best_effort);
   EXPECT_FALSE(b.best_effort);
-  EXPECT_FALSE(windows_overlap(a, b));
+  EXPECT_FALSE(WindowsOverlap(a, b));
   EXPECT_EQ(a.timetable.period_ns, 100 * kMs);
   EXPECT_EQ(b.timetable.period_ns, 100 * kMs);
   EXPECT_EQ(a.timetable.late_slack_ns, b.timetable.late_slack_ns);
@@ -37,11 +37,11 @@ TEST(Stages, TwoEqualPriorityJobsDutyPoint4AndPoint5DoNotOverlapAndGetEqualCushi
 
 TEST(Stages, HigherPriorityGetsTheLargerCushion) {
   // π = 4 against π = 1: the 10 ms of slack split 8 : 2.
-  const Problem p{testing::links(1), {job(1, 3, 100, 40, {0}), job(2, 0, 100, 50, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(1), {MakeJob(1, 3, 100, 40, {0}), MakeJob(2, 0, 100, 50, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).timetable.late_slack_ns, 8 * kMs);
-  EXPECT_EQ(entry(plan, 2).timetable.late_slack_ns, 2 * kMs);
+  EXPECT_EQ(Entry(plan, 1).timetable.late_slack_ns, 8 * kMs);
+  EXPECT_EQ(Entry(plan, 2).timetable.late_slack_ns, 2 * kMs);
 }
 
 TEST(Stages, ADriftingBestEffortJobDoesNotKeepTheSlackInOnePiece) {
@@ -50,28 +50,30 @@ TEST(Stages, ADriftingBestEffortJobDoesNotKeepTheSlackInOnePiece) {
   // ungated, and one piece of slack would not be aimed at by anybody. The 145 ms left are
   // spread 3 : 2 as on a link without best-effort traffic (stage 3 once skipped every link
   // that carried any best-effort job, leaving the high-priority job no cushion at all).
-  const Problem p{testing::links(1),
-                  {job(1, 2, 485, 170, {0}), job(2, 1, 485, 170, {0}), job(3, 0, 230, 100, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{
+      testing::Links(1),
+      {MakeJob(1, 2, 485, 170, {0}), MakeJob(2, 1, 485, 170, {0}), MakeJob(3, 0, 230, 100, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  const JobPlan& drifting = entry(plan, 3);
+  const JobPlan& drifting = Entry(plan, 3);
   ASSERT_TRUE(drifting.best_effort);
   ASSERT_EQ(drifting.timetable.window_ns, drifting.timetable.period_ns);
-  EXPECT_EQ(entry(plan, 1).timetable.late_slack_ns, 87 * kMs);
-  EXPECT_EQ(entry(plan, 2).timetable.late_slack_ns, 58 * kMs);
+  EXPECT_EQ(Entry(plan, 1).timetable.late_slack_ns, 87 * kMs);
+  EXPECT_EQ(Entry(plan, 2).timetable.late_slack_ns, 58 * kMs);
 }
 
 TEST(Stages, OverloadedLinkLowestPriorityIsStretchedToAHarmonicPeriodThatFits) {
   // Duty cycles 0.4 + 0.4 + 0.3 = 1.1 on one link.
-  const Problem p{testing::links(1),
-                  {job(1, 2, 200, 80, {0}), job(2, 1, 200, 80, {0}), job(3, 0, 100, 30, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{
+      testing::Links(1),
+      {MakeJob(1, 2, 200, 80, {0}), MakeJob(2, 1, 200, 80, {0}), MakeJob(3, 0, 100, 30, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  const JobPlan& high = entry(plan, 1);
+  const JobPlan& high = Entry(plan, 1);
   EXPECT_FALSE(high.best_effort);                  // uncontended: gated, checked by the checker
   EXPECT_EQ(high.timetable.period_ns, 200 * kMs);  // unstretched
-  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 200 * kMs);
-  const JobPlan& low = entry(plan, 3);
+  EXPECT_EQ(Entry(plan, 2).timetable.period_ns, 200 * kMs);
+  const JobPlan& low = Entry(plan, 3);
   EXPECT_FALSE(low.best_effort);
   EXPECT_EQ(low.timetable.period_ns, 200 * kMs);  // 100 ms stretched to the harmonic 200 ms
   EXPECT_DOUBLE_EQ(high.predicted_slowdown, 0.0);
@@ -80,43 +82,44 @@ TEST(Stages, OverloadedLinkLowestPriorityIsStretchedToAHarmonicPeriodThatFits) {
 
 TEST(Stages, OverloadedLinkLowestPriorityIsBestEffortWhenNoPeriodFits) {
   // 0.4 + 0.3 + 0.4: stretching the last cannot shrink its 40 ms window into a 30 ms gap.
-  const Problem p{testing::links(1),
-                  {job(1, 2, 100, 40, {0}), job(2, 1, 100, 30, {0}), job(3, 0, 100, 40, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{
+      testing::Links(1),
+      {MakeJob(1, 2, 100, 40, {0}), MakeJob(2, 1, 100, 30, {0}), MakeJob(3, 0, 100, 40, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  const JobPlan& high = entry(plan, 1);
+  const JobPlan& high = Entry(plan, 1);
   EXPECT_FALSE(high.best_effort);
   EXPECT_EQ(high.timetable.period_ns, 100 * kMs);
-  EXPECT_FALSE(entry(plan, 2).best_effort);
-  const JobPlan& low = entry(plan, 3);
+  EXPECT_FALSE(Entry(plan, 2).best_effort);
+  const JobPlan& low = Entry(plan, 3);
   EXPECT_TRUE(low.best_effort);
   EXPECT_EQ(low.timetable.period_ns, 100 * kMs);  // not starved: a 40 ms window every 100 ms
   EXPECT_EQ(low.timetable.window_ns, 40 * kMs);
   // Its 10 ms of overflow lands on the middle job, never on the high-priority one.
-  EXPECT_FALSE(windows_overlap(high, low));
+  EXPECT_FALSE(WindowsOverlap(high, low));
   EXPECT_DOUBLE_EQ(high.predicted_slowdown, 0.0);
   EXPECT_GT(low.predicted_slowdown, 0.0);  // and it pays for the contention it meets
   EXPECT_GT(plan.links[0].contention, 0.0);
 }
 
 TEST(Stages, Periods100And190TheSecondBecomes200) {
-  const Problem p{testing::links(1), {job(1, 1, 100, 30, {0}), job(2, 0, 190, 50, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(1), {MakeJob(1, 1, 100, 30, {0}), MakeJob(2, 0, 190, 50, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 100 * kMs);
-  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 200 * kMs);
-  EXPECT_FALSE(entry(plan, 2).best_effort);
+  EXPECT_EQ(Entry(plan, 1).timetable.period_ns, 100 * kMs);
+  EXPECT_EQ(Entry(plan, 2).timetable.period_ns, 200 * kMs);
+  EXPECT_FALSE(Entry(plan, 2).best_effort);
   EXPECT_EQ(plan.links[0].hyperperiod_ns, 200 * kMs);
 }
 
 TEST(Stages, UnrelatedPeriodsInterleaveUnstretchedWhenTheirGcdLeavesRoom) {
   // 100 ms and 120 ms: windows meet modulo gcd = 20 ms; 8 + 8 ms fit in it.
-  const Problem p{testing::links(1), {job(1, 0, 100, 8, {0}), job(2, 0, 120, 8, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(1), {MakeJob(1, 0, 100, 8, {0}), MakeJob(2, 0, 120, 8, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 100 * kMs);
-  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 120 * kMs);
-  EXPECT_FALSE(entry(plan, 2).best_effort);
+  EXPECT_EQ(Entry(plan, 1).timetable.period_ns, 100 * kMs);
+  EXPECT_EQ(Entry(plan, 2).timetable.period_ns, 120 * kMs);
+  EXPECT_FALSE(Entry(plan, 2).best_effort);
   EXPECT_EQ(plan.links[0].hyperperiod_ns, 600 * kMs);
 }
 
@@ -124,22 +127,23 @@ TEST(Stages, AStretchThatCostsMoreThanTheContentionItAvoidsIsNotTaken) {
   // 30 + 20 ms do not fit in gcd(100, 120) = 20 ms; 120 → 200 ms would cost the second job
   // 2/3 of its speed to avoid sharing the link a few percent of the time: it runs best-effort
   // at its natural period instead (its window aimed at the gap), unstretched.
-  const Problem p{testing::links(1), {job(1, 0, 100, 30, {0}), job(2, 0, 120, 20, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(1), {MakeJob(1, 0, 100, 30, {0}), MakeJob(2, 0, 120, 20, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 100 * kMs);
-  EXPECT_TRUE(entry(plan, 2).best_effort);
-  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 120 * kMs);
-  EXPECT_LT(entry(plan, 2).predicted_slowdown, 2.0 / 3.0);
+  EXPECT_EQ(Entry(plan, 1).timetable.period_ns, 100 * kMs);
+  EXPECT_TRUE(Entry(plan, 2).best_effort);
+  EXPECT_EQ(Entry(plan, 2).timetable.period_ns, 120 * kMs);
+  EXPECT_LT(Entry(plan, 2).predicted_slowdown, 2.0 / 3.0);
 }
 
 TEST(Stages, ChainOfLinksGetsOneConsistentOffsetPerJob) {
   // L0 - L1 - L2 - L3: jobs on neighbouring pairs plus one on each link, every link ≥ 0.8 full.
-  const Problem p{testing::links(4),
-                  {job(1, 0, 100, 30, {0, 1}), job(2, 0, 100, 30, {1, 2}),
-                   job(3, 0, 100, 30, {2, 3}), job(4, 0, 100, 50, {0}), job(5, 0, 100, 30, {1}),
-                   job(6, 0, 100, 50, {3}), job(7, 0, 100, 40, {2})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{
+      testing::Links(4),
+      {MakeJob(1, 0, 100, 30, {0, 1}), MakeJob(2, 0, 100, 30, {1, 2}),
+       MakeJob(3, 0, 100, 30, {2, 3}), MakeJob(4, 0, 100, 50, {0}), MakeJob(5, 0, 100, 30, {1}),
+       MakeJob(6, 0, 100, 50, {3}), MakeJob(7, 0, 100, 40, {2})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
   for (const JobPlan& e : plan.jobs) {
     EXPECT_FALSE(e.best_effort) << "job " << e.id;
@@ -150,11 +154,11 @@ TEST(Stages, ChainOfLinksGetsOneConsistentOffsetPerJob) {
 
 TEST(Stages, CycleOfLinksGetsOneConsistentOffsetPerJob) {
   // A on L0-L1, B on L1-L2, C on L2-L0 meet pairwise; one more job on each link: 90 % each.
-  const Problem p{
-      testing::links(3),
-      {job(1, 0, 100, 30, {0, 1}), job(2, 0, 100, 30, {1, 2}), job(3, 0, 100, 30, {2, 0}),
-       job(4, 0, 100, 30, {0}), job(5, 0, 100, 30, {1}), job(6, 0, 100, 30, {2})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(3),
+                  {MakeJob(1, 0, 100, 30, {0, 1}), MakeJob(2, 0, 100, 30, {1, 2}),
+                   MakeJob(3, 0, 100, 30, {2, 0}), MakeJob(4, 0, 100, 30, {0}),
+                   MakeJob(5, 0, 100, 30, {1}), MakeJob(6, 0, 100, 30, {2})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
   for (const JobPlan& e : plan.jobs) {
     EXPECT_FALSE(e.best_effort) << "job " << e.id;
@@ -165,39 +169,40 @@ TEST(Stages, CycleOfLinksGetsOneConsistentOffsetPerJob) {
 
 TEST(Stages, JobsWithLowBetaStack) {
   // Two jobs at 40 % of the capacity with duty cycles 0.6: they must overlap, and may.
-  const Problem p{testing::links(1), {job(1, 0, 100, 60, {0}, 0.4), job(2, 0, 100, 60, {0}, 0.4)}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(1),
+                  {MakeJob(1, 0, 100, 60, {0}, 0.4), MakeJob(2, 0, 100, 60, {0}, 0.4)}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  const JobPlan& a = entry(plan, 1);
-  const JobPlan& b = entry(plan, 2);
+  const JobPlan& a = Entry(plan, 1);
+  const JobPlan& b = Entry(plan, 2);
   EXPECT_FALSE(a.best_effort);
   EXPECT_FALSE(b.best_effort);
   EXPECT_EQ(a.timetable.period_ns, 100 * kMs);
   EXPECT_EQ(b.timetable.period_ns, 100 * kMs);
-  EXPECT_TRUE(windows_overlap(a, b));
+  EXPECT_TRUE(WindowsOverlap(a, b));
 }
 
 TEST(Stages, FullBetaJobDoesNotStackOnLowBetaJobs) {
-  const Problem p{
-      testing::links(1),
-      {job(1, 1, 100, 60, {0}, 0.4), job(2, 1, 100, 60, {0}, 0.4), job(3, 0, 100, 30, {0}, 1.0)}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(1),
+                  {MakeJob(1, 1, 100, 60, {0}, 0.4), MakeJob(2, 1, 100, 60, {0}, 0.4),
+                   MakeJob(3, 0, 100, 30, {0}, 1.0)}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  const JobPlan& big = entry(plan, 3);
+  const JobPlan& big = Entry(plan, 3);
   EXPECT_FALSE(big.best_effort);
-  EXPECT_FALSE(windows_overlap(entry(plan, 1), big));
-  EXPECT_FALSE(windows_overlap(entry(plan, 2), big));
+  EXPECT_FALSE(WindowsOverlap(Entry(plan, 1), big));
+  EXPECT_FALSE(WindowsOverlap(Entry(plan, 2), big));
 }
 
 TEST(Stages, JobOnOneNodeNeedsNoWindow) {
-  Problem p{Topology::two_tier({1, 2, 1e9, 1e9}), {}};
-  Job j = job(1, 0, 100, 40, {});
+  Problem p{Topology::TwoTier({1, 2, 1e9, 1e9}), {}};
+  Job j = MakeJob(1, 0, 100, 40, {});
   j.nodes = {0, 0};
   p.jobs.push_back(j);
-  const Plan plan = planner::plan(p);
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(entry(plan, 1).timetable.window_ns, entry(plan, 1).timetable.period_ns);
-  EXPECT_FALSE(entry(plan, 1).best_effort);
+  EXPECT_EQ(Entry(plan, 1).timetable.window_ns, Entry(plan, 1).timetable.period_ns);
+  EXPECT_FALSE(Entry(plan, 1).best_effort);
 }
 
 }  // namespace

@@ -17,8 +17,8 @@
 #include <memory>
 #include <vector>
 
-#include "metronome/planner/model.h"
-#include "metronome/planner/plan.h"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/plan.hpp"
 
 namespace metronome::planner {
 
@@ -29,9 +29,9 @@ class Workspace;
 // A one-shot plan. Jobs found in `current` are running: they keep their period and offset
 // unless stage 2 says moving pays (or a higher-priority job now needs their place).
 // Plan::jobs follows problem.jobs' order. Every entry point that takes jobs checks them first
-// (validate() in model.h) and throws std::invalid_argument listing the defects.
-[[nodiscard]] Plan plan(const Problem& problem, const PlannerOptions& options = {},
-                        const Plan* current = nullptr);
+// (validate() in model.hpp) and throws std::invalid_argument listing the defects.
+[[nodiscard]] Plan MakePlan(const Problem& problem, const PlannerOptions& options = {},
+                            const Plan* current = nullptr);
 
 // What changed when one job arrived.
 struct AddResult {
@@ -51,33 +51,33 @@ class OnlinePlanner {
   OnlinePlanner& operator=(OnlinePlanner&&) noexcept;
 
   // Replaces all jobs and plans them; jobs present in `current` are treated as running.
-  void plan_all(const std::vector<Job>& jobs, const Plan* current = nullptr);
+  void PlanAll(const std::vector<Job>& jobs, const Plan* current = nullptr);
   // Takes a plan as it is (e.g. the offline search's), without optimizing it.
-  void adopt(const std::vector<Job>& jobs, const Plan& plan);
+  void Adopt(const std::vector<Job>& jobs, const Plan& plan);
 
   // Adds one job without re-planning the rest: it takes a free place if there is one; if not
   // and it outranks jobs on its links, those lower-priority jobs are re-placed around it.
-  AddResult add_job(const Job& job);
+  AddResult AddJob(const Job& job);
   // Adds one job before its lower-priority neighbours: they leave its links, it is placed
   // among the jobs that outrank or equal it, and they are placed again around it, each where
   // it ran if that place is still free. Only the job's links are re-planned; jobs elsewhere
   // stay still.
-  AddResult add_job_first(const Job& job);
+  AddResult AddJobFirst(const Job& job);
   // Removes a job; the others stay still; best-effort or stretched jobs on its links are
   // re-examined (they may now fit or shrink their period).
-  void remove_job(JobId id);
+  void RemoveJob(JobId id);
 
   // The whole plan; jobs in no particular order (look them up with Plan::find).
-  [[nodiscard]] Plan snapshot() const;
-  [[nodiscard]] std::vector<Job> jobs() const;
+  [[nodiscard]] Plan Snapshot() const;
+  [[nodiscard]] std::vector<Job> Jobs() const;
   // The planned job with this id, as it was given (nullptr: none).
-  [[nodiscard]] const Job* find(JobId id) const;
-  [[nodiscard]] const Topology& topology() const;
-  [[nodiscard]] const PlannerOptions& options() const;
-  [[nodiscard]] const detail::Workspace& workspace() const { return *ws_; }
+  [[nodiscard]] const Job* Find(JobId id) const;
+  [[nodiscard]] const Topology& GetTopology() const;
+  [[nodiscard]] const PlannerOptions& Options() const;
+  [[nodiscard]] const detail::Workspace& GetWorkspace() const { return *ws_; }
 
  private:
-  AddResult finish_add(std::uint32_t j, const std::vector<std::uint32_t>& moved);
+  AddResult FinishAdd(std::uint32_t j, const std::vector<std::uint32_t>& moved);
 
   std::unique_ptr<detail::Workspace> ws_;
 };

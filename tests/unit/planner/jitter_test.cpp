@@ -2,17 +2,17 @@
 // no-cushion ablation) and nearly equal periods. Every plan goes through the checker.
 #include <gtest/gtest.h>
 
-#include "metronome/planner/planner.h"
-#include "test_util.h"
+#include "metronome/planner/planner.hpp"
+#include "planner_test_util.hpp"
 
 namespace metronome::planner {
 namespace {
 
-using testing::entry;
-using testing::job;
+using testing::Entry;
 using testing::kMs;
+using testing::MakeJob;
 
-Job with_jitter(Job j, Nanos sigma_ms) {
+Job WithJitter(Job j, Nanos sigma_ms) {
   j.profile.jitter_ns = sigma_ms * kMs;
   return j;
 }
@@ -20,17 +20,18 @@ Job with_jitter(Job j, Nanos sigma_ms) {
 TEST(Jitter, WindowsKeepTheMinimumCushionEvenWithoutStage3) {
   // Three 20 ms windows every 100 ms: 40 ms to spare. Packed against each other they would
   // leave 0 between the first two; a 10 ms minimum cushion keeps every gap at 10 ms or more.
-  const Problem p{testing::links(1),
-                  {job(1, 0, 100, 20, {0}), job(2, 0, 100, 20, {0}), job(3, 0, 100, 20, {0})}};
+  const Problem p{
+      testing::Links(1),
+      {MakeJob(1, 0, 100, 20, {0}), MakeJob(2, 0, 100, 20, {0}), MakeJob(3, 0, 100, 20, {0})}};
   for (const int sweeps : {0, 2}) {
     PlannerOptions o;
     o.min_cushion_ns = 10 * kMs;
     o.cushion_sweeps = sweeps;
-    const Plan plan = planner::plan(p, o);
+    const Plan plan = planner::MakePlan(p, o);
     EXPECT_FEASIBLE(p, plan);  // the checker verifies that each late slack is really free
     for (const JobId id : {1, 2, 3}) {
-      EXPECT_FALSE(entry(plan, id).best_effort) << id;
-      EXPECT_GE(entry(plan, id).timetable.late_slack_ns, 10 * kMs) << id << " sweeps " << sweeps;
+      EXPECT_FALSE(Entry(plan, id).best_effort) << id;
+      EXPECT_GE(Entry(plan, id).timetable.late_slack_ns, 10 * kMs) << id << " sweeps " << sweeps;
     }
     EXPECT_GE(plan.links[0].min_cushion_ns, 10 * kMs);
   }
@@ -38,54 +39,54 @@ TEST(Jitter, WindowsKeepTheMinimumCushionEvenWithoutStage3) {
 
 TEST(Jitter, TheCushionGrowsWithTheJobsJitter) {
   // σ = 5 ms: each window reserves 3σ = 15 ms after it.
-  const Problem alone{testing::links(1),
-                      {with_jitter(job(1, 0, 100, 30, {0}), 5), job(2, 0, 100, 30, {0})}};
+  const Problem alone{testing::Links(1),
+                      {WithJitter(MakeJob(1, 0, 100, 30, {0}), 5), MakeJob(2, 0, 100, 30, {0})}};
   PlannerOptions o;
   o.cushion_sweeps = 0;
   o.jitter_headroom = 0;
-  const Plan plan = planner::plan(alone, o);
+  const Plan plan = planner::MakePlan(alone, o);
   EXPECT_FEASIBLE(alone, plan);
-  EXPECT_GE(entry(plan, 1).timetable.late_slack_ns, 15 * kMs);
+  EXPECT_GE(Entry(plan, 1).timetable.late_slack_ns, 15 * kMs);
   // Two 40 ms windows with σ = 5 ms need 2·(40 + 15) = 110 ms: they no longer fit into 100 ms
   // side by side, so the second is not gated at 100 ms.
   const Problem tight{
-      testing::links(1),
-      {with_jitter(job(1, 1, 100, 40, {0}), 5), with_jitter(job(2, 0, 100, 40, {0}), 5)}};
-  const Plan t = planner::plan(tight, o);
+      testing::Links(1),
+      {WithJitter(MakeJob(1, 1, 100, 40, {0}), 5), WithJitter(MakeJob(2, 0, 100, 40, {0}), 5)}};
+  const Plan t = planner::MakePlan(tight, o);
   EXPECT_FEASIBLE(tight, t);
-  EXPECT_FALSE(entry(t, 1).best_effort);
-  EXPECT_TRUE(entry(t, 2).best_effort || entry(t, 2).timetable.period_ns > 100 * kMs);
+  EXPECT_FALSE(Entry(t, 1).best_effort);
+  EXPECT_TRUE(Entry(t, 2).best_effort || Entry(t, 2).timetable.period_ns > 100 * kMs);
   // Without jitter they fit (80 of 100 ms).
-  const Problem calm{testing::links(1), {job(1, 1, 100, 40, {0}), job(2, 0, 100, 40, {0})}};
-  const Plan c = planner::plan(calm, o);
-  EXPECT_FALSE(entry(c, 2).best_effort);
-  EXPECT_EQ(entry(c, 2).timetable.period_ns, 100 * kMs);
+  const Problem calm{testing::Links(1), {MakeJob(1, 1, 100, 40, {0}), MakeJob(2, 0, 100, 40, {0})}};
+  const Plan c = planner::MakePlan(calm, o);
+  EXPECT_FALSE(Entry(c, 2).best_effort);
+  EXPECT_EQ(Entry(c, 2).timetable.period_ns, 100 * kMs);
 }
 
 TEST(Jitter, AGatedPeriodHasHeadroomForTheJitter) {
-  const Problem p{testing::links(1),
-                  {with_jitter(job(1, 0, 100, 30, {0}), 2), job(2, 0, 100, 30, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(1),
+                  {WithJitter(MakeJob(1, 0, 100, 30, {0}), 2), MakeJob(2, 0, 100, 30, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
   // σ = 2 ms: at least 102 ms, so that a late phase drifts back into its slack.
-  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 102 * kMs);
-  EXPECT_NEAR(entry(plan, 1).predicted_slowdown, 0.02, 1e-9);
+  EXPECT_EQ(Entry(plan, 1).timetable.period_ns, 102 * kMs);
+  EXPECT_NEAR(Entry(plan, 1).predicted_slowdown, 0.02, 1e-9);
   PlannerOptions none;
   none.jitter_headroom = 0;
-  EXPECT_EQ(entry(planner::plan(p, none), 1).timetable.period_ns, 100 * kMs);
+  EXPECT_EQ(Entry(planner::MakePlan(p, none), 1).timetable.period_ns, 100 * kMs);
 }
 
 TEST(Jitter, CushionSwitchOffPacksWindowsWithNoLateSlack) {
   const Problem p{
-      testing::links(1),
-      {with_jitter(job(1, 0, 100, 40, {0}), 2), with_jitter(job(2, 0, 100, 50, {0}), 2)}};
+      testing::Links(1),
+      {WithJitter(MakeJob(1, 0, 100, 40, {0}), 2), WithJitter(MakeJob(2, 0, 100, 50, {0}), 2)}};
   PlannerOptions o;
   o.cushion = false;
   o.min_cushion_ns = 5 * kMs;  // ignored: the switch turns every cushion off
-  const Plan plan = planner::plan(p, o);
+  const Plan plan = planner::MakePlan(p, o);
   EXPECT_FEASIBLE(p, plan);
-  const JobPlan& a = entry(plan, 1);
-  const JobPlan& b = entry(plan, 2);
+  const JobPlan& a = Entry(plan, 1);
+  const JobPlan& b = Entry(plan, 2);
   EXPECT_EQ(a.timetable.late_slack_ns, 0);
   EXPECT_EQ(b.timetable.late_slack_ns, 0);
   EXPECT_EQ(a.timetable.period_ns, b.timetable.period_ns);
@@ -100,132 +101,132 @@ TEST(Jitter, NearlyEqualPeriodsShareTheLongerOne) {
   // The same model measured with a little noise: 250 ms and 251 ms, 100 ms windows. The first
   // is gated at 250 ms; the second cannot run every 250 ms (its period is longer) and 251 ms
   // never interleaves with 250 ms (gcd 1 ms). Re-packed longest first, both share 251 ms.
-  OnlinePlanner online(testing::links(1));
-  const Job a = job(1, 0, 250, 100, {0});
-  const Job b = job(2, 0, 251, 100, {0});
-  online.add_job(a);
-  const AddResult r = online.add_job(b);
-  const Plan plan = online.snapshot();
-  EXPECT_FEASIBLE((Problem{testing::links(1), {a, b}}), plan);
+  OnlinePlanner online(testing::Links(1));
+  const Job a = MakeJob(1, 0, 250, 100, {0});
+  const Job b = MakeJob(2, 0, 251, 100, {0});
+  online.AddJob(a);
+  const AddResult r = online.AddJob(b);
+  const Plan plan = online.Snapshot();
+  EXPECT_FEASIBLE((Problem{testing::Links(1), {a, b}}), plan);
   EXPECT_FALSE(r.job.best_effort);
-  EXPECT_FALSE(entry(plan, 1).best_effort);
-  EXPECT_EQ(entry(plan, 1).timetable.period_ns, 251 * kMs);
-  EXPECT_EQ(entry(plan, 2).timetable.period_ns, 251 * kMs);
+  EXPECT_FALSE(Entry(plan, 1).best_effort);
+  EXPECT_EQ(Entry(plan, 1).timetable.period_ns, 251 * kMs);
+  EXPECT_EQ(Entry(plan, 2).timetable.period_ns, 251 * kMs);
   EXPECT_EQ(r.changed, std::vector<JobId>{1});
 }
 
 TEST(Jitter, JitterOutsideZeroToThePeriodIsRejected) {
-  Problem p{testing::links(1), {testing::job(1, 0, 100, 40, {0})}};
+  Problem p{testing::Links(1), {testing::MakeJob(1, 0, 100, 40, {0})}};
   p.jobs[0].profile.jitter_ns = -1;
-  EXPECT_EQ(validate(p).size(), 1u);
+  EXPECT_EQ(Validate(p).size(), 1u);
   p.jobs[0].profile.jitter_ns = 101 * testing::kMs;
-  EXPECT_EQ(validate(p).size(), 1u);
+  EXPECT_EQ(Validate(p).size(), 1u);
   p.jobs[0].profile.jitter_ns = 3 * testing::kMs;
-  EXPECT_TRUE(validate(p).empty());
+  EXPECT_TRUE(Validate(p).empty());
 }
 
 TEST(Jitter, TheHeadroomIsAWholePercentSoHarmonicPeriodsStayHarmonic) {
   // 123 ms and 246 ms with σ = 1.0 and 2.0 ms: headroom rounded up to 1 % of each, 124.23 ms
   // and 248.46 ms, still 1 : 2, so they interleave (their windows fit into 124.23 ms).
-  Problem p{testing::links(1),
-            {testing::job(1, 0, 123, 23, {0}), testing::job(2, 0, 246, 46, {0})}};
+  Problem p{testing::Links(1),
+            {testing::MakeJob(1, 0, 123, 23, {0}), testing::MakeJob(2, 0, 246, 46, {0})}};
   p.jobs[0].profile.jitter_ns = 1'000'000;
   p.jobs[1].profile.jitter_ns = 2'000'000;
-  const Plan plan = planner::plan(p);
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(testing::entry(plan, 1).timetable.period_ns, 124'230'000);
-  EXPECT_EQ(testing::entry(plan, 2).timetable.period_ns, 248'460'000);
-  EXPECT_FALSE(testing::entry(plan, 2).best_effort);
+  EXPECT_EQ(testing::Entry(plan, 1).timetable.period_ns, 124'230'000);
+  EXPECT_EQ(testing::Entry(plan, 2).timetable.period_ns, 248'460'000);
+  EXPECT_FALSE(testing::Entry(plan, 2).best_effort);
 }
 
 TEST(Jitter, PeriodsAreRoundedToAGridThatNeverCostsMoreThanOnePercent) {
-  constexpr Nanos ms = testing::kMs;
-  EXPECT_EQ(round_up_period(250 * ms, ms), 250 * ms);       // already on the grid
-  EXPECT_EQ(round_up_period(250 * ms + 1, ms), 251 * ms);   // 1 ms grid from 100 ms up
-  EXPECT_EQ(round_up_period(14'720'000, ms), 14'800'000);   // 100 µs grid for 10–100 ms
-  EXPECT_EQ(round_up_period(1'234'567, ms), 1'240'000);     // 10 µs grid for 1–10 ms
-  EXPECT_EQ(round_up_period(123'456'789, 0), 123'456'789);  // no grid
+  using testing::kMs;
+  EXPECT_EQ(RoundUpPeriod(250 * kMs, kMs), 250 * kMs);      // already on the grid
+  EXPECT_EQ(RoundUpPeriod(250 * kMs + 1, kMs), 251 * kMs);  // 1 ms grid from 100 ms up
+  EXPECT_EQ(RoundUpPeriod(14'720'000, kMs), 14'800'000);    // 100 µs grid for 10–100 ms
+  EXPECT_EQ(RoundUpPeriod(1'234'567, kMs), 1'240'000);      // 10 µs grid for 1–10 ms
+  EXPECT_EQ(RoundUpPeriod(123'456'789, 0), 123'456'789);    // no grid
 }
 
 TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
-  Job a = testing::job(1, 0, 100, 40, {0});
+  Job a = testing::MakeJob(1, 0, 100, 40, {0});
   a.profile.jitter_ns = 2 * testing::kMs;
-  OnlinePlanner online(testing::links(2));
-  online.add_job(a);
-  const JobPlan alone = testing::entry(online.snapshot(), 1);
+  OnlinePlanner online(testing::Links(2));
+  online.AddJob(a);
+  const JobPlan alone = testing::Entry(online.Snapshot(), 1);
   EXPECT_FALSE(alone.best_effort);
   EXPECT_EQ(alone.timetable.window_ns, alone.timetable.period_ns);  // always open
   EXPECT_EQ(alone.timetable.max_wait_ns, 0);
   EXPECT_DOUBLE_EQ(alone.predicted_slowdown, 0.0);
   // A newcomer on its link is placed around its planned slot, and from then on it is gated.
-  const Job b = testing::job(2, 0, 100, 30, {0});
-  online.add_job(b);
-  const Plan plan = online.snapshot();
-  EXPECT_FEASIBLE((Problem{testing::links(2), {a, b}}), plan);
-  EXPECT_EQ(testing::entry(plan, 1).timetable.window_ns, 40 * testing::kMs);
-  EXPECT_EQ(testing::entry(plan, 1).timetable.period_ns, alone.timetable.period_ns);
-  EXPECT_EQ(testing::entry(plan, 1).timetable.offset_ns, alone.timetable.offset_ns);
+  const Job b = testing::MakeJob(2, 0, 100, 30, {0});
+  online.AddJob(b);
+  const Plan plan = online.Snapshot();
+  EXPECT_FEASIBLE((Problem{testing::Links(2), {a, b}}), plan);
+  EXPECT_EQ(testing::Entry(plan, 1).timetable.window_ns, 40 * testing::kMs);
+  EXPECT_EQ(testing::Entry(plan, 1).timetable.period_ns, alone.timetable.period_ns);
+  EXPECT_EQ(testing::Entry(plan, 1).timetable.offset_ns, alone.timetable.offset_ns);
 }
 
 TEST(Jitter, JobsThatFitSideBySideOnTheirLinksAreNotGated) {
   // 25 % and 40 % of the link: whatever their phases, they fit side by side, so neither has
   // anybody to take turns with and a gate would only cost them headroom and waits.
-  Job a = testing::job(1, 1, 100, 30, {0}, 0.25);
-  Job b = testing::job(2, 0, 100, 20, {0}, 0.4);
+  Job a = testing::MakeJob(1, 1, 100, 30, {0}, 0.25);
+  Job b = testing::MakeJob(2, 0, 100, 20, {0}, 0.4);
   for (Job* j : {&a, &b}) j->profile.jitter_ns = testing::kMs;
-  OnlinePlanner online(testing::links(1));
-  online.add_job(a);
-  online.add_job(b);
-  Plan plan = online.snapshot();
-  EXPECT_FEASIBLE((Problem{testing::links(1), {a, b}}), plan);
+  OnlinePlanner online(testing::Links(1));
+  online.AddJob(a);
+  online.AddJob(b);
+  Plan plan = online.Snapshot();
+  EXPECT_FEASIBLE((Problem{testing::Links(1), {a, b}}), plan);
   for (const JobId id : {1, 2}) {
-    const JobPlan& e = testing::entry(plan, id);
+    const JobPlan& e = testing::Entry(plan, id);
     EXPECT_FALSE(e.best_effort) << "job " << id;
     EXPECT_EQ(e.timetable.window_ns, e.timetable.period_ns) << "job " << id;  // always open
     EXPECT_DOUBLE_EQ(e.predicted_slowdown, 0.0) << "job " << id;
   }
   // A third job of 40 %: the three no longer fit together in every arrangement, so all three
   // take turns where they would overflow the link.
-  Job c = testing::job(3, 0, 100, 20, {0}, 0.4);
+  Job c = testing::MakeJob(3, 0, 100, 20, {0}, 0.4);
   c.profile.jitter_ns = testing::kMs;
-  online.add_job(c);
-  plan = online.snapshot();
-  EXPECT_FEASIBLE((Problem{testing::links(1), {a, b, c}}), plan);
+  online.AddJob(c);
+  plan = online.Snapshot();
+  EXPECT_FEASIBLE((Problem{testing::Links(1), {a, b, c}}), plan);
   for (const JobId id : {1, 2, 3}) {
-    const JobPlan& e = testing::entry(plan, id);
+    const JobPlan& e = testing::Entry(plan, id);
     EXPECT_FALSE(e.best_effort) << "job " << id;
     EXPECT_LT(e.timetable.window_ns, e.timetable.period_ns) << "job " << id;
   }
 }
 
 TEST(Jitter, TheHeadroomIsNotAStretchTheNoStretchAblationForbids) {
-  Problem p{testing::links(1),
-            {testing::job(1, 0, 100, 30, {0}), testing::job(2, 0, 100, 30, {0})}};
+  Problem p{testing::Links(1),
+            {testing::MakeJob(1, 0, 100, 30, {0}), testing::MakeJob(2, 0, 100, 30, {0})}};
   for (Job& j : p.jobs) j.profile.jitter_ns = 2 * testing::kMs;
   PlannerOptions o;
   o.max_stretch = 1.0;
-  const Plan plan = planner::plan(p, o);
+  const Plan plan = planner::MakePlan(p, o);
   EXPECT_FEASIBLE(p, plan);
-  EXPECT_EQ(testing::entry(plan, 1).timetable.period_ns, 102 * testing::kMs);
-  EXPECT_EQ(testing::entry(plan, 2).timetable.period_ns, 102 * testing::kMs);
+  EXPECT_EQ(testing::Entry(plan, 1).timetable.period_ns, 102 * testing::kMs);
+  EXPECT_EQ(testing::Entry(plan, 2).timetable.period_ns, 102 * testing::kMs);
   // Planned again as running jobs: they stay where they are.
-  const Plan again = planner::plan(p, o, &plan);
-  EXPECT_EQ(testing::entry(again, 1).timetable.offset_ns,
-            testing::entry(plan, 1).timetable.offset_ns);
-  EXPECT_EQ(testing::entry(again, 2).timetable.offset_ns,
-            testing::entry(plan, 2).timetable.offset_ns);
+  const Plan again = planner::MakePlan(p, o, &plan);
+  EXPECT_EQ(testing::Entry(again, 1).timetable.offset_ns,
+            testing::Entry(plan, 1).timetable.offset_ns);
+  EXPECT_EQ(testing::Entry(again, 2).timetable.offset_ns,
+            testing::Entry(plan, 2).timetable.offset_ns);
 }
 
 TEST(BestEffort, AWindowThatCannotBeAimedIsNotHeld) {
   // 60 + 30 ms of windows every 100 ms leave 10 ms; the third job (40 ms every 137 ms) fits at
   // no period. Its period has nothing in common with 100 ms (gcd 1 ms): the other windows sweep
   // across any window it would get, so it drifts ungated instead of waiting for one.
-  const Problem p{testing::links(1),
-                  {testing::job(1, 2, 100, 60, {0}), testing::job(2, 1, 100, 30, {0}),
-                   testing::job(3, 0, 137, 40, {0})}};
-  const Plan plan = planner::plan(p);
+  const Problem p{testing::Links(1),
+                  {testing::MakeJob(1, 2, 100, 60, {0}), testing::MakeJob(2, 1, 100, 30, {0}),
+                   testing::MakeJob(3, 0, 137, 40, {0})}};
+  const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);
-  const JobPlan& low = testing::entry(plan, 3);
+  const JobPlan& low = testing::Entry(plan, 3);
   EXPECT_TRUE(low.best_effort);
   EXPECT_EQ(low.timetable.window_ns, low.timetable.period_ns);
   EXPECT_EQ(low.timetable.period_ns, 137 * testing::kMs);
@@ -241,19 +242,19 @@ TEST(BestEffort, AWindowThatCannotBeAimedIsNotHeld) {
 // window avoids half of that overlap (0.34): it is aimed there.
 TEST(BestEffort, AWindowThatAvoidsLessThanItsHeadroomCostsIsNotHeld) {
   for (const Nanos second_ms : {53, 63}) {
-    OnlinePlanner planner(testing::links(2));
-    Job a = with_jitter(job(1, 1, 100, 53, {0}), 5);
+    OnlinePlanner planner(testing::Links(2));
+    Job a = WithJitter(MakeJob(1, 1, 100, 53, {0}), 5);
     a.next_phase_ns = 0;
-    Job b = with_jitter(job(2, 1, 100, 53, {1}), 5);
+    Job b = WithJitter(MakeJob(2, 1, 100, 53, {1}), 5);
     b.next_phase_ns = second_ms * kMs;
-    planner.add_job(a);
-    planner.add_job(b);
-    const AddResult r = planner.add_job(with_jitter(job(3, 0, 100, 20, {0, 1}), 5));
+    planner.AddJob(a);
+    planner.AddJob(b);
+    const AddResult r = planner.AddJob(WithJitter(MakeJob(3, 0, 100, 20, {0, 1}), 5));
     EXPECT_TRUE(r.job.best_effort) << second_ms;
-    const Plan plan = planner.snapshot();
-    EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), plan);
-    EXPECT_EQ(entry(plan, 2).timetable.offset_ns, second_ms * kMs);
-    const JobPlan& c = entry(plan, 3);
+    const Plan plan = planner.Snapshot();
+    EXPECT_FEASIBLE((Problem{planner.GetTopology(), planner.Jobs()}), plan);
+    EXPECT_EQ(Entry(plan, 2).timetable.offset_ns, second_ms * kMs);
+    const JobPlan& c = Entry(plan, 3);
     if (second_ms == 53) {
       EXPECT_EQ(c.timetable.window_ns, c.timetable.period_ns);  // drifting, ungated
       EXPECT_EQ(c.timetable.period_ns, 100 * kMs);
@@ -270,21 +271,21 @@ TEST(BestEffort, AWindowThatAvoidsLessThanItsHeadroomCostsIsNotHeld) {
 // first's. Stretching both to 102 · 1.06 ≈ 108 ms costs 6 % each, far less than colliding on
 // every iteration: they take turns at one period.
 TEST(SharedStretch, TwoHalfDutyJobsTakeTurnsAtAPeriodStretchedForTheirCushions) {
-  OnlinePlanner planner(testing::links(1));
-  planner.add_job(with_jitter(job(1, 0, 100, 48, {0}), 2));
-  const AddResult r = planner.add_job(with_jitter(job(2, 0, 100, 48, {0}), 2));
+  OnlinePlanner planner(testing::Links(1));
+  planner.AddJob(WithJitter(MakeJob(1, 0, 100, 48, {0}), 2));
+  const AddResult r = planner.AddJob(WithJitter(MakeJob(2, 0, 100, 48, {0}), 2));
   EXPECT_FALSE(r.job.best_effort);
   EXPECT_EQ(r.changed, std::vector<JobId>{1});
-  const Plan plan = planner.snapshot();
-  EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), plan);
-  const Nanos t = entry(plan, 1).timetable.period_ns;
-  EXPECT_EQ(entry(plan, 2).timetable.period_ns, t);
+  const Plan plan = planner.Snapshot();
+  EXPECT_FEASIBLE((Problem{planner.GetTopology(), planner.Jobs()}), plan);
+  const Nanos t = Entry(plan, 1).timetable.period_ns;
+  EXPECT_EQ(Entry(plan, 2).timetable.period_ns, t);
   EXPECT_GE(t, 108 * kMs);
   EXPECT_LE(t, 109 * kMs);  // the least whole-percent stretch, no more
-  EXPECT_GE(entry(plan, 1).timetable.late_slack_ns, 6 * kMs);
-  EXPECT_GE(entry(plan, 2).timetable.late_slack_ns, 6 * kMs);
-  planner.remove_job(2);  // alone again, the first shrinks back to its own period
-  EXPECT_EQ(entry(planner.snapshot(), 1).timetable.period_ns, 102 * kMs);
+  EXPECT_GE(Entry(plan, 1).timetable.late_slack_ns, 6 * kMs);
+  EXPECT_GE(Entry(plan, 2).timetable.late_slack_ns, 6 * kMs);
+  planner.RemoveJob(2);  // alone again, the first shrinks back to its own period
+  EXPECT_EQ(Entry(planner.Snapshot(), 1).timetable.period_ns, 102 * kMs);
 }
 
 // Stretched that far, the jobs wait at their gates every iteration: their phases start at the
@@ -292,23 +293,23 @@ TEST(SharedStretch, TwoHalfDutyJobsTakeTurnsAtAPeriodStretchedForTheirCushions) 
 // 60 ms phases every 100 ms, σ = 3 ms (3 % headroom: 103 ms): with 9 ms cushions they would
 // need 138 ms; with 3 ms, 126 ms, 27 ms above their natural period, more than 3σ.
 TEST(SharedStretch, JobsStretchedPastTheirJitterKeepASmallerCushion) {
-  OnlinePlanner planner(testing::links(1));
-  planner.add_job(with_jitter(job(1, 0, 100, 60, {0}), 3));
-  const AddResult r = planner.add_job(with_jitter(job(2, 0, 100, 60, {0}), 3));
+  OnlinePlanner planner(testing::Links(1));
+  planner.AddJob(WithJitter(MakeJob(1, 0, 100, 60, {0}), 3));
+  const AddResult r = planner.AddJob(WithJitter(MakeJob(2, 0, 100, 60, {0}), 3));
   EXPECT_FALSE(r.job.best_effort);
-  const Plan plan = planner.snapshot();
-  EXPECT_FEASIBLE((Problem{planner.topology(), planner.jobs()}), plan);
-  EXPECT_EQ(entry(plan, 1).timetable.period_ns, entry(plan, 2).timetable.period_ns);
-  EXPECT_GE(entry(plan, 1).timetable.period_ns, 126 * kMs);
-  EXPECT_LT(entry(plan, 1).timetable.period_ns, 128 * kMs);
-  for (const JobId id : {1u, 2u}) EXPECT_GE(entry(plan, id).timetable.late_slack_ns, 3 * kMs) << id;
+  const Plan plan = planner.Snapshot();
+  EXPECT_FEASIBLE((Problem{planner.GetTopology(), planner.Jobs()}), plan);
+  EXPECT_EQ(Entry(plan, 1).timetable.period_ns, Entry(plan, 2).timetable.period_ns);
+  EXPECT_GE(Entry(plan, 1).timetable.period_ns, 126 * kMs);
+  EXPECT_LT(Entry(plan, 1).timetable.period_ns, 128 * kMs);
+  for (const JobId id : {1u, 2u}) EXPECT_GE(Entry(plan, id).timetable.late_slack_ns, 3 * kMs) << id;
   // Unstretched, a job keeps its 3σ: two 30 ms phases fit at 103 ms with 9 ms after each.
-  OnlinePlanner calm(testing::links(1));
-  calm.add_job(with_jitter(job(1, 0, 100, 30, {0}), 3));
-  calm.add_job(with_jitter(job(2, 0, 100, 30, {0}), 3));
+  OnlinePlanner calm(testing::Links(1));
+  calm.AddJob(WithJitter(MakeJob(1, 0, 100, 30, {0}), 3));
+  calm.AddJob(WithJitter(MakeJob(2, 0, 100, 30, {0}), 3));
   for (const JobId id : {1u, 2u}) {
-    EXPECT_EQ(entry(calm.snapshot(), id).timetable.period_ns, 103 * kMs) << id;
-    EXPECT_GE(entry(calm.snapshot(), id).timetable.late_slack_ns, 9 * kMs) << id;
+    EXPECT_EQ(Entry(calm.Snapshot(), id).timetable.period_ns, 103 * kMs) << id;
+    EXPECT_GE(Entry(calm.Snapshot(), id).timetable.late_slack_ns, 9 * kMs) << id;
   }
 }
 
@@ -324,25 +325,25 @@ TEST(SharedStretch, NotWhenTheStretchCostsMoreThanItGains) {
     Nanos first_ms, newcomer_ms, sigma_ms, gated_ms;
   };
   for (const Case c : {Case{60, 30, 8, 108}, Case{80, 5, 5, 105}}) {
-    OnlinePlanner planner(testing::links(1));
-    planner.add_job(with_jitter(job(1, 0, 100, c.first_ms, {0}), c.sigma_ms));
+    OnlinePlanner planner(testing::Links(1));
+    planner.AddJob(WithJitter(MakeJob(1, 0, 100, c.first_ms, {0}), c.sigma_ms));
     const AddResult r =
-        planner.add_job(with_jitter(job(2, 0, 100, c.newcomer_ms, {0}), c.sigma_ms));
+        planner.AddJob(WithJitter(MakeJob(2, 0, 100, c.newcomer_ms, {0}), c.sigma_ms));
     EXPECT_TRUE(r.job.best_effort) << c.newcomer_ms;
     EXPECT_TRUE(r.changed.empty()) << c.newcomer_ms;
-    EXPECT_EQ(entry(planner.snapshot(), 1).timetable.period_ns, c.gated_ms * kMs) << c.newcomer_ms;
+    EXPECT_EQ(Entry(planner.Snapshot(), 1).timetable.period_ns, c.gated_ms * kMs) << c.newcomer_ms;
   }
 }
 
 // A newcomer that outranks its neighbour is not stretched to make room for it (stage 1 serves
 // the higher class first): it takes its own period and the lower-priority job gives way.
 TEST(SharedStretch, AHigherPriorityNewcomerIsNotStretchedForALowerOne) {
-  OnlinePlanner planner(testing::links(1));
-  planner.add_job(with_jitter(job(1, 0, 100, 48, {0}), 2));
-  const AddResult r = planner.add_job(with_jitter(job(2, 1, 100, 48, {0}), 2));
+  OnlinePlanner planner(testing::Links(1));
+  planner.AddJob(WithJitter(MakeJob(1, 0, 100, 48, {0}), 2));
+  const AddResult r = planner.AddJob(WithJitter(MakeJob(2, 1, 100, 48, {0}), 2));
   EXPECT_FALSE(r.job.best_effort);
   EXPECT_EQ(r.job.timetable.period_ns, 102 * kMs);
-  EXPECT_TRUE(entry(planner.snapshot(), 1).best_effort);
+  EXPECT_TRUE(Entry(planner.Snapshot(), 1).best_effort);
 }
 
 // Whether a job stretches to a harmonic of its neighbour's period or runs ungated must not
@@ -352,13 +353,13 @@ TEST(SharedStretch, AHigherPriorityNewcomerIsNotStretchedForALowerOne) {
 TEST(StretchOrUngated, ANeighbourMetOnSeveralLinksCountsOnce) {
   for (const int shared : {1, 2}) {
     const std::vector<LinkId> on = shared == 1 ? std::vector<LinkId>{0} : std::vector<LinkId>{0, 1};
-    OnlinePlanner planner(testing::links(2));
-    Job a = job(1, 0, 100, 55, {});
+    OnlinePlanner planner(testing::Links(2));
+    Job a = MakeJob(1, 0, 100, 55, {});
     a.extra_links = on;
-    Job b = job(2, 0, 70, 20, {});
+    Job b = MakeJob(2, 0, 70, 20, {});
     b.extra_links = on;
-    planner.add_job(a);
-    const AddResult r = planner.add_job(b);
+    planner.AddJob(a);
+    const AddResult r = planner.AddJob(b);
     EXPECT_TRUE(r.job.best_effort) << shared << " shared link(s)";
     EXPECT_EQ(r.job.timetable.period_ns, 70 * kMs) << shared << " shared link(s)";
   }

@@ -15,19 +15,19 @@
 #include <vector>
 
 #include "metronome/common/yield.hpp"
-#include "metronome/planner/model.h"
-#include "metronome/planner/plan.h"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/plan.hpp"
 
 namespace metronome::planner {
 
 // Whether a job of priority a ranks above one of priority b on a link they share.
-[[nodiscard]] bool ranks_above(int a_priority, int b_priority);
+[[nodiscard]] bool RanksAbove(int a_priority, int b_priority);
 
 // Whether traffic at b_rate beside a's at a_rate (each at most the link's capacity) would take
 // more than a quarter of a's rate: only then does the lower-ranked one yield (a 25 Gbit/s job
 // beside a 100 Gbit/s one on a 100 Gbit/s link shares; waiting a whole window would cost it
 // far more than it takes).
-[[nodiscard]] bool slows_materially(double a_rate, double b_rate, double capacity);
+[[nodiscard]] bool SlowsMaterially(double a_rate, double b_rate, double capacity);
 
 struct JobYields {
   YieldSet yields;  // the windows it yields to (epoch 0: the plan's frame)
@@ -42,8 +42,8 @@ struct JobYields {
 // empty set. Each window is followed by the part of its cushion its job's jitter may take
 // (max(min_cushion_ns, jitter_cushion·σ), at most its late slack), and a set tolerates running
 // into a window by the least of those.
-[[nodiscard]] std::vector<JobYields> ranked_yields(const Topology& topology,
-                                                   const std::vector<Job>& jobs, const Plan& plan,
-                                                   const PlannerOptions& options);
+[[nodiscard]] std::vector<JobYields> RankedYields(const Topology& topology,
+                                                  const std::vector<Job>& jobs, const Plan& plan,
+                                                  const PlannerOptions& options);
 
 }  // namespace metronome::planner
