@@ -498,16 +498,17 @@ int main(int argc, char** argv) {
       CPU_SET(o.scheduler_cpu, &one);
       if (sched_setaffinity(0, sizeof one, &one) != 0) {
         std::fprintf(stderr, "cannot pin to CPU %d\n", o.scheduler_cpu);
+        posix_spawn_file_actions_destroy(&fa);
         return 2;
       }
     }
     const int spawned = posix_spawn(&pid, argvp[0], &fa, nullptr, argvp.data(), environ);
     sched_setaffinity(0, sizeof own, &own);
+    posix_spawn_file_actions_destroy(&fa);
     if (spawned != 0) {
       std::fprintf(stderr, "cannot start %s\n", o.scheduler.c_str());
       return 1;
     }
-    posix_spawn_file_actions_destroy(&fa);
     std::printf("scheduler pid %d on %s, http %s, log %s\n", pid, o.endpoint.c_str(),
                 o.http.c_str(), log.c_str());
   }
