@@ -332,16 +332,21 @@ void Client::DrainEvents() {
   }
 }
 
-CommState* Client::RhythmOf(const JobState* job, const std::vector<CommState*>& comms) {
+CommState* Client::RhythmOf(JobState* job, const std::vector<CommState*>& comms) {
   const PhaseEstimate* estimates[64];
-  CommState* owners[64];
+  const void* owners[64];
   std::size_t n = 0;
   for (CommState* c : comms) {
     if (c->job != job || n == 64) continue;
     estimates[n] = &c->estimate;
     owners[n++] = c;
   }
-  return n == 0 ? nullptr : owners[RhythmComm(estimates, n)];
+  if (n == 0) return nullptr;
+  const void* chosen = ChooseRhythm(job->rhythm, estimates, owners, n);
+  for (CommState* c : comms) {
+    if (c == chosen) return c;
+  }
+  return nullptr;
 }
 
 void Client::SendHellos(int64_t now) {

@@ -49,8 +49,8 @@ class Client {
   void Handle(const proto::Message& m, int64_t now);
   void HandleTimetable(const proto::TimetablePush& p);
   void DrainEvents();
-  // The job's communicator whose rhythm is gated and reported (RhythmComm), or nullptr.
-  static CommState* RhythmOf(const JobState* job, const std::vector<CommState*>& comms);
+  // The job's communicator whose rhythm is gated and reported (ChooseRhythm), or nullptr.
+  static CommState* RhythmOf(JobState* job, const std::vector<CommState*>& comms);
   void SendHellos(int64_t now);
   void SendReports(int64_t now);
   void SendPing(int64_t now);

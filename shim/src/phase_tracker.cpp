@@ -34,7 +34,7 @@ bool PhaseTracker::Add(const CollEvent& e) {
   int64_t gap = -1;
   if (events_ > 0) {
     gap = std::max<int64_t>(0, e.start_ns - last_end_);
-    gaps_.Push(gap);
+    LearnGap(gap);
   }
   const bool start = Segment(p, gap);
   last_end_ = std::max(last_end_, p.end);
@@ -138,6 +138,27 @@ void PhaseTracker::UpdateThreshold() {
     // All gaps alike: every collective is a phase of its own (one collective per iteration).
     threshold_ = g[0] / 2;
   }
+}
+
+void PhaseTracker::LearnGap(int64_t gap) {
+  int64_t largest = 0;
+  for (size_t i = 0; i < gaps_.Size(); ++i) largest = std::max(largest, gaps_[i]);
+  const bool far_above = gaps_.Size() >= kGapHistory / 16 && gap > kPauseFactor * largest;
+  if (!far_above) {
+    gaps_.Push(gap);
+    if (set_aside_ != 0 && ++set_aside_age_ >= kGapHistory) set_aside_ = 0;
+    return;
+  }
+  // A second gap of the same kind while the first is still within the history's reach: a
+  // structure that recurs (a slower rhythm), so both are learned.
+  if (set_aside_ != 0 && gap < kPauseFactor * set_aside_ && set_aside_ < kPauseFactor * gap) {
+    gaps_.Push(set_aside_);
+    gaps_.Push(gap);
+    set_aside_ = 0;
+    return;
+  }
+  set_aside_ = gap;
+  set_aside_age_ = 0;
 }
 
 int64_t PhaseTracker::MergeBelow() const {

@@ -66,6 +66,11 @@ class PhaseTracker {
   static constexpr size_t kDurationWindow = 8;
   static constexpr size_t kJitterWindow = 32;
   static constexpr int64_t kMinGapNs = 2'000;  // gaps below are noise
+  // A gap this many times every remembered gap is a pause (a checkpoint, an evaluation) until a
+  // second one like it comes within kGapHistory gaps: it starts a phase but does not teach the
+  // threshold, where one such gap, far above all others, would become the split and merge every
+  // remembered iteration into one phase.
+  static constexpr int64_t kPauseFactor = 4;
 
   explicit PhaseTracker(int64_t default_gap_threshold_ns = 1'000'000);
 
@@ -135,6 +140,8 @@ class PhaseTracker {
   // Median and robust σ of the compute between phases (0, 0 while fewer than 4 were seen).
   void ComputeStats(int64_t* median, int64_t* sigma) const;
   int64_t MergeBelow() const;
+  // Into the gap history, unless it is a pause (kPauseFactor).
+  void LearnGap(int64_t gap);
 
   int64_t default_threshold_;
   int64_t threshold_;
@@ -146,6 +153,8 @@ class PhaseTracker {
   int64_t last_end_ = 0;
 
   History<int64_t, kGapHistory> gaps_;
+  int64_t set_aside_ = 0;  // the latest pause, learned if another like it follows soon
+  size_t set_aside_age_ = 0;
   History<int64_t, kStartHistory> starts_;
   // In step with starts_: when each phase's first call arrived, before the gate held it.
   History<int64_t, kStartHistory> arrivals_;

@@ -33,4 +33,24 @@ std::size_t RhythmComm(const PhaseEstimate* const* comms, std::size_t n) {
   return best;
 }
 
+const void* ChooseRhythm(RhythmChoice& choice, const PhaseEstimate* const* comms,
+                         const void* const* ids, std::size_t n) {
+  const std::size_t best = RhythmComm(comms, n);
+  bool current_present = false;
+  for (std::size_t i = 0; i < n; ++i) current_present |= ids[i] == choice.current;
+  if (!current_present || ids[best] == choice.current) {
+    choice.current = ids[best];
+    choice.challenger = nullptr;
+    return choice.current;
+  }
+  if (choice.challenger != ids[best]) {
+    choice.challenger = ids[best];
+    choice.challenger_since = comms[best]->phases;
+  } else if (comms[best]->phases >= choice.challenger_since + kSwitchAfterPhases) {
+    choice.current = ids[best];
+    choice.challenger = nullptr;
+  }
+  return choice.current;
+}
+
 }  // namespace metronome::shim

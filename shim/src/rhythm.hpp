@@ -30,4 +30,24 @@ bool MayGate(const PhaseEstimate& e);
 // when none is stable yet, the one that moves the most bytes a phase.
 std::size_t RhythmComm(const PhaseEstimate* const* comms, std::size_t n);
 
+// The job's choice, kept from one judgement to the next: a communicator that RhythmComm prefers
+// to the current one takes over only once it has been preferred through kSwitchAfterPhases of its
+// own phases. Each communicator's period lags the gate's holds in its own way for a few
+// iterations (a split communicator on the parent's thread sees the parent's holds as compute,
+// the parent's median period still holds unheld intervals), and a brief preference must not
+// hand the gate a communicator whose calls run through the compute.
+inline constexpr uint64_t kSwitchAfterPhases = PhaseTracker::kPeriodWindow + 1;
+
+struct RhythmChoice {
+  const void* current = nullptr;     // the communicator that carries the rhythm
+  const void* challenger = nullptr;  // the one RhythmComm prefers, if not the current one
+  uint64_t challenger_since = 0;     // the challenger's phases when it was first preferred
+};
+
+// Updates `choice` from the `n` (> 0) communicators `ids` with their estimates and returns the
+// one that carries the rhythm. The first choice is RhythmComm's at once; one that is gone is
+// replaced at once.
+const void* ChooseRhythm(RhythmChoice& choice, const PhaseEstimate* const* comms,
+                         const void* const* ids, std::size_t n);
+
 }  // namespace metronome::shim

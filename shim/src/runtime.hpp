@@ -18,6 +18,7 @@
 
 #include "config.hpp"
 #include "phase_tracker.hpp"
+#include "rhythm.hpp"
 #include "spsc_ring.hpp"
 #include "timetable_store.hpp"
 
@@ -59,6 +60,7 @@ struct JobState {
   int64_t last_hello_ns = 0;
   uint64_t accepted_version = 0;
   bool bye_sent = false;
+  RhythmChoice rhythm;  // which of its communicators the gate holds (rhythm.hpp)
 };
 
 struct CommState {

@@ -136,6 +136,47 @@ TEST(PhaseTracker, FollowsAChangeOfRhythm) {
   }
 }
 
+// A checkpoint or an evaluation pauses training for seconds: the iteration after it starts a
+// phase as usual, and the pause, one gap far above all the others, does not become the split
+// between "inside a phase" and "between phases" (which would merge every remembered iteration
+// into one phase and cost the rhythm until the history forgot the pause).
+TEST(PhaseTracker, APauseForACheckpointKeepsTheRhythm) {
+  Workload w;
+  w.buckets = {25 * kMiB, 25 * kMiB};
+  PhaseTracker t;
+  Sim sim(9);
+  for (int i = 0; i < 40; ++i) sim.Iterate(w, t);
+  const PhaseEstimate before = t.Estimate();
+  ASSERT_GE(before.regularity, 0.9);
+  Workload pause = w;
+  pause.compute_ns = 5'000 * kMs;
+  int64_t reported = 0;
+  const int64_t actual = sim.Iterate(pause, t, &reported);
+  EXPECT_EQ(reported, actual) << "the iteration after the pause starts a phase";
+  for (int i = 0; i < 3; ++i) {
+    const PhaseEstimate e = t.Estimate();
+    EXPECT_EQ(e.gap_threshold_ns, before.gap_threshold_ns) << "after " << i << " iterations";
+    EXPECT_GE(e.regularity, 0.9) << "after " << i << " iterations";
+    ExpectWithin(e.period_ns, TruePeriod(w), 0.02, "period after the pause");
+    EXPECT_EQ(e.phases, before.phases + 1 + static_cast<uint64_t>(i));
+    sim.Iterate(w, t);
+  }
+}
+
+// Forty buckets a phase: the gap after them comes once in forty, far above every remembered
+// one, and is learned as the split all the same once it recurs.
+TEST(PhaseTracker, ManyCollectivesAPhase) {
+  Workload w;
+  w.buckets.assign(40, 4 * kMiB);
+  w.bucket_gap_ns = 500 * kUs;
+  PhaseTracker t;
+  Sim sim(10);
+  for (int i = 0; i < 3; ++i) sim.Iterate(w, t);
+  const PhaseEstimate e = t.Estimate();
+  ExpectWithin(e.period_ns, TruePeriod(w), 0.02, "period after 3 iterations");
+  EXPECT_EQ(e.ops, 40u);
+}
+
 TEST(PhaseTracker, LongBucketGapIsNotAPhaseStartOnceTheSequenceIsKnown) {
   Workload w;
   w.bucket_gap_ns = 20 * kMs;  // backward compute between buckets, a quarter of the compute

@@ -22,6 +22,8 @@
 //                of backward: ~450 ms an iteration, 288 tensor-parallel calls.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -225,6 +227,37 @@ TEST(TrainingPatterns, TensorParallelTrafficIsObservedAndDataParallelGated) {
   const PhaseEstimate* comms[] = {&tp, &dp};
   EXPECT_EQ(RhythmComm(comms, 2), 1) << "the tensor-parallel communicator moves more bytes, but "
                                         "the iteration's rhythm is the data-parallel one's";
+}
+
+// The choice sticks: a communicator RhythmComm prefers for a few phases (as a split one does
+// while the parent's holds reach its period first) does not take the gate; one preferred through
+// kSwitchAfterPhases of its phases does, and a communicator that is gone is replaced at once.
+TEST(TrainingPatterns, TheRhythmChoiceSwitchesOnlyOnAPreferenceThatLasts) {
+  const Pattern p = TensorAndData(30);
+  PhaseEstimate dp = Track(p.main);
+  PhaseEstimate tp = Track(p.other);
+  const int dp_id = 0;
+  const int tp_id = 0;
+  const void* ids[] = {&tp_id, &dp_id};
+  const PhaseEstimate* comms[] = {&tp, &dp};
+  RhythmChoice choice;
+  ASSERT_EQ(ChooseRhythm(choice, comms, ids, 2), &dp_id);
+  // The tensor-parallel communicator now looks like the iteration's (stable, a longer period).
+  tp.period_ns = dp.period_ns * 2;
+  tp.regularity = 1.0;
+  tp.phases = std::max(tp.phases, kJudgeAfterPhases);
+  for (uint64_t k = 0; k < kSwitchAfterPhases; ++k) {
+    EXPECT_EQ(ChooseRhythm(choice, comms, ids, 2), &dp_id) << "after " << k << " phases";
+    ++tp.phases;
+  }
+  EXPECT_EQ(ChooseRhythm(choice, comms, ids, 2), &tp_id) << "a lasting preference";
+  // A brief preference back is not enough either way.
+  tp.period_ns = dp.period_ns;
+  EXPECT_EQ(ChooseRhythm(choice, comms, ids, 2), &tp_id);
+  // The current one is gone: the other takes over at once.
+  const PhaseEstimate* only[] = {&dp};
+  const void* only_ids[] = {&dp_id};
+  EXPECT_EQ(ChooseRhythm(choice, only, only_ids, 1), &dp_id);
 }
 
 TEST(TrainingPatterns, NoStableRhythmIsObservedNeverGated) {
