@@ -328,8 +328,9 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
     return r.Fail("compute_ns", "is not in [0, period]");
   }
   if (m.yield_wait_ns < 0) return r.Fail("yield_wait_ns", "is negative");
-  if (!(m.confidence >= 0.0 && m.confidence <= 1.0))
+  if (!(m.confidence >= 0.0 && m.confidence <= 1.0)) {
     return r.Fail("confidence", "is not in [0, 1]");
+  }
   return true;
 }
 

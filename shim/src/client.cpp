@@ -160,9 +160,10 @@ void Client::Receive() {
     rt_.counters.rx_messages.fetch_add(1);
     if (multipart || n > proto::kMaxMessageBytes) {
       rt_.counters.rx_rejected.fetch_add(1);
-      if (reject_logs_++ < 5)
+      if (reject_logs_++ < 5) {
         MLOG_WARN("rejected a message from the scheduler: %s",
                   multipart ? "several frames" : "too large");
+      }
       continue;
     }
     const proto::Decoded d = proto::Decode(rx_.data(), n);

@@ -34,14 +34,15 @@ bool ParseTrafficClasses(const char* v, int (&out)[3]) {
     const std::string name = item.substr(0, eq);
     long long n = 0;
     if (!ParseInt(item.substr(eq + 1).c_str(), n) || n < 0 || n > 255) return false;
-    if (name == "low")
+    if (name == "low") {
       parsed[0] = static_cast<int>(n);
-    else if (name == "normal")
+    } else if (name == "normal") {
       parsed[1] = static_cast<int>(n);
-    else if (name == "high")
+    } else if (name == "high") {
       parsed[2] = static_cast<int>(n);
-    else
+    } else {
       return false;
+    }
     pos = end + 1;
   }
   for (int i = 0; i < 3; ++i) out[i] = parsed[i];
@@ -58,86 +59,94 @@ void Warn(Config& c, const char* name, const char* value) {
 Config ParseConfig(const std::function<const char*(const char*)>& get) {
   Config c;
   if (const char* v = get("METRONOME_LOG"); v != nullptr && *v != '\0') {
-    if (!std::strcmp(v, "off"))
+    if (!std::strcmp(v, "off")) {
       c.log_level = LogLevel::kOff;
-    else if (!std::strcmp(v, "error"))
+    } else if (!std::strcmp(v, "error")) {
       c.log_level = LogLevel::kError;
-    else if (!std::strcmp(v, "warn"))
+    } else if (!std::strcmp(v, "warn")) {
       c.log_level = LogLevel::kWarn;
-    else if (!std::strcmp(v, "info"))
+    } else if (!std::strcmp(v, "info")) {
       c.log_level = LogLevel::kInfo;
-    else if (!std::strcmp(v, "debug"))
+    } else if (!std::strcmp(v, "debug")) {
       c.log_level = LogLevel::kDebug;
-    else
+    } else {
       Warn(c, "METRONOME_LOG", v);
+    }
   }
   if (const char* v = get("METRONOME_MODE"); v != nullptr && *v != '\0') {
-    if (!std::strcmp(v, "off"))
+    if (!std::strcmp(v, "off")) {
       c.mode = Mode::kOff;
-    else if (!std::strcmp(v, "observe"))
+    } else if (!std::strcmp(v, "observe")) {
       c.mode = Mode::kObserve;
-    else if (!std::strcmp(v, "enforce"))
+    } else if (!std::strcmp(v, "enforce")) {
       c.mode = Mode::kEnforce;
-    else
+    } else {
       Warn(c, "METRONOME_MODE", v);
+    }
   }
   if (const char* v = get("METRONOME_GATE"); v != nullptr && *v != '\0') {
-    if (!std::strcmp(v, "auto"))
+    if (!std::strcmp(v, "auto")) {
       c.gate = GateKind::kAuto;
-    else if (!std::strcmp(v, "device"))
+    } else if (!std::strcmp(v, "device")) {
       c.gate = GateKind::kDevice;
-    else if (!std::strcmp(v, "host"))
+    } else if (!std::strcmp(v, "host")) {
       c.gate = GateKind::kHost;
-    else
+    } else {
       Warn(c, "METRONOME_GATE", v);
+    }
   }
   if (const char* v = get("METRONOME_TRAFFIC_CLASS"); v != nullptr && *v != '\0') {
     if (!ParseTrafficClasses(v, c.traffic_class)) Warn(c, "METRONOME_TRAFFIC_CLASS", v);
   }
   if (const char* v = get("METRONOME_MAX_WAIT_MS"); v != nullptr && *v != '\0') {
     long long ms = 0;
-    if (ParseInt(v, ms) && ms >= 0 && ms <= 10'000)
+    if (ParseInt(v, ms) && ms >= 0 && ms <= 10'000) {
       c.max_wait_ns = ms * 1'000'000;
-    else
+    } else {
       Warn(c, "METRONOME_MAX_WAIT_MS", v);
+    }
   }
   if (const char* v = get("METRONOME_FAILOPEN_MS"); v != nullptr && *v != '\0') {
     long long ms = 0;
-    if (ParseInt(v, ms) && ms >= 100 && ms <= 600'000)
+    if (ParseInt(v, ms) && ms >= 100 && ms <= 600'000) {
       c.silence_ns = ms * 1'000'000;
-    else
+    } else {
       Warn(c, "METRONOME_FAILOPEN_MS", v);
+    }
   }
   if (const char* v = get("METRONOME_SCHEDULER"); v != nullptr && *v != '\0') {
-    if (std::strlen(v) < 256)
+    if (std::strlen(v) < 256) {
       c.scheduler = v;
-    else
+    } else {
       Warn(c, "METRONOME_SCHEDULER", v);
+    }
   }
   if (const char* v = get("METRONOME_JOB"); v != nullptr && *v != '\0') {
     c.job = std::string(v).substr(0, 200);
   }
   if (const char* v = get("METRONOME_PRIORITY"); v != nullptr && *v != '\0') {
     long long p = 0;
-    if (!std::strcmp(v, "high"))
+    if (!std::strcmp(v, "high")) {
       c.priority = 2;
-    else if (!std::strcmp(v, "normal"))
+    } else if (!std::strcmp(v, "normal")) {
       c.priority = 1;
-    else if (!std::strcmp(v, "low"))
+    } else if (!std::strcmp(v, "low")) {
       c.priority = 0;
-    else if (ParseInt(v, p) && p >= -1'000'000 && p <= 1'000'000)
+    } else if (ParseInt(v, p) && p >= -1'000'000 && p <= 1'000'000) {
       c.priority = static_cast<int32_t>(p);
-    else
+    } else {
       Warn(c, "METRONOME_PRIORITY", v);
+    }
   }
   if (const char* v = get("METRONOME_NCCL_LIBRARY"); v != nullptr && *v != '\0') {
     c.nccl_library = v;
   }
   if (const char* v = get("METRONOME_CURVE_SERVERKEY"); v != nullptr && *v != '\0') {
-    if (std::strlen(v) == 40)
+    if (std::strlen(v) == 40) {
       c.curve_server_key = v;
-    else
+    } else {
       Warn(c, "METRONOME_CURVE_SERVERKEY", "(not a 40-character Z85 key)");
+    }
   }
   if (const char* v = get("NODE_NAME"); v != nullptr && *v != '\0') {
     c.node = std::string(v).substr(0, 200);

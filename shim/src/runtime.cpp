@@ -205,8 +205,9 @@ CommState* Runtime::OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noe
       // A communicator joining a job that already has a timetable (a split one) gates at once.
       Timetable t;
       YieldSet y;
-      if (job->store.Read(t, y) && (!AlwaysOpen(t) || y.count > 0))
+      if (job->store.Read(t, y) && (!AlwaysOpen(t) || y.count > 0)) {
         DeviceGate::Publish(st->device_slot, &t, y, config_.max_wait_ns);
+      }
     }
     if (!Insert(st)) {
       MLOG_WARN("more than %zu communicators: %p is not tracked", kTableSize,

@@ -77,8 +77,9 @@ long ParseFrame(const std::string& buf, size_t max_body, bool& more, bool& comma
     if (buf.size() < 9) return 0;
     header = 9;
     size = 0;
-    for (int i = 1; i <= 8; ++i)
+    for (int i = 1; i <= 8; ++i) {
       size = (size << 8) | static_cast<unsigned char>(buf[static_cast<size_t>(i)]);
+    }
   }
   if (size > max_body) return -1;
   if (buf.size() < header + size) return 0;

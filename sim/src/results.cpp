@@ -67,8 +67,9 @@ RunResult CollectResults(const std::string& policy, const std::vector<Job>& jobs
     sum_util += lr.utilization;
     r.links.push_back(std::move(lr));
   }
-  if (!r.links.empty())
+  if (!r.links.empty()) {
     r.summary.avg_link_utilization = sum_util / static_cast<double>(r.links.size());
+  }
   if (sum_transfer > 0) r.summary.overlap_fraction = sum_overlap / sum_transfer;
   return r;
 }

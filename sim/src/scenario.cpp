@@ -170,8 +170,9 @@ JobSpec ParseJob(const YAML::Node& n, const std::string& path) {
   (void)NonNegative(n, path, "bucket_mb", 0.0);
   (void)NonNegative(n, path, "first_bucket_mb", 0.0);
   if (const YAML::Node pin = n["nodes"]) {
-    if (!pin.IsSequence() || pin.size() == 0)
+    if (!pin.IsSequence() || pin.size() == 0) {
       Fail(Join(path, "nodes"), "must be a non-empty list of node names");
+    }
     for (std::size_t i = 0; i < pin.size(); ++i) {
       job.nodes.push_back(GetString(pin[i], Join(path, "nodes") + "[" + std::to_string(i) + "]"));
     }
@@ -228,8 +229,9 @@ Scenario ParseScenario(const std::string& yaml_text, const std::string& source) 
       s.racks.push_back(ParseRack(racks[i], "topology.racks[" + std::to_string(i) + "]"));
     }
     const YAML::Node jobs = root["jobs"];
-    if (!jobs || !jobs.IsSequence() || jobs.size() == 0)
+    if (!jobs || !jobs.IsSequence() || jobs.size() == 0) {
       Fail("jobs", "must be a non-empty list of jobs");
+    }
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       s.jobs.push_back(ParseJob(jobs[i], "jobs[" + std::to_string(i) + "]"));
     }

@@ -409,8 +409,9 @@ class Engine {
     const double size = gradient_mb * 1e6;
     j.volume = n > 1 ? 2.0 * (n - 1.0) / n * size : 0.0;
     j.bottleneck_bytes_per_s = kInf;
-    for (std::uint32_t l : j.links)
+    for (std::uint32_t l : j.links) {
       j.bottleneck_bytes_per_s = std::min(j.bottleneck_bytes_per_s, capacity_[l]);
+    }
     if (j.links.empty()) j.bottleneck_bytes_per_s = cluster_.intra_node_bytes_per_s;
     j.natural_s = j.compute_s + j.volume / j.bottleneck_bytes_per_s;
   }

@@ -98,8 +98,9 @@ class MiniScheduler {
         if (!d.Ok()) continue;
         if (auto* h = std::get_if<proto::Hello>(&d.message)) {
           bool known = false;
-          for (const Peer& p : peers_)
+          for (const Peer& p : peers_) {
             known = known || (p.identity == identity && p.job == h->job_id);
+          }
           if (!known) peers_.push_back({identity, h->job_id});
           hellos_.fetch_add(1);
           Send(identity, proto::Encode(proto::Welcome{1, 1000, RealtimeNs()}));

@@ -55,12 +55,15 @@ CheckReport CheckPlan(const Problem& problem, const Plan& plan, const CheckOptio
     if (e.best_effort) continue;  // ungated: not part of the timetable
     const std::vector<LinkId> links = JobLinks(topo, job);
     if (links.empty()) continue;
-    if (e.timetable.period_ns < job.profile.period_ns)
+    if (e.timetable.period_ns < job.profile.period_ns) {
       fail(who + "period below its natural period");
-    if (e.timetable.window_ns < job.profile.comm_ns)
+    }
+    if (e.timetable.window_ns < job.profile.comm_ns) {
       fail(who + "window shorter than its communication");
-    if (e.timetable.offset_ns < 0 || e.timetable.offset_ns >= e.timetable.period_ns)
+    }
+    if (e.timetable.offset_ns < 0 || e.timetable.offset_ns >= e.timetable.period_ns) {
       fail(who + "offset outside [0, period)");
+    }
     if (e.timetable.late_slack_ns < 0) fail(who + "negative late slack");
     if (e.timetable.period_ns <= 0) continue;
     for (const LinkId l : links) {
@@ -160,8 +163,9 @@ CheckReport CheckPlan(const Problem& problem, const Plan& plan, const CheckOptio
       overload /= static_cast<double>(options.samples) * capacity;
     }
     report.overload[l] = overload;
-    if (peak > limit)
+    if (peak > limit) {
       fail(where + "load exceeds capacity (peak " + std::to_string(peak / capacity) + " B)");
+    }
   }
   return report;
 }

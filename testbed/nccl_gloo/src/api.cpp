@@ -502,8 +502,9 @@ STANDIN_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nc
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));
     const bool leader = !members.empty() && members.front() == me;
-    if (leader)
+    if (leader) {
       id = metronome::testbed::standin::EncodeId(metronome::testbed::standin::NewRendezvous());
+    }
     const auto ids = impl.Exchange(&id, sizeof(id));
     if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
     std::memcpy(&id, ids.data() + static_cast<std::size_t>(members.front()) * sizeof(id),

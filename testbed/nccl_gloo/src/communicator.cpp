@@ -304,8 +304,9 @@ void Communicator::AllReduce(const Operation& operation) {
     options.setTimeout(timeout_);
     gloo::allreduce(options);
   }
-  if (operation.op == ncclAvg)
+  if (operation.op == ncclAvg) {
     DivideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
+  }
 }
 
 // Two ranks exchange their whole buffers, each direction on its own connection, and reduce
@@ -329,8 +330,9 @@ void Communicator::AllReduceTwoRanks(const Operation& operation) {
   if (!recv->waitRecv(timeout_)) throw Error(ncclSystemError, "ncclAllReduce timed out");
   if (!send->waitSend(timeout_)) throw Error(ncclSystemError, "ncclAllReduce timed out");
   fn(operation.recvbuff, operation.sendbuff, scratch_.data(), operation.count);
-  if (operation.op == ncclAvg)
+  if (operation.op == ncclAvg) {
     DivideInPlace(operation.recvbuff, operation.count, operation.type, 2);
+  }
 }
 
 void Communicator::Broadcast(const Operation& operation) {
@@ -410,8 +412,9 @@ void Communicator::ReduceScatter(const Operation& operation) {
   }
   std::memcpy(operation.recvbuff, work.data() + static_cast<std::size_t>(rank_) * block_bytes,
               block_bytes);
-  if (operation.op == ncclAvg)
+  if (operation.op == ncclAvg) {
     DivideInPlace(operation.recvbuff, operation.count, operation.type, nranks_);
+  }
 }
 
 }  // namespace metronome::testbed::standin

@@ -44,8 +44,9 @@ bool SplitHostPort(const std::string& text, std::string& host, std::uint16_t& po
     host = host.substr(1, host.size() - 2);
   }
   const std::string digits = text.substr(colon + 1);
-  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 5)
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 5) {
     return false;
+  }
   const unsigned long value = std::stoul(digits);
   if (value > 65535) return false;
   port = static_cast<std::uint16_t>(value);

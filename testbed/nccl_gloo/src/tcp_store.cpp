@@ -134,8 +134,9 @@ class Server final : public TcpStoreServer {
       const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) {
-          if (errno == EMFILE || errno == ENFILE)
+          if (errno == EMFILE || errno == ENFILE) {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
           continue;
         }
         WarnOnce("store-accept", ErrnoText("rendezvous store: accept failed, store stops"));

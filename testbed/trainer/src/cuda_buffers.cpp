@@ -41,8 +41,9 @@ struct CudaRuntime {
       handle = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
       if (handle != nullptr) break;
     }
-    if (handle == nullptr)
+    if (handle == nullptr) {
       throw std::runtime_error("--device cuda: cannot open the CUDA runtime (libcudart)");
+    }
     Resolve(get_device_count, "cudaGetDeviceCount");
     Resolve(set_device, "cudaSetDevice");
     Resolve(malloc, "cudaMalloc");
@@ -56,8 +57,9 @@ struct CudaRuntime {
   template <typename Fn>
   void Resolve(Fn& fn, const char* name) {
     fn = reinterpret_cast<Fn>(::dlsym(handle, name));
-    if (fn == nullptr)
+    if (fn == nullptr) {
       throw std::runtime_error(std::string("--device cuda: libcudart lacks ") + name);
+    }
   }
   void Check(cudaError_t rc, const char* what) const {
     if (rc != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + error_string(rc));

@@ -221,8 +221,9 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   const Key key{plural, ns, name};
   if (req.method == "GET") {
     const auto it = objects_.find(key);
-    if (it == objects_.end())
+    if (it == objects_.end()) {
       return Fail(res, 404, "NotFound", plural + " \"" + name + "\" not found");
+    }
     Json obj = it->second;
     if (status_path) obj.erase("spec");
     return Reply(res, 200, obj);
@@ -247,8 +248,9 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
                   "the body of the request was in an unknown format");
     }
     const auto it = objects_.find(key);
-    if (it == objects_.end())
+    if (it == objects_.end()) {
       return Fail(res, 404, "NotFound", plural + " \"" + name + "\" not found");
+    }
     const Json patch = Json::parse(req.body, nullptr, false);
     if (!patch.is_object()) return Fail(res, 400, "BadRequest", "the patch is not a JSON object");
     const Json& current = it->second;
@@ -276,8 +278,9 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   }
   if (req.method == "DELETE") {
     const auto it = objects_.find(key);
-    if (it == objects_.end())
+    if (it == objects_.end()) {
       return Fail(res, 404, "NotFound", plural + " \"" + name + "\" not found");
+    }
     Json last = it->second;
     objects_.erase(it);
     last["metadata"]["resourceVersion"] = std::to_string(++rv_);

@@ -239,8 +239,9 @@ controller:
     lo.r0->Poll(200);  // the latest timetable (the offline search may have moved it)
     const Timetable tt = *lo.r0->timetable;
     std::vector<int64_t> on;  // 20 phases on its windows: settled under this timetable
-    for (int k = 20; k >= 1; --k)
+    for (int k = 20; k >= 1; --k) {
       on.push_back(WindowOpenAtOrBefore(tt, RealtimeNs()) - k * tt.period_ns);
+    }
     report(lo, 200, 230, on);
     seen = WaitFor([&] { return MetricValue(s.Metrics(), refused) >= 1; }, 2000);
   }

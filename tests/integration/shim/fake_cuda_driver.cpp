@@ -150,12 +150,13 @@ CUresult cuCtxGetDevice(CUdevice* dev) {
 CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attr, CUdevice) {
   const char* sm = std::getenv("METRONOME_FAKE_CUDA_SM");
   const int cc = sm != nullptr ? std::atoi(sm) : 90;
-  if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+  if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) {
     *value = cc / 10;
-  else if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+  } else if (attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) {
     *value = cc % 10;
-  else
+  } else {
     *value = 0;
+  }
   return CUDA_SUCCESS;
 }
 

@@ -242,8 +242,9 @@ TEST(ShimSafety, OnlyTheCommunicatorThatCarriesTheJobsRhythmIsHeld) {
   // "data-parallel" burst of three 25 MiB buckets.
   std::vector<ShimUnderTest::TaughtCall> iteration;
   for (int k = 0; k < 4; ++k) iteration.push_back({split, 2'000'000 * (k + 1), 100'000, 1 << 20});
-  for (int b = 0; b < 3; ++b)
+  for (int b = 0; b < 3; ++b) {
     iteration.push_back({shim.comm, 12'000'000 + b * 1'000'000, 900'000, 25 << 20});
+  }
   shim.TeachRhythm(peer, iteration, 16'000'000, 100);
   ASSERT_TRUE(WaitFor([&] { return shim.Version() >= 1; }, 5s)) << "no timetable in force";
   const CommState* s = shim.rt->Find(split);

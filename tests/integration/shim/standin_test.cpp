@@ -114,8 +114,9 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
     // trainer stamps just before its first all-reduce; the shim's clock offset is ~0 here).
     for (int64_t s : starts) {
       int64_t best = INT64_MAX;
-      for (const Iteration& it : its)
+      for (const Iteration& it : its) {
         best = std::min<int64_t>(best, std::abs(s - it.comm_start_ns));
+      }
       worst_start_error = std::max(worst_start_error, best);
     }
     // Period: the shim's is the median of its last five intervals; compare with the trainer's

@@ -460,10 +460,11 @@ TEST(ProtocolReject, RandomBytesNeverCrashAndRarelyDecode) {
     std::string b(1 + rng() % 64, '\0');
     for (auto& c : b) c = static_cast<char>(rng());
     const Decoded d = Decode(b);
-    if (d.Ok())
+    if (d.Ok()) {
       ++decoded;
-    else
+    } else {
       EXPECT_FALSE(d.detail.empty());
+    }
   }
   EXPECT_LT(decoded, 10);
 }

@@ -76,8 +76,9 @@ TEST(Cassini, MetronomeKeepsTheHighPriorityJobWholeAndIsNoWorseWeighted) {
   EXPECT_FEASIBLE(p, metronome);
   auto weighted = [&](const Plan& plan) {
     double sum = 0.0;
-    for (const Job& j : p.jobs)
+    for (const Job& j : p.jobs) {
       sum += PriorityWeight(j.priority) * Entry(plan, j.id).predicted_slowdown;
+    }
     return sum;
   };
   EXPECT_EQ(Entry(metronome, 1).predicted_slowdown, 0.0);  // priorities honoured

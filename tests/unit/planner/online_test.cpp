@@ -111,8 +111,9 @@ TEST(Replan, AHigherPriorityNewcomerLeavesTheLowPriorityJobGatedAtTheHarmonicHal
   EXPECT_EQ(low.timetable.period_ns * 2, high.timetable.period_ns);  // the harmonic half period
   EXPECT_LT(low.timetable.window_ns, low.timetable.period_ns);
   // Every window keeps at least its reserved cushion, and the high-priority one more.
-  for (const JobPlan& e : after.jobs)
+  for (const JobPlan& e : after.jobs) {
     EXPECT_GE(e.timetable.late_slack_ns, 3 * kMs) << "job " << e.id;
+  }
   EXPECT_GT(high.timetable.late_slack_ns, 3 * kMs);
   EXPECT_EQ(after.links[0].contention, 0.0);
 }

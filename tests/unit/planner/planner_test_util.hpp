@@ -43,8 +43,9 @@ inline Job MakeJob(JobId id, int priority, Nanos period_ms, Nanos comm_ms,
 
 inline const JobPlan& Entry(const Plan& plan, JobId id) {
   const JobPlan* e = plan.Find(id);
-  if (e == nullptr)
+  if (e == nullptr) {
     throw std::runtime_error(std::string("no entry for job ").append(std::to_string(id)));
+  }
   return *e;
 }
 

@@ -95,8 +95,9 @@ TEST(Properties, ReplanningWithTheCurrentPlanStaysFeasibleAndStill) {
       waiting = waiting || b->best_effort || b->timetable.period_ns != j.profile.period_ns;
     }
     if (waiting) continue;
-    for (const JobPlan& e : after.jobs)
+    for (const JobPlan& e : after.jobs) {
       EXPECT_EQ(e.timetable.offset_ns, before.Find(e.id)->timetable.offset_ns);
+    }
   }
 }
 
