@@ -201,7 +201,8 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
     }
   }
   // A raised neighbour is placed again at its new period, as a newcomer.
-  for (auto& [id, n] : raised) {
+  for (auto& [raised_id, n] : raised) {
+    const auto id = raised_id;  // clang 14 cannot capture a structured binding in a lambda
     const bool in_batch =
         std::any_of(adds.begin(), adds.end(), [&](const Add& a) { return a.job.id == id; });
     if (!in_batch) adds.push_back({n, false, "id " + std::to_string(id)});

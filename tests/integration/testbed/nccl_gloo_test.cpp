@@ -53,8 +53,16 @@ std::uint16_t ToBfloat16(float f) {
   return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
+// The compiler's IEEE half: _Float16, or __fp16 for clang before 15 (clang-tidy 14), which has
+// no _Float16 on x86 but converts to its storage-only __fp16 with the same rounding.
+#if defined(__clang__) && __clang_major__ < 15
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
 // Element i of a typed buffer, written from a value computed in the type's arithmetic.
-// Floating-point values are rounded by the compiler's own conversions (_Float16, float).
+// Floating-point values are rounded by the compiler's own conversions (Half, float).
 void Store(ncclDataType_t type, std::vector<unsigned char>& buf, std::size_t i, long double v) {
   unsigned char* p = buf.data() + i * SizeOf(type);
   auto put = [p](auto x) { std::memcpy(p, &x, sizeof(x)); };
@@ -77,9 +85,11 @@ void Store(ncclDataType_t type, std::vector<unsigned char>& buf, std::size_t i, 
     case ncclUint64:
       put(static_cast<std::uint64_t>(v));
       break;
-    case ncclFloat16:
-      put(static_cast<_Float16>(static_cast<float>(v)));
+    case ncclFloat16: {
+      const Half h = static_cast<Half>(static_cast<float>(v));  // __fp16 is no parameter type
+      std::memcpy(p, &h, sizeof(h));
       break;
+    }
     case ncclFloat32:
       put(static_cast<float>(v));
       break;
@@ -302,8 +312,9 @@ TEST_F(NcclGloo, ReduceToEveryRootEveryTypeAndOp) {
         const std::size_t count = 301;
         std::vector<std::vector<long>> values(static_cast<std::size_t>(n));
         std::vector<std::vector<unsigned char>> send;
-        for (int r = 0; r < n; ++r)
+        for (int r = 0; r < n; ++r) {
           send.push_back(RandomData(type, op, count, rng, values[static_cast<std::size_t>(r)]));
+        }
         const auto expected = Reference(type, op, values);
         std::vector<unsigned char> out(expected.size(), 0);
         const auto send_copy = send;
@@ -347,8 +358,9 @@ TEST_F(NcclGloo, AllGatherEveryType) {
               ncclSuccess);
         }
       });
-      for (int r = 0; r < n; ++r)
+      for (int r = 0; r < n; ++r) {
         EXPECT_EQ(recv[static_cast<std::size_t>(r)], expected) << Describe(type, ncclSum, n);
+      }
     }
   }
 }
@@ -417,8 +429,9 @@ TEST_F(NcclGloo, SendRecvAllPairsInOneGroup) {
     for (int to = 0; to < n; ++to) {
       for (int from = 0; from < n; ++from) {
         const auto& got = inbox[static_cast<std::size_t>(to)][static_cast<std::size_t>(from)];
-        for (std::size_t i = 0; i < count; ++i)
+        for (std::size_t i = 0; i < count; ++i) {
           ASSERT_EQ(got[i], message(from, to, i)) << n << " " << from << "->" << to;
+        }
       }
     }
   }
@@ -728,8 +741,9 @@ TEST(NcclGlooApi, InitRankInsideGroupFromOneThread) {
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
   double x[2] = {1.5, 2.5};
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
-  for (int r = 0; r < 2; ++r)
+  for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(ncclAllReduce(&x[r], &x[r], 1, ncclFloat64, ncclSum, comms[r], nullptr), ncclSuccess);
+  }
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   EXPECT_EQ(x[0], 4.0);
   EXPECT_EQ(x[1], 4.0);
