@@ -15,6 +15,7 @@ namespace {
 // msgpack's packer writes into anything with write(const char*, size_t).
 struct StringSink {
   std::string* out;
+  // NOLINTNEXTLINE(readability-identifier-naming): msgpack::packer calls write().
   void write(const char* p, size_t n) { out->append(p, n); }
 };
 using Packer = msgpack::packer<StringSink>;

@@ -24,7 +24,7 @@ constexpr int64_t kHelloRetryNs = 1000 * kMs;
 constexpr int64_t kMaxPollNs = 50 * kMs;
 constexpr int64_t kRetireGraceNs = 2000 * kMs;
 
-const char* kShimVersion = "0.1.0";
+const char* const kShimVersion = "0.1.0";
 
 }  // namespace
 

@@ -50,7 +50,7 @@ ZmqApi* Load() {
             Bind(h, "zmq_close", api.close) && Bind(h, "zmq_setsockopt", api.setsockopt) &&
             Bind(h, "zmq_getsockopt", api.getsockopt) && Bind(h, "zmq_connect", api.connect) &&
             Bind(h, "zmq_send", api.send) && Bind(h, "zmq_recv", api.recv) &&
-            Bind(h, "zmq_poll", api.poll) && Bind(h, "zmq_errno", api.errno_) &&
+            Bind(h, "zmq_poll", api.poll) && Bind(h, "zmq_errno", api.errno_value) &&
             Bind(h, "zmq_strerror", api.strerror);
   Bind(h, "zmq_curve_keypair", api.curve_keypair);
   if (!ok) {

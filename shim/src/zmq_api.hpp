@@ -20,7 +20,7 @@ struct ZmqApi {
   int (*send)(void*, const void*, size_t, int) = nullptr;
   int (*recv)(void*, void*, size_t, int) = nullptr;
   int (*poll)(zmq_pollitem_t*, int, long) = nullptr;
-  int (*errno_)() = nullptr;
+  int (*errno_value)() = nullptr;
   const char* (*strerror)(int) = nullptr;
   int (*curve_keypair)(char*, char*) = nullptr;  // optional (libzmq built without CURVE)
   char path[512] = {};                           // where libzmq was loaded from

@@ -23,7 +23,7 @@ class ZmqTransport final : public Transport {
     zmq_->ctx_set(ctx_, ZMQ_IO_THREADS, 1);
     sock_ = zmq_->socket(ctx_, ZMQ_DEALER);
     if (sock_ == nullptr) {
-      MLOG_ERROR("cannot create a ZeroMQ socket: %s", zmq_->strerror(zmq_->errno_()));
+      MLOG_ERROR("cannot create a ZeroMQ socket: %s", zmq_->strerror(zmq_->errno_value()));
       return false;
     }
     const int zero = 0;
@@ -50,13 +50,13 @@ class ZmqTransport final : public Transport {
           zmq_->setsockopt(sock_, ZMQ_CURVE_PUBLICKEY, pub, 40) != 0 ||
           zmq_->setsockopt(sock_, ZMQ_CURVE_SECRETKEY, sec, 40) != 0) {
         MLOG_ERROR("METRONOME_CURVE_SERVERKEY is set but CURVE cannot be used: %s",
-                   zmq_->strerror(zmq_->errno_()));
+                   zmq_->strerror(zmq_->errno_value()));
         return false;
       }
     }
     if (zmq_->connect(sock_, c.scheduler.c_str()) != 0) {
       MLOG_ERROR("cannot connect to METRONOME_SCHEDULER=%s: %s", c.scheduler.c_str(),
-                 zmq_->strerror(zmq_->errno_()));
+                 zmq_->strerror(zmq_->errno_value()));
       return false;
     }
     std::snprintf(describe_, sizeof(describe_), "libzmq%s (%s)",

@@ -112,7 +112,7 @@ std::string Join(const json& list) {
 
 // Percent-encodes everything but unreserved characters (RFC 3986) for one path segment.
 std::string EncodePathSegment(const std::string& s) {
-  static const char* kHex = "0123456789ABCDEF";
+  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : s) {
     if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {

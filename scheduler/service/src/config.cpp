@@ -216,7 +216,7 @@ void ServiceConfig::Validate() const {
     throw ConfigError("log_level",
                       "'" + log_level + "' is not one of trace, debug, info, warn, error, off");
   }
-  if (http_tls.enabled() || !http_tls.client_ca_file.empty()) {
+  if (http_tls.Enabled() || !http_tls.client_ca_file.empty()) {
     if (http_tls.cert_file.empty()) {
       throw ConfigError("http.tls_cert_file",
                         "is required with http.tls_key_file or http.tls_client_ca_file");

@@ -41,7 +41,7 @@ void Endpoint::Bind() {
   // Frames above this drop the connection inside libzmq; up to it, oversized frames reach the
   // decoder, which rejects (and counts) anything above proto::kMaxMessageBytes.
   socket_->set(zmq::sockopt::maxmsgsize, int64_t{1} << 20);
-  if (config_.curve.enabled()) {
+  if (config_.curve.Enabled()) {
     const std::string secret =
         ReadCurveKeyFile("curve.secret_key_file", config_.curve.secret_key_file);
     const std::string pub =

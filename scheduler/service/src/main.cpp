@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<metronome::service::KubernetesSync> kube;
     if (check) {
       std::printf("configuration ok: listen=%s http=%s%s links=%zu\n", cfg.listen.c_str(),
-                  cfg.http_tls.enabled() ? "https://" : "", cfg.http.c_str(),
+                  cfg.http_tls.Enabled() ? "https://" : "", cfg.http.c_str(),
                   service.LinksJson()["links"].size());
       return 0;
     }

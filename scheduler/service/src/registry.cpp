@@ -26,7 +26,7 @@ proto::ErrorCode CodeFor(proto::DecodeError e) {
 }
 
 std::string Printable(const std::string& identity) {
-  static const char* kHex = "0123456789abcdef";
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   for (unsigned char c : identity) {
     out += kHex[c >> 4];

@@ -31,7 +31,7 @@ Service::Service(ServiceConfig config)
       worker.InitialPlan());
   endpoint_ = std::make_unique<Endpoint>(config_, metrics_, *registry_);
   // HTTPS when configured, for every user of the library (a bad file: ConfigError).
-  if (config_.http_tls.enabled()) http_->EnableTls(config_.http_tls);
+  if (config_.http_tls.Enabled()) http_->EnableTls(config_.http_tls);
   http_->AddRouteGroup(std::make_shared<StatusRoutes>(*this));
   http_->AddRouteGroup(std::make_shared<TimelineRoutes>());
 }
@@ -98,7 +98,7 @@ void Service::NotifyPlanListener() {
 }
 
 nlohmann::json Service::StatusJson() {
-  return registry_->StatusJson(started_ns_, ZmqEndpoint(), config_.curve.enabled());
+  return registry_->StatusJson(started_ns_, ZmqEndpoint(), config_.curve.Enabled());
 }
 nlohmann::json Service::JobsJson() {
   return registry_->JobsJson();

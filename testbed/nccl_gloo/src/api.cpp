@@ -329,6 +329,7 @@ ncclResult_t Destroy(const char* function, ncclComm_t handle, bool abort) noexce
 
 // Marks this libnccl.so.2 as the stand-in: dlsym(handle, "metronome_nccl_standin") finds it here
 // and not in the real NCCL (metronome-trainer picks host buffers by it).
+// NOLINTNEXTLINE(readability-identifier-naming): the exported name is the interface.
 extern "C" __attribute__((visibility("default"))) const char metronome_nccl_standin[] = "gloo";
 
 STANDIN_API(ncclResult_t, ncclGetVersion, int* version) {

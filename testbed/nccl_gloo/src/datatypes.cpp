@@ -114,20 +114,20 @@ template <typename T>
 struct Native {
   using Storage = T;
   using Compute = T;
-  static Compute load(Storage v) { return v; }
-  static Storage store(Compute v) { return v; }
+  static Compute Load(Storage v) { return v; }
+  static Storage Store(Compute v) { return v; }
 };
 struct Half {
   using Storage = std::uint16_t;
   using Compute = float;
-  static Compute load(Storage v) { return HalfToFloat(v); }
-  static Storage store(Compute v) { return FloatToHalf(v); }
+  static Compute Load(Storage v) { return HalfToFloat(v); }
+  static Storage Store(Compute v) { return FloatToHalf(v); }
 };
 struct Bfloat16 {
   using Storage = std::uint16_t;
   using Compute = float;
-  static Compute load(Storage v) { return Bfloat16ToFloat(v); }
-  static Storage store(Compute v) { return FloatToBfloat16(v); }
+  static Compute Load(Storage v) { return Bfloat16ToFloat(v); }
+  static Storage Store(Compute v) { return FloatToBfloat16(v); }
 };
 
 // Integer sum and product wrap around (computed unsigned: signed overflow is undefined).
@@ -159,16 +159,16 @@ void ReduceElements(void* c, const void* a, const void* b, std::size_t n) {
   const auto* x = static_cast<const S*>(a);
   const auto* y = static_cast<const S*>(b);
   for (std::size_t i = 0; i < n; ++i) {
-    const auto u = Traits::load(x[i]);
-    const auto v = Traits::load(y[i]);
+    const auto u = Traits::Load(x[i]);
+    const auto v = Traits::Load(y[i]);
     if constexpr (Op == ncclSum) {
-      out[i] = Traits::store(Add(u, v));
+      out[i] = Traits::Store(Add(u, v));
     } else if constexpr (Op == ncclProd) {
-      out[i] = Traits::store(Multiply(u, v));
+      out[i] = Traits::Store(Multiply(u, v));
     } else if constexpr (Op == ncclMax) {
-      out[i] = Traits::store(u < v ? v : u);
+      out[i] = Traits::Store(u < v ? v : u);
     } else {
-      out[i] = Traits::store(v < u ? v : u);
+      out[i] = Traits::Store(v < u ? v : u);
     }
   }
 }
@@ -196,7 +196,7 @@ void DivideElements(void* buf, std::size_t count, int divisor) {
   using C = typename Traits::Compute;
   auto* p = static_cast<S*>(buf);
   for (std::size_t i = 0; i < count; ++i) {
-    p[i] = Traits::store(static_cast<C>(Traits::load(p[i]) / static_cast<C>(divisor)));
+    p[i] = Traits::Store(static_cast<C>(Traits::Load(p[i]) / static_cast<C>(divisor)));
   }
 }
 

@@ -44,11 +44,11 @@ void WarnOnce(const std::string& key, const std::string& message) noexcept {
 }
 
 bool DebugEnabled() noexcept {
-  static const bool enabled = [] {
+  static const bool kEnabled = [] {
     const char* v = std::getenv("METRONOME_STANDIN_DEBUG");
     return v != nullptr && *v != '\0' && std::string(v) != "0";
   }();
-  return enabled;
+  return kEnabled;
 }
 
 void DebugLog(const std::string& message) noexcept {

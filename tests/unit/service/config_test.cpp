@@ -64,16 +64,16 @@ TEST(Config, KubernetesKeys) {
 
 TEST(Config, HttpTakesAnAddressOrAMappingWithTls) {
   ServiceConfig cfg;
-  EXPECT_FALSE(cfg.http_tls.enabled());
+  EXPECT_FALSE(cfg.http_tls.Enabled());
   LoadConfigYaml("http: 0.0.0.0:8000\n", cfg);
   EXPECT_EQ(cfg.http, "0.0.0.0:8000");
-  EXPECT_FALSE(cfg.http_tls.enabled());
+  EXPECT_FALSE(cfg.http_tls.Enabled());
   LoadConfigYaml(
       "http:\n  address: 0.0.0.0:7412\n  tls_cert_file: /tls/tls.crt\n"
       "  tls_key_file: /tls/tls.key\n  tls_client_ca_file: /tls/ca.crt\n",
       cfg);
   EXPECT_EQ(cfg.http, "0.0.0.0:7412");
-  EXPECT_TRUE(cfg.http_tls.enabled());
+  EXPECT_TRUE(cfg.http_tls.Enabled());
   EXPECT_EQ(cfg.http_tls.cert_file, "/tls/tls.crt");
   EXPECT_EQ(cfg.http_tls.key_file, "/tls/tls.key");
   EXPECT_EQ(cfg.http_tls.client_ca_file, "/tls/ca.crt");

@@ -6,7 +6,7 @@
 namespace metronome::sim {
 namespace {
 
-const char* kGood = R"(
+const char* const kGood = R"(
 seed: 3
 noise: {compute_jitter: 0.02, clock_skew_us: 50}
 topology:

@@ -9,9 +9,9 @@
 #define NCCL_VERSION_CODE 22907
 
 extern "C" {
-ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+ncclResult_t ncclCommGrow(ncclComm_t comm, int n_ranks, const ncclUniqueId* unique_id, int rank,
                           ncclComm_t* newcomm, ncclConfig_t* config);
-ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+ncclResult_t pncclCommGrow(ncclComm_t comm, int n_ranks, const ncclUniqueId* unique_id, int rank,
                            ncclComm_t* newcomm, ncclConfig_t* config);
 ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
 ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);

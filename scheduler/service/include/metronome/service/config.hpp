@@ -38,7 +38,7 @@ class ConfigError : public std::runtime_error {
 struct CurveConfig {
   std::string secret_key_file;  // Z85 text (40 characters), as zmq_curve_keypair writes it
   std::string public_key_file;  // the matching public key; checked against the secret one
-  bool enabled() const { return !secret_key_file.empty(); }
+  bool Enabled() const { return !secret_key_file.empty(); }
 };
 
 // HTTPS for the HTTP server, e.g. for kube-scheduler's `enableHTTPS: true` extender calls. PEM
@@ -49,7 +49,7 @@ struct HttpTlsConfig {
   std::string cert_file;       // http.tls_cert_file
   std::string key_file;        // http.tls_key_file
   std::string client_ca_file;  // http.tls_client_ca_file (optional)
-  bool enabled() const { return !cert_file.empty() || !key_file.empty(); }
+  bool Enabled() const { return !cert_file.empty() || !key_file.empty(); }
 };
 
 // The Kubernetes side: the kube-scheduler extender is always mounted (/extender/...); with
