@@ -159,7 +159,10 @@ Config ParseConfig(const std::function<const char*(const char*)>& get) {
 }
 
 Config ConfigFromEnv() {
-  return ParseConfig([](const char* name) -> const char* { return std::getenv(name); });
+  return ParseConfig([](const char* name) -> const char* {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): Metronome never calls setenv
+    return std::getenv(name);
+  });
 }
 
 const char* ModeName(Mode m) {

@@ -267,6 +267,7 @@ int DeviceGate::Prepare(ncclComm_t comm) noexcept {
   State& s = S();
   if (s.disabled.load()) return -1;
   std::lock_guard<std::mutex> lock(s.mu);
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): Metronome never calls setenv
   const char* gate_env = std::getenv("METRONOME_GATE");
   const bool force = gate_env != nullptr && std::strcmp(gate_env, "device") == 0;
   if (!LoadDriver(s, force)) {
@@ -390,11 +391,13 @@ bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
   if (stream == nullptr) return false;  // the legacy default stream cannot be captured
   using RuntimeFn = int (*)(cudaStream_t, int*);
   static std::atomic<int> state{0};  // 0 unresolved, 1 runtime, 2 driver, 3 none
-  static RuntimeFn runtime_fn = nullptr;
+  // Atomic: threads that find state 0 at once resolve it together.
+  static std::atomic<RuntimeFn> runtime_fn{nullptr};
   int st = state.load(std::memory_order_acquire);
   if (st == 0) {
-    runtime_fn = reinterpret_cast<RuntimeFn>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
-    if (runtime_fn != nullptr) {
+    const auto found = reinterpret_cast<RuntimeFn>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
+    runtime_fn.store(found, std::memory_order_relaxed);
+    if (found != nullptr) {
       st = 1;
     } else if (S().disabled.load()) {
       st = 3;
@@ -406,8 +409,10 @@ bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
     state.store(st, std::memory_order_release);
   }
   if (st == 1) {
+    // Set before state 1 was published (release/acquire).
+    const RuntimeFn fn = runtime_fn.load(std::memory_order_relaxed);
     int status = 0;
-    return runtime_fn(stream, &status) == 0 && status != 0;
+    return fn != nullptr && fn(stream, &status) == 0 && status != 0;
   }
   if (st == 2) {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;

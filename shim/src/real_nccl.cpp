@@ -77,6 +77,7 @@ void* ResolveReal(Fn f) noexcept {
   if (p == nullptr) p = TryHandle(RTLD_NEXT, name);
   // 3. The library named by the user.
   if (p == nullptr) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): Metronome never calls setenv
     const char* lib = std::getenv("METRONOME_NCCL_LIBRARY");
     if (lib != nullptr && *lib != '\0') {
       void* h = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
@@ -84,6 +85,7 @@ void* ResolveReal(Fn f) noexcept {
         p = TryHandle(h, pname);
         if (p == nullptr) p = TryHandle(h, name);
       } else if (!g_missing_logged[i].load()) {
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): glibc keeps dlerror's message per thread.
         const char* err = dlerror();
         MLOG_ERROR("METRONOME_NCCL_LIBRARY=%s cannot be loaded: %s", lib, err ? err : "?");
       }

@@ -22,7 +22,10 @@ std::atomic<bool> g_shim_active{false};
 namespace {
 
 std::atomic<Runtime*> g_runtime{nullptr};
-CommState* const kTombstone = reinterpret_cast<CommState*>(uintptr_t{1});
+// A removed slot: the address of a byte no CommState can have (not an integer cast, which
+// performance-no-int-to-ptr flags).
+alignas(CommState) unsigned char g_tombstone_byte;
+CommState* const kTombstone = reinterpret_cast<CommState*>(&g_tombstone_byte);
 
 thread_local ThreadState t_state __attribute__((tls_model("initial-exec")));
 

@@ -24,6 +24,7 @@ bool Bind(void* h, const char* name, T& out) {
 ZmqApi* Load() {
   static ZmqApi api;
   // 1. Beside the shim (self-contained install). 2. The system's.
+  constexpr char kLibzmq[] = "libzmq.so.5";
   char path[512] = {};
   Dl_info self{};
   void* h = nullptr;
@@ -31,15 +32,16 @@ ZmqApi* Load() {
     std::strncpy(path, self.dli_fname, sizeof(path) - 32);
     char* slash = std::strrchr(path, '/');
     if (slash != nullptr) {
-      std::strcpy(slash + 1, "libzmq.so.5");
+      std::memcpy(slash + 1, kLibzmq, sizeof(kLibzmq));  // fits: strncpy left 32 bytes
       if (access(path, R_OK) == 0) h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     }
   }
   if (h == nullptr) {
-    std::strcpy(path, "libzmq.so.5");
+    std::memcpy(path, kLibzmq, sizeof(kLibzmq));
     h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   }
   if (h == nullptr) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): glibc keeps dlerror's message per thread.
     const char* err = dlerror();
     MLOG_ERROR("libzmq.so.5 cannot be loaded (%s): no scheduler connection, running ungated",
                err ? err : "?");

@@ -18,6 +18,7 @@
 #include "config.hpp"
 #include "log.hpp"
 #include "metronome/common/clock.hpp"
+#include "metronome/common/errno_text.hpp"
 #include "metronome/common/protocol.hpp"
 #include "transport.hpp"
 
@@ -92,7 +93,7 @@ long ParseFrame(const std::string& buf, size_t max_body, bool& more, bool& comma
 namespace {
 
 constexpr size_t kMaxBody = proto::kMaxMessageBytes + 1024;
-constexpr size_t kMaxOut = 256 * 1024;
+constexpr size_t kMaxOut = size_t{256} * 1024;
 constexpr size_t kMaxQueued = 1000;
 
 class ZmtpTransport final : public Transport {
@@ -151,7 +152,7 @@ class ZmtpTransport final : public Transport {
       int err = 0;
       socklen_t len = sizeof(err);
       getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0) return Fail(now, std::strerror(err));
+      if (err != 0) return Fail(now, ErrnoText(err).c_str());
       state_ = State::kGreeting;
       out_ = zmtp::Greeting() + zmtp::ReadyCommand("DEALER");
     }
@@ -228,7 +229,7 @@ class ZmtpTransport final : public Transport {
     }
     if (fd < 0) return Fail(now, "no socket");
     fd_ = fd;
-    if (rc != 0 && errno != EINPROGRESS) return Fail(now, std::strerror(errno));
+    if (rc != 0 && errno != EINPROGRESS) return Fail(now, ErrnoText(errno).c_str());
     state_ = State::kConnecting;
     in_.clear();
     out_.clear();

@@ -70,6 +70,7 @@ UnknownKeyError::UnknownKeyError(std::string kind, std::string key, std::vector<
       known_(std::move(known)) {}
 
 std::filesystem::path ModelTable::DefaultPath() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): Metronome never calls setenv
   if (const char* env = std::getenv("METRONOME_MODELS"); env != nullptr && *env != '\0') return env;
   return METRONOME_MODELS_DEFAULT_PATH;
 }
@@ -116,14 +117,14 @@ ModelTable ModelTable::Load(const std::filesystem::path& path) {
       }
       const YAML::Node compute = reader.Child(node, "compute_ms", where);
       if (!compute.IsMap()) reader.Fail(where + ".compute_ms", "must be a map by GPU key");
+      const std::string compute_where = where + ".compute_ms.";
       for (const auto& per_gpu : compute) {
         const auto gpu_key = per_gpu.first.as<std::string>();
         if (std::none_of(table.gpus_.begin(), table.gpus_.end(),
                          [&](const Gpu& g) { return g.key == gpu_key; })) {
           reader.Fail(where + ".compute_ms", "GPU '" + gpu_key + "' is not listed under 'gpus'");
         }
-        model.compute_ms[gpu_key] =
-            reader.ReadFigure(per_gpu.second, where + ".compute_ms." + gpu_key);
+        model.compute_ms[gpu_key] = reader.ReadFigure(per_gpu.second, compute_where + gpu_key);
       }
       for (const auto& gpu : table.gpus_) {
         if (model.compute_ms.count(gpu.key) == 0) {

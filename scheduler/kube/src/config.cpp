@@ -36,6 +36,7 @@ std::string Trim(std::string s) {
 Result<ClientConfig> InClusterConfig(const std::string& sa_dir,
                                      const std::function<const char*(const char*)>& getenv_fn) {
   const auto env = [&](const char* name) -> std::string {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): Metronome never calls setenv
     const char* v = getenv_fn ? getenv_fn(name) : std::getenv(name);
     return v == nullptr ? std::string() : std::string(v);
   };

@@ -8,9 +8,10 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <utility>
 #include <vector>
+
+#include "metronome/common/errno_text.hpp"
 
 namespace metronome::service {
 
@@ -52,7 +53,7 @@ std::string OpenSslError() {
 BioPtr Open(const char* key, const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "r");
   if (f == nullptr) {
-    throw ConfigError(key, "cannot read '" + path + "': " + std::strerror(errno));
+    throw ConfigError(key, "cannot read '" + path + "': " + ErrnoText(errno));
   }
   return BioPtr(BIO_new_fp(f, BIO_CLOSE));
 }
