@@ -32,11 +32,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -423,21 +425,22 @@ double HistogramQuantile(const std::string& text, const std::string& family, dou
   return -1;
 }
 
+// A loopback port the kernel just handed out; throws when it cannot get one.
 int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("FreePort: socket failed");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
   ::close(fd);
+  if (!ok) throw std::runtime_error("FreePort: no free loopback port");
   return ntohs(a.sin_port);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   Options o;
   CLI::App app{"service_load_driver: metronome-scheduler under reporting clients (bounded)"};
   app.add_option("--clients", o.clients, "protocol clients [2000]")->check(CLI::PositiveNumber);
@@ -484,6 +487,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> args = {o.scheduler,  "--listen", o.endpoint,    "--http", o.http,
                                      "--topology", topo,       "--log-level", "info"};
     std::vector<char*> argvp;
+    argvp.reserve(args.size() + 1);
     for (auto& a : args) argvp.push_back(a.data());
     argvp.push_back(nullptr);
     posix_spawn_file_actions_t fa;
@@ -635,4 +639,19 @@ int main(int argc, char** argv) {
   }
   std::printf("all accounted for: %s\n", lossless ? "yes" : "NO");
   return lossless ? 0 : 1;
+}
+
+}  // namespace
+
+// Run's error paths return their exit codes; anything else thrown ends the program here with 1
+// (instead of std::terminate).
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "service_load_driver: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "service_load_driver: unknown exception\n");
+  }
+  return 1;
 }

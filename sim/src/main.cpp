@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <sstream>
 
@@ -60,9 +61,7 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   // The scheduler's code logs its decisions: to stderr, warnings only (stdout is the report).
   spdlog::set_default_logger(spdlog::stderr_color_mt("metronome-sim"));
   spdlog::set_level(spdlog::level::warn);
@@ -158,4 +157,19 @@ int main(int argc, char** argv) {
     metronome::sim::PrintCompare(std::cout, runs);
   }
   return 0;
+}
+
+}  // namespace
+
+// Run's error paths return their exit codes; anything else thrown ends the program here with 1
+// (instead of std::terminate).
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "metronome-sim: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "metronome-sim: unknown exception\n");
+  }
+  return 1;
 }

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -246,10 +247,9 @@ std::vector<std::string> Split(const std::string& s) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   Options o;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts.
   if (const char* env = std::getenv("METRONOME_HTTP")) o.server = env;
   CLI::App app{"metronomectl: inspect metronome-scheduler through its HTTP API"};
   app.add_option("-s,--server", o.server,
@@ -313,4 +313,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 2;
+}
+
+}  // namespace
+
+// Run's error paths return their exit codes; anything else thrown ends the program here with 1
+// (instead of std::terminate).
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "metronomectl: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "metronomectl: unknown exception\n");
+  }
+  return 1;
 }

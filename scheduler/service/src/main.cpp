@@ -11,6 +11,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <memory>
 
@@ -72,9 +73,7 @@ Topology file: {links: [{name, capacity_gbps}], racks: [{name, uplink_gbps, node
   (rates also as *_mbps; a scenario file with a `topology:` section works as is).
 Exit codes: 0 normal stop, 1 runtime failure (cannot bind), 2 bad configuration.)";
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Run(int argc, char** argv) {
   using metronome::service::ConfigError;
   using metronome::service::ServiceConfig;
 
@@ -222,4 +221,19 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+// Run's error paths return their exit codes; anything else thrown ends the program here with 1
+// (instead of std::terminate).
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "metronome-scheduler: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "metronome-scheduler: unknown exception\n");
+  }
+  return 1;
 }

@@ -3,6 +3,8 @@
 // DDP-like buckets. It prints per-iteration times and a JSON summary (last line of stdout), and
 // writes each iteration's phase timestamps (CLOCK_REALTIME) as JSON lines with --phases-out.
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
 #include <iostream>
 
 #include "launcher.hpp"
@@ -10,7 +12,9 @@
 #include "runner.hpp"
 #include "workload.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int Run(int argc, char** argv) {
   metronome::testbed::trainer::Options o;
   CLI::App app{"metronome-trainer: synthetic data-parallel training job on the NCCL API"};
   app.footer(
@@ -106,4 +110,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   return metronome::testbed::trainer::RunRank(o, w);
+}
+
+}  // namespace
+
+// Run's error paths return their exit codes; anything else thrown ends the program here with 1
+// (instead of std::terminate).
+int main(int argc, char** argv) {
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "metronome-trainer: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "metronome-trainer: unknown exception\n");
+  }
+  return 1;
 }
