@@ -294,7 +294,7 @@ class ControlledScheduler final : public TimeScheduler {
     const ctl::PlanSummary plan = planner_.Summary();
     if (plan.jobs.size() < 2) return;
     const std::uint64_t iterations = static_cast<std::uint64_t>(
-        std::max<long>(2, policy_.offline_iterations * 50 /
+        std::max<long>(2, static_cast<long>(policy_.offline_iterations) * 50 /
                               static_cast<long>(std::max<std::size_t>(50, plan.jobs.size()))));
     ctl::PlanningAdapter::Adoption adopted = ctl::PlanningAdapter::Adoption::kNoGain;
     Timed([&] {

@@ -87,9 +87,12 @@ void MaxMinSolver::Solve(std::span<const double> capacity, std::span<const FlowS
       heap_.pop_back();
     }
     while (next_capped < capped.size() && frozen_[capped[next_capped]]) ++next_capped;
+    // NOLINTBEGIN(bugprone-narrowing-conversions): clang-tidy 14 reports `c ? x : infinity`
+    // as a narrowing from double to double.
     const double link_share = heap_.empty() ? kUnlimited : heap_.front().share;
     const double cap_share =
         next_capped < capped.size() ? flows[capped[next_capped]].cap : kUnlimited;
+    // NOLINTEND(bugprone-narrowing-conversions)
     if (link_share == kUnlimited && cap_share == kUnlimited) {
       // Flows that cross no link and have no cap.
       for (std::uint32_t f = 0; f < flows.size(); ++f) {

@@ -99,6 +99,7 @@ std::vector<Placement> Candidates(const Cluster& cluster, const std::vector<int>
                               (a.taken.size() == b.taken.size() && a.rack_free < b.rack_free);
                      });
     std::vector<Placement> out;
+    out.reserve(racks.size());
     for (const RackCandidate& r : racks) out.push_back(FromMap(r.taken));
     return out;
   }
@@ -185,6 +186,7 @@ std::optional<Placement> PlacePinned(const Cluster& cluster, const std::vector<i
   // Round-robin ranks over the pinned nodes, skipping full ones.
   std::map<std::uint32_t, int> taken;
   std::vector<int> room;
+  room.reserve(nodes.size());
   for (std::uint32_t n : nodes) room.push_back(free_gpus[n]);
   int left = job.gpus;
   while (left > 0) {

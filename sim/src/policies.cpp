@@ -33,10 +33,9 @@ PolicyConfig PolicyByName(const std::string& name) {
   } else if (name == "network-aware") {
   } else if (name == "cassini") {
     p.scheduling = SchedulingKind::kCassini;
-  } else if (name == "metronome") {
-    p.scheduling = SchedulingKind::kMetronome;
-  } else if (name == "metronome-pack") {
-    // Metronome's time scheduling on network-aware placement (no what-if scoring).
+  } else if (name == "metronome" || name == "metronome-pack") {
+    // metronome-pack: Metronome's time scheduling on network-aware placement (no what-if
+    // scoring; its placement is set above).
     p.scheduling = SchedulingKind::kMetronome;
   } else if (name == "metronome-ungated-best-effort") {
     // An experiment, not the service's behaviour: best-effort jobs run ungated instead of in

@@ -204,9 +204,11 @@ void PrintCompare(std::ostream& out, const std::vector<RunResult>& runs) {
     const double b = m.get(base);
     for (const RunResult& r : runs) {
       const double v = m.get(r);
-      const std::string val = Fmt(m.fmt, v);
-      const std::string ratio = b != 0 ? Fmt("x%.3f", v / b) : std::string("-");
-      std::snprintf(cell, sizeof cell, " %24s", (val + " (" + ratio + ")").c_str());
+      std::string shown = Fmt(m.fmt, v);  // "value (xratio)"
+      shown += " (";
+      shown += b != 0 ? Fmt("x%.3f", v / b) : std::string("-");
+      shown += ")";
+      std::snprintf(cell, sizeof cell, " %24s", shown.c_str());
       out << cell;
     }
     out << "\n";

@@ -30,6 +30,10 @@ std::string Describe(const YAML::Node& n) {
   return "nothing";
 }
 
+std::string Join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
 void CheckKeys(const YAML::Node& map, const std::string& path,
                std::initializer_list<const char*> allowed) {
   if (!map.IsMap()) Fail(path.empty() ? "<top>" : path, "must be a map, got " + Describe(map));
@@ -39,14 +43,13 @@ void CheckKeys(const YAML::Node& map, const std::string& path,
     for (const char* a : allowed) ok = ok || key == a;
     if (!ok) {
       std::string list;
-      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      Fail(path.empty() ? key : path + "." + key, "unknown key (allowed: " + list + ")");
+      for (const char* a : allowed) {
+        if (!list.empty()) list += ", ";
+        list += a;
+      }
+      Fail(Join(path, key), "unknown key (allowed: " + list + ")");
     }
   }
-}
-
-std::string Join(const std::string& path, const std::string& key) {
-  return path.empty() ? key : path + "." + key;
 }
 
 double GetDouble(const YAML::Node& n, const std::string& path) {
@@ -103,7 +106,7 @@ int PositiveInt(const YAML::Node& map, const std::string& path, const char* key,
 int ParsePriority(const YAML::Node& n, const std::string& path) {
   if (!n) return kPriorityNormal;
   if (!n.IsScalar()) Fail(path, "must be high, normal, low or an integer");
-  const std::string s = n.Scalar();
+  const std::string& s = n.Scalar();
   if (s == "high") return kPriorityHigh;
   if (s == "normal") return kPriorityNormal;
   if (s == "low") return kPriorityLow;

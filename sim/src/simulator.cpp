@@ -92,8 +92,11 @@ class Engine {
     std::size_t done = 0;
     double last_progress = -1.0;
     while (done < jobs_.size()) {
+      // NOLINTBEGIN(bugprone-narrowing-conversions): clang-tidy 14 reports `c ? x : infinity`
+      // as a narrowing from double to double.
       double t_next =
           next_arrival < order.size() ? jobs_[order[next_arrival]].spec->arrival_s : kInf;
+      // NOLINTEND(bugprone-narrowing-conversions)
       for (std::size_t i : running_) {
         const Job& j = jobs_[i];
         t_next = std::min(t_next, j.state == State::kComm ? j.CommEnd() : j.phase_end);

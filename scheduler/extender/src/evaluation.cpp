@@ -69,6 +69,7 @@ class Evaluation {
     // is the same share one what-if.
     const pl::Topology& topology = planner->GetTopology();
     std::vector<pl::NodeId> other_ids;
+    other_ids.reserve(others.size());
     for (const std::string& n : others) other_ids.push_back(snap_.nodes.ids.at(n));
     pl::JobId id = 0;
     for (const auto& [j, name] : snap_.job_names) id = std::max(id, j);

@@ -44,7 +44,8 @@ std::map<std::string, NodeLabels> Unknown(const Extender::Snapshot& snap, const 
     const std::string& n = args.names[i];
     const bool seen = snap.nodes.ids.count(n) != 0;
     if (seen && snap.unplaced.count(n) == 0) continue;
-    NodeLabels labels = args.full_nodes ? DecodeLabels(args.label_texts[i]) : NodeLabels{};
+    NodeLabels labels;
+    if (args.full_nodes) labels = DecodeLabels(args.label_texts[i]);
     if (!seen || !LabelOf(&labels, config.rack_labels).empty()) unknown[n] = std::move(labels);
   }
   return unknown;

@@ -238,7 +238,7 @@ Plan Evaluate(const Workspace& ws) {
       lp.served_load +=
           static_cast<double>(shape.w) * o.height / (static_cast<double>(s.period) * capacity);
       Nanos gap = s.period - shape.w;
-      if (occupants.size() > 1) {
+      if (slacks != nullptr) {  // more than one occupant
         gap = (*slacks)[k];
         shares[o.job] = 1;
         lp.min_cushion_ns = lp.min_cushion_ns < 0 ? gap : std::min(lp.min_cushion_ns, gap);

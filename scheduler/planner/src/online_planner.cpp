@@ -183,6 +183,7 @@ std::vector<std::uint32_t> RepackAround(Workspace& ws, std::uint32_t j) {
     Slot slot;
   };
   std::vector<Saved> saved;
+  saved.reserve(victims.size() + 1);
   for (const std::uint32_t v : victims) saved.push_back({v, ws.slots[v]});
   saved.push_back({j, ws.slots[j]});
   std::vector<std::uint32_t> all = victims;
@@ -215,7 +216,8 @@ std::vector<std::uint32_t> RepackAround(Workspace& ws, std::uint32_t j) {
     bool within = percent > 0;
     for (const std::uint32_t k : all) {
       const JobShape& shape = ws.jobs[k].shape;
-      within = within && static_cast<double>((shape.t0 * percent + 99) / 100) <=
+      const std::int64_t stretched = (shape.t0 * percent + 99) / 100;  // rounded up
+      within = within && static_cast<double>(stretched) <=
                              ws.options.max_stretch * static_cast<double>(shape.p);
     }
     if (within) {

@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
-#include <set>
+#include <string_view>
 
 #include "yaml_util.hpp"
 
@@ -62,8 +64,9 @@ auto Bool(bool& out) {
   };
 }
 
-const std::set<std::string> kLogLevels = {"trace", "debug",    "info", "warn",
-                                          "error", "critical", "off"};
+// Constant-initialized: a static std::set could throw before main (cert-err58-cpp).
+constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "info", "warn",
+                                                        "error", "critical", "off"};
 
 }  // namespace
 
@@ -212,7 +215,7 @@ void ServiceConfig::Validate() const {
                       "expected a ZeroMQ endpoint such as tcp://HOST:PORT, got '" + listen + "'");
   }
   ParseHostPort("http", http);
-  if (!kLogLevels.contains(log_level)) {
+  if (std::find(kLogLevels.begin(), kLogLevels.end(), log_level) == kLogLevels.end()) {
     throw ConfigError("log_level",
                       "'" + log_level + "' is not one of trace, debug, info, warn, error, off");
   }

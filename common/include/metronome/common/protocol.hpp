@@ -22,7 +22,7 @@
 namespace metronome::proto {
 
 inline constexpr uint32_t kProtocolVersion = 1;
-inline constexpr size_t kMaxMessageBytes = 64 * 1024;
+inline constexpr size_t kMaxMessageBytes = size_t{64} * 1024;
 inline constexpr size_t kMaxStringBytes = 256;  // ids, node names, reasons
 inline constexpr size_t kMaxPhaseStarts = 64;   // recent phase starts per report
 
