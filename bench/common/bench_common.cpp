@@ -112,7 +112,7 @@ void BmRankedGateDecision(benchmark::State& state) {
   y.count = static_cast<uint32_t>(state.range(0));
   for (uint32_t i = 0; i < y.count; ++i) {
     const int64_t period = 150'000'000 + 17'321'113 * i;
-    y.windows[i] = {period, 7'654'321 * i, period / 32};
+    y.windows[i] = {period, 7'654'321 * static_cast<int64_t>(i), period / 32};
   }
   ValidateYieldSet(y);
   int64_t now = 1'700'000'123'456'789'000;

@@ -119,6 +119,7 @@ void BmWhatIf1000Nodes(benchmark::State& state) {
   mp::Job job = mp::GenerateJob(Spec(state.range(0)), p.topology, 2'000'000, 7);
   std::mt19937_64 rng(11);
   std::vector<std::vector<mp::NodeId>> candidates;
+  candidates.reserve(1000);
   const auto nodes = static_cast<std::uint32_t>(p.topology.NodeCount());
   for (int c = 0; c < 1000; ++c) {
     candidates.push_back(

@@ -493,12 +493,12 @@ STANDIN_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nc
     // Members of my color in new-rank order.
     std::vector<int> members;
     for (int r = 0; r < nranks; ++r) {
-      if (color != NCCL_SPLIT_NOCOLOR && all[static_cast<std::size_t>(2 * r)] == color) {
+      if (color != NCCL_SPLIT_NOCOLOR && all[2 * static_cast<std::size_t>(r)] == color) {
         members.push_back(r);
       }
     }
     std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
-      return all[static_cast<std::size_t>(2 * a + 1)] < all[static_cast<std::size_t>(2 * b + 1)];
+      return all[2 * static_cast<std::size_t>(a) + 1] < all[2 * static_cast<std::size_t>(b) + 1];
     });
     ncclUniqueId id;
     std::memset(&id, 0, sizeof(id));

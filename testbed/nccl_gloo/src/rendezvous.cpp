@@ -106,7 +106,7 @@ std::optional<Rendezvous> DecodeId(const ncclUniqueId& id) {
 }
 
 std::string LocalAddress() {
-  const std::string configured = EnvOr("METRONOME_STANDIN_IFACE_ADDR", "");
+  std::string configured = EnvOr("METRONOME_STANDIN_IFACE_ADDR", "");  // not const: returned
   if (!configured.empty()) return configured;
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) == 0) {

@@ -85,6 +85,7 @@ int LaunchLocalRanks(const Options& options, int argc, char** argv) {
     }
     if (rank != 0) args.push_back("--quiet");
     std::vector<char*> cargs;
+    cargs.reserve(args.size() + 1);
     for (auto& a : args) cargs.push_back(a.data());
     cargs.push_back(nullptr);
 

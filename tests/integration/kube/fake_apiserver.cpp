@@ -315,9 +315,9 @@ void FakeApiServer::HandleWatch(const httplib::Request& req, httplib::Response& 
   const bool bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
   const std::string selector = req.get_param_value("labelSelector");
   struct State {
-    int64_t cursor;
+    int64_t cursor = 0;
     std::chrono::steady_clock::time_point deadline;
-    uint64_t epoch;
+    uint64_t epoch = 0;
     bool counted = false;
   };
   auto state = std::make_shared<State>();

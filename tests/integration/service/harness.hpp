@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,18 +36,21 @@ namespace metronome::testing {
 using nlohmann::json;
 namespace proto = metronome::proto;
 
-// A TCP port that was free a moment ago (the kernel's pick for port 0).
+// A TCP port that was free a moment ago (the kernel's pick for port 0); throws when the kernel
+// gives none.
 inline int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("FreePort: socket failed");
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
   const int port = ntohs(a.sin_port);
   ::close(fd);
+  if (!ok) throw std::runtime_error("FreePort: no free loopback port");
   return port;
 }
 
@@ -70,6 +74,7 @@ class Process {
  public:
   Process(const std::vector<std::string>& argv, const std::string& log) : log_(log) {
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     posix_spawn_file_actions_t fa;

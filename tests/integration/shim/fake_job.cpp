@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,8 +62,8 @@ std::string Status(const char* key) {
 int Iterate(int iters, int compute_us) {
   ncclComm_t comm = MakeComm();
   if (comm == nullptr) return 2;
-  std::vector<float> small(256 * 1024);     // 1 MiB
-  std::vector<float> big(25 * 256 * 1024);  // 25 MiB
+  std::vector<float> small(std::size_t{256} * 1024);     // 1 MiB
+  std::vector<float> big(std::size_t{25} * 256 * 1024);  // 25 MiB
   std::vector<double> times;
   for (int i = 0; i < iters; ++i) {
     const auto t0 = Clock::now();

@@ -16,9 +16,9 @@
 #include <cstring>
 
 struct ncclComm {
-  int nranks;
-  int rank;
-  unsigned long long calls;
+  int nranks = 0;
+  int rank = 0;
+  unsigned long long calls = 0;
   int pending_polls = 0;  // > 0: a nonblocking initialization still in progress
   int traffic_class = NCCL_CONFIG_UNDEF_INT;
   bool revoked = false;

@@ -241,7 +241,10 @@ TEST(ShimSafety, OnlyTheCommunicatorThatCarriesTheJobsRhythmIsHeld) {
   // A 16 ms iteration: four "tensor-parallel" calls 2 ms apart through the compute, then the
   // "data-parallel" burst of three 25 MiB buckets.
   std::vector<ShimUnderTest::TaughtCall> iteration;
-  for (int k = 0; k < 4; ++k) iteration.push_back({split, 2'000'000 * (k + 1), 100'000, 1 << 20});
+  iteration.reserve(7);
+  for (int k = 0; k < 4; ++k) {
+    iteration.push_back({split, int64_t{2'000'000} * (k + 1), 100'000, 1 << 20});
+  }
   for (int b = 0; b < 3; ++b) {
     iteration.push_back({shim.comm, 12'000'000 + b * 1'000'000, 900'000, 25 << 20});
   }

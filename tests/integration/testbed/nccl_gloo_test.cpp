@@ -156,11 +156,11 @@ std::vector<unsigned char> Reference(ncclDataType_t type, ncclRedOp_t op,
     } else if (type == ncclFloat16 || type == ncclFloat32 || type == ncclBfloat16) {
       Store(type, out, i,
             static_cast<long double>(static_cast<float>(acc) / static_cast<float>(n)));
-    } else if (!IsSigned(type)) {
-      // Unsigned types hold only non-negative values here.
-      Store(type, out, i, static_cast<long double>(acc / n));
     } else {
-      Store(type, out, i, static_cast<long double>(acc / n));
+      // Integers average by truncating division (unsigned types hold only non-negative values
+      // here).
+      const long quotient = acc / n;
+      Store(type, out, i, static_cast<long double>(quotient));
     }
   }
   return out;
@@ -196,6 +196,7 @@ struct World {
 
   void Run(const std::function<void(int, ncclComm_t&)>& fn) {
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(Size()));
     for (int r = 0; r < Size(); ++r) {
       threads.emplace_back([&, r] { fn(r, comms[static_cast<std::size_t>(r)]); });
     }
@@ -312,6 +313,7 @@ TEST_F(NcclGloo, ReduceToEveryRootEveryTypeAndOp) {
         const std::size_t count = 301;
         std::vector<std::vector<long>> values(static_cast<std::size_t>(n));
         std::vector<std::vector<unsigned char>> send;
+        send.reserve(static_cast<std::size_t>(n));
         for (int r = 0; r < n; ++r) {
           send.push_back(RandomData(type, op, count, rng, values[static_cast<std::size_t>(r)]));
         }
@@ -374,6 +376,7 @@ TEST_F(NcclGloo, ReduceScatterEveryTypeAndOp) {
         const std::size_t block_bytes = recvcount * SizeOf(type);
         std::vector<std::vector<long>> values(static_cast<std::size_t>(n));
         std::vector<std::vector<unsigned char>> send;
+        send.reserve(static_cast<std::size_t>(n));
         for (int r = 0; r < n; ++r) {
           send.push_back(RandomData(type, op, recvcount * static_cast<std::size_t>(n), rng,
                                     values[static_cast<std::size_t>(r)]));
@@ -760,6 +763,7 @@ void AllReduceWithFreshId(int n) {
   std::vector<ncclComm_t> comms(static_cast<std::size_t>(n), nullptr);
   std::vector<int> values(static_cast<std::size_t>(n));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       auto& comm = comms[static_cast<std::size_t>(r)];

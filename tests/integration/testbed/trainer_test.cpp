@@ -11,6 +11,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -127,15 +128,18 @@ TEST_F(Trainer, LocalRanksWriteSummaryAndPhases) {
   EXPECT_FALSE(std::filesystem::exists(phases.string() + ".rank0"));
 }
 
+// A loopback port the kernel just handed out; throws when it cannot get one.
 int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("FreePort: socket failed");
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   socklen_t length = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0;
   ::close(fd);
+  if (!ok) throw std::runtime_error("FreePort: no free loopback port");
   return ntohs(addr.sin_port);
 }
 

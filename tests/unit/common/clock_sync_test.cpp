@@ -67,7 +67,7 @@ TEST(ClockSync, ForgetsSamplesOutsideTheWindow) {
   ClockSync c(4);
   ASSERT_TRUE(c.AddSample(Exchange(0, 100 * kUs, 1 * kUs, 1 * kUs)));  // very quick, old skew
   for (int i = 1; i <= 4; ++i) {
-    ASSERT_TRUE(c.AddSample(Exchange(i * 1'000'000, 900 * kUs, 50 * kUs, 50 * kUs)));
+    ASSERT_TRUE(c.AddSample(Exchange(int64_t{1'000'000} * i, 900 * kUs, 50 * kUs, 50 * kUs)));
   }
   // The quick sample has left the window, so the new skew wins.
   EXPECT_EQ(c.OffsetNs(), 900 * kUs);

@@ -139,7 +139,7 @@ TEST(GateDecision, RealignsALatePhaseAtMostOnceInSoManyPhases) {
   // Period 100 ms, window 30 ms, slack 5 ms, max wait 70 ms: 10 ms late means a 90 ms wait.
   Timetable t = Make(0, 100 * kMs, 0, 30 * kMs, 5 * kMs, 70 * kMs);
   ASSERT_EQ(ValidateTimetable(t), kTimetableOk);
-  const auto late_at = [](int k) { return k * 100 * kMs + 10 * kMs; };
+  const auto late_at = [](int k) { return int64_t{k} * 100 * kMs + 10 * kMs; };
   GateMemory m;
   ASSERT_TRUE(MustRealign(m));  // nothing realigned yet
   const GateDecision first = DecideGate(t, late_at(1), MustRealign(m));
@@ -180,7 +180,7 @@ TEST(GateDecision, AnAlwaysOpenTimetableNeverHoldsAPhase) {
     ASSERT_EQ(ValidateTimetable(t) & kTimetableRejectMask, 0u);
     ASSERT_TRUE(AlwaysOpen(t));
     GateMemory m;
-    for (int64_t now = 0; now < 3 * 490 * kMs; now += 7 * kMs + 13) {
+    for (int64_t now = 0; now < int64_t{3} * 490 * kMs; now += 7 * kMs + 13) {
       for (const bool realign : {false, true, MustRealign(m)}) {
         const GateDecision d = DecideGate(t, now, realign);
         ASSERT_EQ(d.action, GateAction::kGoNow) << now;

@@ -157,6 +157,7 @@ TEST(Controller, PersistentLatenessTriggersOneReplanPerCooldown) {
   Fixture f;
   f.controller.late_reports = 3;
   std::vector<Decision> d;
+  d.reserve(3);
   for (int i = 0; i < 3; ++i) d.push_back(f.Apply(f.Report(f.Starts(1, 40 * kMs))).decision);
   EXPECT_EQ(d,
             (std::vector<Decision>{Decision::kNone, Decision::kNone, Decision::kReplanLateness}));

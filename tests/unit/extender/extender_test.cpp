@@ -459,12 +459,13 @@ TEST(ExtenderVerbs, ConcurrentRequestsAndUpdatesAreSafe) {
   const std::string full = Fixture("filter_full_nodes.json");
   const std::string names = Fixture("prioritize_node_names.json");
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 20; ++i) {
         if (t == 0) {
           ClusterState s = Cluster();
-          s.version = static_cast<uint64_t>(100 + i);
+          s.version = 100 + static_cast<uint64_t>(i);
           ext.UpdateState(s);
         } else {
           EXPECT_EQ(ext.HandleFilter(t == 1 ? full : names).status, 200);

@@ -21,7 +21,7 @@ const std::vector<std::string> kModels = {"vgg11", "vgg16",   "vgg19", "resnet50
 const std::vector<std::string> kGpus = {"A100", "V100", "T4", "RTX3090"};
 
 std::filesystem::path WriteTemp(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / name;
+  auto path = std::filesystem::temp_directory_path() / name;  // not const: returned
   std::ofstream(path) << text;
   return path;
 }

@@ -63,7 +63,7 @@ TEST(Properties, RandomExplicitLinkGraphsWithCyclesGiveFeasiblePlans) {
     const int n = 3 + static_cast<int>(rng() % 12);
     for (int j = 0; j < n; ++j) {
       Job job;
-      job.id = static_cast<JobId>(j + 1);
+      job.id = static_cast<JobId>(j) + 1;
       job.priority = static_cast<int>(rng() % 3);
       const int nl = 1 + static_cast<int>(rng() % 3);
       for (int k = 0; k < nl; ++k) job.extra_links.push_back(static_cast<LinkId>(rng() % 5));

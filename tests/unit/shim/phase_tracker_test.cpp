@@ -266,6 +266,7 @@ TEST(PhaseTracker, RecentStartsOldestFirst) {
   Workload w;
   Sim sim(7);
   std::vector<int64_t> firsts;
+  firsts.reserve(10);
   for (int i = 0; i < 10; ++i) firsts.push_back(sim.Iterate(w, t));
   int64_t out[4];
   ASSERT_EQ(t.RecentStarts(out, 4), 4u);
