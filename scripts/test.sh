@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs Metronome's test suite on a fresh machine: installs what it needs, builds, tests.
 #   scripts/test.sh              everything CI runs: the source checks (scripts/check.sh),
-#                                release tests, the same tests under AddressSanitizer +
-#                                UndefinedBehaviorSanitizer, short fuzz runs
-#   scripts/test.sh check        only the source checks (formatting, Python and shell lint)
-#   scripts/test.sh release      only the release build and its tests
+#                                release tests, clang-tidy on what changed since .ci/tidy-base
+#                                (scripts/tidy.sh --changed), the same tests under
+#                                AddressSanitizer + UndefinedBehaviorSanitizer, short fuzz runs
+#   scripts/test.sh check        only the source checks (formatting, Python and shell lint;
+#                                clang-tidy too when build/release exists)
+#   scripts/test.sh release      only the release build, its tests and clang-tidy
 #   scripts/test.sh sanitize     only the sanitizer build and its tests
 #   scripts/test.sh fuzz         only the libFuzzer targets (FUZZ_SECONDS each, default 20)
 # Extra arguments after the mode go to ctest (e.g. scripts/test.sh release -L unit).
@@ -23,6 +25,10 @@ run_preset() {
   cmake --build --preset "$preset"
   echo "=== ${preset}: test"
   ctest --preset "$preset" "$@"
+  if [[ $preset == release ]]; then
+    echo "=== release: clang-tidy on what changed since .ci/tidy-base"
+    bash scripts/tidy.sh --changed
+  fi
 }
 
 run_fuzz() {
@@ -35,7 +41,7 @@ run_fuzz() {
 
 case "$mode" in
   all)
-    bash scripts/check.sh
+    bash scripts/check.sh --no-tidy # clang-tidy runs after the release build
     run_preset release "$@"
     run_preset sanitize "$@"
     run_fuzz
