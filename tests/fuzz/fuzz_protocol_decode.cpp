@@ -10,12 +10,14 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace metronome::proto;
   const Decoded d = Decode(data, size);
-  if (!d.ok()) {
-    if (d.detail.empty()) std::abort();
+  if (!d.Ok()) {
+    if (d.detail.empty()) {
+      std::abort();
+    }
     return 0;
   }
   const std::string once = Encode(d.message);
   const Decoded again = Decode(once);
-  if (!again.ok() || Encode(again.message) != once) std::abort();
+  if (!again.Ok() || Encode(again.message) != once) std::abort();
   return 0;
 }
