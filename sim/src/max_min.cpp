@@ -1,6 +1,7 @@
 #include "metronome/sim/max_min.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace metronome::sim {
 
@@ -125,6 +126,50 @@ void MaxMinSolver::Solve(std::span<const double> capacity, std::span<const FlowS
   for (std::uint32_t l : touched_) {
     flows_on_link_[l].clear();
     unfrozen_[l] = 0;
+  }
+}
+
+void MaxMinSolver::SolveByClass(std::span<const double> capacity, std::span<const FlowSpec> flows,
+                                std::vector<double>& rates) {
+  bool one_class = true;
+  for (const FlowSpec& f : flows)
+    one_class = one_class && f.traffic_class == flows[0].traffic_class;
+  if (one_class) {
+    Solve(capacity, flows, rates);
+    return;
+  }
+  rates.assign(flows.size(), 0.0);
+  left_.assign(capacity.begin(), capacity.end());
+  // Classes from the highest down; within one, max-min on what the classes above left.
+  int cls = std::numeric_limits<int>::max();
+  for (;;) {
+    int next = std::numeric_limits<int>::min();
+    for (const FlowSpec& f : flows) {
+      if (f.traffic_class < cls) next = std::max(next, f.traffic_class);
+    }
+    if (next == std::numeric_limits<int>::min()) break;
+    cls = next;
+    class_flows_.clear();
+    class_index_.clear();
+    for (std::uint32_t i = 0; i < flows.size(); ++i) {
+      if (flows[i].traffic_class != cls) continue;
+      bool starved = false;
+      for (const std::uint32_t l : flows[i].links) starved = starved || left_[l] <= 0.0;
+      if (starved) continue;  // its betters filled a link it crosses: rate 0
+      class_flows_.push_back(flows[i]);
+      class_index_.push_back(i);
+    }
+    if (class_flows_.empty()) continue;
+    Solve(left_, class_flows_, class_rates_);
+    for (std::size_t k = 0; k < class_index_.size(); ++k) {
+      const double r = class_rates_[k];
+      rates[class_index_[k]] = r;
+      for (const std::uint32_t l : class_flows_[k].links) {
+        left_[l] -= r;
+        // What rounding leaves of a link its class filled is no capacity for the next class.
+        if (left_[l] <= capacity[l] * 1e-12) left_[l] = 0.0;
+      }
+    }
   }
 }
 

@@ -17,7 +17,9 @@ const std::vector<std::string>& PolicyNames() {
                                                   "metronome-no-stretch",
                                                   "metronome-no-controller",
                                                   "metronome-pack",
-                                                  "metronome-ungated-best-effort"};
+                                                  "metronome-ungated-best-effort",
+                                                  "network-aware-qos",
+                                                  "metronome-qos"};
   return kNames;
 }
 
@@ -25,7 +27,7 @@ PolicyConfig PolicyByName(const std::string& name) {
   PolicyConfig p;
   p.name = name;
   p.placement = static_cast<int>(PlacementKind::kPack);
-  if (name.rfind("metronome", 0) == 0 && name != "metronome-pack") {
+  if (name.rfind("metronome", 0) == 0 && name != "metronome-pack" && name != "metronome-qos") {
     p.placement = static_cast<int>(PlacementKind::kScored);
   }
   if (name == "k8s-default") {
@@ -48,6 +50,13 @@ PolicyConfig PolicyByName(const std::string& name) {
   } else if (name == "metronome-no-stretch") {
     p.scheduling = SchedulingKind::kMetronome;
     p.stretch = false;
+  } else if (name == "network-aware-qos") {
+    // No time scheduling; the traffic classes of the priorities on a fabric that honours them.
+    p.traffic_classes = true;
+  } else if (name == "metronome-qos") {
+    // Metronome's time scheduling on network-aware placement, on that fabric.
+    p.scheduling = SchedulingKind::kMetronome;
+    p.traffic_classes = true;
   } else if (name == "metronome-no-controller") {
     p.scheduling = SchedulingKind::kMetronome;
     p.controller = false;

@@ -17,6 +17,12 @@ std::string PriorityClass(int priority) {
   return "low";
 }
 
+int TrafficClass(int priority) {
+  if (priority >= kPriorityHigh) return 2;
+  if (priority >= kPriorityNormal) return 1;
+  return 0;
+}
+
 namespace {
 
 [[noreturn]] void Fail(const std::string& path, const std::string& what) {

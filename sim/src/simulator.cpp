@@ -533,8 +533,13 @@ class Engine {
       j.rate_t = now_;
       specs_[f].links = j.links;
       specs_[f].cap = kUnlimited;
+      specs_[f].traffic_class = TrafficClass(j.spec->priority);
     }
-    solver_.Solve(capacity_, specs_, rates_);
+    if (policy_.traffic_classes) {
+      solver_.SolveByClass(capacity_, specs_, rates_);
+    } else {
+      solver_.Solve(capacity_, specs_, rates_);
+    }
     for (std::size_t f = 0; f < flows_.size(); ++f) {
       Job& j = jobs_[flows_[f]];
       j.rate = rates_[f];

@@ -74,5 +74,30 @@ TEST(MaxMin, SolverIsReusableAcrossCalls) {
   EXPECT_DOUBLE_EQ(rates[0], 10.0);
 }
 
+// Strict priority between traffic classes: on one link (cap 10) the class-2 flow takes it all
+// and the class-0 flows get nothing; where the class-2 flow is held to 4 by another link
+// (cap 4), the two class-0 flows share the 6 it leaves.
+TEST(MaxMin, TrafficClassesAreServedByStrictPriority) {
+  MaxMinSolver solver;
+  const std::vector<double> cap = {10.0, 4.0};
+  std::vector<std::uint32_t> l0 = {0}, l01 = {0, 1};
+  std::vector<double> rates;
+  std::vector<FlowSpec> specs = {{l0, kUnlimited, 2}, {l0, kUnlimited, 0}, {l0, kUnlimited, 0}};
+  solver.SolveByClass(cap, specs, rates);
+  EXPECT_DOUBLE_EQ(rates[0], 10.0);
+  EXPECT_DOUBLE_EQ(rates[1], 0.0);
+  EXPECT_DOUBLE_EQ(rates[2], 0.0);
+  specs[0].links = l01;
+  solver.SolveByClass(cap, specs, rates);
+  EXPECT_DOUBLE_EQ(rates[0], 4.0);
+  EXPECT_DOUBLE_EQ(rates[1], 3.0);
+  EXPECT_DOUBLE_EQ(rates[2], 3.0);
+  // One class: plain max-min.
+  for (FlowSpec& f : specs) f.traffic_class = 1;
+  solver.SolveByClass(cap, specs, rates);
+  EXPECT_DOUBLE_EQ(rates[0], 10.0 / 3.0);
+  EXPECT_DOUBLE_EQ(rates[1], 10.0 / 3.0);
+}
+
 }  // namespace
 }  // namespace metronome::sim

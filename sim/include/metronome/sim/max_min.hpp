@@ -7,6 +7,11 @@
 //
 // Cost: O((F·d + L) log(F·d + L)) for F flows crossing d links each on average, L links —
 // each link's fair share is kept in a heap and updated lazily when one of its flows freezes.
+//
+// SolveByClass models a fabric that serves traffic classes by strict priority (InfiniBand
+// service levels on a high-priority VL arbitration table, RoCE DSCP into strict-priority
+// queues): the highest class gets its max-min allocation first, each lower class shares what
+// the classes above left on each link.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +26,7 @@ inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 struct FlowSpec {
   std::span<const std::uint32_t> links;  // link indices; no duplicates
   double cap = kUnlimited;               // the flow's own limit (bytes/s)
+  int traffic_class = 0;                 // SolveByClass: higher classes are served first
 };
 
 // Reusable working memory, so that the simulator allocates nothing per event.
@@ -30,6 +36,10 @@ class MaxMinSolver {
   // gets kUnlimited. Capacities must be > 0.
   void Solve(std::span<const double> capacity, std::span<const FlowSpec> flows,
              std::vector<double>& rates);
+  // The same by strict priority between traffic classes, max-min within each. A flow that
+  // crosses a link its betters filled gets 0.
+  void SolveByClass(std::span<const double> capacity, std::span<const FlowSpec> flows,
+                    std::vector<double>& rates);
 
  private:
   struct HeapEntry {
@@ -46,6 +56,11 @@ class MaxMinSolver {
   std::vector<char> frozen_;
   std::vector<char> dirty_;
   std::vector<std::uint32_t> dirty_links_;
+  // SolveByClass's scratch.
+  std::vector<double> left_;
+  std::vector<FlowSpec> class_flows_;
+  std::vector<std::uint32_t> class_index_;
+  std::vector<double> class_rates_;
 };
 
 // Convenience wrapper for tests and one-off use.

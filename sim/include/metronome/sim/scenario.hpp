@@ -50,6 +50,8 @@ inline constexpr int kPriorityNormal = 1;
 inline constexpr int kPriorityLow = 0;
 // The class a priority falls in, for reports: "high" (≥ 3), "normal" (1–2), "low" (≤ 0).
 std::string PriorityClass(int priority);
+// The traffic class of a priority class on a fabric that honours them: high 2, normal 1, low 0.
+int TrafficClass(int priority);
 
 struct JobSpec {
   std::string name;
