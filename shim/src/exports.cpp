@@ -33,31 +33,58 @@ METRONOME_NCCL_FUNCTIONS(METRONOME_SAME_TYPE)
 
 // ---- Collectives ----------------------------------------------------------------------------
 
+// Element-wise: a job that yields may issue them in parts (ms::ElementwiseCollective).
+
+namespace {
+
+// A part's buffer: `elements` into `buff`; a null buffer (a non-root's broadcast source or
+// reduce destination) stays null.
+const void* At(const void* buff, size_t elements, ncclDataType_t type) {
+  return buff == nullptr ? nullptr
+                         : static_cast<const char*>(buff) + elements * ms::DataTypeSize(type);
+}
+void* At(void* buff, size_t elements, ncclDataType_t type) {
+  return buff == nullptr ? nullptr : static_cast<char*>(buff) + elements * ms::DataTypeSize(type);
+}
+
+}  // namespace
+
 METRONOME_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                             ncclDataType_t datatype, ncclRedOp_t op,
                                             ncclComm_t comm, cudaStream_t stream) {
-  return ms::Collective<Fn::kAllReduce>(Op::kAllReduce, ms::Bytes(count, datatype), comm, stream,
-                                        sendbuff, recvbuff, count, datatype, op, comm, stream);
+  return ms::ElementwiseCollective(
+      Op::kAllReduce, count, datatype, comm, stream, [&](size_t off, size_t n) {
+        return ms::Forward<Fn::kAllReduce>(At(sendbuff, off, datatype), At(recvbuff, off, datatype),
+                                           n, datatype, op, comm, stream);
+      });
 }
 
 METRONOME_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                             ncclDataType_t datatype, int root, ncclComm_t comm,
                                             cudaStream_t stream) {
-  return ms::Collective<Fn::kBroadcast>(Op::kBroadcast, ms::Bytes(count, datatype), comm, stream,
-                                        sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return ms::ElementwiseCollective(
+      Op::kBroadcast, count, datatype, comm, stream, [&](size_t off, size_t n) {
+        return ms::Forward<Fn::kBroadcast>(At(sendbuff, off, datatype), At(recvbuff, off, datatype),
+                                           n, datatype, root, comm, stream);
+      });
 }
 
 METRONOME_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
                                         ncclComm_t comm, cudaStream_t stream) {
-  return ms::Collective<Fn::kBcast>(Op::kBroadcast, ms::Bytes(count, datatype), comm, stream, buff,
-                                    count, datatype, root, comm, stream);
+  return ms::ElementwiseCollective(
+      Op::kBroadcast, count, datatype, comm, stream, [&](size_t off, size_t n) {
+        return ms::Forward<Fn::kBcast>(At(buff, off, datatype), n, datatype, root, comm, stream);
+      });
 }
 
 METRONOME_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                                          ncclDataType_t datatype, ncclRedOp_t op, int root,
                                          ncclComm_t comm, cudaStream_t stream) {
-  return ms::Collective<Fn::kReduce>(Op::kReduce, ms::Bytes(count, datatype), comm, stream,
-                                     sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+  return ms::ElementwiseCollective(
+      Op::kReduce, count, datatype, comm, stream, [&](size_t off, size_t n) {
+        return ms::Forward<Fn::kReduce>(At(sendbuff, off, datatype), At(recvbuff, off, datatype), n,
+                                        datatype, op, root, comm, stream);
+      });
 }
 
 METRONOME_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,

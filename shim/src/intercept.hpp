@@ -33,6 +33,42 @@ inline ncclResult_t Collective(Op op, uint64_t bytes, ncclComm_t comm, cudaStrea
   return r;
 }
 
+// An element-wise collective (all-reduce, broadcast, reduce) of `count` elements of `type`:
+// tracked and gated as Collective, but issued in parts (Runtime::Parts) when its job yields with
+// a chunk size, each part through the gate, so that the job can pause between them for a
+// higher-ranked window. `call(offset, n)` makes the real call on elements [offset, offset + n);
+// every part but the last is a whole number of 256-byte blocks. The first error ends the call.
+template <class Call>
+inline ncclResult_t ElementwiseCollective(Op op, size_t count, ncclDataType_t type, ncclComm_t comm,
+                                          cudaStream_t stream, Call call) noexcept {
+  if (!g_shim_active.load(std::memory_order_relaxed)) return call(size_t{0}, count);
+  ThreadState& ts = Tls();
+  if (ts.depth != 0) return call(size_t{0}, count);
+  ++ts.depth;
+  Runtime& rt = Runtime::Get();
+  CommState* st = rt.Find(comm);
+  const size_t elem = DataTypeSize(type);
+  uint64_t parts = rt.Parts(st, static_cast<uint64_t>(count) * elem, stream);
+  const size_t align = elem < 256 ? 256 / elem : 1;
+  size_t part = parts > 1 ? count / parts / align * align : count;
+  if (part == 0) {  // fewer elements than parts of a block each: one call
+    parts = 1;
+    part = count;
+  }
+  ncclResult_t r = ncclSuccess;
+  size_t done = 0;
+  for (uint64_t k = 0; k < parts && r == ncclSuccess; ++k) {
+    const size_t n = k + 1 == parts ? count - done : part;
+    const Runtime::CallToken tok =
+        rt.BeforeCollective(st, op, static_cast<uint64_t>(n) * elem, stream);
+    r = call(done, n);
+    rt.AfterCollective(tok);
+    done += n;
+  }
+  --ts.depth;
+  return r;
+}
+
 // A communicator constructor: the new communicator is registered when the call succeeded (or is
 // in progress, for non-blocking communicators).
 template <Fn F, class... A>

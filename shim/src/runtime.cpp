@@ -283,10 +283,20 @@ int Runtime::TrafficClass() const noexcept {
   return config_.traffic_class[TrafficClassIndex(config_.priority)];
 }
 
-Runtime::CallToken Runtime::BeforeCollective(ncclComm_t comm, Op op, uint64_t bytes,
+uint64_t Runtime::Parts(const CommState* st, uint64_t bytes, cudaStream_t stream) noexcept {
+  if (st == nullptr || mode_ != Mode::kEnforce || t_state.group_depth != 0 ||
+      !st->job->store.MayYield() || st->observe_only.load(std::memory_order_relaxed)) {
+    return 1;
+  }
+  const uint64_t parts = ChunkParts(bytes, st->job->store.ChunkBytes());
+  // Parts captured into a CUDA graph would replay ungated: no reason to split them.
+  if (parts > 1 && stream != nullptr && DeviceGate::StreamIsCapturing(stream)) return 1;
+  return parts;
+}
+
+Runtime::CallToken Runtime::BeforeCollective(CommState* st, Op op, uint64_t bytes,
                                              cudaStream_t stream) noexcept {
   CallToken tok;
-  CommState* st = Find(comm);
   if (st == nullptr || st->paused.load(std::memory_order_relaxed)) return tok;
   tok.st = st;
   tok.op = static_cast<uint32_t>(op);

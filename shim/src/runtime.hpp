@@ -155,8 +155,15 @@ class Runtime {
     uint32_t op = 0;
     uint64_t bytes = 0;
   };
-  CallToken BeforeCollective(ncclComm_t comm, Op op, uint64_t bytes, cudaStream_t stream) noexcept;
+  CallToken BeforeCollective(ncclComm_t comm, Op op, uint64_t bytes, cudaStream_t stream) noexcept {
+    return BeforeCollective(Find(comm), op, bytes, stream);
+  }
+  CallToken BeforeCollective(CommState* st, Op op, uint64_t bytes, cudaStream_t stream) noexcept;
   void AfterCollective(const CallToken& t) noexcept;
+  // How many parts an element-wise collective of `bytes` on `st` is issued in (common's
+  // ChunkParts with its job's YieldSet::chunk_bytes): 1 unless the shim enforces, the job
+  // yields with a chunk size, no group is open and the stream is not being captured.
+  uint64_t Parts(const CommState* st, uint64_t bytes, cudaStream_t stream) noexcept;
 
   // Clock: scheduler time = local time + offset. Valid once a ping/pong exchange succeeded.
   std::atomic<int64_t> server_minus_local_ns{0};

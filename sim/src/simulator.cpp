@@ -271,8 +271,7 @@ class Engine {
   bool NextCollective(Job& j) {
     j.remaining = j.stop_at;
     j.rate_t = now_;
-    const double collectives = Collectives(j);
-    const auto bytes = static_cast<std::uint64_t>(Gradient(j) / collectives);
+    const auto bytes = CollectiveGradient(j);
     UpdatePace(j.pace, bytes, ToNs(now_ - j.collective_start));
     j.stop_at -= j.collective_bytes;
     if (j.stop_at < 1e-6 * j.collective_bytes) j.stop_at = 0.0;
@@ -308,7 +307,9 @@ class Engine {
           std::uniform_real_distribution<double>(1.0, noise.slow_phase_factor)(j.slow_rng);
     }
     // A job that yields runs its phase as the collectives DDP would call (kBucketBytes of
-    // gradient each), and pauses between them for higher-ranked windows (NextCollective).
+    // gradient each), each issued in parts by the shim when its yields carry a chunk size
+    // (common's ChunkParts), and pauses between them for higher-ranked windows
+    // (NextCollective).
     j.collective_bytes = 0.0;
     j.stop_at = 0.0;
     j.pause_s = 0.0;
@@ -323,14 +324,24 @@ class Engine {
     AddFlow(j);
   }
 
-  // The all-reduce calls of one phase: its gradient in DDP buckets (at least one).
   static double Gradient(const Job& j) {
     if (j.spec->gpus <= 1) return j.volume;
     return j.volume * j.spec->gpus / (2.0 * (j.spec->gpus - 1));
   }
-  static double Collectives(const Job& j) {
+  // The all-reduce calls of one phase as the shim issues them: its gradient in DDP buckets (at
+  // least one), each in the parts its yields' chunk size makes of it.
+  double Collectives(const Job& j) const {
     if (j.spec->gpus <= 1) return 1.0;
-    return std::max(1.0, std::ceil(Gradient(j) / engine::kBucketBytes));
+    const double buckets = std::max(1.0, std::ceil(Gradient(j) / engine::kBucketBytes));
+    const YieldSet* y = scheduler_ ? scheduler_->GateYields(j.index) : nullptr;
+    if (y == nullptr) return buckets;
+    const auto bucket = static_cast<std::uint64_t>(Gradient(j) / buckets);
+    return buckets * static_cast<double>(ChunkParts(bucket, y->chunk_bytes));
+  }
+  // The gradient bytes of the collective in flight (the phase's, when it is one collective).
+  static std::uint64_t CollectiveGradient(const Job& j) {
+    const double share = j.collective_bytes > 0 ? j.collective_bytes / j.volume : 1.0;
+    return static_cast<std::uint64_t>(Gradient(j) * share);
   }
 
   void AddFlow(Job& j) {
@@ -358,8 +369,7 @@ class Engine {
   bool EndIteration(Job& j) {
     if (j.state == State::kComm) RemoveFlow(j);
     if (j.collective_bytes > 0) {
-      UpdatePace(j.pace, static_cast<std::uint64_t>(Gradient(j) / Collectives(j)),
-                 ToNs(now_ - j.collective_start));
+      UpdatePace(j.pace, CollectiveGradient(j), ToNs(now_ - j.collective_start));
     }
     j.sum_comm += now_ - j.comm_start;
     j.obs.comm_ns = ToNs(now_ - j.comm_start);

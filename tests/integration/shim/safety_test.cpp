@@ -16,6 +16,7 @@
 #include <zmq.hpp>
 
 #include "host_gate.hpp"
+#include "intercept.hpp"
 #include "metronome/common/clock.hpp"
 #include "metronome/common/protocol.hpp"
 #include "raw_peer.hpp"
@@ -280,6 +281,71 @@ TEST(ShimSafety, OnlyTheCommunicatorThatCarriesTheJobsRhythmIsHeld) {
   EXPECT_EQ(split_held, 0) << "the split communicator was held";
   EXPECT_GT(parent_held, 0) << "the parent was never held";
   shim.rt->OnCommDestroyed(split, "destroyed");
+}
+
+// A job whose yields carry a chunk size issues an all-reduce larger than it as consecutive calls
+// on contiguous parts of the buffers (whole 256-byte blocks but the last), each through the
+// gate; without yields, or inside a group, the call is one.
+TEST(ShimSafety, AYieldingJobIssuesLargeCollectivesInParts) {
+  YieldSet yields;
+  yields.need_ns = 1'000'000;
+  yields.max_wait_ns = 1'000'000;
+  yields.count = 1;
+  yields.windows[0] = {20'000'000, 0, 1'000'000};
+  yields.chunk_bytes = 1u << 20;
+  RawPeer peer;
+  peer.tick = [&](RawPeer& p) {
+    PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, 20'000'000, 0, 0}, false, yields);
+  };
+  peer.Start();
+  ShimUnderTest shim(peer.Endpoint());
+  ASSERT_TRUE(
+      WaitFor([&] { return shim.Job() != nullptr && shim.Job()->store.ChunkBytes() != 0; }, 5s))
+      << "no yields with a chunk size in force";
+  struct Part {
+    size_t offset;
+    size_t count;
+  };
+  std::vector<Part> parts;
+  auto record = [&](size_t offset, size_t count) {
+    parts.push_back({offset, count});
+    return ncclSuccess;
+  };
+  const size_t count = ((5u << 20) + 400) / sizeof(float);
+  const CommState* st = shim.rt->Find(shim.comm);
+  ASSERT_NE(st, nullptr);
+  const uint64_t calls = st->calls.load();
+  EXPECT_EQ(ElementwiseCollective(Op::kAllReduce, count, ncclFloat32, shim.comm, nullptr, record),
+            ncclSuccess);
+  ASSERT_EQ(parts.size(), 6u);
+  EXPECT_EQ(st->calls.load(), calls + 6) << "every part goes through the gate";
+  size_t next = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    EXPECT_EQ(parts[k].offset, next) << "part " << k;
+    if (k + 1 < parts.size()) {
+      EXPECT_EQ(parts[k].count % (256 / sizeof(float)), 0u);
+    }
+    next += parts[k].count;
+  }
+  EXPECT_EQ(next, count);
+
+  parts.clear();  // inside a group: one call, as the application made it
+  ++Tls().group_depth;
+  EXPECT_EQ(ElementwiseCollective(Op::kAllReduce, count, ncclFloat32, shim.comm, nullptr, record),
+            ncclSuccess);
+  --Tls().group_depth;
+  EXPECT_EQ(parts.size(), 1u);
+
+  // The scheduler stops sending yields: one call again.
+  peer.tick = [&](RawPeer& p) {
+    PushEvery100ms(p, Timetable{2, 0, 20'000'000, 0, 20'000'000, 0, 0});
+  };
+  ASSERT_TRUE(WaitFor([&] { return shim.Job()->store.ChunkBytes() == 0; }, 5s));
+  parts.clear();
+  EXPECT_EQ(ElementwiseCollective(Op::kAllReduce, count, ncclFloat32, shim.comm, nullptr, record),
+            ncclSuccess);
+  EXPECT_EQ(parts.size(), 1u);
+  peer.Stop();
 }
 
 TEST(ShimSafety, SchedulerAbsentRunsUngated) {

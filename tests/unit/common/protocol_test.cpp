@@ -55,6 +55,7 @@ std::vector<Message> OneOfEach() {
   push.yields.windows[0] = {283'000'000, 12'000'000, 86'000'000};
   push.yields.windows[1] = {517'000'000, 400'000'000, 120'000'000};
   push.yields.windows[2] = {190'000'000, 0, 30'000'000};
+  push.yields.chunk_bytes = 4u << 20;
 
   return {
       hello,
@@ -233,6 +234,14 @@ TEST(Protocol, TimetablePushCarriesItsYieldsAndLeavesThemOutWhenNone) {
   EXPECT_EQ(got.yields.windows[1].period_ns, 517'000'000);
   EXPECT_EQ(got.yields.tolerance_ns, 4'000'000);
   EXPECT_GT(got.yields.windows[1].inv_period, 0.0);  // validated: ready for the gate
+  EXPECT_EQ(got.yields.chunk_bytes, 4u << 20);
+  // Without a chunk size the set has its four fields, as a peer that knows none sends it.
+  TimetablePush whole = with;
+  whole.yields.chunk_bytes = 0;
+  const std::string four = Encode(whole);
+  const msgpack::object_handle h4 = msgpack::unpack(four.data(), four.size());
+  EXPECT_EQ(h4.get().via.array.ptr[2].via.array.ptr[9].via.array.size, 4u);
+  EXPECT_EQ(std::get<TimetablePush>(Decode(four).message).yields.chunk_bytes, 0u);
   // No yields: the push is what it was before yields existed (nine fields).
   TimetablePush none = with;
   none.yields = YieldSet{};

@@ -44,10 +44,16 @@ struct YieldSet {
   int64_t tolerance_ns = 0;
   uint32_t count = 0;  // windows in use; at most kMaxYieldWindows
   YieldWindow windows[kMaxYieldWindows] = {};
+  // The shim issues an element-wise collective (all-reduce, broadcast, reduce) larger than this
+  // as consecutive calls on parts of its buffers, each through the gate, so that the job can
+  // pause between them for a higher-ranked window: a collective cannot be held once it runs,
+  // and one long transfer still on the wire when a window opens takes bandwidth from it for as
+  // long as it lasts. 0: collectives are not split. At least kMinChunkBytes otherwise.
+  uint64_t chunk_bytes = 0;
 
   friend constexpr bool operator==(const YieldSet& a, const YieldSet& b) {
     if (a.epoch_ns != b.epoch_ns || a.need_ns != b.need_ns || a.max_wait_ns != b.max_wait_ns ||
-        a.tolerance_ns != b.tolerance_ns || a.count != b.count) {
+        a.tolerance_ns != b.tolerance_ns || a.count != b.count || a.chunk_bytes != b.chunk_bytes) {
       return false;
     }
     for (uint32_t i = 0; i < a.count && i < kMaxYieldWindows; ++i) {
@@ -60,6 +66,18 @@ struct YieldSet {
 // Nothing to yield to.
 inline constexpr YieldSet kNoYields{};
 
+// The smallest part a collective is split into (below it NCCL spends more of each call on its
+// latency than on the wire), and the most parts one call becomes.
+inline constexpr uint64_t kMinChunkBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxChunkParts = 64;
+
+// How many parts a collective of `bytes` is issued in under chunk size `chunk_bytes` (0: 1).
+METRONOME_HD constexpr uint64_t ChunkParts(uint64_t bytes, uint64_t chunk_bytes) {
+  if (chunk_bytes == 0 || bytes <= chunk_bytes) return 1;
+  const uint64_t parts = bytes / chunk_bytes + (bytes % chunk_bytes != 0 ? 1 : 0);
+  return parts < kMaxChunkParts ? parts : kMaxChunkParts;
+}
+
 // What ValidateYieldSet did. A rejected set is unusable (the gate yields to nothing).
 enum YieldCheck : uint32_t {
   kYieldOk = 0,
@@ -69,6 +87,7 @@ enum YieldCheck : uint32_t {
   kRejectYieldNeed = 1u << 3,    // need or tolerance outside [0, max_period]
   kClampYieldOffset = 1u << 8,   // an offset outside [0, period): reduced modulo period
   kClampYieldWait = 1u << 9,     // max wait outside [0, max_wait_cap]
+  kClampYieldChunk = 1u << 10,   // a chunk size below kMinChunkBytes: raised to it
 };
 inline constexpr uint32_t kYieldRejectMask = 0xffu;
 
@@ -94,6 +113,10 @@ METRONOME_HD constexpr uint32_t ValidateYieldSet(YieldSet& y, const TimetableLim
   if (wait != y.max_wait_ns) {
     y.max_wait_ns = wait;
     r |= kClampYieldWait;
+  }
+  if (y.chunk_bytes != 0 && y.chunk_bytes < kMinChunkBytes) {
+    y.chunk_bytes = kMinChunkBytes;
+    r |= kClampYieldChunk;
   }
   for (uint32_t i = 0; i < y.count; ++i) {
     YieldWindow& w = y.windows[i];

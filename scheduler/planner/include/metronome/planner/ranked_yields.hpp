@@ -8,8 +8,9 @@
 // gained (model pairs, docs/decisions/0004). Its set holds at most
 // kMaxYieldWindows of them, the highest-ranked first (then the longest duty cycle); it needs a
 // gap of its own communication time stretched by the traffic it expects to share that gap with
-// (1 + the duty cycles of the others there that it does not yield to, on its busiest link) and
-// waits for one at most its natural period.
+// (1 + the duty cycles of the others there that it does not yield to, on its busiest link),
+// waits for one at most its natural period, and splits its collectives into parts
+// (kChunkWindowFraction).
 #pragma once
 
 #include <vector>
@@ -19,6 +20,13 @@
 #include "metronome/planner/plan.hpp"
 
 namespace metronome::planner {
+
+// A yielding job's collectives are issued in parts of at most this fraction of the shortest
+// window it yields to (on the wire of its slowest link; YieldSet::chunk_bytes): with its 25 MB
+// buckets 35 ms each on a 10 Gbit/s link, the load sweep's high-priority job (an 80 ms window)
+// ran 1.134 x solo on average and 1.521 at worst; in parts of a sixteenth, 1.058 and 1.175
+// (docs/decisions/0007).
+inline constexpr double kChunkWindowFraction = 16.0;
 
 // Whether a job of priority a ranks above one of priority b on a link they share.
 [[nodiscard]] bool RanksAbove(int a_priority, int b_priority);
