@@ -132,8 +132,9 @@ void MaxMinSolver::Solve(std::span<const double> capacity, std::span<const FlowS
 void MaxMinSolver::SolveByClass(std::span<const double> capacity, std::span<const FlowSpec> flows,
                                 std::vector<double>& rates) {
   bool one_class = true;
-  for (const FlowSpec& f : flows)
+  for (const FlowSpec& f : flows) {
     one_class = one_class && f.traffic_class == flows[0].traffic_class;
+  }
   if (one_class) {
     Solve(capacity, flows, rates);
     return;
