@@ -1,6 +1,7 @@
-// Added cost per collective call: the exact code of the exported wrappers (intercept.hpp) around
-// a trivial "real" function, against calling that function directly through a pointer (what an
-// application's call into libnccl is). No LD_PRELOAD needed: the wrapper templates are the same
+// Added cost per collective call: the exact code of the exported wrappers (intercept.hpp: the
+// all-reduce's ElementwiseCollective, and Collective, which all-gather, send and the rest use)
+// around a trivial "real" function, against calling that function directly through a pointer (what
+// an application's call into libnccl is). No LD_PRELOAD needed: the wrapper templates are the same
 // ones exports.cpp instantiates; an interposed call adds only the PLT hop (~0.2 ns).
 #include <benchmark/benchmark.h>
 
@@ -45,7 +46,21 @@ ncclComm_t Register(ms::Runtime* rt) {
   return comm;
 }
 
+// ncclAllReduce's body (exports.cpp).
 ncclResult_t Call(ncclComm_t comm) {
+  const void* send = g_buf;
+  void* recv = g_buf;
+  auto* stream = static_cast<cudaStream_t>(nullptr);
+  return ms::ElementwiseCollective(
+      ms::Op::kAllReduce, size_t{256}, ncclFloat, comm, stream, [&](size_t off, size_t n) {
+        return ms::Forward<ms::Fn::kAllReduce>(ms::ElementsInto(send, off, ncclFloat),
+                                               ms::ElementsInto(recv, off, ncclFloat), n, ncclFloat,
+                                               ncclSum, comm, stream);
+      });
+}
+
+// The same call through Collective, the body of the wrappers that never split a call.
+ncclResult_t CallWhole(ncclComm_t comm) {
   return ms::Collective<ms::Fn::kAllReduce>(ms::Op::kAllReduce, sizeof(g_buf), comm, nullptr, g_buf,
                                             g_buf, size_t{256}, ncclFloat, ncclSum, comm,
                                             static_cast<cudaStream_t>(nullptr));
@@ -77,6 +92,17 @@ void BmShimEnforceInBurst(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(Call(comm));
 }
 BENCHMARK(BmShimEnforceInBurst);
+
+// The same through Collective: what ElementwiseCollective's parts bookkeeping costs.
+void BmShimEnforceInBurstWhole(benchmark::State& state) {
+  ms::Runtime* rt = MakeRuntime(ms::Mode::kEnforce);
+  ncclComm_t comm = Register(rt);
+  ms::CommState* st = rt->Find(comm);
+  st->gap_threshold_ns.store(INT64_MAX / 2);
+  CallWhole(comm);
+  for (auto _ : state) benchmark::DoNotOptimize(CallWhole(comm));
+}
+BENCHMARK(BmShimEnforceInBurstWhole);
 
 // Enforce mode, every call a phase start inside an open window: + timetable read and DecideGate.
 void BmShimEnforcePhaseStartOpenWindow(benchmark::State& state) {

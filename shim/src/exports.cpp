@@ -35,27 +35,14 @@ METRONOME_NCCL_FUNCTIONS(METRONOME_SAME_TYPE)
 
 // Element-wise: a job that yields may issue them in parts (ms::ElementwiseCollective).
 
-namespace {
-
-// A part's buffer: `elements` into `buff`; a null buffer (a non-root's broadcast source or
-// reduce destination) stays null.
-const void* At(const void* buff, size_t elements, ncclDataType_t type) {
-  return buff == nullptr ? nullptr
-                         : static_cast<const char*>(buff) + elements * ms::DataTypeSize(type);
-}
-void* At(void* buff, size_t elements, ncclDataType_t type) {
-  return buff == nullptr ? nullptr : static_cast<char*>(buff) + elements * ms::DataTypeSize(type);
-}
-
-}  // namespace
-
 METRONOME_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                             ncclDataType_t datatype, ncclRedOp_t op,
                                             ncclComm_t comm, cudaStream_t stream) {
   return ms::ElementwiseCollective(
       Op::kAllReduce, count, datatype, comm, stream, [&](size_t off, size_t n) {
-        return ms::Forward<Fn::kAllReduce>(At(sendbuff, off, datatype), At(recvbuff, off, datatype),
-                                           n, datatype, op, comm, stream);
+        return ms::Forward<Fn::kAllReduce>(ms::ElementsInto(sendbuff, off, datatype),
+                                           ms::ElementsInto(recvbuff, off, datatype), n, datatype,
+                                           op, comm, stream);
       });
 }
 
@@ -64,8 +51,9 @@ METRONOME_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff
                                             cudaStream_t stream) {
   return ms::ElementwiseCollective(
       Op::kBroadcast, count, datatype, comm, stream, [&](size_t off, size_t n) {
-        return ms::Forward<Fn::kBroadcast>(At(sendbuff, off, datatype), At(recvbuff, off, datatype),
-                                           n, datatype, root, comm, stream);
+        return ms::Forward<Fn::kBroadcast>(ms::ElementsInto(sendbuff, off, datatype),
+                                           ms::ElementsInto(recvbuff, off, datatype), n, datatype,
+                                           root, comm, stream);
       });
 }
 
@@ -73,7 +61,8 @@ METRONOME_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t
                                         ncclComm_t comm, cudaStream_t stream) {
   return ms::ElementwiseCollective(
       Op::kBroadcast, count, datatype, comm, stream, [&](size_t off, size_t n) {
-        return ms::Forward<Fn::kBcast>(At(buff, off, datatype), n, datatype, root, comm, stream);
+        return ms::Forward<Fn::kBcast>(ms::ElementsInto(buff, off, datatype), n, datatype, root,
+                                       comm, stream);
       });
 }
 
@@ -82,8 +71,9 @@ METRONOME_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, s
                                          ncclComm_t comm, cudaStream_t stream) {
   return ms::ElementwiseCollective(
       Op::kReduce, count, datatype, comm, stream, [&](size_t off, size_t n) {
-        return ms::Forward<Fn::kReduce>(At(sendbuff, off, datatype), At(recvbuff, off, datatype), n,
-                                        datatype, op, root, comm, stream);
+        return ms::Forward<Fn::kReduce>(ms::ElementsInto(sendbuff, off, datatype),
+                                        ms::ElementsInto(recvbuff, off, datatype), n, datatype, op,
+                                        root, comm, stream);
       });
 }
 

@@ -33,6 +33,15 @@ inline ncclResult_t Collective(Op op, uint64_t bytes, ncclComm_t comm, cudaStrea
   return r;
 }
 
+// A part's buffer: `elements` of `type` into `buff`; a null buffer (a non-root's broadcast
+// source or reduce destination) stays null.
+inline const void* ElementsInto(const void* buff, size_t elements, ncclDataType_t type) noexcept {
+  return buff == nullptr ? nullptr : static_cast<const char*>(buff) + elements * DataTypeSize(type);
+}
+inline void* ElementsInto(void* buff, size_t elements, ncclDataType_t type) noexcept {
+  return buff == nullptr ? nullptr : static_cast<char*>(buff) + elements * DataTypeSize(type);
+}
+
 // An element-wise collective (all-reduce, broadcast, reduce) of `count` elements of `type`:
 // tracked and gated as Collective, but issued in parts (Runtime::Parts) when its job yields with
 // a chunk size, each part through the gate, so that the job can pause between them for a
