@@ -118,6 +118,7 @@ std::vector<JobYields> RankedYields(const Topology& topology, const std::vector<
     // Collectives larger than a sixteenth of the shortest window it yields to, on the wire of its
     // slowest link, are issued in parts (YieldSet::chunk_bytes): a part that starts just before
     // a window then keeps little of it (a ring all-reduce puts up to twice its bytes on a link).
+    // No part shorter than kMinPartWireNs there.
     if (y.count > 0) {
       Nanos shortest = y.windows[0].window_ns;
       double slowest = 0.0;
@@ -126,8 +127,9 @@ std::vector<JobYields> RankedYields(const Topology& topology, const std::vector<
         const double c = topology.GetLink(l).capacity_bps;
         slowest = slowest == 0.0 ? c : std::min(slowest, c);
       }
-      const double bytes =
-          static_cast<double>(shortest) / kChunkWindowFraction * 1e-9 * slowest / 2;
+      const double bytes = std::max(static_cast<double>(shortest) / kChunkWindowFraction,
+                                    static_cast<double>(kMinPartWireNs)) *
+                           1e-9 * slowest / 2;
       y.chunk_bytes = std::max(kMinChunkBytes, static_cast<uint64_t>(bytes));
     }
     // Periods and windows come from a validated plan: this only fills the inverse periods.

@@ -65,7 +65,19 @@ TEST(RankedYields, JobsOfOnePriorityDoNotYieldToEachOther) {
   EXPECT_EQ(y[1].yields.chunk_bytes, 0u);
 }
 
-TEST(RankedYields, NoPartSmallerThanAMebibyte) {
+TEST(RankedYields, APartSpendsAtLeastHalfAMillisecondOnTheWire) {
+  // A 6 ms window: a sixteenth of it is 375 µs, less than the floor.
+  Pair short_window(1.25e9);
+  short_window.plan.jobs[0].timetable = MakeTimetable(280 * kMs, 0, 6 * kMs, 0, false);
+  const auto y =
+      RankedYields(short_window.topology, short_window.jobs, short_window.plan, PlannerOptions{});
+  ASSERT_EQ(y[1].yields.count, 1u);
+  ASSERT_LT(y[1].yields.windows[0].window_ns, kMinPartWireNs * 16);
+  // Twice its bytes on the wire of a 10 Gbit/s link for 0.5 ms.
+  EXPECT_EQ(y[1].yields.chunk_bytes, static_cast<uint64_t>(kMinPartWireNs * 1e-9 * 1.25e9 / 2));
+}
+
+TEST(RankedYields, NoPartSmallerThanTheShimsFloor) {
   const Pair slow(1e6);  // 8 Mbit/s: a sixteenth of the window is 2.7 kB on the wire
   const auto y = RankedYields(slow.topology, slow.jobs, slow.plan, PlannerOptions{});
   ASSERT_EQ(y[1].yields.count, 1u);

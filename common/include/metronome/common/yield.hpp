@@ -66,9 +66,10 @@ struct YieldSet {
 // Nothing to yield to.
 inline constexpr YieldSet kNoYields{};
 
-// The smallest part a collective is split into (below it NCCL spends more of each call on its
-// latency than on the wire), and the most parts one call becomes.
-inline constexpr uint64_t kMinChunkBytes = uint64_t{1} << 20;
+// The smallest part a shim issues whatever a timetable asks (a floor against absurd values; the
+// scheduler sizes parts by their time on the wire, planner/ranked_yields.hpp), and the most
+// parts one call becomes.
+inline constexpr uint64_t kMinChunkBytes = uint64_t{1} << 16;
 inline constexpr uint64_t kMaxChunkParts = 64;
 
 // How many parts a collective of `bytes` is issued in under chunk size `chunk_bytes` (0: 1).
