@@ -42,15 +42,4 @@ class Transport {
 std::unique_ptr<Transport> MakeZmtpTransport();
 std::unique_ptr<Transport> MakeZmqTransport();
 
-// ZMTP 3.0 pieces, exposed for tests.
-namespace zmtp {
-std::string Greeting();                      // 64 octets, NULL mechanism, as client
-std::string ReadyCommand(const char* type);  // READY with Socket-Type
-std::string Frame(const std::string& body, bool more, bool command);
-// Parses one frame at the start of `buf`: returns its total length (0 = incomplete, -1 = bad),
-// and fills flags and body.
-long ParseFrame(const std::string& buf, size_t max_body, bool& more, bool& command,
-                std::string& body);
-}  // namespace zmtp
-
 }  // namespace metronome::shim

@@ -1,9 +1,11 @@
-// The built-in ZMTP 3.0 framing (the live handshake with libzmq is covered by the safety tests).
+// The built-in ZMTP 3.0 codec and reader (the live handshake with libzmq: shim_safety_test and
+// shim_transport_test).
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
-#include "transport.hpp"
+#include "zmtp.hpp"
 
 namespace metronome::shim {
 namespace {
@@ -55,6 +57,92 @@ TEST(Zmtp, RejectsReservedFlagsAndOversizedFrames) {
   EXPECT_EQ(
       zmtp::ParseFrame(zmtp::Frame(std::string(300, 'y'), false, false), 100, more, command, body),
       -1);
+}
+
+// What a ROUTER sends a DEALER: its greeting (as server) and READY.
+std::string PeerHello() {
+  std::string g = zmtp::Greeting();
+  g[32] = 1;
+  return g + zmtp::ReadyCommand("ROUTER");
+}
+
+std::string Command(const std::string& name, const std::string& data) {
+  std::string body(1, static_cast<char>(name.size()));
+  return zmtp::Frame(body + name + data, false, true);
+}
+
+std::vector<std::pair<std::string, bool>> Drain(zmtp::Reader& r) {
+  std::vector<std::pair<std::string, bool>> got;
+  std::string m;
+  bool multipart = false;
+  while (r.Pop(m, multipart)) got.emplace_back(m, multipart);
+  return got;
+}
+
+TEST(ZmtpReader, TheSameMessagesWhateverPiecesTheBytesArriveIn) {
+  const std::string bytes = PeerHello() + zmtp::Frame("one", false, false) +
+                            zmtp::Frame(std::string(300, 'x'), false, false) +
+                            zmtp::Frame("head", true, false) + zmtp::Frame("tail", false, false);
+  zmtp::Reader whole;
+  ASSERT_TRUE(whole.Feed(bytes.data(), bytes.size()));
+  zmtp::Reader bytewise;
+  for (const char c : bytes) ASSERT_TRUE(bytewise.Feed(&c, 1));
+  const auto a = Drain(whole);
+  EXPECT_EQ(a, Drain(bytewise));
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0], std::make_pair(std::string("one"), false));
+  EXPECT_EQ(a[1].first.size(), 300u);
+  EXPECT_EQ(a[2], std::make_pair(std::string("head"), true)) << "multi-part: first frame, flagged";
+  EXPECT_TRUE(whole.Ready());
+}
+
+TEST(ZmtpReader, APingIsAnsweredWithItsContextOnceReady) {
+  zmtp::Reader r;
+  const std::string early = PeerHello().substr(0, 64) + Command("PING", std::string("\0\x0a", 2));
+  ASSERT_TRUE(r.Feed(early.data(), early.size()));
+  EXPECT_TRUE(r.TakeReplies().empty()) << "no PONG before READY";
+  const std::string rest =
+      PeerHello().substr(64) + Command("PING", std::string("\0\x0a", 2) + "ctx");
+  ASSERT_TRUE(r.Feed(rest.data(), rest.size()));
+  EXPECT_EQ(r.TakeReplies(), Command("PONG", "ctx"));
+  EXPECT_TRUE(r.TakeReplies().empty()) << "handed over once";
+}
+
+TEST(ZmtpReader, APeerThatBreaksTheProtocolIsDropped) {
+  const auto fails = [](const std::string& bytes) {
+    zmtp::Reader r;
+    return !r.Feed(bytes.data(), bytes.size());
+  };
+  EXPECT_TRUE(fails("GET / HTTP/1.1")) << "not ZMTP: dropped at the first byte";
+  std::string plain = PeerHello();
+  plain[12] = 'P';  // PLAIN, not NULL
+  EXPECT_TRUE(fails(plain));
+  EXPECT_TRUE(fails(PeerHello().substr(0, 64) + zmtp::Frame("data", false, false)))
+      << "data before READY";
+  EXPECT_TRUE(fails(PeerHello() + zmtp::ReadyCommand("ROUTER"))) << "READY twice";
+  EXPECT_TRUE(fails(PeerHello() + Command("ERROR", std::string("\x03") + "bad")));
+  EXPECT_TRUE(fails(PeerHello() + std::string("\x02\xff\xff\xff\xff\xff\xff\xff\xff", 9)))
+      << "a frame longer than kMaxBody";
+  // What came before the violation stays readable.
+  zmtp::Reader r;
+  const std::string bytes =
+      PeerHello() + zmtp::Frame("kept", false, false) + std::string("\x08\x01", 2);
+  EXPECT_FALSE(r.Feed(bytes.data(), bytes.size()));
+  EXPECT_EQ(Drain(r), (std::vector<std::pair<std::string, bool>>{{"kept", false}}));
+}
+
+TEST(ZmtpReader, ResetExpectsANewGreetingAndKeepsUnreadMessages) {
+  zmtp::Reader r;
+  const std::string first =
+      PeerHello() + zmtp::Frame("unread", false, false) + zmtp::Frame("half", true, false);
+  ASSERT_TRUE(r.Feed(first.data(), first.size()));
+  r.Reset();
+  EXPECT_FALSE(r.Ready());
+  const std::string second = PeerHello() + zmtp::Frame("next", false, false);
+  ASSERT_TRUE(r.Feed(second.data(), second.size()));
+  EXPECT_EQ(Drain(r),
+            (std::vector<std::pair<std::string, bool>>{{"unread", false}, {"next", false}}))
+      << "the half message of the old connection is gone";
 }
 
 }  // namespace
