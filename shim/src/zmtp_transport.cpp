@@ -95,7 +95,10 @@ class ZmtpTransport final : public Transport {
       backoff_ns_ = 0;
       MLOG_DEBUG("connected to the scheduler at %s", endpoint_.c_str());
     }
-    out_ += reader_.TakeReplies();
+    const std::string replies = reader_.TakeReplies();
+    // PONGs are owed only to a peer that reads them: one that pings without reading goes.
+    if (out_.size() + replies.size() > kMaxOut) return Fail(now, "the peer does not read");
+    out_ += replies;
     if (!Flush()) return Fail(now, "write failed");
   }
 
