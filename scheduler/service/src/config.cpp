@@ -91,7 +91,8 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
                  {{"address", Str(cfg.http)},
                   {"tls_cert_file", Str(cfg.http_tls.cert_file)},
                   {"tls_key_file", Str(cfg.http_tls.key_file)},
-                  {"tls_client_ca_file", Str(cfg.http_tls.client_ca_file)}});
+                  {"tls_client_ca_file", Str(cfg.http_tls.client_ca_file)},
+                  {"rate_limit", Dbl(cfg.http_rate_limit, 0.0, 1e6)}});
        }},
       {"log_level", Str(cfg.log_level)},
       {"topology",

@@ -10,6 +10,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "client_rate_limit.hpp"
 #include "http_tls.hpp"
 
 namespace metronome::service {
@@ -31,6 +32,18 @@ void HttpServer::Configure(httplib::Server& server) {
   // Without TCP_NODELAY a reply written in two pieces waits for the client's delayed ACK: about
   // 44 ms per call on a kept-alive connection (kube-scheduler's extender calls), 0.1 ms with it.
   server.set_tcp_nodelay(true);
+  // A client over its rate is answered before any route runs, matched or not.
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!rate_limit_ || rate_limit_->Allow(req.remote_addr, ClientRateLimit::Clock::now())) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    res.set_header("Retry-After", "1");
+    metrics_.HttpRequests("rate_limited", 429).Increment();
+    Reject("rate_limited", res, 429, "rate_limited",
+           req.remote_addr + " sent more than " + std::to_string(rate_limit_->PerSecond()) +
+               " requests a second (http.rate_limit)");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   // Requests no route matched (or a method the path does not take), and errors httplib itself
   // produced (413, 400 on a bad request line): a JSON body, counted.
   server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -168,6 +181,11 @@ void HttpServer::EnableTls(const HttpTlsConfig& config) {
 void HttpServer::AddRouteGroup(std::shared_ptr<RouteGroup> group) {
   group->Register(*this);
   groups_.push_back(std::move(group));
+}
+
+void HttpServer::LimitRate(double per_second) {
+  if (thread_.joinable()) throw std::logic_error("http: LimitRate after Start");
+  rate_limit_ = per_second > 0 ? std::make_unique<ClientRateLimit>(per_second) : nullptr;
 }
 
 void HttpServer::Start(const std::string& host, int port) {

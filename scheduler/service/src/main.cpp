@@ -34,6 +34,8 @@ Configuration file keys (YAML, --config; flags override them):
                                        (--http-tls-cert-file, --http-tls-key-file)
   http.tls_client_ca_file              PEM CA(s): clients must present a certificate they
                                        signed (--http-tls-client-ca-file)
+  http.rate_limit: 1000                requests a second from one client address, in bursts of
+                                       twice that; beyond it 429 (0: no limit)
   log_level: info                      trace|debug|info|warn|error|critical|off (--log-level)
   topology: FILE | {inline}            topology file or inline mapping (--topology); default:
                                        one 100 Gbit/s link "default" all multi-node jobs cross

@@ -32,6 +32,7 @@ Service::Service(ServiceConfig config)
   endpoint_ = std::make_unique<Endpoint>(config_, metrics_, *registry_);
   // HTTPS when configured, for every user of the library (a bad file: ConfigError).
   if (config_.http_tls.Enabled()) http_->EnableTls(config_.http_tls);
+  http_->LimitRate(config_.http_rate_limit);
   http_->AddRouteGroup(std::make_shared<StatusRoutes>(*this));
   http_->AddRouteGroup(std::make_shared<TimelineRoutes>());
 }

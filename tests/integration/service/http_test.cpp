@@ -141,6 +141,46 @@ TEST(SchedulerHttp, MalformedRequestsAtEveryRouteAreRejectedAndCounted) {
   EXPECT_EQ(ok.status, 200) << ok.body;
 }
 
+TEST(SchedulerHttp, AClientOverItsRateIsAnswered429OnEveryRouteAndCounted) {
+  const std::string cfg = TempPath("rate-limit.yaml");
+  WriteFile(cfg, "http:\n  address: 127.0.0.1:1\n  rate_limit: 5\n");  // --http overrides it
+  Scheduler s({"--config", cfg});
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // a full bucket: 10
+  int served = 0;
+  int limited = 0;
+  int unmatched_limited = 0;
+  for (int i = 0; i < 30; ++i) {
+    const bool unmatched = i % 3 == 2;
+    const Reply r = Send(s.HttpPort(), "GET", unmatched ? "/no-such-route" : "/healthz", "");
+    if (r.status == 429) {
+      ++limited;
+      unmatched_limited += unmatched ? 1 : 0;
+      EXPECT_NE(r.body.find("\"rate_limited\""), std::string::npos) << r.body;
+    } else {
+      served += 1;
+      EXPECT_EQ(r.status, unmatched ? 404 : 200) << r.body;
+    }
+  }
+  // Thirty requests in far less than the four seconds that would refill 20 tokens.
+  EXPECT_GE(served, 10) << "the burst passes";
+  EXPECT_GE(limited, 5);
+  EXPECT_GE(unmatched_limited, 1) << "routes no handler matches are limited too";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const std::string metrics = s.Metrics();
+  const auto line = metrics.find("metronome_http_rejected_total{");
+  bool counted = false;
+  for (size_t at = line; at != std::string::npos;
+       at = metrics.find("metronome_http_rejected_total{", at + 1)) {
+    const std::string l = metrics.substr(at, metrics.find('\n', at) - at);
+    if (l.find("route=\"rate_limited\"") != std::string::npos) {
+      counted = true;
+      EXPECT_NE(l.find(" " + std::to_string(limited)), std::string::npos) << l;
+    }
+  }
+  EXPECT_TRUE(counted) << metrics;
+}
+
 TEST(SchedulerHttp, StatusApiAndMetricsDescribeTheCluster) {
   Scheduler s;
   ASSERT_TRUE(s.Ready()) << s.Log();

@@ -64,6 +64,9 @@ struct ServiceConfig {
   std::string listen = "tcp://127.0.0.1:7411";  // ZeroMQ ROUTER endpoint
   std::string http = "127.0.0.1:7412";          // HOST:PORT of the HTTP server
   HttpTlsConfig http_tls;  // YAML: `http: {address: HOST:PORT, tls_cert_file: ..., ...}`
+  // http.rate_limit: requests a second from one client address (bursts of twice it); 0: off.
+  // kube-scheduler asks filter and prioritize for every pod it places.
+  double http_rate_limit = 1000.0;
   std::string log_level = "info";
   std::string topology_file;  // empty: inline `topology:` or the embedded default
   TopologyConfig topology = TopologyConfig::Default();

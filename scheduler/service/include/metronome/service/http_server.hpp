@@ -38,6 +38,7 @@ class HttpError : public std::runtime_error {
 class HttpServer;
 class TlsContext;
 struct HttpTlsConfig;
+class ClientRateLimit;
 
 class RouteGroup {
  public:
@@ -67,6 +68,11 @@ class HttpServer {
   void EnableTls(const HttpTlsConfig& config);
   bool Tls() const { return tls_ != nullptr; }
 
+  // At most `per_second` requests a second from one client address, in bursts of up to twice
+  // that (http.rate_limit; 0: no limit); beyond it every route answers 429 "rate_limited" with
+  // Retry-After, counted. Before Start().
+  void LimitRate(double per_second);
+
   // Binds and serves on a background thread. Throws std::runtime_error when it cannot bind.
   void Start(const std::string& host, int port);
   void Stop();
@@ -92,7 +98,8 @@ class HttpServer {
               const std::string& reason, const std::string& message);
 
   Metrics& metrics_;
-  std::unique_ptr<TlsContext> tls_;  // outlives server_, whose SSL context calls it
+  std::unique_ptr<ClientRateLimit> rate_limit_;  // null: no limit
+  std::unique_ptr<TlsContext> tls_;              // outlives server_, whose SSL context calls it
   std::unique_ptr<httplib::Server> server_;
   std::vector<Route> routes_;
   std::vector<std::shared_ptr<RouteGroup>> groups_;
