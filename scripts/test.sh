@@ -34,7 +34,8 @@ run_preset() {
 run_fuzz() {
   echo "=== fuzz: configure and build (clang)"
   cmake --preset fuzz -DMETRONOME_FUZZ_SECONDS="${FUZZ_SECONDS:-20}" >/dev/null
-  cmake --build --preset fuzz --target fuzz_protocol_decode fuzz_zmtp_reader
+  cmake --build --preset fuzz --target fuzz_protocol_decode fuzz_zmtp_reader fuzz_extender_request \
+    fuzz_service_config
   echo "=== fuzz: run"
   ctest --test-dir build/fuzz -L fuzz --output-on-failure "$@"
 }

@@ -70,6 +70,23 @@ constexpr std::array<std::string_view, 7> kLogLevels = {"trace", "debug",    "in
 
 }  // namespace
 
+std::string Printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b != 0x7f) {
+      out.push_back(c);
+      continue;
+    }
+    out += "\\x";
+    out.push_back(kHex[b >> 4]);
+    out.push_back(kHex[b & 0xf]);
+  }
+  return out;
+}
+
 void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
   YAML::Node doc;
   try {

@@ -28,6 +28,19 @@ TEST(Config, EmbeddedDefaultsAreValidAndLoopback) {
   EXPECT_EQ(cfg.topology.unknown_nodes_link, "default");
 }
 
+TEST(Config, AnErrorPrintsTheKeyItNamesEvenOfControlBytes) {
+  // Keys of NUL and escape bytes (YAML's "\0" and "\e"; found by fuzz_service_config): the
+  // message shows them instead of ending at the NUL or recolouring the terminal.
+  EXPECT_EQ(ErrorKey("\"\\0\\e[31m\": 1\n"), "\\x00\\x1b[31m | unknown key");
+  ServiceConfig cfg;
+  try {
+    LoadConfigYaml("registry:\n  \"a\\0b\": 1\n", cfg);
+    ADD_FAILURE() << "an unknown key loaded";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "registry.a\\x00b: unknown key");
+  }
+}
+
 TEST(Config, YamlOverridesOnlyWhatItNames) {
   ServiceConfig cfg;
   LoadConfigYaml(

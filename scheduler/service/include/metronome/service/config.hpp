@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "metronome/controller/config.hpp"
@@ -23,14 +24,20 @@ using controller::RegistryConfig;
 using controller::TimetableConfig;
 using controller::TopologyConfig;
 
+// `text` with control bytes written as \xNN: a key or value from a file may hold any byte, and
+// an error message must print as what it names.
+std::string Printable(std::string_view text);
+
 class ConfigError : public std::runtime_error {
  public:
   ConfigError(std::string key, std::string reason)
-      : std::runtime_error(key + ": " + reason), key_(std::move(key)), reason_(std::move(reason)) {}
+      : ConfigError(Printable(key), Printable(reason), 0) {}
   const std::string& Key() const { return key_; }
   const std::string& Reason() const { return reason_; }
 
  private:
+  ConfigError(std::string key, std::string reason, int /*printable*/)
+      : std::runtime_error(key + ": " + reason), key_(std::move(key)), reason_(std::move(reason)) {}
   std::string key_;
   std::string reason_;
 };

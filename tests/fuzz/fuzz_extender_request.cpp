@@ -1,0 +1,25 @@
+// libFuzzer target for the kube-scheduler extender's request bodies (the filter and prioritize
+// routes): the first byte picks the verb, the rest is the body. Properties checked on every
+// input: the handler returns (never throws, never reads out of bounds: ASan), with 200 or 400,
+// and its body is JSON; a 400 says why.
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "metronome/extender/extender.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static metronome::extender::Extender extender;
+  if (size == 0) return 0;
+  const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  const metronome::extender::ExtenderResponse r =
+      data[0] % 2 == 0 ? extender.HandleFilter(body) : extender.HandlePrioritize(body);
+  if (r.status != 200 && r.status != 400) std::abort();
+  const nlohmann::json reply = nlohmann::json::parse(r.body, nullptr, false);
+  if (reply.is_discarded()) std::abort();
+  if (r.status == 400 && !reply.contains("error")) std::abort();
+  return 0;
+}
