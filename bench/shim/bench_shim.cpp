@@ -82,25 +82,24 @@ void BmShimOff(benchmark::State& state) {
 }
 BENCHMARK(BmShimOff);
 
-// Enforce mode, a collective inside a burst (not a phase start): lookup, clock, ring push.
-void BmShimEnforceInBurst(benchmark::State& state) {
+// Enforce mode, a collective inside a burst (not a phase start): lookup, clock, ring push;
+// through the all-reduce's body (Call) or through Collective (CallWhole: what
+// ElementwiseCollective's parts bookkeeping costs).
+template <ncclResult_t (*F)(ncclComm_t)>
+void BmInBurst(benchmark::State& state) {
   ms::Runtime* rt = MakeRuntime(ms::Mode::kEnforce);
   ncclComm_t comm = Register(rt);
   ms::CommState* st = rt->Find(comm);
   st->gap_threshold_ns.store(INT64_MAX / 2);
-  Call(comm);
-  for (auto _ : state) benchmark::DoNotOptimize(Call(comm));
+  F(comm);
+  for (auto _ : state) benchmark::DoNotOptimize(F(comm));
+}
+void BmShimEnforceInBurst(benchmark::State& state) {
+  BmInBurst<Call>(state);
 }
 BENCHMARK(BmShimEnforceInBurst);
-
-// The same through Collective: what ElementwiseCollective's parts bookkeeping costs.
 void BmShimEnforceInBurstWhole(benchmark::State& state) {
-  ms::Runtime* rt = MakeRuntime(ms::Mode::kEnforce);
-  ncclComm_t comm = Register(rt);
-  ms::CommState* st = rt->Find(comm);
-  st->gap_threshold_ns.store(INT64_MAX / 2);
-  CallWhole(comm);
-  for (auto _ : state) benchmark::DoNotOptimize(CallWhole(comm));
+  BmInBurst<CallWhole>(state);
 }
 BENCHMARK(BmShimEnforceInBurstWhole);
 
