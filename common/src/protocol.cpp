@@ -102,12 +102,13 @@ void PackFields(Packer& pk, const TimetablePush& m) {
   pk.pack(m.timetable.late_slack_ns);
   pk.pack(m.timetable.max_wait_ns);
   pk.pack(static_cast<uint32_t>(AlwaysOpen(m.timetable) ? 0 : 1));  // the explicit "no gate"
-  // [need, max_wait, tolerance, [[period, offset, window], ...], chunk_bytes] (the timetable's
-  // epoch; chunk_bytes left out when 0); absent when there is nothing to yield to, so that such a
-  // push is what it was before yields. A decoder reads the first four and ignores what follows.
+  // [need, max_wait, tolerance, [[period, offset, window], ...]] (the timetable's epoch); absent
+  // when there is nothing to yield to, so that such a push is what it was before yields. A
+  // decoder reads the first four and ignores what follows (a peer of a newer version may send
+  // more; an earlier build sent a chunk size there, which is now the job's own setting).
   if (y.count == 0) return;
   const uint32_t n = y.count < kMaxYieldWindows ? y.count : kMaxYieldWindows;
-  pk.pack_array(y.chunk_bytes != 0 ? 5 : 4);
+  pk.pack_array(4);
   pk.pack(y.need_ns);
   pk.pack(y.max_wait_ns);
   pk.pack(y.tolerance_ns);
@@ -118,7 +119,6 @@ void PackFields(Packer& pk, const TimetablePush& m) {
     pk.pack(y.windows[i].offset_ns);
     pk.pack(y.windows[i].window_ns);
   }
-  if (y.chunk_bytes != 0) pk.pack(y.chunk_bytes);
 }
 
 void PackFields(Packer& pk, const Bye& m) {
@@ -189,7 +189,6 @@ class FieldReader {
         return false;
       }
     }
-    if (o->via.array.size >= 5 && !ConvertInt(name, f[4], y.chunk_bytes)) return false;
     y.epoch_ns = epoch_ns;
     if ((ValidateYieldSet(y) & kYieldRejectMask) != 0) {
       return Fail(name, "has a period, window, need or tolerance out of range");

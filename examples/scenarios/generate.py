@@ -196,7 +196,7 @@ def load_sweep(out, seeds=(1, 2, 3)):
                              "gradient_mb": round(comm / wire / 1e6, 2), "gpus": 8,
                              "iterations": int(60 / period),
                              "priority": rng.choice(["normal", "low"]),
-                             "nodes": [f"r1n{k}", f"r2n{k}"]})
+                             "nodes": [f"r1n{k}", f"r2n{k}"], "chunk_kib": 2048})
             write(out / f"load-{n}-s{seed}.yaml", f"""
 Load sweep: one high-priority job and {n} neighbour(s) of unrelated periods on one 10 Gbit/s
 rack-to-rack link, offered load {load} (seed {seed}).

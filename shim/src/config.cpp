@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include "metronome/common/yield.hpp"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -104,6 +106,19 @@ Config ParseConfig(const std::function<const char*(const char*)>& get) {
       c.max_wait_ns = ms * 1'000'000;
     } else {
       Warn(c, "METRONOME_MAX_WAIT_MS", v);
+    }
+  }
+  if (const char* v = get("METRONOME_CHUNK_KIB"); v != nullptr && *v != '\0') {
+    long long kib = 0;
+    if (ParseInt(v, kib) && kib >= 0 && kib <= (1LL << 30)) {
+      c.chunk_bytes = static_cast<uint64_t>(kib) << 10;
+      if (c.chunk_bytes != 0 && c.chunk_bytes < kMinChunkBytes) {
+        c.chunk_bytes = kMinChunkBytes;
+        if (!c.warnings.empty()) c.warnings += "; ";
+        c.warnings += "METRONOME_CHUNK_KIB='" + std::string(v) + "' raised to 64";
+      }
+    } else {
+      Warn(c, "METRONOME_CHUNK_KIB", v);
     }
   }
   if (const char* v = get("METRONOME_FAILOPEN_MS"); v != nullptr && *v != '\0') {

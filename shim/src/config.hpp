@@ -25,6 +25,10 @@ struct Config {
   int64_t silence_ns = 5'000'000'000;              // METRONOME_FAILOPEN_MS: scheduler silence bound
   std::string nccl_library;                        // METRONOME_NCCL_LIBRARY
   std::string curve_server_key;  // METRONOME_CURVE_SERVERKEY: the scheduler's Z85 CURVE public key
+  // METRONOME_CHUNK_KIB: in enforce mode, element-wise collectives larger than this are issued in
+  // parts, each through the gate (common/yield.hpp, ChunkParts). It must be the same on every
+  // rank of the job. 0 (the default): never split; below 64 KiB: raised to it.
+  uint64_t chunk_bytes = 0;
   // METRONOME_TRAFFIC_CLASS "high=N,normal=N,low=N" (any of them, 0-255): the trafficClass of
   // communicators created with a config that leaves it undefined, by TrafficClassIndex of the
   // priority; -1 (the default): NCCL's own.

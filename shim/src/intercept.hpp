@@ -43,8 +43,8 @@ inline void* ElementsInto(void* buff, size_t elements, ncclDataType_t type) noex
 }
 
 // An element-wise collective (all-reduce, broadcast, reduce) of `count` elements of `type`:
-// tracked and gated as Collective, but issued in parts (Runtime::Parts) when its job yields with
-// a chunk size, each part through the gate, so that the job can pause between them for a
+// tracked and gated as Collective, but issued in parts (Runtime::Parts) when the job sets a
+// chunk size, each part through the gate, so that the job can pause between them for a
 // higher-ranked window. `call(offset, n)` makes the real call on elements [offset, offset + n);
 // every part but the last is a whole number of 256-byte blocks. The first error ends the call.
 template <class Call>
@@ -57,7 +57,7 @@ inline ncclResult_t ElementwiseCollective(Op op, size_t count, ncclDataType_t ty
   Runtime& rt = Runtime::Get();
   CommState* st = rt.Find(comm);
   const size_t elem = DataTypeSize(type);
-  uint64_t parts = rt.Parts(st, static_cast<uint64_t>(count) * elem, stream);
+  uint64_t parts = rt.Parts(static_cast<uint64_t>(count) * elem);
   const size_t align = elem < 256 ? 256 / elem : 1;
   size_t part = parts > 1 ? count / parts / align * align : count;
   if (part == 0) {  // fewer elements than parts of a block each: one call

@@ -283,15 +283,9 @@ int Runtime::TrafficClass() const noexcept {
   return config_.traffic_class[TrafficClassIndex(config_.priority)];
 }
 
-uint64_t Runtime::Parts(const CommState* st, uint64_t bytes, cudaStream_t stream) noexcept {
-  if (st == nullptr || mode_ != Mode::kEnforce || t_state.group_depth != 0 ||
-      !st->job->store.MayYield() || st->observe_only.load(std::memory_order_relaxed)) {
-    return 1;
-  }
-  const uint64_t parts = ChunkParts(bytes, st->job->store.ChunkBytes());
-  // Parts captured into a CUDA graph would replay ungated: no reason to split them.
-  if (parts > 1 && stream != nullptr && DeviceGate::StreamIsCapturing(stream)) return 1;
-  return parts;
+uint64_t Runtime::Parts(uint64_t bytes) const noexcept {
+  if (mode_ != Mode::kEnforce || t_state.group_depth != 0) return 1;
+  return ChunkParts(bytes, config_.chunk_bytes);
 }
 
 Runtime::CallToken Runtime::BeforeCollective(CommState* st, Op op, uint64_t bytes,

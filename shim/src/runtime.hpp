@@ -160,10 +160,11 @@ class Runtime {
   }
   CallToken BeforeCollective(CommState* st, Op op, uint64_t bytes, cudaStream_t stream) noexcept;
   void AfterCollective(const CallToken& t) noexcept;
-  // How many parts an element-wise collective of `bytes` on `st` is issued in (common's
-  // ChunkParts with its job's YieldSet::chunk_bytes): 1 unless the shim enforces, the job
-  // yields with a chunk size, no group is open and the stream is not being captured.
-  uint64_t Parts(const CommState* st, uint64_t bytes, cudaStream_t stream) noexcept;
+  // How many parts an element-wise collective of `bytes` is issued in: common's ChunkParts with
+  // METRONOME_CHUNK_KIB in enforce mode outside groups, else 1. Every rank of a communicator
+  // must issue the same calls, so this depends on nothing that differs between ranks (a
+  // timetable, a clock, a fault seen by one of them): only on the call and the job's settings.
+  uint64_t Parts(uint64_t bytes) const noexcept;
 
   // Clock: scheduler time = local time + offset. Valid once a ping/pong exchange succeeded.
   std::atomic<int64_t> server_minus_local_ns{0};

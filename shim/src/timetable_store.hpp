@@ -34,7 +34,6 @@ class TimetableStore {
     y_[2].store(yields.max_wait_ns, std::memory_order_relaxed);
     y_[3].store(yields.tolerance_ns, std::memory_order_relaxed);
     y_[4].store(n, std::memory_order_relaxed);
-    chunk_.store(n != 0 ? yields.chunk_bytes : 0, std::memory_order_relaxed);
     for (uint32_t i = 0; i < n; ++i) {
       const YieldWindow& w = yields.windows[i];
       std::atomic<int64_t>* f = &y_[kYieldHeader + kWindowFields * i];
@@ -54,7 +53,6 @@ class TimetableStore {
     std::atomic_thread_fence(std::memory_order_release);
     valid_.store(0, std::memory_order_relaxed);
     y_[4].store(0, std::memory_order_relaxed);
-    chunk_.store(0, std::memory_order_relaxed);
     seq_.store(s + 2, std::memory_order_release);
   }
 
@@ -69,10 +67,6 @@ class TimetableStore {
   // the caller's path to skip the yields (and their 600 bytes) when there are none. A stale
   // answer costs one read or one missed yield, never a wrong hold.
   bool MayYield() const noexcept { return y_[4].load(std::memory_order_relaxed) != 0; }
-
-  // The yields' chunk size (YieldSet::chunk_bytes; 0 without yields): one relaxed load. A stale
-  // answer splits one collective differently, never holds one.
-  uint64_t ChunkBytes() const noexcept { return chunk_.load(std::memory_order_relaxed); }
 
   uint64_t Version() const noexcept {
     Timetable t;
@@ -106,7 +100,6 @@ class TimetableStore {
     yields.tolerance_ns = y_[3].load(std::memory_order_relaxed);
     const auto n = static_cast<uint32_t>(y_[4].load(std::memory_order_relaxed));
     yields.count = n < kMaxYieldWindows ? n : kMaxYieldWindows;
-    yields.chunk_bytes = chunk_.load(std::memory_order_relaxed);
     for (uint32_t i = 0; i < yields.count; ++i) {
       YieldWindow& w = yields.windows[i];
       const std::atomic<int64_t>* f = &y_[kYieldHeader + kWindowFields * i];
@@ -120,7 +113,6 @@ class TimetableStore {
   std::atomic<uint32_t> seq_{0};
   std::atomic<int> valid_{0};
   std::atomic<int64_t> f_[7] = {};
-  std::atomic<uint64_t> chunk_{0};
   static constexpr uint32_t kYieldHeader = 5;   // epoch, need, max wait, tolerance, count
   static constexpr uint32_t kWindowFields = 4;  // period, offset, window, 1 / period (bits)
   std::atomic<int64_t> y_[kYieldHeader + kWindowFields * kMaxYieldWindows] = {};

@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "metronome/common/yield.hpp"
+
 #include <cmath>
 #include <fstream>
 #include <initializer_list>
@@ -151,10 +153,10 @@ RackSpec ParseRack(const YAML::Node& n, const std::string& path) {
 }
 
 JobSpec ParseJob(const YAML::Node& n, const std::string& path) {
-  CheckKeys(
-      n, path,
-      {"name", "model", "compute_ms", "gradient_mb", "gpus", "gpus_per_pod", "iterations",
-       "priority", "arrival_s", "nodes", "compute_jitter", "bucket_mb", "first_bucket_mb", "gpu"});
+  CheckKeys(n, path,
+            {"name", "model", "compute_ms", "gradient_mb", "gpus", "gpus_per_pod", "iterations",
+             "priority", "arrival_s", "nodes", "compute_jitter", "bucket_mb", "first_bucket_mb",
+             "gpu", "chunk_kib"});
   JobSpec job;
   if (!n["name"]) Fail(Join(path, "name"), "required key is missing");
   job.name = GetString(n["name"], Join(path, "name"));
@@ -178,6 +180,13 @@ JobSpec ParseJob(const YAML::Node& n, const std::string& path) {
   // transfer, so they are checked and otherwise ignored.
   (void)NonNegative(n, path, "bucket_mb", 0.0);
   (void)NonNegative(n, path, "first_bucket_mb", 0.0);
+  if (n["chunk_kib"]) {
+    const int kib = PositiveInt(n, path, "chunk_kib");
+    if (static_cast<std::uint64_t>(kib) << 10 < kMinChunkBytes) {
+      Fail(Join(path, "chunk_kib"), "must be at least 64 (the shim's smallest part)");
+    }
+    job.chunk_bytes = static_cast<std::uint64_t>(kib) << 10;
+  }
   if (const YAML::Node pin = n["nodes"]) {
     if (!pin.IsSequence() || pin.size() == 0) {
       Fail(Join(path, "nodes"), "must be a non-empty list of node names");

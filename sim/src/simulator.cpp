@@ -307,9 +307,9 @@ class Engine {
           std::uniform_real_distribution<double>(1.0, noise.slow_phase_factor)(j.slow_rng);
     }
     // A job that yields runs its phase as the collectives DDP would call (kBucketBytes of
-    // gradient each), each issued in parts by the shim when its yields carry a chunk size
-    // (common's ChunkParts), and pauses between them for higher-ranked windows
-    // (NextCollective).
+    // gradient each), each issued in parts by the shim when the job sets a chunk size
+    // (METRONOME_CHUNK_KIB; common's ChunkParts), and pauses between them for higher-ranked
+    // windows (NextCollective).
     j.collective_bytes = 0.0;
     j.stop_at = 0.0;
     j.pause_s = 0.0;
@@ -329,14 +329,12 @@ class Engine {
     return j.volume * j.spec->gpus / (2.0 * (j.spec->gpus - 1));
   }
   // The all-reduce calls of one phase as the shim issues them: its gradient in DDP buckets (at
-  // least one), each in the parts its yields' chunk size makes of it.
-  double Collectives(const Job& j) const {
+  // least one), each in the parts the job's chunk size makes of it.
+  static double Collectives(const Job& j) {
     if (j.spec->gpus <= 1) return 1.0;
     const double buckets = std::max(1.0, std::ceil(Gradient(j) / engine::kBucketBytes));
-    const YieldSet* y = scheduler_ ? scheduler_->GateYields(j.index) : nullptr;
-    if (y == nullptr) return buckets;
     const auto bucket = static_cast<std::uint64_t>(Gradient(j) / buckets);
-    return buckets * static_cast<double>(ChunkParts(bucket, y->chunk_bytes));
+    return buckets * static_cast<double>(ChunkParts(bucket, j.spec->chunk_bytes));
   }
   // The gradient bytes of the collective in flight (the phase's, when it is one collective).
   static std::uint64_t CollectiveGradient(const Job& j) {

@@ -44,6 +44,7 @@ class Job:
     priority: str
     workload: list[str]  # trainer flags describing the workload
     arrival_s: float = 0.0
+    chunk_kib: int = 0  # the shim's METRONOME_CHUNK_KIB on every rank (0: not split)
 
 
 @dataclass
@@ -89,7 +90,7 @@ def load_jobs(doc: dict, topo: netns.Topology, iterations: int | None) -> list[J
         prio = j.get("priority", "normal")
         prio = PRIORITY_NAMES.get(str(prio), str(prio))
         jobs.append(Job(str(j["name"]), placed, int(iterations or j.get("iterations", 40)), prio,
-                        workload, float(j.get("arrival_s", 0))))
+                        workload, float(j.get("arrival_s", 0)), int(j.get("chunk_kib", 0))))
     if not jobs:
         raise SystemExit("demo: the scenario has no jobs")
     return jobs
@@ -147,6 +148,8 @@ class Demo:
             env["LD_PRELOAD"] = str(self.shim)
             env["METRONOME_MODE"] = mode
             env["METRONOME_SCHEDULER"] = f"tcp://{self.cluster.sched_ip}:7411"
+            if job.chunk_kib:
+                env["METRONOME_CHUNK_KIB"] = str(job.chunk_kib)
         return env
 
     def _start_job(self, job: Job, mode: str, run_dir: Path, rdv: Path) -> list[subprocess.Popen]:
@@ -428,7 +431,8 @@ def main() -> int:
         solo: dict[str, float] = {}
         if not args.skip_solo:
             for j in demo.jobs:
-                alone = Job(j.name, j.nodes, max(10, j.iterations // 3), j.priority, j.workload)
+                alone = Job(j.name, j.nodes, max(10, j.iterations // 3), j.priority, j.workload,
+                            chunk_kib=j.chunk_kib)
                 r = demo.run(f"solo-{j.name}", [alone], "observe", with_scheduler=False)
                 solo[j.name] = mean_iter_ms(r.summaries[j.name])
                 print(f"solo {j.name}: {solo[j.name]:.1f} ms per iteration", flush=True)

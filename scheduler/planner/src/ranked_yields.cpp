@@ -115,23 +115,6 @@ std::vector<JobYields> RankedYields(const Topology& topology, const std::vector<
       y.windows[y.count++] = {t.period_ns, t.offset_ns,
                               std::min(t.window_ns + guard, t.period_ns - 1)};
     }
-    // Collectives larger than a sixteenth of the shortest window it yields to, on the wire of its
-    // slowest link, are issued in parts (YieldSet::chunk_bytes): a part that starts just before
-    // a window then keeps little of it (a ring all-reduce puts up to twice its bytes on a link).
-    // No part shorter than kMinPartWireNs there.
-    if (y.count > 0) {
-      Nanos shortest = y.windows[0].window_ns;
-      double slowest = 0.0;
-      for (uint32_t i = 1; i < y.count; ++i) shortest = std::min(shortest, y.windows[i].window_ns);
-      for (const LinkId l : u.links[b]) {
-        const double c = topology.GetLink(l).capacity_bps;
-        slowest = slowest == 0.0 ? c : std::min(slowest, c);
-      }
-      const double bytes = std::max(static_cast<double>(shortest) / kChunkWindowFraction,
-                                    static_cast<double>(kMinPartWireNs)) *
-                           1e-9 * slowest / 2;
-      y.chunk_bytes = std::max(kMinChunkBytes, static_cast<uint64_t>(bytes));
-    }
     // Periods and windows come from a validated plan: this only fills the inverse periods.
     if ((ValidateYieldSet(y) & kYieldRejectMask) != 0) {
       y = YieldSet{};

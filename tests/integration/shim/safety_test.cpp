@@ -42,8 +42,9 @@ bool WaitFor(Pred p, std::chrono::milliseconds limit) {
 
 struct ShimUnderTest {
   explicit ShimUnderTest(const std::string& endpoint, int64_t silence_ns = 600'000'000,
-                         const std::string& curve_server_key = "") {
+                         const std::string& curve_server_key = "", uint64_t chunk_bytes = 0) {
     Config c;
+    c.chunk_bytes = chunk_bytes;
     c.curve_server_key = curve_server_key;
     c.scheduler = endpoint;
     c.max_wait_ns = kMaxWaitNs;
@@ -283,25 +284,24 @@ TEST(ShimSafety, OnlyTheCommunicatorThatCarriesTheJobsRhythmIsHeld) {
   shim.rt->OnCommDestroyed(split, "destroyed");
 }
 
-// A job whose yields carry a chunk size issues an all-reduce larger than it as consecutive calls
-// on contiguous parts of the buffers (whole 256-byte blocks but the last), each through the
-// gate; without yields, or inside a group, the call is one.
-TEST(ShimSafety, AYieldingJobIssuesLargeCollectivesInParts) {
+// A job with a chunk size (METRONOME_CHUNK_KIB) issues an all-reduce larger than it as
+// consecutive calls on contiguous parts of the buffers (whole 256-byte blocks but the last), each
+// through the gate. NCCL pairs the k-th call of every rank, so the parts are the same whatever
+// the timetable says, before one arrives, while the job yields and after it stops; inside a group
+// the call is one, as the application made it.
+TEST(ShimSafety, AJobWithAChunkSizeIssuesTheSamePartsWhateverItsTimetable) {
   YieldSet yields;
   yields.need_ns = 1'000'000;
   yields.max_wait_ns = 1'000'000;
   yields.count = 1;
   yields.windows[0] = {20'000'000, 0, 1'000'000};
-  yields.chunk_bytes = 1u << 20;
   RawPeer peer;
+  std::atomic<bool> push{false};
   peer.tick = [&](RawPeer& p) {
-    PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, 20'000'000, 0, 0}, false, yields);
+    if (push) PushEvery100ms(p, Timetable{1, 0, 20'000'000, 0, 20'000'000, 0, 0}, false, yields);
   };
   peer.Start();
-  ShimUnderTest shim(peer.Endpoint());
-  ASSERT_TRUE(
-      WaitFor([&] { return shim.Job() != nullptr && shim.Job()->store.ChunkBytes() != 0; }, 5s))
-      << "no yields with a chunk size in force";
+  ShimUnderTest shim(peer.Endpoint(), 600'000'000, "", 1u << 20);
   struct Part {
     size_t offset;
     size_t count;
@@ -312,12 +312,21 @@ TEST(ShimSafety, AYieldingJobIssuesLargeCollectivesInParts) {
     return ncclSuccess;
   };
   const size_t count = ((5u << 20) + 400) / sizeof(float);
+  auto issue = [&](ncclComm_t comm) {
+    parts.clear();
+    EXPECT_EQ(ElementwiseCollective(Op::kAllReduce, count, ncclFloat32, comm, nullptr, record),
+              ncclSuccess);
+    return parts.size();
+  };
   const CommState* st = shim.rt->Find(shim.comm);
   ASSERT_NE(st, nullptr);
+
+  EXPECT_EQ(issue(shim.comm), 6u) << "no timetable yet";
+  push = true;
+  ASSERT_TRUE(WaitFor([&] { return shim.Job() != nullptr && shim.Job()->store.MayYield(); }, 5s))
+      << "no yields in force";
   const uint64_t calls = st->calls.load();
-  EXPECT_EQ(ElementwiseCollective(Op::kAllReduce, count, ncclFloat32, shim.comm, nullptr, record),
-            ncclSuccess);
-  ASSERT_EQ(parts.size(), 6u);
+  ASSERT_EQ(issue(shim.comm), 6u) << "yielding";
   EXPECT_EQ(st->calls.load(), calls + 6) << "every part goes through the gate";
   size_t next = 0;
   for (size_t k = 0; k < parts.size(); ++k) {
@@ -329,23 +338,19 @@ TEST(ShimSafety, AYieldingJobIssuesLargeCollectivesInParts) {
   }
   EXPECT_EQ(next, count);
 
-  parts.clear();  // inside a group: one call, as the application made it
   ++Tls().group_depth;
-  EXPECT_EQ(ElementwiseCollective(Op::kAllReduce, count, ncclFloat32, shim.comm, nullptr, record),
-            ncclSuccess);
+  EXPECT_EQ(issue(shim.comm), 1u) << "inside a group";
   --Tls().group_depth;
-  EXPECT_EQ(parts.size(), 1u);
 
-  // The scheduler stops sending yields: one call again.
+  // The scheduler stops sending yields: the same parts.
   peer.tick = [&](RawPeer& p) {
     PushEvery100ms(p, Timetable{2, 0, 20'000'000, 0, 20'000'000, 0, 0});
   };
-  ASSERT_TRUE(WaitFor([&] { return shim.Job()->store.ChunkBytes() == 0; }, 5s));
-  parts.clear();
-  EXPECT_EQ(ElementwiseCollective(Op::kAllReduce, count, ncclFloat32, shim.comm, nullptr, record),
-            ncclSuccess);
-  EXPECT_EQ(parts.size(), 1u);
+  ASSERT_TRUE(WaitFor([&] { return !shim.Job()->store.MayYield(); }, 5s));
+  EXPECT_EQ(issue(shim.comm), 6u) << "after the yields";
   peer.Stop();
+  EXPECT_EQ(shim.rt->Parts(5u << 20), 5u);
+  EXPECT_EQ(Runtime(Config{}).Parts(5u << 20), 1u) << "a job without a chunk size";
 }
 
 TEST(ShimSafety, SchedulerAbsentRunsUngated) {

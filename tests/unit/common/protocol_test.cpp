@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
 
+#include <algorithm>
 #include <random>
 
 namespace metronome::proto {
@@ -55,7 +56,6 @@ std::vector<Message> OneOfEach() {
   push.yields.windows[0] = {283'000'000, 12'000'000, 86'000'000};
   push.yields.windows[1] = {517'000'000, 400'000'000, 120'000'000};
   push.yields.windows[2] = {190'000'000, 0, 30'000'000};
-  push.yields.chunk_bytes = 4u << 20;
 
   return {
       hello,
@@ -234,14 +234,24 @@ TEST(Protocol, TimetablePushCarriesItsYieldsAndLeavesThemOutWhenNone) {
   EXPECT_EQ(got.yields.windows[1].period_ns, 517'000'000);
   EXPECT_EQ(got.yields.tolerance_ns, 4'000'000);
   EXPECT_GT(got.yields.windows[1].inv_period, 0.0);  // validated: ready for the gate
-  EXPECT_EQ(got.yields.chunk_bytes, 4u << 20);
-  // Without a chunk size the set has its four fields, as a peer that knows none sends it.
-  TimetablePush whole = with;
-  whole.yields.chunk_bytes = 0;
-  const std::string four = Encode(whole);
+  // Four fields on the wire; a fifth (an earlier build's chunk size, or a newer peer's field) is
+  // ignored.
+  const std::string four = Encode(with);
   const msgpack::object_handle h4 = msgpack::unpack(four.data(), four.size());
   EXPECT_EQ(h4.get().via.array.ptr[2].via.array.ptr[9].via.array.size, 4u);
-  EXPECT_EQ(std::get<TimetablePush>(Decode(four).message).yields.chunk_bytes, 0u);
+  msgpack::zone zone;
+  msgpack::object five(h4.get(), zone);
+  msgpack::object& set = five.via.array.ptr[2].via.array.ptr[9];
+  auto* fields = static_cast<msgpack::object*>(zone.allocate_align(5 * sizeof(msgpack::object)));
+  std::copy(set.via.array.ptr, set.via.array.ptr + 4, fields);
+  fields[4] = msgpack::object(uint64_t{4} << 20);
+  set.via.array.ptr = fields;
+  set.via.array.size = 5;
+  msgpack::sbuffer sb;
+  msgpack::pack(sb, five);
+  const Decoded d5 = Decode(std::string(sb.data(), sb.size()));
+  ASSERT_TRUE(d5.Ok()) << d5.detail;
+  EXPECT_EQ(std::get<TimetablePush>(d5.message).yields, got.yields);
   // No yields: the push is what it was before yields existed (nine fields).
   TimetablePush none = with;
   none.yields = YieldSet{};

@@ -77,19 +77,6 @@ TEST(YieldValidate, NormalizesOffsetsAndCapsTheWait) {
   EXPECT_EQ(y.max_wait_ns, TimetableLimits{}.max_wait_cap_ns);
 }
 
-TEST(YieldValidate, RaisesAChunkBelowAMebibyte) {
-  YieldSet y;
-  y.epoch_ns = kEpoch;
-  y.count = 1;
-  y.windows[0] = {100 * kMs, 0, 10 * kMs};
-  y.chunk_bytes = 4096;
-  EXPECT_NE(ValidateYieldSet(y) & kClampYieldChunk, 0u);
-  EXPECT_EQ(y.chunk_bytes, kMinChunkBytes);
-  y.chunk_bytes = 0;  // no split
-  EXPECT_EQ(ValidateYieldSet(y) & kClampYieldChunk, 0u);
-  EXPECT_EQ(y.chunk_bytes, 0u);
-}
-
 TEST(ChunkParts, SplitsWhatIsLargerThanTheChunkAndNoMoreThan64Times) {
   EXPECT_EQ(ChunkParts(25u << 20, 0), 1u);
   EXPECT_EQ(ChunkParts(4u << 20, 4u << 20), 1u);

@@ -5,6 +5,8 @@
 #include <map>
 #include <string>
 
+#include "metronome/common/yield.hpp"
+
 namespace metronome::shim {
 namespace {
 
@@ -65,6 +67,19 @@ TEST(ShimConfig, BadValuesKeepDefaultsAndAreNamed) {
   for (const char* name : {"METRONOME_MODE", "METRONOME_GATE", "METRONOME_MAX_WAIT_MS",
                            "METRONOME_PRIORITY", "METRONOME_FAILOPEN_MS"}) {
     EXPECT_NE(c.warnings.find(name), std::string::npos) << name;
+  }
+}
+
+TEST(ShimConfig, ChunkSizeInKibibytesRaisedToTheFloor) {
+  EXPECT_EQ(Parse({}).chunk_bytes, 0u) << "not split by default";
+  EXPECT_EQ(Parse({{"METRONOME_CHUNK_KIB", "2048"}}).chunk_bytes, 2u << 20);
+  const Config small = Parse({{"METRONOME_CHUNK_KIB", "8"}});
+  EXPECT_EQ(small.chunk_bytes, kMinChunkBytes);
+  EXPECT_NE(small.warnings.find("METRONOME_CHUNK_KIB='8' raised to 64"), std::string::npos);
+  for (const char* bad : {"-1", "2M", "9999999999999"}) {
+    const Config c = Parse({{"METRONOME_CHUNK_KIB", bad}});
+    EXPECT_EQ(c.chunk_bytes, 0u) << bad;
+    EXPECT_NE(c.warnings.find("METRONOME_CHUNK_KIB"), std::string::npos) << bad;
   }
 }
 

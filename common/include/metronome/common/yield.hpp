@@ -44,16 +44,10 @@ struct YieldSet {
   int64_t tolerance_ns = 0;
   uint32_t count = 0;  // windows in use; at most kMaxYieldWindows
   YieldWindow windows[kMaxYieldWindows] = {};
-  // The shim issues an element-wise collective (all-reduce, broadcast, reduce) larger than this
-  // as consecutive calls on parts of its buffers, each through the gate, so that the job can
-  // pause between them for a higher-ranked window: a collective cannot be held once it runs,
-  // and one long transfer still on the wire when a window opens takes bandwidth from it for as
-  // long as it lasts. 0: collectives are not split. At least kMinChunkBytes otherwise.
-  uint64_t chunk_bytes = 0;
 
   friend constexpr bool operator==(const YieldSet& a, const YieldSet& b) {
     if (a.epoch_ns != b.epoch_ns || a.need_ns != b.need_ns || a.max_wait_ns != b.max_wait_ns ||
-        a.tolerance_ns != b.tolerance_ns || a.count != b.count || a.chunk_bytes != b.chunk_bytes) {
+        a.tolerance_ns != b.tolerance_ns || a.count != b.count) {
       return false;
     }
     for (uint32_t i = 0; i < a.count && i < kMaxYieldWindows; ++i) {
@@ -66,9 +60,13 @@ struct YieldSet {
 // Nothing to yield to.
 inline constexpr YieldSet kNoYields{};
 
-// The smallest part a shim issues whatever a timetable asks (a floor against absurd values; the
-// scheduler sizes parts by their time on the wire, planner/ranked_yields.hpp), and the most
-// parts one call becomes.
+// A job may have the shim issue its element-wise collectives (all-reduce, broadcast, reduce) in
+// parts, each through the gate, so that it can pause between them for a higher-ranked window: a
+// collective cannot be held once it runs. NCCL pairs the k-th call of every rank of a
+// communicator, so the parts must be the same on every rank: the chunk size is a setting of the
+// job (METRONOME_CHUNK_KIB, the same on all its ranks), never something that reaches its ranks at
+// different times, such as a timetable (docs/decisions/0008). The smallest part, and the most
+// parts one call becomes:
 inline constexpr uint64_t kMinChunkBytes = uint64_t{1} << 16;
 inline constexpr uint64_t kMaxChunkParts = 64;
 
@@ -88,7 +86,6 @@ enum YieldCheck : uint32_t {
   kRejectYieldNeed = 1u << 3,    // need or tolerance outside [0, max_period]
   kClampYieldOffset = 1u << 8,   // an offset outside [0, period): reduced modulo period
   kClampYieldWait = 1u << 9,     // max wait outside [0, max_wait_cap]
-  kClampYieldChunk = 1u << 10,   // a chunk size below kMinChunkBytes: raised to it
 };
 inline constexpr uint32_t kYieldRejectMask = 0xffu;
 
@@ -114,10 +111,6 @@ METRONOME_HD constexpr uint32_t ValidateYieldSet(YieldSet& y, const TimetableLim
   if (wait != y.max_wait_ns) {
     y.max_wait_ns = wait;
     r |= kClampYieldWait;
-  }
-  if (y.chunk_bytes != 0 && y.chunk_bytes < kMinChunkBytes) {
-    y.chunk_bytes = kMinChunkBytes;
-    r |= kClampYieldChunk;
   }
   for (uint32_t i = 0; i < y.count; ++i) {
     YieldWindow& w = y.windows[i];

@@ -67,6 +67,8 @@ struct JobSpec {
   std::vector<std::string> nodes;        // pinned placement (empty: the policy places the job)
   std::optional<double> compute_jitter;  // overrides noise.compute_jitter for this job
   std::string gpu;  // node selector: place only on nodes with this GPU type (empty: any)
+  // The shim's METRONOME_CHUNK_KIB for the job's ranks, in bytes (0: collectives are not split).
+  std::uint64_t chunk_bytes = 0;
 };
 
 struct Scenario {

@@ -9,8 +9,7 @@
 // kMaxYieldWindows of them, the highest-ranked first (then the longest duty cycle); it needs a
 // gap of its own communication time stretched by the traffic it expects to share that gap with
 // (1 + the duty cycles of the others there that it does not yield to, on its busiest link),
-// waits for one at most its natural period, and splits its collectives into parts
-// (kChunkWindowFraction, kMinPartWireNs).
+// waits for one at most its natural period.
 #pragma once
 
 #include <vector>
@@ -20,19 +19,6 @@
 #include "metronome/planner/plan.hpp"
 
 namespace metronome::planner {
-
-// A yielding job's collectives are issued in parts of at most this fraction of the shortest
-// window it yields to (on the wire of its slowest link; YieldSet::chunk_bytes): with its 25 MB
-// buckets 35 ms each on a 10 Gbit/s link, the load sweep's high-priority job (an 80 ms window)
-// ran 1.134 x solo on average and 1.521 at worst; in parts of a sixteenth, 1.058 and 1.175
-// (docs/decisions/0007).
-inline constexpr double kChunkWindowFraction = 16.0;
-
-// ... and of at least this long on that wire: NCCL's per-call cost is tens of µs, so a part
-// spends at least ten times that moving data (a fixed byte floor would be too small for a
-// 400 Gbit/s link and too large for the CPU testbed's 200 Mbit/s one, where 1 MiB parts are
-// 40 ms long and kept the high-priority job at 1.53 x solo; 64 KiB parts, 1.36 x: decision 0007).
-inline constexpr int64_t kMinPartWireNs = 500'000;
 
 // Whether a job of priority a ranks above one of priority b on a link they share.
 [[nodiscard]] bool RanksAbove(int a_priority, int b_priority);
