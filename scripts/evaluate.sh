@@ -94,7 +94,7 @@ done
 
 echo "evaluate: benchmarks (CPU time, median of 3 repetitions)" >&2
 mkdir -p "$OUT/bench"
-declare -A FILTER=([planner/bench_planner]='FullPlanJitter|AddJob|WhatIf')
+declare -A FILTER=([planner/bench_planner]='FullPlanJitter|AddJob|WhatIf|Cluster')
 for b in "${BENCHES[@]}"; do
   name="$(basename "$b")"
   "$METRONOME_BENCH_DIR/$b" --benchmark_filter="${FILTER[$b]:-.}" --benchmark_repetitions=3 \

@@ -9,8 +9,17 @@
 //   BM_Cassini/N, BM_NoTimeScheduling/N   the baselines, for comparison
 //   BM_FullPlanJitter/N   BM_FullPlan with 2 % compute jitter and a 100 µs minimum cushion:
 //                         every window reserves its cushion, every period its headroom
+//
+// At cluster scale: 8,192 nodes (1,024 racks of 8), 10,000 jobs, the first H multi-node jobs
+// also crossing one 6.4 Tb/s "hot" link (a spine crossed by hundreds of jobs of mixed periods).
+// The argument is H.
+//   BM_ClusterFullPlan/H  plan all 10,000 jobs from scratch
+//   BM_ClusterAddRemove/H add one job, then remove it; counters: p50 and p99 of each (ms)
+//   BM_ClusterWhatIf/H    what-if for one job over 1,000 candidate node sets
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <random>
 
@@ -151,6 +160,113 @@ void BmNoTimeScheduling(benchmark::State& state) {
   }
 }
 
+mp::GeneratorSpec ClusterSpec(std::int64_t hot_jobs) {
+  mp::GeneratorSpec s;
+  s.racks = 1024;
+  s.nodes_per_rack = 8;
+  s.jobs = 10'000;
+  s.hot_link_jobs = static_cast<std::uint32_t>(hot_jobs);
+  return s;
+}
+
+const mp::Problem& ClusterProblem(std::int64_t hot_jobs) {
+  static std::map<std::int64_t, mp::Problem> cache;
+  auto it = cache.find(hot_jobs);
+  if (it == cache.end()) it = cache.emplace(hot_jobs, mp::Generate(ClusterSpec(hot_jobs))).first;
+  return it->second;
+}
+
+// Counters of the hot link's jobs: how many are gated.
+void ReportHot(benchmark::State& state, const mp::Problem& p, const mp::Plan& plan) {
+  Report(state, p, plan);
+  std::size_t hot = 0;
+  std::size_t gated = 0;
+  for (std::size_t i = 0; i < p.jobs.size(); ++i) {
+    if (p.jobs[i].extra_links.empty()) continue;
+    ++hot;
+    gated += plan.jobs[i].best_effort ? 0 : 1;
+  }
+  state.counters["hot_jobs"] = static_cast<double>(hot);
+  state.counters["hot_gated"] = static_cast<double>(gated);
+}
+
+void BmClusterFullPlan(benchmark::State& state) {
+  const mp::Problem& p = ClusterProblem(state.range(0));
+  mp::Plan plan;
+  for (auto _ : state) {
+    plan = mp::MakePlan(p);
+    benchmark::DoNotOptimize(plan.jobs.data());
+  }
+  ReportHot(state, p, plan);
+}
+
+double PercentileMs(std::vector<double>& ms, double q) {
+  if (ms.empty()) return 0.0;
+  const auto k = static_cast<std::size_t>(q * static_cast<double>(ms.size() - 1));
+  std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(k), ms.end());
+  return ms[k];
+}
+
+// The arriving jobs cross the hot link when there is one, as the jobs already there do.
+void BmClusterAddRemove(benchmark::State& state) {
+  const mp::Problem& p = ClusterProblem(state.range(0));
+  mp::OnlinePlanner planner(p.topology);
+  planner.PlanAll(p.jobs);
+  const mp::GeneratorSpec spec = ClusterSpec(state.range(0));
+  std::vector<mp::Job> arrivals;
+  for (std::uint64_t k = 0; arrivals.size() < 256; ++k) {
+    mp::Job job = mp::GenerateJob(spec, p.topology, 1'000'000 + k, 1000 + k);
+    if (job.nodes.size() < 2) continue;
+    if (state.range(0) > 0) {
+      job.extra_links.push_back(static_cast<mp::LinkId>(p.topology.LinkCount() - 1));
+    }
+    arrivals.push_back(std::move(job));
+  }
+  std::vector<double> add_ms;
+  std::vector<double> remove_ms;
+  std::size_t next = 0;
+  using Clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    const mp::Job& job = arrivals[next++ % arrivals.size()];
+    const auto t0 = Clock::now();
+    const mp::AddResult r = planner.AddJob(job);
+    benchmark::DoNotOptimize(r.job.timetable.offset_ns);
+    const auto t1 = Clock::now();
+    planner.RemoveJob(job.id);
+    const auto t2 = Clock::now();
+    add_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    remove_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+  }
+  state.counters["add_p50_ms"] = PercentileMs(add_ms, 0.50);
+  state.counters["add_p99_ms"] = PercentileMs(add_ms, 0.99);
+  state.counters["remove_p50_ms"] = PercentileMs(remove_ms, 0.50);
+  state.counters["remove_p99_ms"] = PercentileMs(remove_ms, 0.99);
+}
+
+void BmClusterWhatIf(benchmark::State& state) {
+  const mp::Problem& p = ClusterProblem(state.range(0));
+  mp::OnlinePlanner planner(p.topology);
+  planner.PlanAll(p.jobs);
+  const mp::Job job = mp::GenerateJob(ClusterSpec(state.range(0)), p.topology, 2'000'000, 7);
+  std::mt19937_64 rng(11);
+  std::vector<std::vector<mp::NodeId>> candidates;
+  candidates.reserve(1000);
+  const auto nodes = static_cast<std::uint32_t>(p.topology.NodeCount());
+  for (int c = 0; c < 1000; ++c) {
+    candidates.push_back(
+        {static_cast<mp::NodeId>(rng() % nodes), static_cast<mp::NodeId>(rng() % nodes)});
+  }
+  for (auto _ : state) {
+    const auto results = mp::WhatIf(planner, job, candidates);
+    benchmark::DoNotOptimize(results.data());
+  }
+}
+
+void ClusterSizes(benchmark::internal::Benchmark* b) {
+  for (const std::int64_t hot : {0, 300}) b->Arg(hot);
+  b->Unit(benchmark::kMillisecond);
+}
+
 void Sizes(benchmark::internal::Benchmark* b) {
   for (const std::int64_t n : {250, 500, 1000, 2000, 4000}) b->Arg(n);
   b->Unit(benchmark::kMillisecond);
@@ -165,5 +281,8 @@ BENCHMARK(BmSnapshot)->Apply(Sizes);
 BENCHMARK(BmCassini)->Apply(Sizes);
 BENCHMARK(BmNoTimeScheduling)->Apply(Sizes);
 BENCHMARK(BmFullPlanJitter)->Apply(Sizes);
+BENCHMARK(BmClusterFullPlan)->Apply(ClusterSizes);
+BENCHMARK(BmClusterAddRemove)->Apply(ClusterSizes)->Iterations(2000);
+BENCHMARK(BmClusterWhatIf)->Apply(ClusterSizes);
 
 BENCHMARK_MAIN();

@@ -400,7 +400,10 @@ BENCH_WHAT = {
     "bench_common": "shared core: wire protocol encode/decode, the gate decision, timetable "
                     "validation, a clock-sync sample",
     "bench_planner": "planner on 512 nodes in 64 racks (argument: jobs): full plan with jitter "
-                     "cushions, adding one job, what-if over 1,000 candidate nodes",
+                     "cushions, adding one job, what-if over 1,000 candidate nodes; at cluster "
+                     "scale, 8,192 nodes in 1,024 racks and 10,000 jobs (argument: jobs that "
+                     "also cross one hot spine link): full plan, adding and removing one job "
+                     "(p50 and p99 of each), what-if over 1,000 candidates",
     "bench_shim": "the shim's caller path per collective (direct call, off, enforce in a burst, "
                   "a phase start in an open window, an unknown communicator)",
     "bench_extender": "kube-scheduler extender: filter + prioritize for 1,000 nodes",
@@ -428,7 +431,7 @@ def bench_section(bench_dir):
     out += ["Google Benchmark programs run by `scripts/evaluate.sh` (Release build; CPU time, the "
             "median of 3 repetitions; the build machines are shared, so compare figures within one "
             "run). Each program prints the same table when run by hand, e.g. "
-            "`build/release/bench/planner/bench_planner --benchmark_filter='FullPlanJitter|AddJob|WhatIf'`.",
+            "`build/release/bench/planner/bench_planner --benchmark_filter='FullPlanJitter|AddJob|WhatIf|Cluster'`.",
             ""]
     for f in files:
         doc = json.loads(f.read_text())
@@ -437,12 +440,15 @@ def bench_section(bench_dir):
             rows = [b for b in doc.get("benchmarks", []) if b.get("run_type") == "iteration"]
         ctx = doc.get("context", {})
         out += [f"**`{f.stem}`** — {BENCH_WHAT.get(f.stem, '')} ({ctx.get('num_cpus', '?')} CPUs, "
-                f"{ctx.get('date', '')[:10]})", "", "| benchmark | CPU time | wall time |",
-                "|---|---:|---:|"]
+                f"{ctx.get('date', '')[:10]})", "",
+                "| benchmark | CPU time | wall time | latency per operation |", "|---|---:|---:|---|"]
         for b in rows:
             name = b.get("run_name", b["name"]).removeprefix("BM_")
+            # Counters named *_ms are per-operation latencies the benchmark measured itself.
+            lat = ", ".join(f"{k.removesuffix('_ms').replace('_', ' ')} {v:.2f} ms"
+                            for k, v in sorted(b.items()) if k.endswith("_ms"))
             out.append(f"| {name} | {fmt_time(b['cpu_time'], b['time_unit'])} | "
-                       f"{fmt_time(b['real_time'], b['time_unit'])} |")
+                       f"{fmt_time(b['real_time'], b['time_unit'])} | {lat} |")
         out.append("")
     load = Path(bench_dir) / "service_load_driver.txt"
     if load.exists():

@@ -59,17 +59,23 @@ double ComputeLinkContention(const Workspace& ws, LinkId l, std::vector<double>*
   }
   Workspace::ContentionMemo& memo = ws.contention_memo[l];
   if (!memo.valid || memo.capacity != capacity || memo.arcs != arcs || memo.random != random) {
-    const LinkContention lc(capacity, arcs, random);
+    memo.model.emplace(capacity, arcs, random);
     memo.valid = true;
     memo.capacity = capacity;
     memo.arcs = arcs;
     memo.random = random;
-    memo.overload = lc.Overload();
-    memo.gated_stretch.resize(arcs.size());
-    for (std::size_t i = 0; i < arcs.size(); ++i) memo.gated_stretch[i] = lc.GatedStretch(i);
-    memo.random_stretch.resize(random.size());
-    for (std::size_t k = 0; k < random.size(); ++k) memo.random_stretch[k] = lc.RandomStretch(k);
+    memo.overload = memo.model->Overload();
+    memo.gated_stretch.assign(arcs.size(), std::numeric_limits<double>::quiet_NaN());
+    memo.random_stretch.assign(random.size(), std::numeric_limits<double>::quiet_NaN());
   }
+  const auto gated_stretch = [&memo](std::size_t i) {
+    if (std::isnan(memo.gated_stretch[i])) memo.gated_stretch[i] = memo.model->GatedStretch(i);
+    return memo.gated_stretch[i];
+  };
+  const auto random_stretch = [&memo](std::size_t k) {
+    if (std::isnan(memo.random_stretch[k])) memo.random_stretch[k] = memo.model->RandomStretch(k);
+    return memo.random_stretch[k];
+  };
   if (extra != nullptr) {
     constexpr auto kAll = std::numeric_limits<std::uint32_t>::max();
     auto bump = [&](std::uint32_t j, double factor) {
@@ -91,11 +97,11 @@ double ComputeLinkContention(const Workspace& ws, LinkId l, std::vector<double>*
         });
         if (yielded_to) continue;
       }
-      bump(arc_ids[i], memo.gated_stretch[i]);
+      bump(arc_ids[i], gated_stretch(i));
     }
     for (std::size_t k = 0; k < random_ids.size(); ++k) {
       if (only_job == kAll || random_ids[k] == only_job) {
-        bump(random_ids[k], memo.random_stretch[k]);
+        bump(random_ids[k], random_stretch(k));
       }
     }
   }

@@ -68,6 +68,16 @@ Problem Generate(const GeneratorSpec& spec) {
             {}};
   Draw d(spec.seed);
   for (std::uint32_t j = 0; j < spec.jobs; ++j) p.jobs.push_back(DrawJob(spec, d, j + 1));
+  if (spec.hot_link_jobs > 0) {
+    const LinkId hot = p.topology.AddLink("hot", spec.hot_link_bps);
+    std::uint32_t left = spec.hot_link_jobs;
+    for (Job& job : p.jobs) {
+      if (left == 0) break;
+      if (job.nodes.size() < 2) continue;
+      job.extra_links.push_back(hot);
+      --left;
+    }
+  }
   return p;
 }
 

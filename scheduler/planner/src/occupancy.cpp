@@ -139,6 +139,17 @@ void Workspace::PlaceBestEffort(std::uint32_t j, Nanos period, Nanos offset, boo
   for (const LinkId l : jobs[j].shape.links) link_best_effort[l].push_back(j);
 }
 
+void Workspace::UnplaceAll(std::span<const std::uint32_t> js) {
+  constexpr std::size_t kBatch = 8;
+  if (js.size() >= kBatch) {
+    for (const std::uint32_t j : js) {
+      if (slots[j].state != SlotState::kGated) continue;
+      for (const LinkId l : jobs[j].shape.links) profiles_[l].q = 0;
+    }
+  }
+  for (const std::uint32_t j : js) Unplace(j);
+}
+
 void Workspace::Unplace(std::uint32_t j) {
   Slot& s = slots[j];
   const JobShape& shape = jobs[j].shape;

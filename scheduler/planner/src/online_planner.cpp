@@ -102,10 +102,8 @@ std::vector<std::uint32_t> NeighboursBelow(const Workspace& ws, std::uint32_t j,
 
 // Takes jobs off their slots, remembering where they ran (stage 2 puts them back if it can).
 void TakeOff(Workspace& ws, const std::vector<std::uint32_t>& js) {
-  for (const std::uint32_t v : js) {
-    MarkRunning(ws, v);
-    ws.Unplace(v);
-  }
+  for (const std::uint32_t v : js) MarkRunning(ws, v);
+  ws.UnplaceAll(js);
 }
 
 // The least common stretch s (a whole percent above 1) at which a group of jobs could take
@@ -175,7 +173,7 @@ std::int64_t SharedStretchPercent(const Workspace& ws, const std::vector<std::ui
 // Returns the neighbours that moved.
 std::vector<std::uint32_t> RepackAround(Workspace& ws, std::uint32_t j) {
   const std::vector<std::uint32_t> victims = NeighboursUpTo(ws, j);
-  if (victims.empty()) return {};
+  if (victims.empty() || victims.size() > kMaxLocalMoves) return {};
   const bool among_equals = NeighboursBelow(ws, j, false).empty();
   const double ungated = UngatedCost(ws, ws.jobs[j].shape);
   struct Saved {
@@ -189,8 +187,8 @@ std::vector<std::uint32_t> RepackAround(Workspace& ws, std::uint32_t j) {
   std::vector<std::uint32_t> all = victims;
   all.push_back(j);
   auto attempt = [&](const std::vector<std::uint32_t>& order) {
+    ws.UnplaceAll(all);
     for (const Saved& s : saved) {
-      ws.Unplace(s.job);
       ws.slots[s.job].has_prev = false;  // packed like new jobs, as tight as they go
       ws.jobs[s.job].job.next_phase_ns = kUnknownPhase;
     }
@@ -479,7 +477,9 @@ void OnlinePlanner::RemoveJob(JobId id) {
   review.erase(std::unique(review.begin(), review.end()), review.end());
   std::vector<std::uint32_t> moved;
   std::vector<std::uint32_t> unaimed;  // best-effort jobs that lost their window
-  for (const std::uint32_t k : detail::PlacementOrder(ws, review)) {
+  std::vector<std::uint32_t> order = detail::PlacementOrder(ws, review);
+  if (order.size() > detail::kMaxLocalMoves) order.resize(detail::kMaxLocalMoves);
+  for (const std::uint32_t k : order) {
     detail::MarkRunning(ws, k);
     if (detail::PlaceJob(ws, k)) moved.push_back(k);
     const detail::Slot& s = ws.slots[k];

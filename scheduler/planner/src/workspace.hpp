@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <unordered_map>
@@ -94,6 +95,9 @@ class Workspace {
   void PlaceGated(std::uint32_t j, Nanos period, Nanos offset);
   void PlaceBestEffort(std::uint32_t j, Nanos period, Nanos offset, bool drifting);
   void Unplace(std::uint32_t j);
+  // Unplaces many at once: past a few, the profiles of their links are rebuilt once when next
+  // read (one sort of the link's windows) instead of merged once per job that leaves.
+  void UnplaceAll(std::span<const std::uint32_t> js);
   void SetOffset(std::uint32_t j, Nanos offset);  // a gated job slides (stage 3)
 
   // Stage 1 helpers: harmonic periods (harmonic_periods.cpp) ----------------------------------
@@ -130,11 +134,14 @@ class Workspace {
   // evaluate()'s memo of each link's contention model, by link: a change touches a few links,
   // and rebuilding the model of every link with best-effort traffic dominated the cost of a
   // snapshot on large clusters. An entry is reused only when its inputs are equal.
+  // The stretches are computed when first asked for (NaN until then): a new job's entry asks
+  // for its own, and on a link with m drifting jobs each costs a pass over the other m.
   struct ContentionMemo {
     bool valid = false;
     double capacity = 0.0;
     std::vector<GatedArc> arcs;
     std::vector<RandomLoad> random;
+    std::optional<LinkContention> model;
     double overload = 0.0;
     std::vector<double> gated_stretch;   // per arc
     std::vector<double> random_stretch;  // per random load
@@ -182,6 +189,14 @@ class Workspace {
   void AddWindows(const Profile& in, std::uint32_t j, double height, Profile& out) const;
   void UpdateProfile(LinkId l, std::uint32_t j, double height, double sign) const;
 };
+
+// The most neighbours a job's arrival re-packs (RepackAround) or its departure re-examines
+// (OnlinePlanner::RemoveJob), the first in placement order. Each re-placement sweeps the load
+// profiles of the job's links, which grow with the jobs there: on a spine crossed by 300 jobs an
+// unbounded repack made one arrival cost 7-14 ms (bench_planner, BmClusterAddRemove/300). A
+// larger group is the offline search's (controller.offline_interval_ms), which plans the whole
+// cluster again.
+inline constexpr std::size_t kMaxLocalMoves = 32;
 
 // Nanos helpers. lcm_capped returns 0 when the result would exceed kMaxHyperperiod.
 inline constexpr Nanos kMaxHyperperiod = 10'000'000'000'000;  // ~2.8 hours

@@ -179,7 +179,11 @@ void ExpectFallback(const char* faults, const char* kernel, const Expected& want
       EXPECT_GT(o.capture_passes, 0u);
     }
     if (want.status == DeviceGateStatus::kKernel) {
-      EXPECT_LT(std::abs(o.calibration_error_ns), 1'000'000) << "timer calibration";
+      // The fake's "GPU timer" runs an hour behind the host clock, so a calibration that is
+      // wrong is off by about an hour. Its samples come from a host thread: on a loaded 2-core
+      // machine they lag by up to 2 ms (seen under ctest -j3); a GPU's are measured by
+      // tests/gpu.
+      EXPECT_LT(std::abs(o.calibration_error_ns), 10'000'000) << "timer calibration";
     }
     std::fflush(nullptr);
     _exit(::testing::Test::HasFailure() ? 1 : 0);

@@ -147,6 +147,26 @@ TEST(OnlinePlanner, AddJobRepacksItsNeighboursWhenTheSlackIsSpreadTooThin) {
   for (const JobPlan& e : after.jobs) EXPECT_FALSE(e.best_effort);
 }
 
+// The same, among many small neighbours: an arrival re-packs at most kMaxLocalMoves (32) of
+// them; past that the newcomer waits best-effort for the offline search, and no one moves.
+TEST(OnlinePlanner, AddJobRepacksAtMost32Neighbours) {
+  const auto add_among = [](int small) {
+    OnlinePlanner planner(testing::Links(1));
+    planner.AddJob(MakeJob(1, 0, 100, 30, {0}));
+    planner.AddJob(MakeJob(2, 0, 100, 30, {0}));
+    for (int k = 0; k < small; ++k) {
+      planner.AddJob(MakeJob(static_cast<JobId>(10) + static_cast<JobId>(k), 0, 1000, 1, {0}));
+    }
+    return planner.AddJob(MakeJob(3, 0, 100, 30, {0}));
+  };
+  const AddResult few = add_among(30);  // 32 neighbours
+  EXPECT_FALSE(few.job.best_effort);
+  EXPECT_FALSE(few.changed.empty());
+  const AddResult many = add_among(31);  // 33
+  EXPECT_TRUE(many.job.best_effort);
+  EXPECT_TRUE(many.changed.empty());
+}
+
 TEST(OnlinePlanner, AddJobThatOutranksMakesRoomByMovingLowerPriorities) {
   OnlinePlanner planner(testing::Links(1));
   planner.AddJob(MakeJob(1, 0, 100, 30, {0}));

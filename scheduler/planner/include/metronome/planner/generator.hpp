@@ -19,6 +19,10 @@ struct GeneratorSpec {
   double cross_rack_share = 0.3;    // multi-node jobs spread over several racks
   double limited_beta_share = 0.2;  // jobs whose β is below the node uplink (they may stack)
   double compute_jitter = 0.0;  // σ of each job's compute phase, relative (JobProfile::jitter_ns)
+  // A hot spot: the first `hot_link_jobs` multi-node jobs also cross one explicit link named
+  // "hot" (a spine or aggregation link that many jobs' rings happen to cross) of this capacity.
+  std::uint32_t hot_link_jobs = 0;
+  double hot_link_bps = 800e9;  // 6.4 Tb/s
 };
 
 // Job sizes 1/2/4/8/16 nodes (20/35/25/15/5 %), priorities 0/1/2 (60/30/10 %), natural periods

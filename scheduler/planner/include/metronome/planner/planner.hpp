@@ -55,8 +55,9 @@ class OnlinePlanner {
   // Takes a plan as it is (e.g. the offline search's), without optimizing it.
   void Adopt(const std::vector<Job>& jobs, const Plan& plan);
 
-  // Adds one job without re-planning the rest: it takes a free place if there is one; if not
-  // and it outranks jobs on its links, those lower-priority jobs are re-placed around it.
+  // Adds one job without re-planning the rest: it takes a free place if there is one; if not,
+  // its equal- and lower-priority neighbours are packed again with it (when they are at most
+  // 32); failing that, if it outranks jobs on its links, they are re-placed around it.
   AddResult AddJob(const Job& job);
   // Adds one job before its lower-priority neighbours: they leave its links, it is placed
   // among the jobs that outrank or equal it, and they are placed again around it, each where
@@ -64,7 +65,8 @@ class OnlinePlanner {
   // stay still.
   AddResult AddJobFirst(const Job& job);
   // Removes a job; the others stay still; best-effort or stretched jobs on its links are
-  // re-examined (they may now fit or shrink their period).
+  // re-examined (they may now fit or shrink their period), at most 32 of them in placement
+  // order (the rest are the offline search's).
   void RemoveJob(JobId id);
 
   // The whole plan; jobs in no particular order (look them up with Plan::find).
