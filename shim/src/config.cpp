@@ -157,8 +157,11 @@ Config ParseConfig(const std::function<const char*(const char*)>& get) {
     c.nccl_library = v;
   }
   if (const char* v = get("METRONOME_CURVE_SERVERKEY"); v != nullptr && *v != '\0') {
-    if (std::strlen(v) == 40) {
-      c.curve_server_key = v;
+    // The key file's content as Kubernetes puts it into the environment: with its newline.
+    std::string key(v, strnlen(v, 64));
+    while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();
+    if (key.size() == 40) {
+      c.curve_server_key = key;
     } else {
       Warn(c, "METRONOME_CURVE_SERVERKEY", "(not a 40-character Z85 key)");
     }

@@ -3,7 +3,8 @@
 
 No API server can run on the build machines, so this checks the rendered objects against the
 published contracts: kinds and names, namespaces, the control-plane placement, ports, the
-KubeSchedulerConfiguration's extender, least-privilege RBAC, the shim injection, and the
+KubeSchedulerConfiguration's extender, least-privilege RBAC, the shim injection, CURVE on by
+default with its Secret and the NetworkPolicy (k8s/overlays/plain without CURVE), and the
 HTTPS overlays (k8s/overlays/extender-tls, extender-mtls) against kube-scheduler's v1 Extender and
 ExtenderTLSConfig fields and the Secrets they mount (k8s/examples/extender-tls-cert-manager.yaml).
 Prints one line per check and "N passed, M failed". Usage: check_manifests.py REPO_ROOT
@@ -182,6 +183,62 @@ for overlay, mutual in [("extender-tls", False), ("extender-mtls", True)]:
         check(all(sc.get(p, {}).get("httpGet", {}).get("scheme") == "HTTPS" for p in ("readinessProbe", "livenessProbe")),
               f"{overlay}: probes use HTTPS")
 
+# The shim port closed by default: CURVE with keys from a Secret, a NetworkPolicy admitting only
+# training pods to it and only the extender's kube-scheduler and Prometheus to HTTP; plain
+# ZeroMQ only as an explicit overlay.
+def scheduler_config(objs):
+    cm = find(objs, "ConfigMap", "metronome-config")
+    return yaml.safe_load(cm["data"]["config.yaml"]) if cm else {}
+
+
+def curve_mount(objs):
+    d = find(objs, "Deployment", "metronome-scheduler")
+    if not d:
+        return None, None
+    pod = d["spec"]["template"]["spec"]
+    vol = next((v for v in pod.get("volumes", []) if v.get("secret", {}).get("secretName") == "metronome-curve"), None)
+    mount = next((m for m in pod["containers"][0].get("volumeMounts", []) if vol and m["name"] == vol["name"]), None)
+    return vol, mount
+
+
+curve = scheduler_config(base).get("curve", {})
+vol, mount = curve_mount(base)
+check(vol is not None and mount is not None, "base: the scheduler mounts the Secret metronome-curve")
+check(mount and all(str(curve.get(k, "")).startswith(mount["mountPath"] + "/")
+                    for k in ("secret_key_file", "public_key_file")),
+      "base: CURVE on, its key files from that Secret", curve)
+check(not vol or not vol["secret"].get("optional"), "base: no Secret, no scheduler (not optional)")
+pol = find(base, "NetworkPolicy", "metronome-scheduler")
+check(pol is not None, "base has a NetworkPolicy for the scheduler")
+if pol:
+    spec = pol["spec"]
+    check(spec["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "metronome-scheduler"}
+          and spec["policyTypes"] == ["Ingress"], "it selects the scheduler's pods, ingress")
+    by_port = {}
+    for rule in spec["ingress"]:
+        for port in rule["ports"]:
+            by_port.setdefault(port["port"], []).extend(rule["from"])
+    check(set(by_port) == {7411, 7412}, "it opens only the ZeroMQ and HTTP ports", set(by_port))
+    labels = lambda peers: [p.get("podSelector", {}).get("matchLabels") for p in peers]
+    check(all(p.get("podSelector") for p in by_port.get(7411, []) + by_port.get(7412, [])),
+          "every peer is selected by pod labels (no open namespace or IP block)")
+    check(labels(by_port.get(7411, [])) == [{"metronome.dev/shim": "true"}],
+          "ZeroMQ: only pods labelled metronome.dev/shim", labels(by_port.get(7411, [])))
+    check(sorted(map(str, labels(by_port.get(7412, [])))) ==
+          sorted(map(str, [{"app.kubernetes.io/name": "metronome-kube-scheduler"},
+                           {"app.kubernetes.io/name": "prometheus"}])),
+          "HTTP: only the metronome kube-scheduler and Prometheus", labels(by_port.get(7412, [])))
+    ks = find(base, "Deployment", "metronome-kube-scheduler")
+    check(ks and ks["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/name") ==
+          "metronome-kube-scheduler", "the kube-scheduler's pods carry the label HTTP admits")
+plain = render("k8s/overlays/plain")
+check("curve" not in scheduler_config(plain), "plain overlay: CURVE off")
+check(curve_mount(plain) == (None, None), "plain overlay: no Secret mounted")
+check(find(plain, "NetworkPolicy", "metronome-scheduler") is not None, "plain overlay: NetworkPolicy kept")
+check(find(plain, "Deployment", "metronome-scheduler") is not None
+      and len(find(plain, "Deployment", "metronome-scheduler")["spec"]["template"]["spec"]["volumes"]) == 1,
+      "plain overlay: only the config volume left")
+
 role = find(base, "ClusterRole", "metronome-scheduler")
 if role:
     wild = [r for r in role["rules"] if "*" in r["verbs"] or "*" in r["resources"] or "*" in r["apiGroups"]]
@@ -205,6 +262,11 @@ if job:
     check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
           "NODE_NAME from the downward API")
     check("METRONOME_JOB" in env and "METRONOME_SCHEDULER" in env, "job name and scheduler address set")
+    check(job["spec"]["template"]["metadata"].get("labels", {}).get("metronome.dev/shim") == "true",
+          "injected pods carry the label the NetworkPolicy admits")
+    key = env.get("METRONOME_CURVE_SERVERKEY", {}).get("valueFrom", {}).get("configMapKeyRef", {})
+    check(key.get("name") == "metronome-curve-public" and key.get("key") == "curve.pub",
+          "the scheduler's CURVE public key from a ConfigMap in the job's namespace", key)
     check(trainer["command"][0] == "torchrun", "the training command is untouched")
 
 pj = [d for d in yaml.safe_load_all(open(f"{root}/examples/k8s/pytorchjob.yaml")) if d]
@@ -214,6 +276,8 @@ if pj:
         pod = spec["template"]["spec"]
         envs = {e["name"] for e in pod["containers"][0]["env"]}
         check(pod["schedulerName"] == "metronome" and "LD_PRELOAD" in envs, f"PyTorchJob {role_name} is injected")
+        check(spec["template"]["metadata"].get("labels", {}).get("metronome.dev/shim") == "true"
+              and "METRONOME_CURVE_SERVERKEY" in envs, f"PyTorchJob {role_name} may reach the scheduler")
 
 passed = sum(results)
 print(f"{passed} passed, {len(results) - passed} failed")

@@ -83,6 +83,15 @@ TEST(ShimConfig, ChunkSizeInKibibytesRaisedToTheFloor) {
   }
 }
 
+TEST(ShimConfig, CurveServerKeyAsAKeyFileHoldsIt) {
+  const std::string key = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+  EXPECT_EQ(Parse({{"METRONOME_CURVE_SERVERKEY", key}}).curve_server_key, key);
+  EXPECT_EQ(Parse({{"METRONOME_CURVE_SERVERKEY", key + "\n"}}).curve_server_key, key);
+  const Config bad = Parse({{"METRONOME_CURVE_SERVERKEY", key + "x"}});
+  EXPECT_TRUE(bad.curve_server_key.empty());
+  EXPECT_NE(bad.warnings.find("METRONOME_CURVE_SERVERKEY"), std::string::npos);
+}
+
 TEST(ShimConfig, OffMode) {
   EXPECT_EQ(Parse({{"METRONOME_MODE", "off"}}).mode, Mode::kOff);
 }
