@@ -174,7 +174,8 @@ def load_sweep(out, seeds=(1, 2, 3)):
     periods (150-450 ms, drawn) are unrelated to it and to each other; every job's 8 GPUs sit on
     one node of either rack, so every all-reduce crosses the 10 Gbit/s rack uplinks and only
     them. Each job runs about 60 s alone. The neighbours share the load left to them at random
-    (each duty cycle at most 0.6)."""
+    (each duty cycle at most 0.6) and issue their all-reduces in parts of 2 MiB (chunk_kib, the
+    shim's METRONOME_CHUNK_KIB: 1.7 ms on the link), so that they can pause for its window."""
     wire = 2 * 7 / 8 / 1.25e9  # seconds per byte of gradient on the 10 Gbit/s path, 8 ranks
     high_comm, high_compute = 0.080, 0.200
     for n, load in SWEEP_LOADS.items():
