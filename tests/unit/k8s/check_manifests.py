@@ -208,6 +208,13 @@ check(mount and all(str(curve.get(k, "")).startswith(mount["mountPath"] + "/")
                     for k in ("secret_key_file", "public_key_file")),
       "base: CURVE on, its key files from that Secret", curve)
 check(not vol or not vol["secret"].get("optional"), "base: no Secret, no scheduler (not optional)")
+dep_pod = find(base, "Deployment", "metronome-scheduler")["spec"]["template"]["spec"]
+user = dep_pod["securityContext"].get("runAsUser")
+check(vol and (vol["secret"].get("defaultMode", 0o644) & 0o040) and dep_pod["securityContext"].get("fsGroup") == user,
+      "base: the non-root scheduler can read the key files (group-readable, fsGroup = its user)")
+config_mount = next(m for m in dep_pod["containers"][0]["volumeMounts"] if m["name"] == "config")
+check(mount and not mount["mountPath"].startswith(config_mount["mountPath"] + "/"),
+      "base: the Secret is not mounted inside the read-only config volume")
 pol = find(base, "NetworkPolicy", "metronome-scheduler")
 check(pol is not None, "base has a NetworkPolicy for the scheduler")
 if pol:
