@@ -63,26 +63,27 @@ void Report(benchmark::State& state, const mp::Problem& p, const mp::Plan& plan)
   state.counters["utilization"] = plan.score.utilization;
 }
 
-void BmFullPlan(benchmark::State& state) {
-  const mp::Problem& p = Problem(state.range(0));
+// Plans `p` from scratch once per iteration; returns the last plan.
+mp::Plan TimeFullPlan(benchmark::State& state, const mp::Problem& p,
+                      const mp::PlannerOptions& options = {}) {
   mp::Plan plan;
   for (auto _ : state) {
-    plan = mp::MakePlan(p);
+    plan = mp::MakePlan(p, options);
     benchmark::DoNotOptimize(plan.jobs.data());
   }
-  Report(state, p, plan);
+  return plan;
+}
+
+void BmFullPlan(benchmark::State& state) {
+  const mp::Problem& p = Problem(state.range(0));
+  Report(state, p, TimeFullPlan(state, p));
 }
 
 void BmFullPlanJitter(benchmark::State& state) {
   const mp::Problem& p = Problem(state.range(0), 0.02);
   mp::PlannerOptions o;
   o.min_cushion_ns = 100'000;
-  mp::Plan plan;
-  for (auto _ : state) {
-    plan = mp::MakePlan(p, o);
-    benchmark::DoNotOptimize(plan.jobs.data());
-  }
-  Report(state, p, plan);
+  Report(state, p, TimeFullPlan(state, p, o));
 }
 
 void BmSnapshot(benchmark::State& state) {
@@ -120,12 +121,12 @@ void BmAddJob(benchmark::State& state) {
       total ? static_cast<double>(gated) / static_cast<double>(total) : 0.0;
 }
 
-void BmWhatIf1000Nodes(benchmark::State& state) {
-  const mp::Problem& p = Problem(state.range(0));
+// What-if for one two-pod job of `spec` over 1,000 candidate placements (node pairs drawn with
+// a fixed seed) on a planned `p`; counter: the candidates where it would be gated.
+void TimeWhatIf(benchmark::State& state, const mp::Problem& p, const mp::GeneratorSpec& spec) {
   mp::OnlinePlanner planner(p.topology);
   planner.PlanAll(p.jobs);
-  // One two-pod job; 1,000 candidate placements (node pairs drawn with a fixed seed).
-  mp::Job job = mp::GenerateJob(Spec(state.range(0)), p.topology, 2'000'000, 7);
+  const mp::Job job = mp::GenerateJob(spec, p.topology, 2'000'000, 7);
   std::mt19937_64 rng(11);
   std::vector<std::vector<mp::NodeId>> candidates;
   candidates.reserve(1000);
@@ -142,6 +143,10 @@ void BmWhatIf1000Nodes(benchmark::State& state) {
     for (const auto& r : results) gated += r.gated ? 1 : 0;
   }
   state.counters["gated_candidates"] = static_cast<double>(gated);
+}
+
+void BmWhatIf1000Nodes(benchmark::State& state) {
+  TimeWhatIf(state, Problem(state.range(0)), Spec(state.range(0)));
 }
 
 void BmCassini(benchmark::State& state) {
@@ -192,12 +197,7 @@ void ReportHot(benchmark::State& state, const mp::Problem& p, const mp::Plan& pl
 
 void BmClusterFullPlan(benchmark::State& state) {
   const mp::Problem& p = ClusterProblem(state.range(0));
-  mp::Plan plan;
-  for (auto _ : state) {
-    plan = mp::MakePlan(p);
-    benchmark::DoNotOptimize(plan.jobs.data());
-  }
-  ReportHot(state, p, plan);
+  ReportHot(state, p, TimeFullPlan(state, p));
 }
 
 double PercentileMs(std::vector<double>& ms, double q) {
@@ -213,13 +213,13 @@ void BmClusterAddRemove(benchmark::State& state) {
   mp::OnlinePlanner planner(p.topology);
   planner.PlanAll(p.jobs);
   const mp::GeneratorSpec spec = ClusterSpec(state.range(0));
+  const auto hot = std::find_if(p.jobs.begin(), p.jobs.end(),
+                                [](const mp::Job& j) { return !j.extra_links.empty(); });
   std::vector<mp::Job> arrivals;
   for (std::uint64_t k = 0; arrivals.size() < 256; ++k) {
     mp::Job job = mp::GenerateJob(spec, p.topology, 1'000'000 + k, 1000 + k);
     if (job.nodes.size() < 2) continue;
-    if (state.range(0) > 0) {
-      job.extra_links.push_back(static_cast<mp::LinkId>(p.topology.LinkCount() - 1));
-    }
+    if (hot != p.jobs.end()) job.extra_links = hot->extra_links;
     arrivals.push_back(std::move(job));
   }
   std::vector<double> add_ms;
@@ -244,22 +244,7 @@ void BmClusterAddRemove(benchmark::State& state) {
 }
 
 void BmClusterWhatIf(benchmark::State& state) {
-  const mp::Problem& p = ClusterProblem(state.range(0));
-  mp::OnlinePlanner planner(p.topology);
-  planner.PlanAll(p.jobs);
-  const mp::Job job = mp::GenerateJob(ClusterSpec(state.range(0)), p.topology, 2'000'000, 7);
-  std::mt19937_64 rng(11);
-  std::vector<std::vector<mp::NodeId>> candidates;
-  candidates.reserve(1000);
-  const auto nodes = static_cast<std::uint32_t>(p.topology.NodeCount());
-  for (int c = 0; c < 1000; ++c) {
-    candidates.push_back(
-        {static_cast<mp::NodeId>(rng() % nodes), static_cast<mp::NodeId>(rng() % nodes)});
-  }
-  for (auto _ : state) {
-    const auto results = mp::WhatIf(planner, job, candidates);
-    benchmark::DoNotOptimize(results.data());
-  }
+  TimeWhatIf(state, ClusterProblem(state.range(0)), ClusterSpec(state.range(0)));
 }
 
 void ClusterSizes(benchmark::internal::Benchmark* b) {
