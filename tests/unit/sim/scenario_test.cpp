@@ -25,7 +25,7 @@ jobs:
     priority: high
     arrival_s: 1.5
     nodes: [n1, n2]
-  - {name: j2, compute_ms: 10, gradient_mb: 1, gpus: 2, iterations: 5, priority: -3}
+  - {name: j2, compute_ms: 10, gradient_mb: 1, gpus: 2, iterations: 5, priority: -3, chunk_kib: 128}
 )";
 
 TEST(Scenario, ParsesEveryKey) {
@@ -41,6 +41,8 @@ TEST(Scenario, ParsesEveryKey) {
   EXPECT_EQ(s.jobs[1].priority, -3);
   EXPECT_DOUBLE_EQ(s.jobs[0].arrival_s, 1.5);
   EXPECT_EQ(s.jobs[0].nodes, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(s.jobs[0].chunk_bytes, 0u);  // not split unless the job says so
+  EXPECT_EQ(s.jobs[1].chunk_bytes, 128u << 10);
   EXPECT_NO_THROW(ValidateScenario(s, {}));
 }
 
@@ -78,6 +80,8 @@ TEST(Scenario, ErrorsNameTheKey) {
   ExpectError("gpus: 2, iterations: 5", "gpus: 99, iterations: 5", "jobs[1].gpus");
   ExpectError("    compute_ms: 100\n", "", "jobs[0]");
   ExpectError("seed: 3", "seed: [3]", "seed");
+  ExpectError("chunk_kib: 128", "chunk_kib: 32", "jobs[1].chunk_kib");  // below the shim's 64
+  ExpectError("chunk_kib: 128", "chunk_kib: 0", "jobs[1].chunk_kib");
   ExpectError("jobs:", "jobz:", "jobz");
 }
 
