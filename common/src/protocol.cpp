@@ -98,10 +98,14 @@ void PackFields(Packer& pk, const TimetablePush& m) {
   pk.pack(m.timetable.epoch_ns);
   pk.pack(m.timetable.period_ns);
   pk.pack(m.timetable.offset_ns);
-  pk.pack(m.timetable.window_ns);
-  pk.pack(m.timetable.late_slack_ns);
-  pk.pack(m.timetable.max_wait_ns);
-  pk.pack(static_cast<uint32_t>(AlwaysOpen(m.timetable) ? 0 : 1));  // the explicit "no gate"
+  // An always-open timetable goes out as the decoder reads "no gate" back (window = period, no
+  // slack, no wait), so that decoding what was encoded gives the same message whatever the
+  // fields it carried before.
+  const bool open = AlwaysOpen(m.timetable);
+  pk.pack(open ? m.timetable.period_ns : m.timetable.window_ns);
+  pk.pack(open ? int64_t{0} : m.timetable.late_slack_ns);
+  pk.pack(open ? int64_t{0} : m.timetable.max_wait_ns);
+  pk.pack(static_cast<uint32_t>(open ? 0 : 1));  // the explicit "no gate"
   // [need, max_wait, tolerance, [[period, offset, window], ...]] (the timetable's epoch); absent
   // when there is nothing to yield to, so that such a push is what it was before yields. A
   // decoder reads the first four and ignores what follows (a peer of a newer version may send
