@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
@@ -17,9 +18,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   const metronome::extender::ExtenderResponse r =
       data[0] % 2 == 0 ? extender.HandleFilter(body) : extender.HandlePrioritize(body);
-  if (r.status != 200 && r.status != 400) std::abort();
   const nlohmann::json reply = nlohmann::json::parse(r.body, nullptr, false);
-  if (reply.is_discarded()) std::abort();
-  if (r.status == 400 && !reply.contains("error")) std::abort();
+  const char* broken = nullptr;
+  if (r.status != 200 && r.status != 400) {
+    broken = "status is neither 200 nor 400";
+  } else if (reply.is_discarded()) {
+    broken = "reply is not JSON";
+  } else if (r.status == 400 && !reply.contains("error")) {
+    broken = "400 without an error";
+  }
+  if (broken != nullptr) {
+    std::fprintf(stderr, "fuzz_extender_request: %s: status %d, body (%zu bytes):\n", broken,
+                 r.status, r.body.size());
+    std::fwrite(r.body.data(), 1, r.body.size(), stderr);
+    std::fputc('\n', stderr);
+    std::abort();
+  }
   return 0;
 }

@@ -34,21 +34,102 @@ class Scanner {
     ++i;
   }
 
-  // A string token, quotes included.
+  // A string token, quotes included: escapes and UTF-8 checked as a JSON parser checks them
+  // (a node's text goes back to kube-scheduler as it came, so it must be JSON).
   std::string_view StringToken() {
     if (Peek() != '"') Fail("expected a string");
     const size_t start = i++;
     while (i < s.size()) {
-      const char c = s[i];
-      if (c == '\\') {
-        i += 2;
-        continue;
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c == '"') {
+        ++i;
+        return s.substr(start, i - start);
       }
-      if (static_cast<unsigned char>(c) < 0x20) Fail("control character in a string");
-      ++i;
-      if (c == '"') return s.substr(start, i - start);
+      if (c == '\\') {
+        Escape();
+      } else if (c < 0x20) {
+        Fail("control character in a string");
+      } else if (c < 0x80) {
+        ++i;
+      } else {
+        Utf8(c);
+      }
     }
     Fail("unterminated string");
+  }
+
+  // One escape sequence at s[i] == '\\'; a \u escape of a high surrogate must be followed by
+  // one of a low surrogate, and a low surrogate must not come alone.
+  void Escape() {
+    if (i + 1 >= s.size()) Fail("unterminated string");
+    const char e = s[i + 1];
+    if (e != 'u') {
+      if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r' &&
+          e != 't') {
+        Fail("bad escape in a string");
+      }
+      i += 2;
+      return;
+    }
+    const unsigned unit = Hex4(i + 2);
+    i += 6;
+    if (unit >= 0xDC00 && unit <= 0xDFFF) Fail("lone surrogate in a string");
+    if (unit >= 0xD800 && unit <= 0xDBFF) {
+      if (i + 1 >= s.size() || s[i] != '\\' || s[i + 1] != 'u') {
+        Fail("lone surrogate in a string");
+      }
+      const unsigned low = Hex4(i + 2);
+      if (low < 0xDC00 || low > 0xDFFF) Fail("lone surrogate in a string");
+      i += 6;
+    }
+  }
+
+  unsigned Hex4(size_t at) const {
+    if (at + 4 > s.size()) Fail("bad \\u escape in a string");
+    unsigned v = 0;
+    for (size_t k = at; k < at + 4; ++k) {
+      const char h = s[k];
+      v <<= 4;
+      if (h >= '0' && h <= '9') {
+        v |= static_cast<unsigned>(h - '0');
+      } else if (h >= 'a' && h <= 'f') {
+        v |= static_cast<unsigned>(h - 'a' + 10);
+      } else if (h >= 'A' && h <= 'F') {
+        v |= static_cast<unsigned>(h - 'A' + 10);
+      } else {
+        Fail("bad \\u escape in a string");
+      }
+    }
+    return v;
+  }
+
+  // One multi-byte UTF-8 sequence whose lead byte `c` is at s[i] (RFC 3629: no overlong forms,
+  // no surrogates, nothing above U+10FFFF).
+  void Utf8(unsigned char c) {
+    size_t more = 0;
+    unsigned char lo = 0x80;
+    unsigned char hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      more = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      more = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      more = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      Fail("invalid UTF-8 in a string");
+    }
+    if (i + more >= s.size()) Fail("invalid UTF-8 in a string");
+    for (size_t k = 1; k <= more; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) {
+        Fail("invalid UTF-8 in a string");
+      }
+    }
+    i += more + 1;
   }
 
   static std::string Decode(std::string_view token) {
@@ -60,59 +141,55 @@ class Scanner {
     return j.get<std::string>();
   }
 
-  // Skips any value; returns its text.
-  std::string_view Value() {
+  // Skips any value, checking it as a JSON parser would; returns its text. Nesting deeper than
+  // kMaxDepth is refused (the scan recurses once per level).
+  static constexpr int kMaxDepth = 128;
+  std::string_view Value(int depth = 0) {
     const char c = Peek();
     const size_t start = i;
     if (c == '"') return StringToken();
     if (c == '{' || c == '[') {
-      std::string stack;
-      while (i < s.size()) {
-        const char d = s[i];
-        if (d == '"') {
-          StringToken();
-          continue;
-        }
-        if (d == '-' || (d >= '0' && d <= '9') || (d >= 'a' && d <= 'z')) {
-          Literal();
-          continue;
-        }
-        if (d == '{' || d == '[') {
-          stack.push_back(d == '{' ? '}' : ']');
-        } else if (d == '}' || d == ']') {
-          if (stack.empty() || stack.back() != d) Fail("mismatched bracket");
-          stack.pop_back();
-          if (stack.empty()) {
-            ++i;
-            return s.substr(start, i - start);
-          }
-        }
-        ++i;
+      if (depth >= kMaxDepth) Fail("nesting deeper than 128");
+      if (c == '{') {
+        Object([&](std::string_view) { Value(depth + 1); });
+      } else {
+        Array([&](size_t) { Value(depth + 1); });
       }
-      Fail("unbalanced brackets");
+      return s.substr(start, i - start);
     }
     Literal();
     return s.substr(start, i - start);
   }
 
-  // A number, true, false or null (numbers checked for their characters only).
+  // true, false, null, or a number as JSON writes it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
   void Literal() {
-    const size_t start = i;
-    while (i < s.size()) {
-      const char d = s[i];
-      if (d == ',' || d == '}' || d == ']' || d == ':' || d == ' ' || d == '\n' || d == '\r' ||
-          d == '\t') {
-        break;
+    for (const std::string_view word : {"true", "false", "null"}) {
+      if (s.substr(i, word.size()) == word) {
+        i += word.size();
+        return;
       }
-      ++i;
     }
-    const std::string_view tok = s.substr(start, i - start);
-    if (tok.empty()) Fail("expected a value");
-    if (tok == "null" || tok == "true" || tok == "false") return;
-    for (const char d : tok) {
-      if (!((d >= '0' && d <= '9') || d == '-' || d == '+' || d == '.' || d == 'e' || d == 'E')) {
-        Fail("bad literal");
-      }
+    const auto digit = [&] { return i < s.size() && s[i] >= '0' && s[i] <= '9'; };
+    const auto digits = [&] {
+      if (!digit()) Fail("bad number");
+      while (digit()) ++i;
+    };
+    if (i < s.size() && s[i] == '-') ++i;
+    if (i < s.size() && s[i] == '0') {
+      ++i;
+    } else if (digit()) {
+      digits();
+    } else {
+      Fail("expected a value");
+    }
+    if (i < s.size() && s[i] == '.') {
+      ++i;
+      digits();
+    }
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+      ++i;
+      if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+      digits();
     }
   }
 

@@ -1,11 +1,12 @@
 // A structural scanner for ExtenderArgs bodies. With nodeCacheCapable: false kube-scheduler sends
 // every candidate Node in full (about 3 KB each, megabytes for 1,000 nodes); building a JSON tree
 // of all of it, only to read each node's name and labels and to write the survivors back, would
-// cost tens of milliseconds. The scanner walks the text once, checks its structure (balanced
-// brackets, terminated strings, members and commas where they belong), keeps each node item as a
-// slice of the original text, and decodes only metadata.name (and metadata.labels, on demand, for
-// nodes the extender has not seen yet). The Pod and NodeNames, which are small, are parsed as
-// usual.
+// cost tens of milliseconds. The scanner walks the text once, keeps each node item as a slice of
+// the original text and decodes only metadata.name (and metadata.labels, on demand, for nodes
+// the extender has not seen yet). It checks the text as a JSON parser does (structure, string
+// escapes and UTF-8, number syntax; nesting at most 128 deep): the slices of the nodes that pass
+// go back to kube-scheduler as they came, so they must be JSON. The Pod and NodeNames, which are
+// small, are parsed as usual.
 #pragma once
 
 #include <stdexcept>
