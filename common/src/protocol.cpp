@@ -4,7 +4,10 @@
 
 #include <exception>
 #include <limits>
+#include <string_view>
 #include <type_traits>
+
+#include "metronome/common/utf8.hpp"
 
 namespace metronome::proto {
 namespace {
@@ -21,7 +24,9 @@ struct StringSink {
 using Packer = msgpack::packer<StringSink>;
 
 void PackStr(Packer& pk, const std::string& s) {
-  const size_t n = s.size() < kMaxStringBytes ? s.size() : kMaxStringBytes;
+  size_t n = s.size() < kMaxStringBytes ? s.size() : kMaxStringBytes;
+  // Cut where a character starts, so that a UTF-8 name stays UTF-8 (the decoder checks it).
+  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
   pk.pack_str(static_cast<uint32_t>(n));
   pk.pack_str_body(s.data(), static_cast<uint32_t>(n));
 }
@@ -153,6 +158,10 @@ class FieldReader {
     if (o->type != msgpack::type::STR) return Fail(name, "is not a string");
     if (o->via.str.size > kMaxStringBytes) return Fail(name, "is longer than 256 bytes");
     if (required_non_empty && o->via.str.size == 0) return Fail(name, "is empty");
+    // Names go on to the status API and metrics labels (JSON, Prometheus text): UTF-8 only.
+    if (!IsUtf8(std::string_view(o->via.str.ptr, o->via.str.size))) {
+      return Fail(name, "is not UTF-8");
+    }
     v.assign(o->via.str.ptr, o->via.str.size);
     return true;
   }

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "metronome/common/utf8.hpp"
+
 namespace metronome::extender {
 
 namespace {
@@ -52,7 +54,7 @@ class Scanner {
       } else if (c < 0x80) {
         ++i;
       } else {
-        Utf8(c);
+        Utf8();
       }
     }
     Fail("unterminated string");
@@ -103,33 +105,12 @@ class Scanner {
     return v;
   }
 
-  // One multi-byte UTF-8 sequence whose lead byte `c` is at s[i] (RFC 3629: no overlong forms,
-  // no surrogates, nothing above U+10FFFF).
-  void Utf8(unsigned char c) {
-    size_t more = 0;
-    unsigned char lo = 0x80;
-    unsigned char hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      more = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      more = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      more = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      Fail("invalid UTF-8 in a string");
-    }
-    if (i + more >= s.size()) Fail("invalid UTF-8 in a string");
-    for (size_t k = 1; k <= more; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) {
-        Fail("invalid UTF-8 in a string");
-      }
-    }
-    i += more + 1;
+  // One multi-byte UTF-8 sequence at s[i].
+  void Utf8() {
+    const size_t len =
+        Utf8SequenceLength(reinterpret_cast<const unsigned char*>(s.data()) + i, s.size() - i);
+    if (len == 0) Fail("invalid UTF-8 in a string");
+    i += len;
   }
 
   static std::string Decode(std::string_view token) {

@@ -137,6 +137,41 @@ TEST(Protocol, EncoderTruncatesOverlongFieldsSoTheResultDecodes) {
   EXPECT_EQ(got.phase_starts_ns.back(), 499);  // the most recent are kept
 }
 
+// A name cut to the limit is cut where a character starts: still UTF-8, so it still decodes.
+TEST(Protocol, EncoderCutsOverlongNamesBetweenCharacters) {
+  Hello h;
+  h.job_id.clear();
+  for (int i = 0; i < 100; ++i) h.job_id += "\u20ac";  // 3 bytes each: 256 cuts one in two
+  h.node = "n";
+  h.world_size = 1;
+  const Decoded d = Decode(Encode(h));
+  ASSERT_TRUE(d.Ok()) << d.detail;
+  EXPECT_EQ(std::get<Hello>(d.message).job_id.size(), 255u);
+}
+
+// Names go on to the status API and metrics labels: a string that is not UTF-8 is refused and
+// the field named, whatever message carries it.
+TEST(ProtocolReject, StringsThatAreNotUtf8) {
+  for (const std::string& bad : {std::string("a\x87"
+                                             "b"),
+                                 std::string("\xc0\xaf"), std::string("\xed\xa0\x80"),
+                                 std::string("\xf4\x90\x80\x80"), std::string("\xe2\x82")}) {
+    Hello h;
+    h.job_id = bad;
+    h.node = "n";
+    h.world_size = 1;
+    Decoded d = Decode(Encode(h));
+    EXPECT_EQ(d.error, DecodeError::kBadField);
+    EXPECT_NE(d.detail.find("'job_id' is not UTF-8"), std::string::npos) << d.detail;
+    Bye b;
+    b.job_id = "j";
+    b.reason = bad;
+    d = Decode(Encode(b));
+    EXPECT_EQ(d.error, DecodeError::kBadField);
+    EXPECT_NE(d.detail.find("'reason'"), std::string::npos) << d.detail;
+  }
+}
+
 TEST(Protocol, AcceptsExtraTrailingFieldsFromNewerPeers) {
   std::string bytes;
   msgpack::sbuffer buf;
