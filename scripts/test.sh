@@ -35,7 +35,7 @@ run_fuzz() {
   echo "=== fuzz: configure and build (clang)"
   cmake --preset fuzz -DMETRONOME_FUZZ_SECONDS="${FUZZ_SECONDS:-20}" >/dev/null
   cmake --build --preset fuzz --target fuzz_protocol_decode fuzz_zmtp_reader fuzz_extender_request \
-    fuzz_service_config
+    fuzz_service_config fuzz_http_routes
   echo "=== fuzz: run"
   ctest --test-dir build/fuzz -L fuzz --output-on-failure "$@"
 }

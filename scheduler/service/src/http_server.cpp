@@ -5,8 +5,10 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <regex>
 #include <stdexcept>
 
@@ -16,12 +18,64 @@
 namespace metronome::service {
 
 namespace {
+
 constexpr size_t kMaxBody = 1 << 20;
-}
+
+// httplib's server with its per-connection request processing open to Serve().
+class PlainServer : public httplib::Server {
+ public:
+  using httplib::Server::process_request;
+};
+
+// A connection in memory: reads what a client sent, collects what the server writes.
+class MemoryStream : public httplib::Stream {
+ public:
+  MemoryStream(std::string_view in, std::string remote) : in_(in), remote_(std::move(remote)) {}
+  bool is_readable() const override { return true; }
+  bool is_writable() const override { return true; }
+  ssize_t read(char* ptr, size_t size) override {
+    const size_t n = std::min(size, in_.size() - at_);
+    std::memcpy(ptr, in_.data() + at_, n);
+    at_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    out_.append(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = remote_;
+    port = 40000;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 80;
+  }
+  socket_t socket() const override { return INVALID_SOCKET; }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string_view in_;
+  size_t at_ = 0;
+  std::string remote_;
+  std::string out_;
+};
+
+}  // namespace
 
 HttpServer::HttpServer(Metrics& metrics)
-    : metrics_(metrics), server_(std::make_unique<httplib::Server>()) {
+    : metrics_(metrics), server_(std::make_unique<PlainServer>()) {
   Configure(*server_);
+}
+
+std::string HttpServer::Serve(std::string_view request, const std::string& remote_addr) {
+  auto* plain = dynamic_cast<PlainServer*>(server_.get());
+  if (plain == nullptr) throw std::logic_error("http: Serve is not for the HTTPS server");
+  MemoryStream stream(request, remote_addr);
+  bool closed = false;
+  plain->process_request(stream, /*close_connection=*/true, closed,
+                         [&](httplib::Request& req) { req.remote_addr = remote_addr; });
+  return stream.Take();
 }
 
 void HttpServer::Configure(httplib::Server& server) {
@@ -91,7 +145,10 @@ void HttpServer::ReplyJson(httplib::Response& res, const std::string& body, int 
 }
 
 std::string HttpServer::ErrorBody(const std::string& reason, const std::string& message) {
-  return nlohmann::json{{"error", reason}, {"message", message}}.dump();
+  // The message may quote the request (a path, a name) in bytes that are not UTF-8: replaced,
+  // so that the reply is JSON whatever came in.
+  return nlohmann::json{{"error", reason}, {"message", message}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void HttpServer::Reject(const std::string& route, httplib::Response& res, int status,

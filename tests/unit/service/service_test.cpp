@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <zmq.hpp>
 
@@ -83,6 +84,32 @@ TEST(Service, EmbeddedWithWildcardPortsNotifiesPlanChanges) {
   EXPECT_EQ(v.topology.unknown_nodes_link, "default");
   EXPECT_EQ(svc.StatusJson()["jobs_planned"], 1);
   svc.Stop();
+}
+
+// HttpServer::Serve: one request from memory through httplib's parsing and the routes, as a
+// connection would send it (the HTTP fuzz target's way in). A path that quotes bytes that are
+// not UTF-8 still gets a JSON error reply; nothing needs the service started.
+TEST(Service, HttpRequestsServedFromMemory) {
+  ServiceConfig cfg;
+  cfg.listen = "tcp://127.0.0.1:*";
+  cfg.http = "127.0.0.1:0";
+  cfg.log_level = "warn";
+  Service svc(cfg);
+  const auto body_of = [](const std::string& reply) {
+    return nlohmann::json::parse(reply.substr(reply.find("\r\n\r\n") + 4));
+  };
+  std::string reply = svc.Http().Serve("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << reply;
+  EXPECT_EQ(body_of(reply)["status"], "ok");
+
+  reply = svc.Http().Serve("GET /api/v1/jobs/%87%FFx HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_EQ(reply.rfind("HTTP/1.1 404", 0), 0u) << reply;
+  const nlohmann::json error = body_of(reply);
+  EXPECT_EQ(error["error"], "unknown_job");
+  EXPECT_NE(error["message"].get<std::string>().find("\xef\xbf\xbd"), std::string::npos);
+
+  reply = svc.Http().Serve("NOT A REQUEST\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -77,6 +78,12 @@ class HttpServer {
   void Start(const std::string& host, int port);
   void Stop();
   int Port() const { return port_; }
+
+  // Serves one request read from `request` (the bytes a client would send) and returns the
+  // bytes of the reply, through the same parsing, limits, routes and error replies as a
+  // connection gets, without a socket (the HTTP fuzz target, tests). Thread-safe like the
+  // routes; not with TLS (std::logic_error).
+  std::string Serve(std::string_view request, const std::string& remote_addr = "127.0.0.1");
 
   // Helpers for handlers.
   static void ReplyJson(httplib::Response& res, const std::string& body, int status = 200);
