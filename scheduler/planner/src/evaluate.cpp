@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <vector>
 
 #include "contention.hpp"
 #include "metronome/planner/ranked_yields.hpp"
@@ -134,17 +135,57 @@ const std::vector<Nanos>& LinkSlacks(const Workspace& ws, LinkId l) {
   return memo.slack;
 }
 
+// The height of a job's rectangle on one of its links.
+double HeightOn(const JobShape& shape, LinkId l) {
+  const auto at = std::find(shape.links.begin(), shape.links.end(), l);
+  return at == shape.links.end() ? 0.0
+                                 : shape.height[static_cast<std::size_t>(at - shape.links.begin())];
+}
+
+// Whether gated job j protects its window from drifting best-effort job b on link l: b ranks
+// below j and would slow it materially there (then b yields to j's window, RankedYields), and b
+// still fits in time around every window it would yield to: its own duty cycle plus those of j
+// and of the gated jobs ranked above b on any of its links at most 1. (Without that bound a job
+// that is on the wire most of its period, yielding to several higher windows, waits most of its
+// time away; heterogeneous-13 lost 10 % priority-weighted that way: docs/decisions/0009.)
+bool ProtectsFrom(const Workspace& ws, std::uint32_t j, std::uint32_t b, LinkId l) {
+  const JobShape& shape = ws.jobs[j].shape;
+  const JobShape& other = ws.jobs[b].shape;
+  if (!RanksAbove(shape.priority, other.priority)) return false;
+  if (!SlowsMaterially(HeightOn(shape, l), HeightOn(other, l),
+                       ws.topology.GetLink(l).capacity_bps)) {
+    return false;
+  }
+  const auto duty = [&](std::uint32_t a) {
+    return static_cast<double>(ws.jobs[a].shape.w) / static_cast<double>(ws.slots[a].period);
+  };
+  double busy = Duty(other) + duty(j);
+  std::vector<std::uint32_t> counted{j};
+  for (const LinkId bl : other.links) {
+    for (const auto& o : ws.link_jobs[bl]) {
+      if (!RanksAbove(ws.jobs[o.job].shape.priority, other.priority) ||
+          std::find(counted.begin(), counted.end(), o.job) != counted.end()) {
+        continue;
+      }
+      counted.push_back(o.job);
+      busy += duty(o.job);
+    }
+  }
+  return busy <= 1.0;
+}
+
 // True when the job's gate would protect nothing: on each of its links all the windows there,
 // its own included, fit side by side (their heights add up to at most the link), so nobody on
 // them takes turns whatever their phases, and the best-effort jobs there (if any) drift
-// ungated. Its window would only cost it the headroom, gate waits and, where drifting traffic
-// slows its phases, overrun re-plans. (The sum, not the load over time: jobs ungated by this
-// rule run at their own pace, away from their planned windows, and only a link whose windows
-// fit together in any arrangement stays free of overload with them.)
+// ungated and have no reason to yield to it (ProtectsFrom). Its window would only cost it the
+// headroom, gate waits and, where drifting traffic slows its phases, overrun re-plans. (The sum,
+// not the load over time: jobs ungated by this rule run at their own pace, away from their
+// planned windows, and only a link whose windows fit together in any arrangement stays free of
+// overload with them.)
 bool NeedsNoGate(const Workspace& ws, std::uint32_t j) {
   for (const LinkId l : ws.jobs[j].shape.links) {
     for (const std::uint32_t b : ws.link_best_effort[l]) {
-      if (!ws.slots[b].drifting) return false;
+      if (!ws.slots[b].drifting || ProtectsFrom(ws, j, b, l)) return false;
     }
     const auto& gated = ws.link_jobs[l];
     if (gated.size() <= 1) continue;

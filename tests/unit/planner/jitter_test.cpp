@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "metronome/planner/planner.hpp"
+#include "metronome/planner/ranked_yields.hpp"
 #include "planner_test_util.hpp"
 
 namespace metronome::planner {
@@ -196,6 +197,43 @@ TEST(Jitter, JobsThatFitSideBySideOnTheirLinksAreNotGated) {
     const JobPlan& e = testing::Entry(plan, id);
     EXPECT_FALSE(e.best_effort) << "job " << id;
     EXPECT_LT(e.timetable.window_ns, e.timetable.period_ns) << "job " << id;
+  }
+}
+
+// The load sweep's case (docs/decisions/0009): a normal-priority job alone on the link, then a
+// high-priority one of an unrelated period. The lower becomes best-effort and drifts; the high
+// job keeps its window (it is not "alone": the drifting job would slow it), and the lower one
+// yields to that window. Unless the lower job could not fit around it: on the wire 80 % of its
+// period, it would spend most of its time waiting, so the high job goes ungated as before.
+TEST(Jitter, ATopJobKeepsItsWindowAgainstALowerJobDriftingOnItsLink) {
+  struct Case {
+    Nanos lower_comm_ms;
+    Nanos high_comm_ms;
+    bool gated;
+  };
+  for (const Case c : {Case{36, 80, true}, Case{134, 150, false}}) {
+    OnlinePlanner online(testing::Links(1));
+    const Job lower = testing::MakeJob(2, 1, 168, c.lower_comm_ms, {0});
+    const Job high = testing::MakeJob(1, 3, 280, c.high_comm_ms, {0});
+    online.AddJob(lower);
+    online.AddJob(high);
+    const Plan plan = online.Snapshot();
+    EXPECT_FEASIBLE((Problem{testing::Links(1), {lower, high}}), plan);
+    const JobPlan& l = testing::Entry(plan, 2);
+    ASSERT_TRUE(l.best_effort) << c.lower_comm_ms;
+    ASSERT_EQ(l.timetable.window_ns, l.timetable.period_ns) << "drifting";
+    const JobPlan& h = testing::Entry(plan, 1);
+    EXPECT_FALSE(h.best_effort);
+    const auto yields = RankedYields(testing::Links(1), {lower, high}, plan, PlannerOptions{});
+    const auto lower_at = static_cast<std::size_t>(&l - plan.jobs.data());
+    if (c.gated) {
+      EXPECT_EQ(h.timetable.window_ns, c.high_comm_ms * kMs);
+      ASSERT_EQ(yields[lower_at].yields.count, 1u);
+      EXPECT_EQ(yields[lower_at].yields.windows[0].period_ns, h.timetable.period_ns);
+    } else {
+      EXPECT_EQ(h.timetable.window_ns, h.timetable.period_ns);  // always open
+      EXPECT_EQ(yields[lower_at].yields.count, 0u);
+    }
   }
 }
 
