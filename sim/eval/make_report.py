@@ -305,7 +305,7 @@ def testbed_section(data, testbed_path):
     written = datetime.datetime.fromtimestamp(os.path.getmtime(testbed_path),
                                               datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out += [f"Testbed results: `{os.path.relpath(testbed_path)}` (written {written}; `scripts/demo.sh` on "
-            f"`{tb.get('scenario', 'examples/scenarios/testbed-small.yaml')}`); simulator: "
+            f"`{os.path.relpath(tb.get('scenario', 'examples/scenarios/testbed-small.yaml'))}`); simulator: "
             "`testbed-small` under the policy in brackets (same pinned placement). Mean iteration "
             "time per job:", "",
             "| run | job | testbed (ms) | simulator (ms) | difference |", "|---|---|---:|---:|---:|"]
