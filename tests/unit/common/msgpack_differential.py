@@ -5,8 +5,8 @@ For every input our decoder accepts, python3-msgpack must read it as exactly one
 (no error, no trailing bytes), and what we re-encode from the decoded message must read back as
 that value: the same types (bool is not int, nil is not 0) and values, arrays no longer than the
 input's (trailing fields unknown to this version are dropped), nothing added; the one exception
-is the always-open timetable push, which goes out in its canonical form (canonical() below). An input that only
-our decoder can read, or a value it misread, fails the test.
+is the always-open timetable push, which goes out in its canonical form (canonical() below). An
+input that only our decoder can read, or a value it misread, fails the test.
 
 Usage: msgpack_differential.py MSGPACK_REENCODE CORPUS_DIR
 Exit 77 (CTest: skipped) without python3-msgpack.
