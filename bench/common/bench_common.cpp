@@ -14,7 +14,18 @@ proto::Message Sample(proto::MessageType t) {
   using namespace proto;
   switch (t) {
     case MessageType::kHello:
-      return Hello{"resnet50-job-17", "gpu-node-031", 5, 16, 2, 31337, 22809, "0.1.0"};
+      // As a shim in a Kubernetes pod sends it (with its pod from the downward API).
+      return Hello{"resnet50-job-17",
+                   "gpu-node-031",
+                   5,
+                   16,
+                   2,
+                   31337,
+                   22809,
+                   "0.1.0",
+                   "team-vision",
+                   "resnet50-job-17-worker-5",
+                   "0d3c5a2e-7f1b-4c4e-9a51-3f0e6d2b8c11"};
     case MessageType::kWelcome:
       return Welcome{42, 1000, 1'700'000'000'000'000'000};
     case MessageType::kClockPing:

@@ -32,7 +32,12 @@ void PackStr(Packer& pk, const std::string& s) {
 }
 
 void PackFields(Packer& pk, const Hello& m) {
-  pk.pack_array(8);
+  // The pod fields up to the last one set: a hello without them is as older shims send it.
+  const uint32_t pod_fields = !m.pod_uid.empty()         ? 3
+                              : !m.pod_name.empty()      ? 2
+                              : !m.pod_namespace.empty() ? 1
+                                                         : 0;
+  pk.pack_array(8 + pod_fields);
   PackStr(pk, m.job_id);
   PackStr(pk, m.node);
   pk.pack(m.rank);
@@ -41,6 +46,8 @@ void PackFields(Packer& pk, const Hello& m) {
   pk.pack(m.pid);
   pk.pack(m.nccl_version);
   PackStr(pk, m.shim_version);
+  const std::string* pod[] = {&m.pod_namespace, &m.pod_name, &m.pod_uid};
+  for (uint32_t i = 0; i < pod_fields; ++i) PackStr(pk, *pod[i]);
 }
 
 void PackFields(Packer& pk, const Welcome& m) {
@@ -167,6 +174,12 @@ class FieldReader {
   }
 
   // A trailing field that older peers do not send: absent leaves `v` as it is.
+  bool OptionalStr(const char* name, std::string& v) {
+    if (out_.error != DecodeError::kNone) return false;
+    if (i_ >= f_.size) return true;
+    return Str(name, v);
+  }
+
   template <typename T>
   bool OptionalInt(const char* name, T& v) {
     if (out_.error != DecodeError::kNone) return false;
@@ -297,7 +310,9 @@ class FieldReader {
 bool ParseFields(FieldReader& r, Hello& m) {
   if (!(r.Str("job_id", m.job_id, true) && r.Str("node", m.node) && r.Int("rank", m.rank) &&
         r.Int("world_size", m.world_size) && r.Int("priority", m.priority) && r.Int("pid", m.pid) &&
-        r.Int("nccl_version", m.nccl_version) && r.Str("shim_version", m.shim_version))) {
+        r.Int("nccl_version", m.nccl_version) && r.Str("shim_version", m.shim_version) &&
+        r.OptionalStr("pod_namespace", m.pod_namespace) && r.OptionalStr("pod_name", m.pod_name) &&
+        r.OptionalStr("pod_uid", m.pod_uid))) {
     return false;
   }
   if (m.world_size == 0) return r.Fail("world_size", "is zero");

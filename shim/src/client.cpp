@@ -371,6 +371,9 @@ void Client::SendHellos(int64_t now) {
     h.pid = static_cast<uint32_t>(getpid());
     h.nccl_version = nccl_version;
     h.shim_version = kShimVersion;
+    h.pod_namespace = rt_.GetConfig().pod_namespace;
+    h.pod_name = rt_.GetConfig().pod_name;
+    h.pod_uid = rt_.GetConfig().pod_uid;
     proto::Encode(h, buf_);
     if (!transport_->Send(buf_)) continue;  // not connected
     rt_.counters.hellos_sent.fetch_add(1);

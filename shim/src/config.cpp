@@ -166,6 +166,13 @@ Config ParseConfig(const std::function<const char*(const char*)>& get) {
       Warn(c, "METRONOME_CURVE_SERVERKEY", "(not a 40-character Z85 key)");
     }
   }
+  // At most what Kubernetes allows (names 253 characters, a UID 36): the hello carries 256.
+  const auto pod_field = [&](const char* name, std::string& out) {
+    if (const char* v = get(name); v != nullptr && *v != '\0') out = std::string(v).substr(0, 253);
+  };
+  pod_field("METRONOME_NAMESPACE", c.pod_namespace);
+  pod_field("METRONOME_POD", c.pod_name);
+  pod_field("METRONOME_POD_UID", c.pod_uid);
   if (const char* v = get("NODE_NAME"); v != nullptr && *v != '\0') {
     c.node = std::string(v).substr(0, 200);
   } else {

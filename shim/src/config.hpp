@@ -20,10 +20,13 @@ struct Config {
   std::string scheduler = "tcp://127.0.0.1:7411";  // METRONOME_SCHEDULER
   std::string job;                                 // METRONOME_JOB ("" = hash of the unique id)
   std::string node;                                // NODE_NAME, else gethostname()
-  int32_t priority = 1;                            // METRONOME_PRIORITY high|normal|low|<int>
-  LogLevel log_level = LogLevel::kInfo;            // METRONOME_LOG off|error|warn|info|debug
-  int64_t silence_ns = 5'000'000'000;              // METRONOME_FAILOPEN_MS: scheduler silence bound
-  std::string nccl_library;                        // METRONOME_NCCL_LIBRARY
+  // The pod, from the downward API (METRONOME_NAMESPACE, METRONOME_POD, METRONOME_POD_UID): sent
+  // in the hello, where a scheduler with the Kubernetes integration checks them.
+  std::string pod_namespace, pod_name, pod_uid;
+  int32_t priority = 1;                  // METRONOME_PRIORITY high|normal|low|<int>
+  LogLevel log_level = LogLevel::kInfo;  // METRONOME_LOG off|error|warn|info|debug
+  int64_t silence_ns = 5'000'000'000;    // METRONOME_FAILOPEN_MS: scheduler silence bound
+  std::string nccl_library;              // METRONOME_NCCL_LIBRARY
   std::string curve_server_key;  // METRONOME_CURVE_SERVERKEY: the scheduler's Z85 CURVE public key
   // METRONOME_CHUNK_KIB: in enforce mode, element-wise collectives larger than this are issued in
   // parts, each through the gate (common/yield.hpp, ChunkParts). It must be the same on every

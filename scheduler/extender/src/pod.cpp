@@ -70,6 +70,8 @@ PodInfo ParsePod(const Json& pod, const PriorityMapping& mapping, std::string* w
     throw std::invalid_argument("Pod has no metadata.name");
   }
   info.namespace_name = StringAt(meta, "namespace");
+  info.uid = StringAt(meta, "uid");
+  info.phase = StringAt(Member(pod, "status"), "phase");
   const Json* labels = Member(*meta, "labels");
   const Json* annotations = Member(*meta, "annotations");
   if (labels != nullptr && !labels->is_object()) throw std::invalid_argument("Pod labels");
@@ -93,6 +95,7 @@ PodInfo ParsePod(const Json& pod, const PriorityMapping& mapping, std::string* w
     }
     info.node_name = StringAt(spec, "nodeName");
   }
+  info.admitted_priority = MapPriorityValue(spec_priority.value_or(0), mapping);
   const std::string class_name = spec != nullptr ? StringAt(spec, "priorityClassName") : "";
   const std::string word = StringAt(annotations, "metronome.dev/priority");
   if (!class_name.empty() && spec_priority) {

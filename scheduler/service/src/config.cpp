@@ -176,7 +176,10 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
       {"kubernetes",
        [&](const YAML::Node& n, const std::string& key) {
          auto& k = cfg.kubernetes;
-         ReadMap(n, key, {{"enabled", Bool(k.enabled)}, {"rack_label", Str(k.rack_label)}});
+         ReadMap(n, key,
+                 {{"enabled", Bool(k.enabled)},
+                  {"rack_label", Str(k.rack_label)},
+                  {"verify_pods", Bool(k.verify_pods)}});
        }},
   };
   ReadMap(doc, "", top);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "metronome/extender/kube_inputs.hpp"
@@ -146,6 +147,7 @@ KubernetesSync::KubernetesSync(Service& service, extender::Extender& extender,
   service_.GetMetrics().AddCollector(
       [&extender = extender_] { return ExtenderMetricFamilies(extender.Stats()); });
   service_.SetPlanListener([this](const ClusterView& view) { OnPlan(view); });
+  if (config_.enabled && config_.verify_pods) service_.EnablePodCheck();
 }
 
 KubernetesSync::~KubernetesSync() {
@@ -180,17 +182,35 @@ void KubernetesSync::Refresh() {
   extender_.UpdateState(std::move(s));
 }
 
+void KubernetesSync::PublishPods() {
+  std::map<std::string, ext::PodInfo> pods;
+  for (const auto& [key, object] : pods_->Objects()) {
+    try {
+      pods.emplace(key, ext::ParsePod(object, extender_.Config().priority));
+    } catch (const std::invalid_argument&) {
+      // Not a pod a shim can name (no name): nothing to check a hello against.
+    }
+  }
+  service_.SetPods(std::move(pods));
+}
+
 bool KubernetesSync::Start() {
   if (!config_.enabled) return false;
   auto cfg = kube::InClusterConfig();
   if (!cfg.Ok()) {
     spdlog::error(
         "kubernetes: cannot read the in-cluster configuration ({}); continuing without the API "
-        "server (no node labels, TrafficProfiles or LinkSchedules)",
-        cfg.GetError().ToString());
+        "server (no node labels, TrafficProfiles or LinkSchedules{})",
+        cfg.GetError().ToString(),
+        config_.verify_pods ? "; no shim's hello can be checked, so none registers" : "");
     return false;
   }
-  client_ = std::make_unique<kube::Client>(std::move(cfg).Value());
+  Start(std::move(cfg).Value());
+  return true;
+}
+
+void KubernetesSync::Start(kube::ClientConfig client_config) {
+  client_ = std::make_unique<kube::Client>(std::move(client_config));
   const auto on_change = [this] { Refresh(); };
   nodes_ = std::make_unique<kube::Cache>(*client_, kube::resources::Nodes(), "",
                                          kube::ListOptions{}, on_change);
@@ -198,14 +218,16 @@ bool KubernetesSync::Start() {
                                             kube::ListOptions{}, on_change);
   kube::ListOptions pods;
   pods.field_selector = "spec.schedulerName=metronome";
-  pods_ = std::make_unique<kube::Cache>(*client_, kube::resources::Pods(), "", pods, on_change);
+  pods_ = std::make_unique<kube::Cache>(*client_, kube::resources::Pods(), "", pods, [this] {
+    Refresh();
+    if (config_.verify_pods) PublishPods();
+  });
   nodes_->Start();
   profiles_->Start();
   pods_->Start();
   writer_ = std::jthread([this](std::stop_token stop) { WriterLoop(stop); });
   spdlog::info("kubernetes: watching Nodes, TrafficProfiles and Metronome pods at {}",
                client_->Config().server);
-  return true;
 }
 
 void KubernetesSync::Stop() {

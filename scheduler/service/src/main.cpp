@@ -70,6 +70,9 @@ Configuration file keys (YAML, --config; flags override them):
                                        (in-cluster) and write LinkSchedules; the extender
                                        (POST /extender/filter, /prioritize) is always on
   kubernetes.rack_label: topology.kubernetes.io/zone   node label that names a node's rack
+  kubernetes.verify_pods: true         with enabled: a shim's hello must name its pod, which the
+                                       API server knows on that node in that job; the job's
+                                       priority is then the pod's spec.priority
 Topology file: {links: [{name, capacity_gbps}], racks: [{name, uplink_gbps, nodes: [{name,
   nic_gbps}]}], two_tier: {racks, nodes_per_rack, nic_gbps, uplink_gbps}, unknown_nodes_link}
   (rates also as *_mbps; a scenario file with a `topology:` section works as is).

@@ -274,25 +274,58 @@ void Registry::HandleLocked(const std::vector<std::string>& frames, int64_t t_re
   }
 }
 
+void Registry::EnablePodCheck() {
+  std::lock_guard lock(mu_);
+  pod_check_ = true;
+}
+
+void Registry::SetPods(PodDirectory pods) {
+  std::lock_guard lock(mu_);
+  pods_ = std::move(pods);
+}
+
 void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t now) {
   if (m.job_id.empty()) {
     Reject(&client, client.identity, proto::ErrorCode::kInvalid, "invalid", "empty job_id");
     return;
+  }
+  // The hello's word, or with the pod check the pod's (pod_identity.hpp).
+  int32_t priority = m.priority;
+  std::string pod_namespace;
+  if (pod_check_) {
+    const HelloVerdict v = CheckHelloAgainstPods(m, pods_ ? &*pods_ : nullptr);
+    if (!v.reason.empty()) {
+      // A refused shim says hello again every second: its first refusal is a warning.
+      spdlog::log(client.rejected == 0 ? spdlog::level::warn : spdlog::level::debug,
+                  "registry: hello of job={} rank={} node={} refused: {}", m.job_id, m.rank, m.node,
+                  v.message);
+      Reject(&client, client.identity, proto::ErrorCode::kInvalid, v.reason, v.message);
+      return;
+    }
+    priority = v.priority;
+    pod_namespace = v.job_namespace;
   }
   auto it = jobs_.find(m.job_id);
   if (it == jobs_.end()) {
     JobState job;
     job.name = m.job_id;
     job.id = ++next_job_id_;
-    job.priority = m.priority;
+    job.priority = priority;
     job.world_size = m.world_size;
     job.created_ns = now;
+    job.pod_namespace = pod_namespace;
     job_names_[job.id] = job.name;
     it = jobs_.emplace(m.job_id, std::move(job)).first;
     spdlog::info("registry: job {} created (id {}, world size {}, priority {})", m.job_id,
-                 it->second.id, m.world_size, m.priority);
+                 it->second.id, m.world_size, priority);
   }
   JobState& job = it->second;
+  if (job.pod_namespace != pod_namespace) {
+    Reject(&client, client.identity, proto::ErrorCode::kInvalid, "pod_namespace",
+           "job " + m.job_id + " belongs to namespace '" + job.pod_namespace + "', not '" +
+               pod_namespace + "'");
+    return;
+  }
   if (job.world_size != m.world_size) {
     Reject(&client, client.identity, proto::ErrorCode::kInvalid, "invalid",
            "world_size " + std::to_string(m.world_size) + " differs from job " + m.job_id + "'s " +
@@ -326,8 +359,8 @@ void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t n
   w.server_time_ns = RealtimeNs();
   Queue(client.identity, w);
 
-  if (m.priority > job.priority) {
-    job.priority = m.priority;
+  if (priority > job.priority) {
+    job.priority = priority;
     if (job.planned) pending_.push_back({PlanChange::kReplan, job.id, "priority", now});
   }
   if (job.planned && job.has_profile) {

@@ -29,6 +29,7 @@
 #include "metronome/service/metrics.hpp"
 #include "metronome/service/service.hpp"
 #include "metronome/service/state.hpp"
+#include "pod_identity.hpp"
 
 namespace metronome::service {
 
@@ -97,6 +98,11 @@ class Registry {
 
   void Stop();
 
+  // The Kubernetes integration's pod check (pod_identity.hpp): once enabled, every hello is
+  // checked against the pods set last (until the first set, all are refused).
+  void EnablePodCheck();
+  void SetPods(PodDirectory pods);
+
   // Snapshots (thread-safe).
   ClusterView View(const TopologyConfig& topology, const PlanningConfig& planning);
   nlohmann::json StatusJson(int64_t started_ns, const std::string& endpoint, bool curve);
@@ -149,6 +155,8 @@ class Registry {
   uint64_t next_session_ = 0;
   uint64_t plan_version_ = 0;
   int64_t last_plan_ns_ = 0;
+  bool pod_check_ = false;
+  std::optional<PodDirectory> pods_;
 };
 
 }  // namespace metronome::service

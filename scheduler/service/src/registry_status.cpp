@@ -46,6 +46,7 @@ json JobSummary(const JobState& job, int64_t now) {
   json j{{"job", job.name},
          {"id", job.id},
          {"priority", job.priority},
+         {"namespace", job.pod_namespace},
          {"world_size", job.world_size},
          {"ranks", job.ranks.size()},
          {"planned", job.planned},

@@ -74,6 +74,14 @@ void Service::Stop() {
   spdlog::info("scheduler: stopped");
 }
 
+void Service::EnablePodCheck() {
+  registry_->EnablePodCheck();
+}
+
+void Service::SetPods(std::map<std::string, extender::PodInfo> pods) {
+  registry_->SetPods(std::move(pods));
+}
+
 ClusterView Service::View() {
   return registry_->View(config_.topology, config_.planning);
 }

@@ -26,14 +26,12 @@ void Fail(httplib::Response& res, int code, const std::string& reason, const std
 }
 
 // Equality-based label selectors ("a=b,c==d,e!=f"), enough for the tests.
-bool Matches(const Json& object, const std::string& selector) {
-  if (selector.empty()) return true;
-  Json labels = Json::object();
-  if (object.contains("metadata") && object["metadata"].contains("labels")) {
-    labels = object["metadata"]["labels"];
-  }
+// Whether every term of a selector ("k=v", "k==v", "k!=v", comma-separated) holds, with
+// `value_of` giving a key's value ("" when absent).
+template <typename ValueOf>
+bool SelectorHolds(const std::string& selector, const ValueOf& value_of) {
   size_t start = 0;
-  while (start <= selector.size()) {
+  while (!selector.empty() && start <= selector.size()) {
     size_t end = selector.find(',', start);
     if (end == std::string::npos) end = selector.size();
     const std::string term = selector.substr(start, end - start);
@@ -43,12 +41,37 @@ bool Matches(const Json& object, const std::string& selector) {
       const std::string key = term.substr(0, eq);
       std::string value = term.substr(eq + (negate ? 2 : 1));
       if (!value.empty() && value[0] == '=') value.erase(0, 1);
-      const bool has = labels.contains(key) && labels[key] == value;
-      if (has == negate) return false;
+      if ((value_of(key) == value) == negate) return false;
     }
     start = end + 1;
   }
   return true;
+}
+
+// labelSelector on metadata.labels and fieldSelector on dotted paths (spec.schedulerName, ...),
+// as the API server filters lists and watches.
+bool Matches(const Json& object, const std::string& label_selector,
+             const std::string& field_selector) {
+  const bool labels_hold = SelectorHolds(label_selector, [&](const std::string& key) {
+    const Json* labels = object.contains("metadata") && object["metadata"].contains("labels")
+                             ? &object["metadata"]["labels"]
+                             : nullptr;
+    return labels != nullptr && labels->contains(key) && (*labels)[key].is_string()
+               ? (*labels)[key].get<std::string>()
+               : std::string();
+  });
+  return labels_hold && SelectorHolds(field_selector, [&](const std::string& path) {
+           const Json* at = &object;
+           for (size_t from = 0; from <= path.size();) {
+             size_t dot = path.find('.', from);
+             if (dot == std::string::npos) dot = path.size();
+             const std::string part = path.substr(from, dot - from);
+             if (!at->is_object() || !at->contains(part)) return std::string();
+             at = &(*at)[part];
+             from = dot + 1;
+           }
+           return at->is_string() ? at->get<std::string>() : std::string();
+         });
 }
 
 }  // namespace
@@ -193,10 +216,11 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
     }
     std::lock_guard lock(mu_);
     const std::string selector = req.get_param_value("labelSelector");
+    const std::string fields = req.get_param_value("fieldSelector");
     std::vector<Json> items;
     for (const auto& [key, obj] : objects_) {
       if (std::get<0>(key) != plural || (!ns.empty() && std::get<1>(key) != ns)) continue;
-      if (Matches(obj, selector)) items.push_back(obj);
+      if (Matches(obj, selector, fields)) items.push_back(obj);
     }
     size_t offset = 0;
     if (req.has_param("continue")) {
@@ -314,6 +338,7 @@ void FakeApiServer::HandleWatch(const httplib::Request& req, httplib::Response& 
       req.has_param("timeoutSeconds") ? std::stoll(req.get_param_value("timeoutSeconds")) : 60;
   const bool bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
   const std::string selector = req.get_param_value("labelSelector");
+  const std::string fields = req.get_param_value("fieldSelector");
   struct State {
     int64_t cursor = 0;
     std::chrono::steady_clock::time_point deadline;
@@ -330,7 +355,7 @@ void FakeApiServer::HandleWatch(const httplib::Request& req, httplib::Response& 
   res.status = 200;
   res.set_chunked_content_provider(
       "application/json",
-      [this, state, plural, ns, selector, bookmarks](size_t, httplib::DataSink& sink) {
+      [this, state, plural, ns, selector, fields, bookmarks](size_t, httplib::DataSink& sink) {
         std::unique_lock lock(mu_);
         if (!state->counted) {
           state->counted = true;
@@ -353,7 +378,7 @@ void FakeApiServer::HandleWatch(const httplib::Request& req, httplib::Response& 
           if (e.rv <= state->cursor) continue;
           state->cursor = e.rv;
           if (e.plural != plural || (!ns.empty() && e.ns != ns)) continue;
-          if (!Matches(e.object, selector)) continue;
+          if (!Matches(e.object, selector, fields)) continue;
           out += Json{{"type", e.type}, {"object", e.object}}.dump() + "\n";
         }
         const bool end = stopping_ || watch_epoch_ != state->epoch ||
@@ -375,6 +400,19 @@ void FakeApiServer::HandleWatch(const httplib::Request& req, httplib::Response& 
         std::lock_guard lock(mu_);
         if (state->counted) --open_watches_;
       });
+}
+
+ClientConfig ClientConfigFor(const FakeApiServer& api) {
+  using namespace std::chrono_literals;
+  ClientConfig c;
+  c.server = api.Url();
+  c.token = api.Token();
+  c.connect_timeout = 500ms;
+  c.request_timeout = 2s;
+  c.backoff_initial = 5ms;
+  c.backoff_max = 20ms;
+  c.max_attempts = 3;
+  return c;
 }
 
 }  // namespace metronome::kube::testing

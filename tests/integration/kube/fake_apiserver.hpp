@@ -2,6 +2,7 @@
 // conventions metronome::kube relies on, as documented for the real one:
 //   - paths /api/v1/... and /apis/<group>/<version>/[namespaces/<ns>/]<plural>[/<name>[/status]];
 //   - a bearer token (401 Status otherwise);
+//   - labelSelector and fieldSelector (dotted paths, = == !=) on lists and watches;
 //   - one resourceVersion counter for everything, incremented by every write; lists carry it in
 //     metadata.resourceVersion and page with limit/continue;
 //   - GET ?watch=1&resourceVersion=N streams the events after N as newline-delimited JSON in a
@@ -25,6 +26,8 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include "metronome/kube/config.hpp"
 
 namespace metronome::kube::testing {
 
@@ -96,5 +99,8 @@ class FakeApiServer {
   bool paused_ = false;
   std::vector<std::string> requests_;
 };
+
+// A client configuration for `api`: its URL and token, short timeouts and quick retries.
+ClientConfig ClientConfigFor(const FakeApiServer& api);
 
 }  // namespace metronome::kube::testing

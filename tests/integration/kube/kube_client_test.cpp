@@ -25,20 +25,9 @@
 namespace metronome::kube {
 namespace {
 
+using testing::ClientConfigFor;
 using testing::FakeApiServer;
 using namespace std::chrono_literals;
-
-ClientConfig ConfigFor(const FakeApiServer& api) {
-  ClientConfig c;
-  c.server = api.Url();
-  c.token = api.Token();
-  c.connect_timeout = 500ms;
-  c.request_timeout = 2s;
-  c.backoff_initial = 5ms;
-  c.backoff_max = 20ms;
-  c.max_attempts = 3;
-  return c;
-}
 
 Json Profile(const std::string& name, const std::string& job, const std::string& model) {
   return {{"apiVersion", "metronome.dev/v1alpha1"},
@@ -114,7 +103,7 @@ TEST(InClusterConfig, OutsideAClusterIsAnErrorValue) {
 
 TEST(KubeClient, GetCreateListAndErrorsAsValues) {
   FakeApiServer api;
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   const Resource tp = resources::TrafficProfiles();
 
   auto missing = client.Get(tp, "default", "bert");
@@ -153,7 +142,7 @@ TEST(KubeClient, GetCreateListAndErrorsAsValues) {
 
 TEST(KubeClient, WrongTokenIsUnauthorizedAndNotRetried) {
   FakeApiServer api;
-  ClientConfig cfg = ConfigFor(api);
+  ClientConfig cfg = ClientConfigFor(api);
   cfg.token = "wrong";
   Client client(cfg);
   auto r = client.List(resources::Nodes(), "");
@@ -167,7 +156,7 @@ TEST(KubeClient, RotatedTokenFileIsReadAgainAfterA401) {
   FakeApiServer api;
   const auto dir = TempDir("token");
   WriteFile(dir / "token", "old-token");
-  ClientConfig cfg = ConfigFor(api);
+  ClientConfig cfg = ClientConfigFor(api);
   cfg.token.clear();
   cfg.token_file = (dir / "token").string();
   cfg.token_refresh = std::chrono::seconds(3600);
@@ -182,7 +171,7 @@ TEST(KubeClient, RotatedTokenFileIsReadAgainAfterA401) {
 TEST(KubeClient, ListFollowsContinueTokens) {
   FakeApiServer api;
   for (int i = 0; i < 7; ++i) api.Put("nodes", "", Node("node-" + std::to_string(i), "rack-a"));
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   ListOptions o;
   o.limit = 3;
   auto list = client.List(resources::Nodes(), "", o);
@@ -197,7 +186,7 @@ TEST(KubeClient, ListFollowsContinueTokens) {
 
 TEST(KubeClient, MergePatchFollowsRfc7386AndStatusSubresource) {
   FakeApiServer api;
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   const Resource ls = resources::LinkSchedules();
   Json obj = {{"apiVersion", "metronome.dev/v1alpha1"},
               {"kind", "LinkSchedule"},
@@ -261,7 +250,7 @@ TEST(KubeClient, MergePatchFollowsRfc7386AndStatusSubresource) {
 TEST(KubeClient, TransientFailuresAreRetriedWithBackoff) {
   FakeApiServer api;
   api.Put("nodes", "", Node("n1", "a"));
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   api.FailNext(2, 503);
   auto ok = client.Get(resources::Nodes(), "", "n1");
   ASSERT_TRUE(ok) << ok.GetError().ToString();
@@ -313,7 +302,7 @@ TEST(KubeClient, NoServerIsABoundedTransportError) {
 TEST(KubeClient, WatchStreamsEventsInOrderFromAListVersion) {
   FakeApiServer api;
   api.Put("nodes", "", Node("n1", "rack-a"));
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   auto list = client.List(resources::Nodes(), "");
   ASSERT_TRUE(list);
   const std::string rv = (*list)["metadata"]["resourceVersion"];
@@ -348,7 +337,7 @@ TEST(KubeClient, WatchStreamsEventsInOrderFromAListVersion) {
 
 TEST(KubeClient, WatchEndsAtServerTimeoutWithABookmarkAndStopsOnRequest) {
   FakeApiServer api;
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   WatchOptions w;
   w.resource_version = std::to_string(api.ResourceVersion());
   w.timeout_seconds = 1;
@@ -382,7 +371,7 @@ TEST(KubeClient, TooOldResourceVersionIsGone) {
   const std::string old_rv = std::to_string(api.ResourceVersion());
   api.Put("nodes", "", Node("n2", "a"));
   api.Compact();
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   WatchOptions w;
   w.resource_version = old_rv;
   auto end = client.Watch(resources::Nodes(), "", w, [](const WatchEvent&) { return true; });
@@ -394,7 +383,7 @@ TEST(KubeClient, TooOldResourceVersionIsGone) {
 TEST(KubeClient, ListWatchRelistsAfterGoneAndKeepsACacheCurrent) {
   FakeApiServer api;
   api.Put("nodes", "", Node("n1", "a"));
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   std::mutex mu;
   std::map<std::string, std::string> cache;  // node → zone
   std::atomic<int> lists{0};
@@ -474,7 +463,7 @@ TEST(KubeTypes, TrafficProfilesParseAndBadOnesAreSkipped) {
   api.Put("trafficprofiles", "default", custom);
   api.Put("trafficprofiles", "default",
           {{"metadata", {{"name", "broken"}}}, {"spec", {{"jobName", "x"}}}});
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   int skipped = 0;
   auto profiles = ListTrafficProfiles(client, "", &skipped);
   ASSERT_TRUE(profiles) << profiles.GetError().ToString();
@@ -507,7 +496,7 @@ TEST(KubeTypes, NodesAndRackLabels) {
   bare["metadata"]["labels"]["metronome.dev/rack"] = "rack-b";
   bare["spec"]["unschedulable"] = true;
   api.Put("nodes", "", bare);
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   auto nodes = ListNodes(client);
   ASSERT_TRUE(nodes);
   ASSERT_EQ(nodes->size(), 2u);
@@ -522,7 +511,7 @@ TEST(KubeTypes, NodesAndRackLabels) {
 
 TEST(KubeTypes, ApplyLinkScheduleCreatesOnceThenWritesStatus) {
   FakeApiServer api;
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   EXPECT_EQ(LinkObjectName("r0/up"), "r0-up");
   EXPECT_EQ(LinkObjectName("GPU_Node.1/up"), "gpu-node.1-up");
   EXPECT_EQ(LinkObjectName("//"), "link");
@@ -576,7 +565,7 @@ TEST(KubeTypes, ApplyLinkScheduleCreatesOnceThenWritesStatus) {
 
 TEST(KubeTypes, LinkScheduleWriterSkipsUnchangedLinks) {
   FakeApiServer api;
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   LinkScheduleWriter writer(client);
   LinkScheduleStatus a;
   a.plan_version = 1;
@@ -605,7 +594,7 @@ TEST(KubeTypes, LinkScheduleWriterSkipsUnchangedLinks) {
 TEST(KubeCache, FollowsListAndWatchAndFeedsNodeLabels) {
   FakeApiServer api;
   api.Put("nodes", "", Node("n1", "rack-a"));
-  Client client(ConfigFor(api));
+  Client client(ClientConfigFor(api));
   std::atomic<int> changes{0};
   Cache nodes(client, resources::Nodes(), "", {}, [&] { ++changes; });
   nodes.Start();
@@ -621,8 +610,10 @@ TEST(KubeCache, FollowsListAndWatchAndFeedsNodeLabels) {
     const auto labels = NodeLabelsOf(nodes);
     return labels.count("n1") == 1 && labels.at("n1").at("topology.kubernetes.io/zone") == "rack-c";
   }));
+  EXPECT_EQ((*nodes.Get("n1"))["metadata"]["labels"]["topology.kubernetes.io/zone"], "rack-c");
   api.Remove("nodes", "", "n2");
   ASSERT_TRUE(wait_for([&] { return nodes.Objects().size() == 1; }));
+  EXPECT_FALSE(nodes.Get("n2"));
   EXPECT_GE(changes.load(), 4);
   nodes.Stop();
   EXPECT_EQ(nodes.Lists(), 1u);

@@ -307,6 +307,7 @@ TEST(SchedulerConfig, HelpDocumentsEverySetting) {
                           "controller.phase_history",
                           "kubernetes.enabled",
                           "kubernetes.rack_label",
+                          "kubernetes.verify_pods",
                           "unknown_nodes_link",
                           "two_tier"}) {
     EXPECT_NE(out.find(key), std::string::npos) << "--help does not mention " << key;

@@ -60,6 +60,28 @@ TEST(ParsePod, PriorityClassThenAnnotationThenSpecThenNormal) {
   PriorityMapping m;
   m.high_at_least = 50;
   EXPECT_EQ(ParsePod(PodWith(Json::object(), Json::object(), mid_cls), m).priority, kPriorityHigh);
+
+  // What the API server vouches for: spec.priority alone, never the owner's annotation.
+  EXPECT_EQ(a.admitted_priority, kPriorityHigh);
+  EXPECT_EQ(b.admitted_priority, kPriorityNormal);
+  EXPECT_EQ(c.admitted_priority, kPriorityHigh);
+  EXPECT_EQ(ParsePod(PodWith(Json::object(), Json::object(), low_cls)).admitted_priority,
+            kPriorityLow);
+  EXPECT_EQ(
+      ParsePod(PodWith(Json::object(), {{"metronome.dev/priority", "high"}})).admitted_priority,
+      kPriorityNormal);
+}
+
+TEST(ParsePod, IdentityUidAndPhase) {
+  Json pod = PodWith({{"job-name", "bert"}}, Json::object(), {{"nodeName", "gpu-3"}});
+  pod["metadata"]["uid"] = "0d3c5a2e-7f1b-4c4e-9a51-3f0e6d2b8c11";
+  pod["status"] = {{"phase", "Running"}};
+  const PodInfo p = ParsePod(pod);
+  EXPECT_EQ(p.namespace_name, "ns");
+  EXPECT_EQ(p.uid, "0d3c5a2e-7f1b-4c4e-9a51-3f0e6d2b8c11");
+  EXPECT_EQ(p.node_name, "gpu-3");
+  EXPECT_EQ(p.phase, "Running");
+  EXPECT_EQ(ParsePod(PodWith(Json::object(), Json::object())).phase, "");
 }
 
 TEST(ParsePod, TrafficHints) {

@@ -208,6 +208,8 @@ check(mount and all(str(curve.get(k, "")).startswith(mount["mountPath"] + "/")
                     for k in ("secret_key_file", "public_key_file")),
       "base: CURVE on, its key files from that Secret", curve)
 check(not vol or not vol["secret"].get("optional"), "base: no Secret, no scheduler (not optional)")
+check(scheduler_config(base).get("kubernetes", {}).get("verify_pods") is True,
+      "base: shims' hellos are checked against their pods (kubernetes.verify_pods)")
 dep_pod = find(base, "Deployment", "metronome-scheduler")["spec"]["template"]["spec"]
 user = dep_pod["securityContext"].get("runAsUser")
 check(vol and (vol["secret"].get("defaultMode", 0o644) & 0o040) and dep_pod["securityContext"].get("fsGroup") == user,
@@ -269,6 +271,11 @@ if job:
     check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
           "NODE_NAME from the downward API")
     check("METRONOME_JOB" in env and "METRONOME_SCHEDULER" in env, "job name and scheduler address set")
+    # The pod's identity, which a scheduler with kubernetes.verify_pods checks against the API server.
+    for name, path in (("METRONOME_NAMESPACE", "metadata.namespace"), ("METRONOME_POD", "metadata.name"),
+                       ("METRONOME_POD_UID", "metadata.uid")):
+        check(env.get(name, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == path,
+              f"{name} from the downward API ({path})")
     check(job["spec"]["template"]["metadata"].get("labels", {}).get("metronome.dev/shim") == "true",
           "injected pods carry the label the NetworkPolicy admits")
     key = env.get("METRONOME_CURVE_SERVERKEY", {}).get("valueFrom", {}).get("configMapKeyRef", {})
@@ -283,6 +290,8 @@ if pj:
         pod = spec["template"]["spec"]
         envs = {e["name"] for e in pod["containers"][0]["env"]}
         check(pod["schedulerName"] == "metronome" and "LD_PRELOAD" in envs, f"PyTorchJob {role_name} is injected")
+        check({"METRONOME_NAMESPACE", "METRONOME_POD", "METRONOME_POD_UID"} <= envs,
+              f"PyTorchJob {role_name} gives the shim its pod's identity")
         check(spec["template"]["metadata"].get("labels", {}).get("metronome.dev/shim") == "true"
               and "METRONOME_CURVE_SERVERKEY" in envs, f"PyTorchJob {role_name} may reach the scheduler")
 

@@ -25,7 +25,19 @@ TEST(ShimConfig, Defaults) {
   EXPECT_EQ(c.priority, 1);
   EXPECT_EQ(c.node, "n1");
   EXPECT_EQ(c.max_wait_ns, 1'000'000'000);
+  EXPECT_TRUE(c.pod_namespace.empty() && c.pod_name.empty() && c.pod_uid.empty());
   EXPECT_TRUE(c.warnings.empty());
+}
+
+// The downward API's pod identity, which the hello carries to the scheduler.
+TEST(ShimConfig, PodIdentity) {
+  const Config c = Parse({{"METRONOME_NAMESPACE", "team-a"},
+                          {"METRONOME_POD", "bert-0"},
+                          {"METRONOME_POD_UID", "0d3c5a2e-7f1b-4c4e-9a51-3f0e6d2b8c11"}});
+  EXPECT_EQ(c.pod_namespace, "team-a");
+  EXPECT_EQ(c.pod_name, "bert-0");
+  EXPECT_EQ(c.pod_uid, "0d3c5a2e-7f1b-4c4e-9a51-3f0e6d2b8c11");
+  EXPECT_EQ(Parse({{"METRONOME_POD", std::string(300, 'p')}}).pod_name.size(), 253u);
 }
 
 TEST(ShimConfig, AllSettings) {

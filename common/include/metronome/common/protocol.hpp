@@ -48,6 +48,13 @@ struct Hello {
   uint32_t pid = 0;
   uint32_t nccl_version = 0;  // NCCL_VERSION_CODE of the library the shim wraps
   std::string shim_version;
+  // Optional (trailing; absent means ""): the pod the rank runs in, from the downward API. With
+  // the Kubernetes integration on, the scheduler checks them against the API server and takes
+  // the job's priority from the pod (docs/kubernetes.md, "Identity and priority"). The encoder
+  // writes them up to the last one that is set.
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string pod_uid;
 };
 
 struct Welcome {

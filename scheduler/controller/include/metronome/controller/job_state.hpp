@@ -51,6 +51,7 @@ struct JobState {
   int32_t priority = 0;
   uint32_t world_size = 0;
   int64_t created_ns = 0;
+  std::string pod_namespace;  // with the pod check: the namespace the job belongs to
   std::map<uint32_t, RankState> ranks;
 
   // Latest measured profile (from reports with enough confidence), its confidence, and the

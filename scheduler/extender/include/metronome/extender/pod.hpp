@@ -38,6 +38,12 @@ struct PodInfo {
   std::optional<double> gradient_mb;
   std::optional<int> ranks;
   std::string node_name;  // spec.nodeName (empty while unscheduled)
+  std::string uid;        // metadata.uid
+  std::string phase;      // status.phase ("" when the object has no status)
+  // What the API server vouches for, for the scheduler's check of a shim's hello: spec.priority
+  // (admission sets it from the PriorityClass; 0 without one) by the mapping. Annotations are
+  // the pod owner's word and do not count here.
+  int admitted_priority = kPriorityNormal;
 };
 
 // Reads a Pod object. Throws std::invalid_argument naming the field when the object is not a

@@ -65,6 +65,10 @@ struct HttpTlsConfig {
 struct KubernetesConfig {
   bool enabled = false;
   std::string rack_label = "topology.kubernetes.io/zone";  // node label naming a node's rack
+  // With `enabled`: a shim's hello must name its pod (downward API), which the API server must
+  // know on the hello's node and in the hello's job; the job's priority is then the pod's
+  // spec.priority. Off: the shim's environment decides both (docs/kubernetes.md).
+  bool verify_pods = true;
 };
 
 struct ServiceConfig {

@@ -1,7 +1,8 @@
 // metronome-scheduler's Kubernetes side: the kube-scheduler extender's cluster state, built from
 // the service's view after every plan change, and (with `kubernetes.enabled`) the API server's
-// Nodes, TrafficProfiles and Metronome pods folded into it, and one LinkSchedule per link written
-// from the plan on a thread of its own (never under the service lock).
+// Nodes, TrafficProfiles and Metronome pods folded into it, one LinkSchedule per link written
+// from the plan on a thread of its own (never under the service lock), and the pods handed to the
+// service's check of each shim's identity (kubernetes.verify_pods).
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +17,7 @@
 
 #include "metronome/extender/extender.hpp"
 #include "metronome/extender/state.hpp"
+#include "metronome/kube/config.hpp"
 #include "metronome/kube/resources.hpp"
 #include "metronome/service/config.hpp"
 #include "metronome/service/service.hpp"
@@ -50,13 +52,17 @@ class KubernetesSync {
 
   // With kubernetes.enabled: reads the in-cluster configuration and starts the caches and the
   // LinkSchedule writer. Returns false (after logging an error) when the configuration cannot be
-  // read; the extender then works from the service's state alone.
+  // read; the extender then works from the service's state alone (and with verify_pods no hello
+  // registers: the shims run ungated).
   bool Start();
+  // The same against a given API server (out-of-cluster runs, tests).
+  void Start(kube::ClientConfig client_config);
   void Stop();
 
  private:
   void OnPlan(const ClusterView& view);
   void Refresh();
+  void PublishPods();  // the pods cache's content to the service's pod check
   void WriterLoop(std::stop_token stop);
 
   Service& service_;

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "metronome/controller/planning.hpp"
+#include "metronome/extender/pod.hpp"
 #include "metronome/extender/state.hpp"
 #include "metronome/service/config.hpp"
 #include "metronome/service/http_server.hpp"
@@ -82,6 +84,13 @@ class Service {
     plan_listener_ = std::move(listener);
   }
   ClusterView View();
+
+  // The Kubernetes integration's check of a shim's identity (src/pod_identity.hpp): once enabled
+  // (before Start()), a hello registers only when it names a pod of the set given last, on the
+  // pod's node and for the pod's job, and the job's priority is the pod's. Pods by
+  // "namespace/name"; until the first SetPods every hello is refused.
+  void EnablePodCheck();
+  void SetPods(std::map<std::string, extender::PodInfo> pods);
 
   // Snapshots for the status API (thread-safe).
   nlohmann::json StatusJson();
