@@ -12,8 +12,8 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev openssl nlohmann-json3-dev libyaml-cpp-dev
   libspdlog-dev libfmt-dev libcli11-dev prometheus-cpp-dev prometheus
   clang libclang-rt-14-dev clang-format clang-tidy pyflakes3 shellcheck
-  iproute2 iputils-ping procps python3 python3-yaml python3-matplotlib python3-msgpack
-  patchelf binutils ethtool
+  iproute2 iputils-ping procps python3 python3-yaml python3-matplotlib python3-msgpack python3-zmq
+  patchelf binutils ethtool nftables
   chromium
 )
 

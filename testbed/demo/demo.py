@@ -111,6 +111,11 @@ class Demo:
         self.standin_dir = self._find("testbed/nccl_gloo/lib/libnccl.so.2").parent
         self.cluster = netns.Cluster(self.topo, prefix=args.prefix)
         self.scheduler_proc: subprocess.Popen | None = None
+        self.run_dir: Path | None = None  # of the run in progress
+        # The running ranks by job, and extra environment by node (the soak's clock stepper: an
+        # LD_PRELOAD there goes in front of the shim's).
+        self.job_procs: dict[str, list[subprocess.Popen]] = {}
+        self.node_env: dict[str, dict[str, str]] = {}
         self.topology_file = self.out / "topology.yaml"
         self.topology_file.write_text(yaml.safe_dump({"topology": doc["topology"]}))
         # Bottleneck links: the uplinks of racks that some job's traffic leaves.
@@ -150,6 +155,8 @@ class Demo:
             env["METRONOME_SCHEDULER"] = f"tcp://{self.cluster.sched_ip}:7411"
             if job.chunk_kib:
                 env["METRONOME_CHUNK_KIB"] = str(job.chunk_kib)
+        for k, v in self.node_env.get(node, {}).items():
+            env[k] = f"{v} {env[k]}" if k == "LD_PRELOAD" and k in env else v
         return env
 
     def _start_job(self, job: Job, mode: str, run_dir: Path, rdv: Path) -> list[subprocess.Popen]:
@@ -165,8 +172,8 @@ class Demo:
                                             stdout=log, stderr=subprocess.STDOUT))
         return procs
 
-    def _start_scheduler(self, run_dir: Path) -> subprocess.Popen:
-        log = open(run_dir / "scheduler.log", "w")
+    def _start_scheduler(self, run_dir: Path, append: bool = False) -> subprocess.Popen:
+        log = open(run_dir / "scheduler.log", "a" if append else "w")
         argv = [str(self.scheduler_bin), f"--listen=tcp://{self.cluster.sched_ip}:7411",
                 f"--http={self.cluster.sched_ip}:7412", f"--topology={self.topology_file}"]
         if self.args.scheduler_config:
@@ -176,6 +183,18 @@ class Demo:
         if p.poll() is not None:
             raise SystemExit(f"demo: metronome-scheduler exited: see {run_dir / 'scheduler.log'}")
         return p
+
+    def restart_scheduler(self) -> int | None:
+        """Kills the running scheduler (SIGKILL) and starts another, logging on in the same file.
+        Returns the killed one's exit status before the kill: None when it was still running."""
+        old, status = self.scheduler_proc, None
+        if old is not None:
+            status = old.poll()
+            if status is None:
+                old.kill()
+                old.wait()
+        self.scheduler_proc = self._start_scheduler(self.run_dir, append=True)
+        return status
 
     def _scheduler_status(self) -> dict | None:
         p = subprocess.run(["ip", "netns", "exec", self.cluster.sched_ns, "/usr/bin/python3", "-c",
@@ -207,10 +226,12 @@ class Demo:
         node_ns = {j.name: sorted({self.cluster.node_ns(n) for n in j.nodes}) for j in jobs}
         drops0 = {k: self.cluster.qdisc_drops(*v[0]) for k, v in self.links.items()}
         tcp0 = {j: self._tcp(nss) for j, nss in node_ns.items()}
-        sched = self._start_scheduler(run_dir) if with_scheduler else None
-        self.scheduler_proc = sched  # tests kill it mid-run (by this pid, never by name)
+        self.run_dir = run_dir
+        # Tests kill it mid-run (by this pid, never by name), the soak restarts it.
+        self.scheduler_proc = self._start_scheduler(run_dir) if with_scheduler else None
         res.t0 = time.time()
         procs: dict[str, list[subprocess.Popen]] = {}
+        self.job_procs = procs
         pending = sorted(jobs, key=lambda j: j.arrival_s)
         deadline = res.t0 + self.args.timeout
         try:
@@ -222,7 +243,7 @@ class Demo:
                 if now > deadline:
                     raise SystemExit(f"demo: run '{label}' exceeded {self.args.timeout} s")
                 time.sleep(0.1)
-            if sched is not None:
+            if with_scheduler:
                 res.scheduler_status = self._scheduler_status()
         finally:
             res.t1 = time.time()
@@ -231,7 +252,8 @@ class Demo:
                 for p in ps:
                     if p.poll() is None:
                         p.kill()
-            if sched is not None:
+            sched = self.scheduler_proc
+            if sched is not None and sched.poll() is None:
                 sched.terminate()
                 try:
                     sched.wait(5)
