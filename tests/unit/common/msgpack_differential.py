@@ -4,9 +4,10 @@
 For every input our decoder accepts, python3-msgpack must read it as exactly one msgpack value
 (no error, no trailing bytes), and what we re-encode from the decoded message must read back as
 that value: the same types (bool is not int, nil is not 0) and values, arrays no longer than the
-input's (trailing fields unknown to this version are dropped), nothing added; the one exception
-is the always-open timetable push, which goes out in its canonical form (canonical() below). An
-input that only our decoder can read, or a value it misread, fails the test.
+input's (trailing fields unknown to this version are dropped), nothing added but the optional
+trailing fields our encoder always writes, with the value their absence means; and the
+always-open timetable push goes out in its canonical form (canonical() below). An input that
+only our decoder can read, or a value it misread, fails the test.
 
 Usage: msgpack_differential.py MSGPACK_REENCODE CORPUS_DIR
 Exit 77 (CTest: skipped) without python3-msgpack.
@@ -37,19 +38,28 @@ def contained(ours, theirs) -> bool:
     return type(ours) is type(theirs) and ours == theirs
 
 
+# Optional trailing fields that our encoder always writes, with the value an absent one means:
+# a report's hold, jitter, compute, realigned, yielded and yield wait (0), a push's gated flag (1).
+OPTIONAL_DEFAULTS = {5: (15, [0, 0, 0, 0, 0, 0]), 6: (8, [1])}
+
+
 def canonical(value):
-    """The input's value as our encoder writes it back: a timetable push that is always open
-    (its "gated" flag 0, or its window at least its period) goes out with window = period, no
-    slack, no wait and the flag 0 (protocol.cpp, PackFields of TimetablePush). No other message
-    is changed."""
-    if not (isinstance(value, list) and len(value) >= 3 and value[1] == 6
-            and isinstance(value[2], list) and len(value[2]) >= 8):
+    """The input's value as our encoder writes it back: optional trailing fields that the input
+    leaves out are written with the value their absence means (OPTIONAL_DEFAULTS), and a timetable
+    push that is always open (its "gated" flag 0, or its window at least its period) goes out
+    with window = period, no slack, no wait and the flag 0 (protocol.cpp, PackFields of
+    TimetablePush). No other message is changed."""
+    if not (isinstance(value, list) and len(value) >= 3 and isinstance(value[2], list)
+            and value[1] in OPTIONAL_DEFAULTS):
         return value
     f = list(value[2])
-    gated = f[8] if len(f) > 8 else 1
-    if gated == 0 or f[5] >= f[3]:
-        f[5], f[6], f[7] = f[3], 0, 0
-        f[8:9] = [0]
+    required, defaults = OPTIONAL_DEFAULTS[value[1]]
+    if required <= len(f) < required + len(defaults):
+        f += defaults[len(f) - required:]
+    if value[1] == 6 and len(f) >= 9:
+        if f[8] == 0 or f[5] >= f[3]:
+            f[5], f[6], f[7] = f[3], 0, 0
+            f[8] = 0
     return [value[0], value[1], f, *value[3:]]
 
 
