@@ -77,6 +77,8 @@ class Chaos(threading.Thread):
         self.incarnation = 0
         self.garbage: subprocess.Popen | None = None
         self.garbage_counts: dict = {}  # what the peer sent, as it printed it at the end
+        self.error = ""                 # why the disturbances stopped early
+        self.missed: list[str] = []     # disturbances the run ended before
 
     def log(self, t: float, what: str) -> None:
         self.events.append((round(t, 1), what))
@@ -98,6 +100,17 @@ class Chaos(threading.Thread):
                                   "numgen", "random", "mod", "100", "<", "5", "drop"], check=True)
 
     def run(self) -> None:
+        try:
+            self.disturb()
+        except Exception as e:  # the soak fails rather than pass undisturbed
+            self.error = repr(e)
+            self.log(-1, f"the disturbances stopped: {self.error}")
+        finally:
+            if self.garbage is not None and self.garbage.poll() is None:
+                self.garbage.send_signal(signal.SIGTERM)
+                self.garbage.wait(10)
+
+    def disturb(self) -> None:
         d = self.d
         while d.scheduler_proc is None and not self.stop.is_set():
             time.sleep(0.05)
@@ -132,9 +145,7 @@ class Chaos(threading.Thread):
                     self.crashes.append(f"scheduler exited with {status} before its kill at {t:.0f} s")
                 self.log(t, f"scheduler killed and restarted (incarnation {self.incarnation})")
             time.sleep(0.2)
-        if self.garbage is not None:
-            self.garbage.send_signal(signal.SIGTERM)
-            self.garbage.wait(10)
+        self.missed = [what for _, what in plan]
 
     def sample(self, t: float) -> None:
         d = self.d
@@ -211,6 +222,10 @@ def main() -> int:
           f"({jobs[0].name}'s last rank); events:")
     for t, what in chaos.events:
         print(f"  {t:7.1f} s  {what}")
+    # Every disturbance happened.
+    if chaos.error or chaos.missed:
+        ok = False
+        print(f"FAIL: disturbances: {chaos.error or 'the jobs ended before ' + str(chaos.missed)}")
     # Crashes: a scheduler that exited before its kill, or that did not stop cleanly at the end.
     if chaos.crashes or final_exit not in (0, None):
         ok = False
