@@ -102,8 +102,8 @@ class Chaos(threading.Thread):
     def run(self) -> None:
         try:
             self.disturb()
-        except Exception as e:  # the soak fails rather than pass undisturbed
-            self.error = repr(e)
+        except (Exception, SystemExit) as e:  # (a scheduler that does not start: SystemExit)
+            self.error = repr(e)  # the soak fails rather than pass undisturbed
             self.log(-1, f"the disturbances stopped: {self.error}")
         finally:
             if self.garbage is not None and self.garbage.poll() is None:
