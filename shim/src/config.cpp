@@ -166,9 +166,10 @@ Config ParseConfig(const std::function<const char*(const char*)>& get) {
       Warn(c, "METRONOME_CURVE_SERVERKEY", "(not a 40-character Z85 key)");
     }
   }
-  // At most what Kubernetes allows (names 253 characters, a UID 36): the hello carries 256.
+  // As given: the encoder bounds what the hello carries (cut between characters), and a name
+  // cut short then names no pod the scheduler knows.
   const auto pod_field = [&](const char* name, std::string& out) {
-    if (const char* v = get(name); v != nullptr && *v != '\0') out = std::string(v).substr(0, 253);
+    if (const char* v = get(name); v != nullptr) out = v;
   };
   pod_field("METRONOME_NAMESPACE", c.pod_namespace);
   pod_field("METRONOME_POD", c.pod_name);

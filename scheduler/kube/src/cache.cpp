@@ -88,13 +88,6 @@ std::map<std::string, Json> Cache::Objects() const {
   return objects_;
 }
 
-std::optional<Json> Cache::Get(const std::string& key) const {
-  std::lock_guard lock(mu_);
-  const auto it = objects_.find(key);
-  if (it == objects_.end()) return std::nullopt;
-  return it->second;
-}
-
 Error Cache::LastError() const {
   std::lock_guard lock(mu_);
   return last_error_;

@@ -610,10 +610,8 @@ TEST(KubeCache, FollowsListAndWatchAndFeedsNodeLabels) {
     const auto labels = NodeLabelsOf(nodes);
     return labels.count("n1") == 1 && labels.at("n1").at("topology.kubernetes.io/zone") == "rack-c";
   }));
-  EXPECT_EQ((*nodes.Get("n1"))["metadata"]["labels"]["topology.kubernetes.io/zone"], "rack-c");
   api.Remove("nodes", "", "n2");
   ASSERT_TRUE(wait_for([&] { return nodes.Objects().size() == 1; }));
-  EXPECT_FALSE(nodes.Get("n2"));
   EXPECT_GE(changes.load(), 4);
   nodes.Stop();
   EXPECT_EQ(nodes.Lists(), 1u);

@@ -7,7 +7,6 @@
 #include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 
@@ -30,8 +29,6 @@ class Cache {
 
   // Objects by "namespace/name" (cluster-scoped: "name").
   std::map<std::string, Json> Objects() const;
-  // One object by key, copied (cheaper than Objects() where one is all a caller needs).
-  std::optional<Json> Get(const std::string& key) const;
   bool Synced() const { return synced_.load(); }    // a first list arrived
   uint64_t Lists() const { return lists_.load(); }  // relists (1 + one per 410 or failure)
   uint64_t Errors() const { return errors_.load(); }
