@@ -12,7 +12,9 @@
 //     push latency twice: for the start, when every job's first profile lands within one
 //     report interval (a burst, as after a scheduler restart), and for the steady state, where
 //     `churn` jobs a second leave (bye) and come back as new jobs while the rest keep reporting;
-//   - the scheduler's CPU use (cores, from /proc/PID/stat) and resident memory (VmRSS, VmHWM).
+//   - the scheduler's CPU use (cores, from /proc/PID/stat), its CPU time per message handled,
+//     and resident memory (VmRSS, VmHWM).
+// Each thread waits for the replies still in flight before the figures are counted.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -62,9 +64,13 @@ struct Options {
   int duration_s = 30;
   int threads = 4;
   int ranks_per_job = 4;
-  int churn = 10;        // jobs replaced per second in the steady state
-  bool spread = false;   // each job's ranks on different racks (rack uplinks shared)
-  std::string endpoint;  // empty: start our own scheduler
+  int racks = 64;  // the two-tier topology the scheduler it starts plans on
+  int nodes_per_rack = 8;
+  int ranks_per_node = 1;  // consecutive ranks of a job share a node (GPUs per node)
+  int churn = 10;          // jobs replaced per second in the steady state
+  bool spread = false;     // each job's ranks on different racks (rack uplinks shared)
+  bool one_link = false;   // the scheduler on its embedded one-link topology (every job shares it)
+  std::string endpoint;    // empty: start our own scheduler
   std::string http;
   std::string scheduler = METRONOME_SCHEDULER_BIN;
   int scheduler_cpu = -1;  // >= 0: the scheduler we start runs on this CPU only
@@ -142,6 +148,15 @@ bool SendMsg(zmq::socket_t& s, const proto::Message& m) {
   }
 }
 
+// Loopback connections from one address to one port are bounded by the ephemeral port range
+// (about 28,000): past 16,384 clients each block of 16,384 connects from its own loopback
+// source address (127.0.1.K), as many nodes would.
+std::string SourcedEndpoint(const std::string& endpoint, int client, int clients) {
+  constexpr int kPerSource = 16384;
+  if (clients <= kPerSource || endpoint.rfind("tcp://127.", 0) != 0) return endpoint;
+  return Name("tcp://127.0.1.%d:0;", 1 + client / kPerSource) + endpoint.substr(6);
+}
+
 // One thread: a share of the jobs (all ranks of a job live on the same thread).
 void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoint, int first_job,
                int jobs, int64_t start_ns, int64_t end_ns, std::atomic<int>& welcomed_total,
@@ -151,21 +166,23 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
   for (int j = 0; j < jobs; ++j) {
     const int job_id = first_job + j;
     for (int r = 0; r < o.ranks_per_job; ++r) {
+      const int global = job_id * o.ranks_per_job + r;
       Client c;
       c.socket = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
       c.socket->set(zmq::sockopt::linger, 0);
       c.socket->set(zmq::sockopt::sndhwm, 1000);
-      c.socket->connect(endpoint);
+      c.socket->connect(SourcedEndpoint(endpoint, global, o.clients));
       c.job = Name("load-%d", job_id);
       c.rank = static_cast<uint32_t>(r);
-      // Ranks of a job on consecutive nodes of the 512-node tree (racks of 8): its traffic
-      // stays under one rack switch. Spread: ranks 512/ranks-per-job nodes apart (4 ranks: on
-      // racks 16 apart), so every job crosses rack uplinks, each shared by dozens of jobs of
-      // different periods.
-      const int stride = std::max(1, 512 / o.ranks_per_job);
+      // Ranks of a job on consecutive nodes (ranks_per_node to a node, racks of
+      // nodes_per_rack): its traffic stays under one rack switch. Spread: ranks nodes /
+      // ranks-per-job apart (4 ranks of the 512-node default: on racks 16 apart), so every job
+      // crosses rack uplinks, each shared by dozens of jobs of different periods.
+      const int nodes = o.racks * o.nodes_per_rack;
+      const int stride = std::max(1, nodes / o.ranks_per_job);
       const int node =
-          o.spread ? (r * stride + job_id) % 512 : (job_id * o.ranks_per_job + r) % 512;
-      c.node = Name("r%dn%d", node / 8, node % 8);
+          o.spread ? (r * stride + job_id) % nodes : (global / o.ranks_per_node) % nodes;
+      c.node = Name("r%dn%d", node / o.nodes_per_rack, node % o.nodes_per_rack);
       job_list[j].ranks.push_back(clients.size());
       clients.push_back(std::move(c));
     }
@@ -261,6 +278,8 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       o.churn > 0 ? int64_t{1'000'000'000} * o.threads / o.churn : int64_t{0};
   int64_t next_churn = churn_every > 0 ? start_ns + 5'000'000'000 : INT64_MAX;
   size_t churn_job = 0;
+  size_t report_at = 0;  // the next client due to report (see the send loop)
+  size_t ping_at = 0;
   auto replace_job = [&](int j) {
     Job& job = job_list[j];
     ++job.generation;
@@ -285,13 +304,19 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       replace_job(static_cast<int>(churn_job++ % static_cast<size_t>(jobs)));
       next_churn += churn_every;
     }
-    // Send what is due.
+    // Send what is due. Clients fall due in index order (their first reports are staggered by
+    // index over one interval, and each report and ping moves its client on by the same step),
+    // so a cursor per kind visits only the clients due: a wake-up costs what it sends, not the
+    // thread's clients (at 16,000 clients a thread, a scan per wake-up took the whole core).
+    // A client not yet welcomed skips its turn.
     int64_t next_due = std::min(end_ns, next_churn);
-    if (now >= start_ns) {
-      for (auto& c : clients) {
+    if (now >= start_ns && !clients.empty()) {
+      for (size_t k = 0; k < clients.size() && clients[report_at].next_report <= now; ++k) {
+        Client& c = clients[report_at];
+        report_at = report_at + 1 == clients.size() ? 0 : report_at + 1;
+        c.next_report += interval;
         if (!c.welcomed) continue;
-        bool sent = false;
-        if (now >= c.next_report) {
+        {
           proto::ProfileReport r;
           r.job_id = c.job;
           r.rank = c.rank;
@@ -315,18 +340,19 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
           } else {
             ++stats.send_failures;
           }
-          c.next_report += interval;
-          sent = true;
         }
-        if (now >= c.next_ping) {
-          c.ping_sent = MonoNs();
-          if (SendMsg(*c.socket, proto::ClockPing{c.iterations, RealtimeNs()})) ++stats.pings;
-          c.next_ping += 1'000'000'000;
-          sent = true;
-        }
-        if (sent) drain(c);
-        next_due = std::min({next_due, c.next_report, c.next_ping});
+        drain(c);
       }
+      for (size_t k = 0; k < clients.size() && clients[ping_at].next_ping <= now; ++k) {
+        Client& c = clients[ping_at];
+        ping_at = ping_at + 1 == clients.size() ? 0 : ping_at + 1;
+        c.next_ping += 1'000'000'000;
+        if (!c.welcomed) continue;
+        c.ping_sent = MonoNs();
+        if (SendMsg(*c.socket, proto::ClockPing{c.iterations, RealtimeNs()})) ++stats.pings;
+        drain(c);
+      }
+      next_due = std::min({next_due, clients[report_at].next_report, clients[ping_at].next_ping});
     } else {
       next_due = start_ns;
     }
@@ -350,6 +376,16 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     if (now < start_ns) {
       for (auto& c : clients) drain(c);  // welcomes: cheap while there is no load yet
     }
+  }
+  // Replies in flight: every ping's pong and every hello's welcome, for up to 5 s, before the
+  // thread's figures are counted.
+  const int64_t grace_end = MonoNs() + 5'000'000'000;
+  while ((stats.pongs < stats.pings || stats.welcomes < stats.hellos) && MonoNs() < grace_end) {
+    const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), 50);
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 != kTimerTag) drain(clients[events[i].data.u64]);
+    }
+    for (auto& c : clients) drain(c);  // edges an earlier drain consumed
   }
   ::close(timer);
   ::close(ep);
@@ -451,10 +487,18 @@ int Run(int argc, char** argv) {
   app.add_option("--threads", o.threads, "client threads [4]")->check(CLI::Range(1, 64));
   app.add_option("--ranks-per-job", o.ranks_per_job, "ranks per job [4]")
       ->check(CLI::PositiveNumber);
+  app.add_option("--racks", o.racks, "racks of the two-tier topology [64]")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--nodes-per-rack", o.nodes_per_rack, "nodes per rack [8]")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--ranks-per-node", o.ranks_per_node, "ranks of a job on one node (GPUs) [1]")
+      ->check(CLI::Range(1, 64));
   app.add_option("--churn", o.churn, "jobs replaced per second in the steady state [10]")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--spread", o.spread,
                "each job's ranks on different racks (rack uplinks shared by many jobs)");
+  app.add_flag("--one-link", o.one_link,
+               "start the scheduler on its embedded defaults: one link that every job crosses");
   app.add_option("--scheduler", o.scheduler, "metronome-scheduler to start");
   app.add_option("--scheduler-cpu", o.scheduler_cpu,
                  "pin the scheduler it starts to this CPU (run the driver itself under taskset "
@@ -470,10 +514,27 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "clients must be a positive multiple of ranks-per-job\n");
     return 2;
   }
+  // Descriptors: each client holds a TCP socket and its mailbox's eventfd here, and the
+  // scheduler (which inherits this limit) a TCP socket per client. Raising the hard limit needs
+  // CAP_SYS_RESOURCE; without it the clients must fit under the hard limit, or the run fails
+  // half-way with "Too many open files".
   rlimit lim{};
   getrlimit(RLIMIT_NOFILE, &lim);
+  const auto wanted = static_cast<rlim_t>(o.clients) * 2 + 1024;
+  if (lim.rlim_max < wanted) {
+    const rlimit raised{wanted, wanted};
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
   lim.rlim_cur = lim.rlim_max;
   setrlimit(RLIMIT_NOFILE, &lim);
+  if (lim.rlim_cur < wanted) {
+    std::fprintf(stderr,
+                 "%d clients need about %llu file descriptors; this process may open %llu "
+                 "(its hard limit: raising it needs CAP_SYS_RESOURCE)\n",
+                 o.clients, static_cast<unsigned long long>(wanted),
+                 static_cast<unsigned long long>(lim.rlim_cur));
+    return 2;
+  }
 
   pid_t pid = -1;
   const std::string topo = "/tmp/metronome-load-topology-" + std::to_string(::getpid()) + ".yaml";
@@ -481,11 +542,16 @@ int Run(int argc, char** argv) {
     const int zport = FreePort(), hport = FreePort();
     o.endpoint = "tcp://127.0.0.1:" + std::to_string(zport);
     o.http = "127.0.0.1:" + std::to_string(hport);
-    std::ofstream(topo) << "two_tier: {racks: 64, nodes_per_rack: 8, nic_gbps: 100, "
-                           "uplink_gbps: 400}\n";
+    std::ofstream(topo) << "two_tier: {racks: " << o.racks
+                        << ", nodes_per_rack: " << o.nodes_per_rack
+                        << ", nic_gbps: 100, uplink_gbps: 400}\n";
     const std::string log = "/tmp/metronome-load-scheduler.log";
-    std::vector<std::string> args = {o.scheduler,  "--listen", o.endpoint,    "--http", o.http,
-                                     "--topology", topo,       "--log-level", "info"};
+    std::vector<std::string> args = {o.scheduler, "--listen",    o.endpoint, "--http",
+                                     o.http,      "--log-level", "info"};
+    if (!o.one_link) {
+      args.emplace_back("--topology");
+      args.push_back(topo);
+    }
     std::vector<char*> argvp;
     argvp.reserve(args.size() + 1);
     for (auto& a : args) argvp.push_back(a.data());
@@ -539,10 +605,16 @@ int Run(int argc, char** argv) {
   std::vector<Stats> stats(o.threads);
   std::vector<std::thread> threads;
   std::atomic<int> welcomed{0};
+  const ProcStat at_start = pid > 0 ? ReadProc(pid) : ProcStat{};  // the whole run's CPU
   for (int t = 0; t < o.threads; ++t) {
     const int first = jobs * t / o.threads, last = jobs * (t + 1) / o.threads;
     threads.emplace_back([&, t, first, last] {
-      RunThread(ctx, o, o.endpoint, first, last - first, start_ns, end_ns, welcomed, stats[t]);
+      try {
+        RunThread(ctx, o, o.endpoint, first, last - first, start_ns, end_ns, welcomed, stats[t]);
+      } catch (const std::exception& e) {  // counted, so that the run is not "accounted for"
+        std::fprintf(stderr, "client thread %d: %s\n", t, e.what());
+        ++stats[t].errors;
+      }
     });
   }
   // CPU and memory of the scheduler during the reporting phase only.
@@ -556,8 +628,9 @@ int Run(int argc, char** argv) {
   }
   ProcStat after = pid > 0 ? ReadProc(pid) : ProcStat{};
   const double wall = static_cast<double>(MonoNs() - w0) * 1e-9;
-  for (auto& th : threads) th.join();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the last reports land
+  for (auto& th : threads) th.join();  // each waits for its replies in flight
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the scheduler counts the last
+  const ProcStat at_end = pid > 0 ? ReadProc(pid) : ProcStat{};
 
   Stats total;
   for (const auto& s : stats) total.Merge(s);
@@ -576,8 +649,10 @@ int Run(int argc, char** argv) {
 
   std::printf(
       "\nmetronome-scheduler load: %d clients (%d jobs x %d ranks) on %d threads, %d "
-      "reports/s each for %d s, two-tier topology 64x8, %s\n",
+      "reports/s each for %d s, %s %dx%d (%d ranks a node), %s\n",
       o.clients, jobs, o.ranks_per_job, o.threads, o.rate, o.duration_s,
+      o.one_link ? "the one-link default; nodes named as in" : "two-tier topology", o.racks,
+      o.nodes_per_rack, o.ranks_per_node,
       o.spread ? "jobs across racks (--spread)" : "jobs within racks");
   std::printf("%-34s %12s %12s\n", "accounting", "clients", "scheduler");
   std::printf("%-34s %12llu %12.0f\n", "hellos sent / received",
@@ -622,7 +697,7 @@ int Run(int argc, char** argv) {
   std::printf("  planner run per batch: p50 %s, p99 %s\n",
               bound("metronome_plan_duration_seconds", 0.5).c_str(),
               bound("metronome_plan_duration_seconds", 0.99).c_str());
-  const bool lossless = total.hellos == total.welcomes &&
+  const bool lossless = total.hellos == total.welcomes && total.pings == total.pongs &&
                         static_cast<double>(total.byes) == std::max(0.0, sched_byes) &&
                         static_cast<double>(total.reports) == sched_reports && total.errors == 0 &&
                         rejected == 0;
@@ -632,6 +707,14 @@ int Run(int argc, char** argv) {
         "max sampled, %.1f MiB peak (VmHWM)\n",
         (after.cpu_s - before.cpu_s) / wall, after.cpu_s - before.cpu_s, wall, after.rss_mib,
         rss_max, after.hwm_mib);
+    // What carries from machine to machine: the scheduler's CPU per message it handled, in or
+    // out, over the whole run (registrations, reports, pings and their pongs, pushes, byes).
+    const double messages =
+        static_cast<double>(total.hellos + total.reports + total.pings + total.byes +
+                            total.welcomes + total.pongs + total.pushes + total.errors);
+    std::printf("scheduler CPU per message: %.2f us (%.2f s over %.0f messages in and out)\n",
+                (at_end.cpu_s - at_start.cpu_s) * 1e6 / std::max(messages, 1.0),
+                at_end.cpu_s - at_start.cpu_s, messages);
     ::kill(pid, SIGTERM);
     int status = 0;
     ::waitpid(pid, &status, 0);
