@@ -8,6 +8,8 @@
 //                           load driver's layout)
 //   BM_ReplaceJob/spread/N  jobs on 4 nodes of 4 racks: rack uplinks carry many jobs each
 //   BM_Summary/spread/N     Summary() alone after a change (what every push waits for)
+//   BM_ReplaceJob/onelink/N the scheduler's embedded default topology: one 100 Gbit/s link that
+//                           every job crosses (the load driver's --one-link)
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -23,7 +25,8 @@ namespace {
 constexpr int kRacks = 64;
 constexpr int kNodesPerRack = 8;
 
-ms::TopologyConfig Topology() {
+ms::TopologyConfig Topology(bool one_link) {
+  if (one_link) return ms::TopologyConfig::Default();
   ms::TopologyConfig t;
   t.two_tier = ms::TopologyConfig::TwoTier{kRacks, kNodesPerRack, 100e9 / 8, 400e9 / 8};
   return t;
@@ -51,9 +54,9 @@ ms::PlanJob Job(uint64_t id, bool spread) {
   return j;
 }
 
-void ReplaceJob(benchmark::State& state, bool spread, bool summary_only) {
+void ReplaceJob(benchmark::State& state, bool spread, bool summary_only, bool one_link = false) {
   const auto n = static_cast<uint64_t>(state.range(0));
-  ms::PlanningAdapter adapter(Topology(), ms::PlanningConfig{});
+  ms::PlanningAdapter adapter(Topology(one_link), ms::PlanningConfig{});
   std::vector<ms::PlanJob> all;
   for (uint64_t id = 1; id <= n; ++id) all.push_back(Job(id, spread));
   (void)adapter.AddJobs(all);
@@ -81,6 +84,9 @@ void BmReplaceJobSpread(benchmark::State& s) {
 void BmSummarySpread(benchmark::State& s) {
   ReplaceJob(s, true, true);
 }
+void BmReplaceJobOneLink(benchmark::State& s) {
+  ReplaceJob(s, false, false, true);
+}
 
 }  // namespace
 
@@ -89,5 +95,9 @@ BENCHMARK(BmReplaceJobSpread)
     ->Name("BM_ReplaceJob/spread")
     ->Arg(500)
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BmReplaceJobOneLink)
+    ->Name("BM_ReplaceJob/onelink")
+    ->Arg(500)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BmSummarySpread)->Name("BM_Summary/spread")->Arg(500)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -262,6 +262,7 @@ struct Overlap {
 };
 void Overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
               Nanos offset, std::vector<Overlap>& out);
+// The same from folded arcs, as FoldLink lists them (a job's copies one after another).
 void Overlaps(const std::vector<Folded>& arcs, Nanos w, Nanos period, Nanos offset,
               std::vector<Overlap>& out);
 // stage2_latency.cpp: the stage-2 cost of a slot and the decision for one job.
