@@ -306,8 +306,8 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     }
     // Send what is due. Clients fall due in index order (their first reports are staggered by
     // index over one interval, and each report and ping moves its client on by the same step),
-    // so a cursor per kind visits only the clients due: a wake-up costs what it sends, not the
-    // thread's clients (at 16,000 clients a thread, a scan per wake-up took the whole core).
+    // so a cursor per kind visits only the clients due: a wake-up costs what it sends, not a
+    // scan of the thread's clients (wake-ups come as often as messages fall due).
     // A client not yet welcomed skips its turn.
     int64_t next_due = std::min(end_ns, next_churn);
     if (now >= start_ns && !clients.empty()) {
