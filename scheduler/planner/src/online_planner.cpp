@@ -425,8 +425,8 @@ AddResult OnlinePlanner::FinishAdd(std::uint32_t j, const std::vector<std::uint3
   std::vector<std::uint32_t> moved_sorted = moved;
   std::sort(moved_sorted.begin(), moved_sorted.end());
   std::vector<std::uint32_t> touched{j};
-  // Each link once, however many moved jobs cross it (each check below is against all of them:
-  // once per moved job folded a link of 500 windows 500 times for each of 30 moved jobs).
+  // Each link once, however many moved jobs cross it: the check below is against all of them,
+  // so repeating it for each moved job on the link only folded the same link again.
   std::vector<LinkId> links;
   for (const std::uint32_t m : moved) {
     links.insert(links.end(), ws.jobs[m].shape.links.begin(), ws.jobs[m].shape.links.end());

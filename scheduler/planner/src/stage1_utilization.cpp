@@ -342,8 +342,7 @@ void Overlaps(const std::vector<Folded>& arcs, Nanos w, Nanos period, Nanos offs
     if (ov <= 0) continue;
     const double share = static_cast<double>(ov) * a.scale;
     // FoldLink gives a job's copies one after another, so another window of the same job can
-    // only follow the last entry (a search of the whole list made this quadratic: on one link
-    // crossed by 500 jobs, half of a planning round).
+    // only follow the last entry (no search of the list).
     if (!out.empty() && out.back().job == a.job) {
       out.back().share += share;
     } else {
