@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+#include <system_error>
+
 #include "metronome/common/utf8.hpp"
 
 namespace metronome::extender {
@@ -155,6 +158,7 @@ class Scanner {
       if (!digit()) Fail("bad number");
       while (digit()) ++i;
     };
+    const size_t start = i;
     if (i < s.size() && s[i] == '-') ++i;
     if (i < s.size() && s[i] == '0') {
       ++i;
@@ -167,10 +171,21 @@ class Scanner {
       ++i;
       digits();
     }
+    bool exponent = false;
     if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+      exponent = true;
       ++i;
       if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
       digits();
+    }
+    // JSON's grammar has no bound on a number, but JSON parsers do (RFC 8259, section 6): one
+    // beyond a double's range is refused, so a node that holds one would not go back as JSON its
+    // reader takes (the fuzz target found 3e0229262). Only an exponent or over 300 digits can
+    // get there; from_chars (no locale) says out of range for overflow and underflow alike.
+    if (exponent || i - start > 300) {
+      double value = 0.0;
+      const auto r = std::from_chars(s.data() + start, s.data() + i, value);
+      if (r.ec != std::errc()) Fail("number out of a double's range");
     }
   }
 

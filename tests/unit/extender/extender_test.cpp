@@ -406,7 +406,8 @@ TEST(ExtenderVerbs, LatencyHistogramPerVerb) {
 // Node lists are scanned, not parsed into a tree: strings holding brackets, quotes, escapes and
 // UTF-8, compact or pretty text must pass; anything a JSON parser refuses, anywhere (a node's
 // text goes back to kube-scheduler as it came), is a 400: broken brackets, member syntax,
-// literals and numbers, bad escapes, lone surrogates, invalid UTF-8, nesting beyond 128.
+// literals and numbers (also beyond a double's range), bad escapes, lone surrogates, invalid
+// UTF-8, nesting beyond 128.
 TEST(ExtenderVerbs, NodeListScannerKeepsNodesVerbatimAndRejectsBrokenStructure) {
   Extender ext;
   ext.UpdateState(Cluster());
@@ -414,6 +415,7 @@ TEST(ExtenderVerbs, NodeListScannerKeepsNodesVerbatimAndRejectsBrokenStructure) 
   auto& items = req["Nodes"]["items"];
   items[2]["metadata"]["annotations"]["odd"] = "a]}\"[{b\\ \u00e9 \n";
   items[3]["metadata"]["labels"]["note"] = "x\"y \U0001F600";
+  items[3]["status"]["big"] = 1.5e300;  // a double's range holds it: kept
   for (const std::string& body : {req.dump(), req.dump(2)}) {
     const ExtenderResponse r = ext.HandleFilter(body);
     ASSERT_EQ(r.status, 200) << r.body.substr(0, 200);
@@ -426,22 +428,25 @@ TEST(ExtenderVerbs, NodeListScannerKeepsNodesVerbatimAndRejectsBrokenStructure) 
   const size_t at = text.find("\"allocatable\"");
   ASSERT_NE(at, std::string::npos);
   const std::vector<std::string> broken = {
-      text + " x",                                            // trailing characters
-      text.substr(0, text.size() - 1),                        // truncated
-      std::string(text).insert(at, "{"),                      // unbalanced
-      std::string(text).insert(at, "]"),                      // mismatched bracket inside a node
-      std::string(text).insert(at, "\"k\": tru, "),           // bad literal inside a node
-      std::string(text).insert(at, "\"k\" 1, "),              // no colon inside a node
-      std::string(text).insert(at, "\"k\": 1 "),              // no comma inside a node
-      std::string(text).insert(at, "\"k\": [1,], "),          // trailing comma inside a node
-      std::string(text).insert(at, "\"k\": 01, "),            // leading zero
-      std::string(text).insert(at, "\"k\": 1.e5, "),          // no fraction digits
-      std::string(text).insert(at, "\"k\": \"\\x\", "),       // unknown escape
-      std::string(text).insert(at, "\"k\": \"\\u12G4\", "),   // bad \\u escape
-      std::string(text).insert(at, "\"k\": \"\\ud800\", "),   // lone high surrogate
-      std::string(text).insert(at, "\"k\": \"\\udc00\", "),   // lone low surrogate
-      std::string(text).insert(at, "\"k\": \"a\x87z\", "),    // invalid UTF-8 (fuzzer)
-      std::string(text).insert(at, "\"k\": \"\xc0\xaf\", "),  // overlong UTF-8
+      text + " x",                                         // trailing characters
+      text.substr(0, text.size() - 1),                     // truncated
+      std::string(text).insert(at, "{"),                   // unbalanced
+      std::string(text).insert(at, "]"),                   // mismatched bracket inside a node
+      std::string(text).insert(at, "\"k\": tru, "),        // bad literal inside a node
+      std::string(text).insert(at, "\"k\" 1, "),           // no colon inside a node
+      std::string(text).insert(at, "\"k\": 1 "),           // no comma inside a node
+      std::string(text).insert(at, "\"k\": [1,], "),       // trailing comma inside a node
+      std::string(text).insert(at, "\"k\": 01, "),         // leading zero
+      std::string(text).insert(at, "\"k\": 1.e5, "),       // no fraction digits
+      std::string(text).insert(at, "\"k\": 3e0229262, "),  // beyond a double (fuzzer)
+      std::string(text).insert(at, "\"k\": -1e-400, "),    // below a double's least
+      std::string(text).insert(at, "\"k\": 1" + std::string(400, '0') + ", "),  // 1e400
+      std::string(text).insert(at, "\"k\": \"\\x\", "),                         // unknown escape
+      std::string(text).insert(at, "\"k\": \"\\u12G4\", "),                     // bad \\u escape
+      std::string(text).insert(at, "\"k\": \"\\ud800\", "),       // lone high surrogate
+      std::string(text).insert(at, "\"k\": \"\\udc00\", "),       // lone low surrogate
+      std::string(text).insert(at, "\"k\": \"a\x87z\", "),        // invalid UTF-8 (fuzzer)
+      std::string(text).insert(at, "\"k\": \"\xc0\xaf\", "),      // overlong UTF-8
       std::string(text).insert(at, "\"k\": \"\xed\xa0\x80\", "),  // a surrogate in UTF-8
       std::string(text).insert(
           at, "\"k\": " + std::string(200, '[') + std::string(200, ']') + ", "),  // nested too deep
