@@ -316,30 +316,28 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
         report_at = report_at + 1 == clients.size() ? 0 : report_at + 1;
         c.next_report += interval;
         if (!c.welcomed) continue;
-        {
-          proto::ProfileReport r;
-          r.job_id = c.job;
-          r.rank = c.rank;
-          r.iterations = ++c.iterations;
-          if (c.rank == 0) {
-            r.period_ns = 200'000'000 + static_cast<int64_t>(job_index[c.job] % 5) * 50'000'000;
-            r.comm_ns = 20'000'000;
-            r.bytes_per_phase = 0;
-            r.confidence = 0.9;
-            Job& job = job_list[job_index[c.job]];
-            if (job.profile_sent == 0) job.profile_sent = MonoNs();
-          }
-          r.timetable_version = c.timetable_version;
-          // Phases run on the windows (as a gated shim's would): the last two openings.
-          if (c.timetable_version != 0) {
-            const int64_t open = metronome::WindowOpenAtOrBefore(c.timetable, RealtimeNs());
-            r.phase_starts_ns = {open - c.timetable.period_ns + 100'000, open + 100'000};
-          }
-          if (SendMsg(*c.socket, r)) {
-            ++stats.reports;
-          } else {
-            ++stats.send_failures;
-          }
+        proto::ProfileReport r;
+        r.job_id = c.job;
+        r.rank = c.rank;
+        r.iterations = ++c.iterations;
+        if (c.rank == 0) {
+          r.period_ns = 200'000'000 + static_cast<int64_t>(job_index[c.job] % 5) * 50'000'000;
+          r.comm_ns = 20'000'000;
+          r.bytes_per_phase = 0;
+          r.confidence = 0.9;
+          Job& job = job_list[job_index[c.job]];
+          if (job.profile_sent == 0) job.profile_sent = MonoNs();
+        }
+        r.timetable_version = c.timetable_version;
+        // Phases run on the windows (as a gated shim's would): the last two openings.
+        if (c.timetable_version != 0) {
+          const int64_t open = metronome::WindowOpenAtOrBefore(c.timetable, RealtimeNs());
+          r.phase_starts_ns = {open - c.timetable.period_ns + 100'000, open + 100'000};
+        }
+        if (SendMsg(*c.socket, r)) {
+          ++stats.reports;
+        } else {
+          ++stats.send_failures;
         }
         drain(c);
       }
