@@ -30,7 +30,7 @@ if [[ -z "${METRONOME_SIM:-}" || -z "${METRONOME_BENCH_DIR:-}" ]]; then
   METRONOME_BENCH_DIR="${METRONOME_BENCH_DIR:-$REPO/build/eval/bench}"
 fi
 SIM="$METRONOME_SIM"
-POLICIES="k8s-default,network-aware,cassini,metronome,metronome-pack,metronome-no-cushion,metronome-no-stretch,metronome-no-controller,metronome-ungated-best-effort"
+POLICIES="k8s-default,network-aware,cassini,metronome,metronome-pack,metronome-no-cushion,metronome-no-stretch,metronome-no-controller,metronome-no-yields"
 
 echo "evaluate: scenarios" >&2
 "$PY" examples/scenarios/generate.py

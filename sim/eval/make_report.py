@@ -27,14 +27,14 @@ SCENARIOS = [
 BASE = "k8s-default"
 POLICIES = ["k8s-default", "network-aware", "cassini", "metronome", "metronome-pack",
             "metronome-no-cushion", "metronome-no-stretch", "metronome-no-controller",
-            "metronome-ungated-best-effort"]
+            "metronome-no-yields"]
 MAIN = ["network-aware", "cassini", "metronome"]
 ABLATIONS = ["metronome", "metronome-pack", "metronome-no-cushion", "metronome-no-stretch",
-             "metronome-no-controller", "metronome-ungated-best-effort"]
+             "metronome-no-controller", "metronome-no-yields"]
 COLORS = {"k8s-default": "#7f7f7f", "network-aware": "#1f77b4", "cassini": "#ff7f0e",
           "metronome": "#2ca02c", "metronome-no-cushion": "#98df8a",
           "metronome-no-stretch": "#d62728", "metronome-no-controller": "#9467bd",
-          "metronome-pack": "#17becf", "metronome-ungated-best-effort": "#bcbd22"}
+          "metronome-pack": "#17becf", "metronome-no-yields": "#bcbd22"}
 PAPER_JCT = 19.50
 PAPER_UTIL = 23.20
 PAPER_KEY = "heterogeneous-13"
@@ -768,9 +768,8 @@ def main():
           "When periods are unrelated, two jobs can take turns only if one is stretched to a "
           "harmonic of the other; the planner does that only when the stretch costs less than the "
           "contention it avoids (priority-weighted, stage 2), and otherwise lets the job run "
-          "best-effort: ungated (drifting) when its period has nothing in common with its "
-          "neighbours', or in a window aimed at the lowest-priority overlap when it has and that "
-          "avoids more overlap than the window's headroom costs. A job "
+          "best-effort: ungated at its natural pace, its phases drifting, yielding to the windows "
+          "ranked above it. A job "
           "whose links carry only windows that fit side by side with its own (their heights add "
           "up to at most the link) is not gated at all. What gating costs: the "
           "headroom, the first phase under a "
@@ -845,9 +844,8 @@ def main():
           "does not fit at its natural period plus headroom runs best-effort); "
           "`metronome-no-controller`: no re-planning after arrivals beyond the one incremental "
           "placement, no departures processed, no drift correction, no offline search (details in "
-          "[simulator.md](simulator.md)); `metronome-ungated-best-effort` (an experiment, not what "
-          "the service does): best-effort jobs run ungated even where the planner aims a window "
-          "for them.", "",
+          "[simulator.md](simulator.md)); `metronome-no-yields`: no job yields to the windows ranked "
+          "above it (best-effort jobs run at their own pace).", "",
           "| scenario | " + " | ".join(f"{p} weighted JCT (s)" for p in ABLATIONS) + " |",
           "|---|" + "---:|" * len(ABLATIONS)]
     for key, _ in SCENARIOS:

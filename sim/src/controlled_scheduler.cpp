@@ -126,13 +126,12 @@ class ControlledScheduler final : public TimeScheduler {
   [[nodiscard]] const Timetable* GateTimetable(std::size_t index) override {
     const Entry& e = entries_[index];
     if (!e.active || !e.job.planned || !e.may_gate) return nullptr;
-    if (e.job.best_effort && !policy_.gate_best_effort) return nullptr;
     return &e.job.timetable;
   }
   [[nodiscard]] const YieldSet* GateYields(std::size_t index) const override {
     const Entry& e = entries_[index];
     if (!e.active || !e.job.planned || !e.may_gate || e.job.yields.count == 0) return nullptr;
-    if (e.job.best_effort && !policy_.gate_best_effort) return nullptr;  // no gate at all
+    if (!policy_.yields) return nullptr;
     return &e.job.yields;
   }
   [[nodiscard]] const Timetable* CurrentTimetable(std::size_t index) const override {

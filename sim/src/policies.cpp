@@ -17,7 +17,7 @@ const std::vector<std::string>& PolicyNames() {
                                                   "metronome-no-stretch",
                                                   "metronome-no-controller",
                                                   "metronome-pack",
-                                                  "metronome-ungated-best-effort",
+                                                  "metronome-no-yields",
                                                   "network-aware-qos",
                                                   "metronome-qos"};
   return kNames;
@@ -39,11 +39,11 @@ PolicyConfig PolicyByName(const std::string& name) {
     // metronome-pack: Metronome's time scheduling on network-aware placement (no what-if
     // scoring; its placement is set above).
     p.scheduling = SchedulingKind::kMetronome;
-  } else if (name == "metronome-ungated-best-effort") {
-    // An experiment, not the service's behaviour: best-effort jobs run ungated instead of in
-    // the window the planner gives them (late slack 0).
+  } else if (name == "metronome-no-yields") {
+    // An ablation: no job yields to the windows ranked above it (ranked_yields.hpp); the
+    // best-effort ones run at their own pace.
     p.scheduling = SchedulingKind::kMetronome;
-    p.gate_best_effort = false;
+    p.yields = false;
   } else if (name == "metronome-no-cushion") {
     p.scheduling = SchedulingKind::kMetronome;
     p.cushion = false;  // PlannerOptions::cushion: no stage 3, no minimum cushion, no slack

@@ -130,8 +130,8 @@ Plan PlanCassini(const Problem& problem, const CassiniOptions& options) {
     JobPlan jp;
     jp.id = job.id;
     const Nanos period = job.profile.period_ns;
-    jp.timetable = MakeTimetable(period, ((shift[j] % period) + period) % period,
-                                 job.profile.comm_ns, 0, false);
+    jp.timetable =
+        MakeTimetable(period, ((shift[j] % period) + period) % period, job.profile.comm_ns, 0);
     plan.jobs.push_back(jp);
   }
   detail::ScoreBaseline(problem, plan);

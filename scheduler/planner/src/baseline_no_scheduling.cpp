@@ -91,7 +91,7 @@ Plan PlanWithoutTimeScheduling(const Problem& problem) {
   for (const Job& job : problem.jobs) {
     JobPlan jp;
     jp.id = job.id;
-    jp.timetable = MakeTimetable(job.profile.period_ns, 0, job.profile.period_ns, 0, true);
+    jp.timetable = MakeTimetable(job.profile.period_ns, 0, job.profile.period_ns, 0);
     jp.best_effort = true;  // ungated
     plan.jobs.push_back(jp);
   }

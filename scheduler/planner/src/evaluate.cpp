@@ -23,11 +23,11 @@ double Duty(const JobShape& s) {
   return static_cast<double>(s.w) / static_cast<double>(s.p);
 }
 
-// Contention on one link: gated windows and best-effort windows are deterministic arcs; drifting
-// best-effort jobs are random sources. Adds each job's extra slowdown into extra[j] (max over
-// links), for every job or only `only_job`. A gated window that every best-effort job there
-// yields to (ranked_yields.hpp) is not slowed by them: they wait for it instead (their own
-// slowdown, sharing or waiting, is counted as before).
+// Contention on one link: gated windows are deterministic arcs; best-effort jobs, drifting, are
+// random sources (in job order, so that the model does not depend on the order they came in). Adds
+// each job's extra slowdown into extra[j] (max over links), for every job or only `only_job`. A
+// gated window that every best-effort job there yields to (ranked_yields.hpp) is not slowed by
+// them: they wait for it instead (their own slowdown, sharing or waiting, is counted as before).
 double ComputeLinkContention(const Workspace& ws, LinkId l, std::vector<double>* extra,
                              std::uint32_t only_job = std::numeric_limits<std::uint32_t>::max()) {
   const auto& be = ws.link_best_effort[l];
@@ -41,18 +41,13 @@ double ComputeLinkContention(const Workspace& ws, LinkId l, std::vector<double>*
     arcs.push_back({s.period, s.offset, ws.jobs[o.job].shape.w, o.height});
     arc_ids.push_back(o.job);
   }
-  for (const std::uint32_t k : be) {
+  random_ids.assign(be.begin(), be.end());
+  std::sort(random_ids.begin(), random_ids.end());
+  for (const std::uint32_t k : random_ids) {
     const JobShape& shape = ws.jobs[k].shape;
     const auto pos = static_cast<std::size_t>(
         std::lower_bound(shape.links.begin(), shape.links.end(), l) - shape.links.begin());
-    const Slot& s = ws.slots[k];
-    if (s.drifting) {
-      random.push_back({Duty(shape), shape.height[pos]});
-      random_ids.push_back(k);
-    } else {
-      arcs.push_back({s.period, s.offset, shape.w, shape.height[pos]});
-      arc_ids.push_back(k);
-    }
+    random.push_back({Duty(shape), shape.height[pos]});
   }
   const double capacity = ws.topology.GetLink(l).capacity_bps;
   if (ws.contention_memo.size() < ws.topology.LinkCount()) {
@@ -84,21 +79,17 @@ double ComputeLinkContention(const Workspace& ws, LinkId l, std::vector<double>*
       const JobShape& shape = ws.jobs[j].shape;
       e = std::max(e, (factor - 1.0) * static_cast<double>(shape.w) / static_cast<double>(shape.p));
     };
-    const std::size_t gated = ws.link_jobs[l].size();
     for (std::size_t i = 0; i < arc_ids.size(); ++i) {
       if (only_job != kAll && arc_ids[i] != only_job) continue;
-      if (i < gated) {
-        const int priority = ws.jobs[arc_ids[i]].shape.priority;
-        const double rate = arcs[i].height;
-        const bool yielded_to = std::all_of(be.begin(), be.end(), [&](std::uint32_t k) {
-          const JobShape& other = ws.jobs[k].shape;
-          const auto at = std::lower_bound(other.links.begin(), other.links.end(), l);
-          const double height = other.height[static_cast<std::size_t>(at - other.links.begin())];
-          return RanksAbove(priority, other.priority) && SlowsMaterially(rate, height, capacity);
-        });
-        if (yielded_to) continue;
-      }
-      bump(arc_ids[i], gated_stretch(i));
+      const int priority = ws.jobs[arc_ids[i]].shape.priority;
+      const double rate = arcs[i].height;
+      const bool yielded_to = std::all_of(be.begin(), be.end(), [&](std::uint32_t k) {
+        const JobShape& other = ws.jobs[k].shape;
+        const auto at = std::lower_bound(other.links.begin(), other.links.end(), l);
+        const double height = other.height[static_cast<std::size_t>(at - other.links.begin())];
+        return RanksAbove(priority, other.priority) && SlowsMaterially(rate, height, capacity);
+      });
+      if (!yielded_to) bump(arc_ids[i], gated_stretch(i));
     }
     for (std::size_t k = 0; k < random_ids.size(); ++k) {
       if (only_job == kAll || random_ids[k] == only_job) {
@@ -185,7 +176,7 @@ bool ProtectsFrom(const Workspace& ws, std::uint32_t j, std::uint32_t b, LinkId 
 bool NeedsNoGate(const Workspace& ws, std::uint32_t j) {
   for (const LinkId l : ws.jobs[j].shape.links) {
     for (const std::uint32_t b : ws.link_best_effort[l]) {
-      if (!ws.slots[b].drifting || ProtectsFrom(ws, j, b, l)) return false;
+      if (ProtectsFrom(ws, j, b, l)) return false;
     }
     const auto& gated = ws.link_jobs[l];
     if (gated.size() <= 1) continue;
@@ -203,7 +194,7 @@ JobPlan MakeEntry(const Workspace& ws, std::uint32_t j, Nanos slack, double extr
   e.id = ws.jobs[j].job.id;
   switch (s.state) {
     case SlotState::kGated:
-      e.timetable = MakeTimetable(s.period, s.offset, shape.w, slack, false);
+      e.timetable = MakeTimetable(s.period, s.offset, shape.w, slack);
       e.predicted_slowdown =
           static_cast<double>(s.period - shape.p) / static_cast<double>(shape.p) + extra;
       if (NeedsNoGate(ws, j)) {
@@ -211,27 +202,21 @@ JobPlan MakeEntry(const Workspace& ws, std::uint32_t j, Nanos slack, double extr
         // at its natural pace (sharing bandwidth with drifting best-effort traffic, if any, as
         // it would gated). Its period and offset stay in the plan: a newcomer that cannot stack
         // with it is placed around them, and the job is gated from then on.
-        e.timetable = MakeTimetable(s.period, s.offset, s.period, 0, false);
+        e.timetable = MakeTimetable(s.period, s.offset, s.period, 0);
         e.predicted_slowdown = extra;
       }
       break;
     case SlotState::kBestEffort:
-      e.best_effort = true;
-      if (s.drifting) {  // ungated at its natural pace
-        e.timetable = MakeTimetable(shape.p, 0, shape.p, 0, true);
-      } else {  // a window every period, shared with whoever is on the wire then
-        e.timetable = MakeTimetable(s.period, s.offset, shape.w, 0, true);
-      }
-      e.predicted_slowdown =
-          static_cast<double>(e.timetable.period_ns - shape.p) / static_cast<double>(shape.p) +
-          extra;
+      e.best_effort = true;  // ungated at its natural pace
+      e.timetable = MakeTimetable(shape.p, 0, shape.p, 0);
+      e.predicted_slowdown = extra;
       break;
     case SlotState::kUnplaced:
-      e.timetable = MakeTimetable(shape.p, 0, shape.p, 0, true);
+      e.timetable = MakeTimetable(shape.p, 0, shape.p, 0);
       e.best_effort = true;
       break;
     case SlotState::kNoLinks:
-      e.timetable = MakeTimetable(shape.p, 0, shape.p, 0, false);  // nothing to share
+      e.timetable = MakeTimetable(shape.p, 0, shape.p, 0);  // nothing to share
       break;
   }
   return e;
@@ -245,7 +230,6 @@ void MarkRunning(Workspace& ws, std::uint32_t j) {
   s.prev_gated = s.state == SlotState::kGated;
   s.prev_period = s.period;
   s.prev_offset = s.offset;
-  s.prev_drifting = s.drifting;
 }
 
 JobPlan JobEntry(const Workspace& ws, std::uint32_t j) {
@@ -306,7 +290,6 @@ Plan Evaluate(const Workspace& ws) {
       if (shares[j]) cushion = std::min(cushion, static_cast<double>(slack[j]) / shape.weight);
     } else if (s.state == SlotState::kBestEffort || s.state == SlotState::kUnplaced) {
       score.latency += ws.options.best_effort_penalty * shape.weight;
-      if (s.state == SlotState::kBestEffort) score.latency += StretchCost(shape, s.period);
     }
   }
   for (const LinkPlan& lp : plan.links) score.utilization += lp.served_load;

@@ -82,14 +82,13 @@ const JobPlan* Plan::Find(JobId id) const {
   return nullptr;
 }
 
-Timetable MakeTimetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns, Nanos cushion_ns,
-                        bool best_effort) {
+Timetable MakeTimetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns, Nanos cushion_ns) {
   const Nanos free_after = std::max<Nanos>(0, period_ns - window_ns);
   Timetable t;
   t.period_ns = period_ns;
   t.offset_ns = offset_ns;
   t.window_ns = window_ns;
-  t.late_slack_ns = best_effort ? free_after : cushion_ns;
+  t.late_slack_ns = cushion_ns;
   t.max_wait_ns = free_after;
   return t;
 }

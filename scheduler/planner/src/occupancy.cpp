@@ -109,7 +109,6 @@ void Workspace::PlaceGated(std::uint32_t j, Nanos period, Nanos offset) {
   const JobShape& shape = jobs[j].shape;
   s.period = period;
   s.offset = Mod(offset, period);
-  s.drifting = false;
   if (shape.links.empty()) {
     s.state = SlotState::kNoLinks;
     return;
@@ -129,13 +128,12 @@ void Workspace::PlaceGated(std::uint32_t j, Nanos period, Nanos offset) {
   }
 }
 
-void Workspace::PlaceBestEffort(std::uint32_t j, Nanos period, Nanos offset, bool drifting) {
+void Workspace::PlaceBestEffort(std::uint32_t j) {
   Unplace(j);
   Slot& s = slots[j];
   s.state = SlotState::kBestEffort;
-  s.period = period;
-  s.offset = Mod(offset, period);
-  s.drifting = drifting;
+  s.period = jobs[j].shape.p;
+  s.offset = 0;
   for (const LinkId l : jobs[j].shape.links) link_best_effort[l].push_back(j);
 }
 

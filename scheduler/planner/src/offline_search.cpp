@@ -30,12 +30,10 @@ Workspace AdoptCurrent(const Workspace& base) {
   Workspace ws = base;
   for (std::uint32_t j = 0; j < ws.jobs.size(); ++j) {
     detail::Slot& s = ws.slots[j];
-    if (!s.has_prev) {  // unknown to the current plan: it runs ungated
-      ws.PlaceBestEffort(j, ws.jobs[j].shape.p, 0, true);
-    } else if (s.prev_gated) {
+    if (s.has_prev && s.prev_gated) {
       ws.PlaceGated(j, s.prev_period, s.prev_offset);
-    } else {
-      ws.PlaceBestEffort(j, s.prev_period, s.prev_offset, s.prev_drifting);
+    } else {  // best-effort, or unknown to the current plan: it runs ungated
+      ws.PlaceBestEffort(j);
     }
     s.movable = false;
   }
@@ -48,7 +46,6 @@ void Construct(Workspace& ws, const std::vector<std::uint32_t>& js, std::mt19937
   for (const std::uint32_t j : order) detail::PlaceJob(ws, j);
   ws.rng = nullptr;
   detail::RelaxCushions(ws, order, ws.options.cushion_sweeps + 1);
-  detail::RefreshBestEffort(ws, detail::AliveJobs(ws));
 }
 
 }  // namespace

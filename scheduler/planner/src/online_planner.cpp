@@ -27,8 +27,6 @@ void LoadJobs(Workspace& ws, const std::vector<Job>& jobs, const Plan* current) 
     s.prev_gated = !it->second->best_effort;
     s.prev_period = it->second->timetable.period_ns;
     s.prev_offset = Mod(it->second->timetable.offset_ns, it->second->timetable.period_ns);
-    s.prev_drifting = it->second->best_effort &&
-                      it->second->timetable.window_ns >= it->second->timetable.period_ns;
   }
 }
 
@@ -64,7 +62,6 @@ void RunGreedy(Workspace& ws) {
     }
     if (admitted) RelaxCushions(ws, order, ws.options.cushion_sweeps);
   }
-  RefreshBestEffort(ws, order);
 }
 
 // The jobs of equal or lower priority on the links of job j.
@@ -252,7 +249,7 @@ std::vector<std::uint32_t> RepackAround(Workspace& ws, std::uint32_t j) {
       if (s.slot.state == SlotState::kGated) {
         ws.PlaceGated(s.job, s.slot.period, s.slot.offset);
       } else if (s.slot.state == SlotState::kBestEffort) {
-        ws.PlaceBestEffort(s.job, s.slot.period, s.slot.offset, s.slot.drifting);
+        ws.PlaceBestEffort(s.job);
       }
       ws.slots[s.job] = s.slot;
     }
@@ -265,7 +262,6 @@ std::vector<std::uint32_t> RepackAround(Workspace& ws, std::uint32_t j) {
     now.prev_gated = s.slot.prev_gated;
     now.prev_period = s.slot.prev_period;
     now.prev_offset = s.slot.prev_offset;
-    now.prev_drifting = s.slot.prev_drifting;
     if (s.job != j && (now.period != s.slot.period || now.offset != s.slot.offset)) {
       moved.push_back(s.job);
     }
@@ -289,7 +285,6 @@ void RequireValid(const Topology& topology, const std::vector<Job>& jobs) {
 
 }  // namespace detail
 
-using detail::RefreshBestEffort;
 using detail::Workspace;
 
 Plan MakePlan(const Problem& problem, const PlannerOptions& options, const Plan* current) {
@@ -343,7 +338,7 @@ void OnlinePlanner::Adopt(const std::vector<Job>& jobs, const Plan& plan) {
       fresh->PlaceGated(j, s.prev_period, s.prev_offset);
       s.movable = false;
     } else {
-      fresh->PlaceBestEffort(j, s.prev_period, s.prev_offset, s.prev_drifting);
+      fresh->PlaceBestEffort(j);
     }
   }
   for (const std::uint32_t j : detail::PlacementOrder(*fresh, missing)) {
@@ -415,44 +410,11 @@ AddResult OnlinePlanner::AddJobFirst(const Job& job) {
   return FinishAdd(j, moved);
 }
 
-// The end of an addition: cushions spread around the jobs that moved, best-effort windows that
-// they now hit re-aimed, and the result.
+// The end of an addition: cushions spread around the jobs that moved, and the result.
 AddResult OnlinePlanner::FinishAdd(std::uint32_t j, const std::vector<std::uint32_t>& moved) {
   Workspace& ws = *ws_;
   AddResult result;
   detail::RelaxCushions(ws, moved, ws.options.cushion_sweeps);
-  // Best-effort windows that the new or moved windows now hit are re-aimed; the others stay.
-  std::vector<std::uint32_t> moved_sorted = moved;
-  std::sort(moved_sorted.begin(), moved_sorted.end());
-  std::vector<std::uint32_t> touched{j};
-  // Each link once, however many moved jobs cross it: the check below is against all of them,
-  // so repeating it for each moved job on the link only folded the same link again.
-  std::vector<LinkId> links;
-  for (const std::uint32_t m : moved) {
-    links.insert(links.end(), ws.jobs[m].shape.links.begin(), ws.jobs[m].shape.links.end());
-  }
-  std::sort(links.begin(), links.end());
-  links.erase(std::unique(links.begin(), links.end()), links.end());
-  std::vector<detail::Overlap> hits;
-  for (const LinkId l : links) {
-    for (const std::uint32_t b : ws.link_best_effort[l]) {
-      const detail::Slot& bs = ws.slots[b];
-      if (bs.drifting) continue;
-      const detail::JobShape& shape = ws.jobs[b].shape;
-      const auto k = static_cast<std::size_t>(
-          std::lower_bound(shape.links.begin(), shape.links.end(), l) - shape.links.begin());
-      detail::Overlaps(ws, shape, k, bs.period, bs.offset, hits);
-      for (const detail::Overlap& h : hits) {
-        if (std::binary_search(moved_sorted.begin(), moved_sorted.end(), h.job)) {
-          touched.push_back(b);
-          break;
-        }
-      }
-    }
-  }
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  RefreshBestEffort(ws, touched);
   for (const std::uint32_t m : moved) {
     if (m != j) result.changed.push_back(ws.jobs[m].job.id);
   }
@@ -482,7 +444,6 @@ void OnlinePlanner::RemoveJob(JobId id) {
   std::sort(review.begin(), review.end());
   review.erase(std::unique(review.begin(), review.end()), review.end());
   std::vector<std::uint32_t> moved;
-  std::vector<std::uint32_t> unaimed;  // best-effort jobs that lost their window
   std::vector<std::uint32_t> order = detail::PlacementOrder(ws, review);
   if (order.size() > detail::kMaxLocalMoves) order.resize(detail::kMaxLocalMoves);
   for (const std::uint32_t k : order) {
@@ -490,10 +451,8 @@ void OnlinePlanner::RemoveJob(JobId id) {
     if (detail::PlaceJob(ws, k)) moved.push_back(k);
     const detail::Slot& s = ws.slots[k];
     if (!s.prev_gated && s.state == detail::SlotState::kGated) moved.push_back(k);
-    if (s.state == detail::SlotState::kBestEffort && s.drifting) unaimed.push_back(k);
   }
   detail::RelaxCushions(ws, moved, ws.options.cushion_sweeps);
-  RefreshBestEffort(ws, unaimed);
 }
 
 Plan OnlinePlanner::Snapshot() const {

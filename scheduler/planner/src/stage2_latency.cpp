@@ -179,13 +179,7 @@ bool PlaceJob(Workspace& ws, std::uint32_t j) {
     slot.movable = false;
     return false;
   }
-  // Best-effort. One that already had a window keeps it (stays still); otherwise a placeholder
-  // here, which refresh_best_effort() aims once the gated windows are final.
-  if (slot.has_prev && !slot.prev_gated && !slot.prev_drifting) {
-    ws.PlaceBestEffort(j, slot.prev_period, slot.prev_offset, false);
-  } else {
-    ws.PlaceBestEffort(j, shape.p, 0, true);
-  }
+  ws.PlaceBestEffort(j);
   slot.movable = false;
   return running;
 }

@@ -10,13 +10,8 @@
 // preceding window, owned by job p, against its own: (φ − a)/π_p = (b − φ)/π_j. A few sweeps
 // converge to the weighted balance on a single link and approach it on a graph of links.
 // Running jobs that stay are not moved: by stage 2, moving them costs more than a cushion gains.
-// Jobs on a link that also carries a best-effort job whose window can be aimed are not spread
-// either: there the slack is left in one piece, for that window, whose overflow it reduces
-// (stage 1). A best-effort job whose window cannot be aimed drifts (ungated, its phase sweeping
-// the circle) and gains nothing from one piece of slack, so a link that carries only such jobs
-// is spread like any other. Whether a window can be aimed is decided from the gated periods
-// (best_effort_unaimable), which stage 3 does not change; whether it is worth aiming is decided
-// after stage 3, against the slack left in one piece.
+// Best-effort jobs drift (ungated, their phases sweeping the circle), so the slack left
+// between windows serves them the same in one piece or spread.
 //
 // Every window also reserves a minimum cushion after it (JobShape::gap: PlannerOptions'
 // min_cushion_ns and jitter_cushion·σ), which the free ranges already leave out; the relaxation
@@ -33,29 +28,11 @@ namespace metronome::planner::detail {
 
 void RelaxCushions(Workspace& ws, const std::vector<std::uint32_t>& js, int sweeps) {
   if (!ws.options.cushion) return;  // the no-cushion ablation: windows stay packed
-  // Per link: 0 not yet known, 1 carries an aimed best-effort window, 2 does not.
-  std::vector<std::int8_t> aimed_here(ws.link_best_effort.size(), 0);
-  auto keeps_slack_whole = [&](LinkId l) {
-    std::int8_t& known = aimed_here[l];
-    if (known == 0) {
-      known = 2;
-      for (const std::uint32_t b : ws.link_best_effort[l]) {
-        if (!BestEffortUnaimable(ws, ws.jobs[b].shape)) {
-          known = 1;
-          break;
-        }
-      }
-    }
-    return known == 1;
-  };
   for (int s = 0; s < sweeps; ++s) {
     for (const std::uint32_t j : js) {
       Slot& slot = ws.slots[j];
       if (slot.state != SlotState::kGated || !slot.movable) continue;
       const JobShape& shape = ws.jobs[j].shape;
-      bool oversubscribed = false;
-      for (const LinkId l : shape.links) oversubscribed = oversubscribed || keeps_slack_whole(l);
-      if (oversubscribed) continue;
       FreeRange r;
       if (!ws.RangeContaining(shape, slot.period, slot.offset, r) || r.unbounded) continue;
       const double wp = r.pred >= 0 ? ws.jobs[static_cast<std::size_t>(r.pred)].shape.weight : 1.0;

@@ -3,10 +3,10 @@
 // Objective: rank candidate placements of one job by the slowdown they would cause, fast
 // enough for the extender (1,000 candidates in a few milliseconds).
 //
-// Per query, each link's free segments (per period), the other windows folded onto the job's
-// circle and its best-effort cost curve are computed once (O(a log a) per link) and cached.
-// Per candidate: resolving its links (O(n log n) for n nodes), the candidate periods, and
-// merges of the cached per-link lists, O(k·a) — no re-plan.
+// Per query, each link's free segments (per period) are computed once (O(a log a) per link)
+// and cached. Per candidate: resolving its links (O(n log n) for n nodes), the candidate
+// periods, merges of the cached per-link segments, and for a best-effort outcome one pass over
+// the windows on its links, O(k·a) — no re-plan.
 #include "metronome/planner/what_if.hpp"
 
 #include <algorithm>
@@ -103,24 +103,6 @@ std::vector<WhatIfResult> WhatIf(const OnlinePlanner& planner, const Job& job,
   results.reserve(candidates.size());
   SegmentCache segments{ws, {}, {}, {}, {}};
   std::vector<Nanos> periods;
-  std::vector<detail::Overlap> ov;
-  struct LinkCache {
-    std::vector<detail::Folded> arcs;  // the others' windows on the circle of period P
-    detail::CostCurve curve;           // the best-effort cost along that circle
-    // Windows of an unrelated period meet the job's the same at any offset: their overlaps,
-    // summed once per link (share × excess for the job; what they add to each of them).
-    std::vector<detail::Overlap> swept;
-    double swept_mine = 0.0;
-    double swept_neighbours = 0.0;  // Σ π_i·added_i
-    bool swept_higher = false;      // one of them has a higher priority
-  };
-  std::unordered_map<LinkId, LinkCache> link_cache;  // per link, for this job's shape
-  // What an overlap adds to the other job's iteration time, relative to its natural period.
-  const auto added_to = [&](const detail::Overlap& o) {
-    return o.share * static_cast<double>(ws.slots[o.job].period) * o.excess /
-           static_cast<double>(ws.jobs[o.job].shape.p);
-  };
-  std::vector<const detail::CostCurve*> pointers;
   Job probe = job;
   for (const std::vector<NodeId>& nodes : candidates) {
     probe.nodes = nodes;
@@ -165,59 +147,27 @@ std::vector<WhatIfResult> WhatIf(const OnlinePlanner& planner, const Job& job,
         }
       }
     } else {
-      // Best-effort: it would take the window ComputeBestEffortSlot() gives it and share bandwidth
-      // with the windows it overlaps (first-order estimate: overlap time × excess height).
-      detail::BestEffortSlot be;
-      be.period = shape.t0;  // ComputeBestEffortSlot's period: P plus its headroom
-      pointers.clear();
+      // Best-effort: it would drift ungated at its natural period and meet each window on its
+      // links that it cannot stack with for the product of their duty cycles, sharing
+      // bandwidth meanwhile (first-order: overlapping time × excess height / B).
+      r.period_ns = shape.p;
+      const double duty = static_cast<double>(shape.w) / static_cast<double>(shape.p);
       for (std::size_t k = 0; k < shape.links.size(); ++k) {
-        auto [it, fresh] = link_cache.try_emplace(shape.links[k]);
-        if (fresh) {
-          LinkCache& c = it->second;
-          detail::FoldLink(ws, shape, k, be.period, c.arcs);
-          const auto whole = [&](const detail::Folded& a) { return a.len >= be.period; };
-          const double w = static_cast<double>(std::min(shape.w, be.period));
-          for (const detail::Folded& a : c.arcs) {
-            if (!whole(a)) continue;
-            const detail::Overlap o{a.job, w * a.scale, a.excess};
-            c.swept.push_back(o);
-            c.swept_mine += o.share * o.excess;
-            const double added = added_to(o);
-            if (added <= 0) continue;
-            c.swept_neighbours += ws.jobs[o.job].shape.weight * added;
-            c.swept_higher = c.swept_higher || ws.jobs[o.job].job.priority > job.priority;
-          }
-          c.arcs.erase(std::remove_if(c.arcs.begin(), c.arcs.end(), whole), c.arcs.end());
-          detail::ComputeCostCurve(c.arcs, shape.w, be.period, c.curve);
+        const double capacity = ws.topology.GetLink(shape.links[k]).capacity_bps;
+        double mine = 0.0;
+        for (const auto& o : ws.link_jobs[shape.links[k]]) {
+          const double excess = (shape.height[k] + o.height - capacity) / capacity;
+          if (excess <= 1e-12) continue;
+          const detail::Slot& s = ws.slots[o.job];
+          const detail::JobShape& other = ws.jobs[o.job].shape;
+          // Overlapping time per unit time; per iteration of the other job, relative to its P.
+          const double share = duty * static_cast<double>(other.w) / static_cast<double>(s.period);
+          mine += share * excess;
+          neighbour(o.job,
+                    share * static_cast<double>(s.period) * excess / static_cast<double>(other.p));
         }
-        pointers.push_back(&it->second.curve);
+        r.job_slowdown = std::max(r.job_slowdown, mine);
       }
-      be.offset = detail::MinimizeCurves(pointers, be.period);
-      r.period_ns = be.period;
-      const auto p_new = static_cast<double>(shape.p);
-      double worst = 0.0;
-      for (std::size_t k = 0; k < shape.links.size(); ++k) {
-        const LinkId l = shape.links[k];
-        const LinkCache& c = link_cache[l];
-        detail::Overlaps(c.arcs, shape.w, be.period, be.offset, ov);
-        double mine = c.swept_mine * static_cast<double>(be.period) / p_new;
-        for (const detail::Overlap& o : ov) {
-          mine += o.share * static_cast<double>(be.period) * o.excess / p_new;
-          neighbour(o.job, added_to(o));
-        }
-        r.neighbour_slowdown += c.swept_neighbours;
-        r.hurts_higher_priority = r.hurts_higher_priority || c.swept_higher;
-        if (options.list_affected) {
-          for (const detail::Overlap& o : c.swept) {
-            const double added = added_to(o);
-            if (added <= 0) continue;
-            const double before = GatedSlowdown(ws, o.job);
-            r.affected.push_back({ws.jobs[o.job].job.id, before, before + added});
-          }
-        }
-        worst = std::max(worst, mine);
-      }
-      r.job_slowdown = static_cast<double>(be.period - shape.p) / p_new + worst;
     }
     results.push_back(std::move(r));
   }

@@ -60,14 +60,12 @@ struct Slot {
   SlotState state = SlotState::kUnplaced;
   Nanos period = 0;
   Nanos offset = 0;
-  bool movable = true;    // stage 3 may slide it (it is new or moved in this round)
-  bool drifting = false;  // best-effort with no harmonic period: ungated, phase drifts
+  bool movable = true;  // stage 3 may slide it (it is new or moved in this round)
   // Where the job ran before this round (the "current plan"); has_prev = false for new jobs.
   bool has_prev = false;
   bool prev_gated = false;
   Nanos prev_period = 0;
   Nanos prev_offset = 0;
-  bool prev_drifting = false;
 };
 
 // A range of offsets [a, b] (closed; b may exceed T when the range wraps past 0) at which the
@@ -93,7 +91,8 @@ class Workspace {
 
   // Slots (the interval structure is updated here) --------------------------------------------
   void PlaceGated(std::uint32_t j, Nanos period, Nanos offset);
-  void PlaceBestEffort(std::uint32_t j, Nanos period, Nanos offset, bool drifting);
+  // Best-effort: ungated at its natural period, its phase drifting against the windows.
+  void PlaceBestEffort(std::uint32_t j);
   void Unplace(std::uint32_t j);
   // Unplaces many at once: past a few, the profiles of their links are rebuilt once when next
   // read (one sort of the link's windows) instead of merged once per job that leaves.
@@ -215,56 +214,6 @@ struct Fit {
   std::vector<FreeRange> ranges;
 };
 bool FirstFit(const Workspace& ws, const JobShape& shape, Fit& fit, Nanos max_period = 0);
-// Another job's window folded onto the circle of period T of the job being placed.
-struct Folded {
-  Nanos start;  // in [0, T)
-  Nanos len;
-  double coef;  // π·excess·scale: weight of one unit of overlap on the circle
-  std::uint32_t job;
-  double excess;
-  double scale;  // g/(T·T_i): overlap on the circle → overlapping time per unit time
-};
-void FoldLink(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
-              std::vector<Folded>& out);
-// What a job that does not fit gets: a window at P plus its headroom, at the offset where it
-// overlaps the least priority-weighted traffic, when that avoids more overlap than the headroom
-// costs; otherwise it drifts, ungated at its natural period P.
-struct BestEffortSlot {
-  Nanos period = 0;
-  Nanos offset = 0;
-  bool drifting = true;
-};
-BestEffortSlot ComputeBestEffortSlot(const Workspace& ws, const JobShape& shape);
-// Whether no window of the job could be aimed at all against the gated periods as they stand
-// (then best_effort_slot() leaves it drifting): decided by the periods alone, so stage 3 can
-// ask before the windows are spread and aimed.
-bool BestEffortUnaimable(const Workspace& ws, const JobShape& shape);
-// The best-effort cost of one link as a function of the offset x on the circle of period t:
-// value and slope at x = 0+ and the sorted slope changes. Curves of several links add up; the
-// what-if caches them per link across candidates.
-struct CostCurve {
-  double c0 = 0.0;
-  double slope0 = 0.0;
-  std::vector<std::pair<Nanos, double>> bends;
-};
-void ComputeCostCurve(const Workspace& ws, const JobShape& shape, std::size_t k, Nanos t,
-                      CostCurve& out);
-void ComputeCostCurve(const std::vector<Folded>& arcs, Nanos w, Nanos t, CostCurve& out);
-Nanos MinimizeCurves(std::span<const CostCurve* const> curves, Nanos t);
-// Re-places the best-effort jobs among js (highest priority first) against the final windows.
-void RefreshBestEffort(Workspace& ws, const std::vector<std::uint32_t>& js);
-// Overlap of a window at (period, offset) with the others on one link, per unit time, for
-// each other job whose rectangle cannot stack with it: (job, overlap share, excess height/B).
-struct Overlap {
-  std::uint32_t job;
-  double share;   // overlapping time per unit time
-  double excess;  // (h_i + h_j − B) / B while they overlap
-};
-void Overlaps(const Workspace& ws, const JobShape& shape, std::size_t link_index, Nanos period,
-              Nanos offset, std::vector<Overlap>& out);
-// The same from folded arcs, as FoldLink lists them (a job's copies one after another).
-void Overlaps(const std::vector<Folded>& arcs, Nanos w, Nanos period, Nanos offset,
-              std::vector<Overlap>& out);
 // stage2_latency.cpp: the stage-2 cost of a slot and the decision for one job.
 double StretchCost(const JobShape& shape, Nanos period);
 double MoveCost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset);

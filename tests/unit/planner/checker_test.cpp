@@ -22,7 +22,7 @@ Plan Gated(const std::vector<Entry>& entries) {
     JobPlan j;
     j.id = e.id;
     j.best_effort = e.best_effort;
-    j.timetable = MakeTimetable(e.period, e.offset, e.window, e.slack, e.best_effort);
+    j.timetable = MakeTimetable(e.period, e.offset, e.window, e.slack);
     p.jobs.push_back(j);
   }
   return p;

@@ -65,7 +65,7 @@ TEST(Model, HigherPriorityWeighsMore) {
 }
 
 TEST(Timetable, GatedJobCarriesItsWindowAndSlack) {
-  const metronome::Timetable t = MakeTimetable(200 * kMs, 30 * kMs, 50 * kMs, 5 * kMs, false);
+  const metronome::Timetable t = MakeTimetable(200 * kMs, 30 * kMs, 50 * kMs, 5 * kMs);
   EXPECT_EQ(t.period_ns, 200 * kMs);
   EXPECT_EQ(t.offset_ns, 30 * kMs);
   EXPECT_EQ(t.window_ns, 50 * kMs);
@@ -76,25 +76,9 @@ TEST(Timetable, GatedJobCarriesItsWindowAndSlack) {
 }
 
 TEST(Timetable, UngatedJobNeverWaits) {
-  for (const bool best_effort : {false, true}) {
-    const metronome::Timetable t = MakeTimetable(100 * kMs, 0, 100 * kMs, 0, best_effort);
-    EXPECT_TRUE(metronome::AlwaysOpen(t));
-    EXPECT_EQ(t.max_wait_ns, 0);
-  }
-}
-
-TEST(Timetable, BestEffortJobKeepsItsWindowAndALatePhaseGoesAtOnce) {
-  JobPlan e;
-  e.id = 7;
-  e.best_effort = true;
-  e.timetable = MakeTimetable(100 * kMs, 30 * kMs, 40 * kMs, 0, true);
-  EXPECT_EQ(e.timetable.window_ns, 40 * kMs);
-  EXPECT_EQ(e.timetable.offset_ns, 30 * kMs);
-  // Its window is not protected: a late phase goes at once, only one that comes within a
-  // window's length before the next window waits for it. The plan protects no cushion for it.
-  EXPECT_EQ(e.timetable.late_slack_ns, 60 * kMs);
-  EXPECT_EQ(e.timetable.max_wait_ns, 60 * kMs);
-  EXPECT_EQ(e.CushionNs(), 0);
+  const metronome::Timetable t = MakeTimetable(100 * kMs, 0, 100 * kMs, 0);
+  EXPECT_TRUE(metronome::AlwaysOpen(t));
+  EXPECT_EQ(t.max_wait_ns, 0);
 }
 
 // A window widened by 30 ms (the overrun rule) may lengthen the period by as much, up to twice
@@ -103,9 +87,9 @@ TEST(Timetable, BestEffortJobKeepsItsWindowAndALatePhaseGoesAtOnce) {
 TEST(Widening, StretchesOnlyWhenAGatedJobsPeriodGrowsByMoreThanTwiceTheWidening) {
   JobPlan was;
   was.id = 7;
-  was.timetable = MakeTimetable(505 * kMs, 0, 200 * kMs, 10 * kMs, false);
+  was.timetable = MakeTimetable(505 * kMs, 0, 200 * kMs, 10 * kMs);
   JobPlan now = was;
-  now.timetable = MakeTimetable(535 * kMs, 0, 230 * kMs, 10 * kMs, false);
+  now.timetable = MakeTimetable(535 * kMs, 0, 230 * kMs, 10 * kMs);
   EXPECT_FALSE(WideningStretches(was, now));
   now.timetable.period_ns = 565 * kMs;
   EXPECT_FALSE(WideningStretches(was, now));

@@ -19,11 +19,11 @@ struct Pair {
     for (Job& j : jobs) j.profile.beta_bps = capacity;
     JobPlan high;
     high.id = 1;
-    high.timetable = MakeTimetable(280 * kMs, 0, 80 * kMs, 10 * kMs, false);
+    high.timetable = MakeTimetable(280 * kMs, 0, 80 * kMs, 10 * kMs);
     JobPlan low;
     low.id = 2;
     low.best_effort = true;
-    low.timetable = MakeTimetable(300 * kMs, 0, 300 * kMs, 0, true);
+    low.timetable = MakeTimetable(300 * kMs, 0, 300 * kMs, 0);
     plan.jobs = {high, low};
   }
   Topology topology;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "metronome/planner/planner.hpp"
+#include "metronome/planner/ranked_yields.hpp"
 #include "planner_test_util.hpp"
 
 namespace metronome::planner {
@@ -47,7 +48,7 @@ TEST(Stages, HigherPriorityGetsTheLargerCushion) {
 TEST(Stages, ADriftingBestEffortJobDoesNotKeepTheSlackInOnePiece) {
   // Jobs 1 (π = 3) and 2 (π = 2) take 2 × 170 ms of 485 ms; job 3 (230 ms, 100 ms on the wire)
   // fits at no period and its 230 ms has 97 positions on the 485 ms circle: it drifts
-  // ungated, and one piece of slack would not be aimed at by anybody. The 145 ms left are
+  // ungated, and one piece of slack would serve nobody. The 145 ms left are
   // spread 3 : 2 as on a link without best-effort traffic (stage 3 once skipped every link
   // that carried any best-effort job, leaving the high-priority job no cushion at all).
   const Problem p{
@@ -93,12 +94,17 @@ TEST(Stages, OverloadedLinkLowestPriorityIsBestEffortWhenNoPeriodFits) {
   EXPECT_FALSE(Entry(plan, 2).best_effort);
   const JobPlan& low = Entry(plan, 3);
   EXPECT_TRUE(low.best_effort);
-  EXPECT_EQ(low.timetable.period_ns, 100 * kMs);  // not starved: a 40 ms window every 100 ms
-  EXPECT_EQ(low.timetable.window_ns, 40 * kMs);
-  // Its 10 ms of overflow lands on the middle job, never on the high-priority one.
-  EXPECT_FALSE(WindowsOverlap(high, low));
+  // Not starved: ungated at its natural period, its phases drifting.
+  EXPECT_EQ(low.timetable.period_ns, 100 * kMs);
+  EXPECT_EQ(low.timetable.window_ns, low.timetable.period_ns);
+  // It yields to both windows ranked above it (ranked_yields.hpp), the high-priority one
+  // first, and pays for the contention itself: the gated jobs are predicted at full speed.
+  const auto yields = RankedYields(p.topology, p.jobs, plan, PlannerOptions{});
+  ASSERT_EQ(yields[2].yields.count, 2u);
+  EXPECT_EQ(yields[2].yields.windows[0].offset_ns, high.timetable.offset_ns);
   EXPECT_DOUBLE_EQ(high.predicted_slowdown, 0.0);
-  EXPECT_GT(low.predicted_slowdown, 0.0);  // and it pays for the contention it meets
+  EXPECT_DOUBLE_EQ(Entry(plan, 2).predicted_slowdown, 0.0);
+  EXPECT_GT(low.predicted_slowdown, 0.0);
   EXPECT_GT(plan.links[0].contention, 0.0);
 }
 
@@ -126,7 +132,7 @@ TEST(Stages, UnrelatedPeriodsInterleaveUnstretchedWhenTheirGcdLeavesRoom) {
 TEST(Stages, AStretchThatCostsMoreThanTheContentionItAvoidsIsNotTaken) {
   // 30 + 20 ms do not fit in gcd(100, 120) = 20 ms; 120 → 200 ms would cost the second job
   // 2/3 of its speed to avoid sharing the link a few percent of the time: it runs best-effort
-  // at its natural period instead (its window aimed at the gap), unstretched.
+  // at its natural period instead, unstretched.
   const Problem p{testing::Links(1), {MakeJob(1, 0, 100, 30, {0}), MakeJob(2, 0, 120, 20, {0})}};
   const Plan plan = planner::MakePlan(p);
   EXPECT_FEASIBLE(p, plan);

@@ -67,13 +67,13 @@ struct PolicyConfig {
   std::string name;
   int placement = 0;  // PlacementKind
   SchedulingKind scheduling = SchedulingKind::kNone;
-  bool cushion = true;           // planner stage 3
-  bool stretch = true;           // harmonic period stretching
-  bool controller = true;        // re-planning on departures and drift
-  bool overrun = true;           // the controller widens windows that phases overrun
-  double max_stretch = 0.0;      // planner's max_stretch (0: the planner's default)
-  bool gate_best_effort = true;  // false: best-effort jobs run ungated (an experiment)
-  int offline_iterations = 40;   // offline search iterations per run (scaled down above 50 jobs)
+  bool cushion = true;          // planner stage 3
+  bool stretch = true;          // harmonic period stretching
+  bool controller = true;       // re-planning on departures and drift
+  bool overrun = true;          // the controller widens windows that phases overrun
+  double max_stretch = 0.0;     // planner's max_stretch (0: the planner's default)
+  bool yields = true;           // false: no job yields (the ablation)
+  int offline_iterations = 40;  // offline search iterations per run (scaled down above 50 jobs)
   // Each job's traffic carries the class of its priority (the shim's METRONOME_TRAFFIC_CLASS)
   // and the fabric serves classes by strict priority (max_min.hpp, SolveByClass).
   bool traffic_classes = false;

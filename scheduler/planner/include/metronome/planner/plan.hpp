@@ -18,12 +18,11 @@ struct JobPlan {
   // Gated jobs: window k opens at epoch + offset + k·period and lasts window = c. The period is
   // harmonic with the other gated jobs on each of the job's links and never below P. The late
   // slack is the cushion: how late the job may start and still collide with none.
-  // Best-effort: the job did not fit without contention. It is never starved: it keeps its
-  // natural period and a window every period, where its overflow lands on the fewest and
-  // lowest-priority windows, and shares bandwidth while it overlaps them. Its window is not
-  // protected (no cushion): a late phase goes at once.
-  // Not gated at all (nothing to take turns with, or a drifting best-effort job, or a job the
-  // planner knows nothing about): window = period, the gate is always open.
+  // Best-effort: the job did not fit without contention. It is never starved: it runs ungated
+  // at its natural period (window = period), yields to the windows ranked above it
+  // (ranked_yields.hpp) and shares bandwidth with the rest. It has no cushion.
+  // Not gated at all (nothing to take turns with, a best-effort job, or a job the planner
+  // knows nothing about): window = period, the gate is always open.
   Timetable timetable;
   bool best_effort = false;
   double predicted_slowdown = 0.0;  // (iteration time − P) / P expected under this plan
@@ -66,12 +65,10 @@ struct Plan {
 // later than its slack but before its window would have ended goes at once (the gate's fail-open)
 // instead of waiting nearly a whole period for the next window; one that comes after the
 // window's end waits for the next window, at most period − window. A gated job's late slack is
-// its cushion. A best-effort job's window is not protected, so waiting for it gains little: its
-// late slack is period − window (a late phase always goes at once; only one that comes within a
-// window's length before its next window waits for it, which keeps it aimed). window = period:
-// the gate is always open (AlwaysOpen), max wait 0.
+// its cushion. window = period: the gate is always open (AlwaysOpen), max wait 0; so run
+// best-effort jobs and jobs with nothing to take turns with.
 [[nodiscard]] Timetable MakeTimetable(Nanos period_ns, Nanos offset_ns, Nanos window_ns,
-                                      Nanos cushion_ns, bool best_effort);
+                                      Nanos cushion_ns);
 
 // Whether re-planning a gated job with a wider window (the controller's overrun rule) left it
 // gated at a period longer than before by more than twice the widening: the wider window no

@@ -4,7 +4,7 @@
 // For each job, highest priority first:
 //   stage 1 (utilization, stage1_utilization.cpp): the smallest candidate period — P, then the
 //     harmonic T_base·k, T_base/k — at which the job has a contention-free offset on every link
-//     it crosses; none → best-effort (a window at P aimed at the lowest-priority overlap);
+//     it crosses; none → best-effort (ungated at P, yielding to the windows ranked above it);
 //   stage 2 (latency, stage2_latency.cpp): a stretch only when it costs less than running
 //     ungated; a running job stays where it is unless moving gains more than the move costs;
 //     a new job is packed against the windows already placed;

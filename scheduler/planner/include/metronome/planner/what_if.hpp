@@ -5,8 +5,9 @@
 // as it is (running jobs are not moved, as stage 2 prefers): the job is admitted like a new job
 // (stages 1–2: the smallest candidate period within the stretch bound with a free offset on
 // every link the candidate crosses). If it fits, nobody else slows down; if it does not, it
-// would run best-effort with its window aimed as the planner would aim it, and the overlaps
-// give its own and its neighbours' predicted slowdowns (overlap time × excess height / B).
+// would run best-effort, drifting ungated at its natural period, and its expected overlaps
+// with the windows there give its own and its neighbours' predicted slowdowns (overlapping
+// time × excess height / B).
 // Insertion only: a placement that fits only after OnlinePlanner::add_job repacks the
 // neighbours is scored, pessimistically, as best-effort.
 #pragma once
