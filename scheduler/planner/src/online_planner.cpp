@@ -362,8 +362,15 @@ AddResult OnlinePlanner::AddJob(const Job& job) {
     if (ws.slots[j].state == detail::SlotState::kGated) {
       moved.insert(moved.end(), repacked.begin(), repacked.end());
     } else {
-      // Still none: if it outranks gated jobs on its links, they are re-placed around it.
-      const std::vector<std::uint32_t> victims = detail::NeighboursBelow(ws, j, false);
+      // Still none: if it outranks gated jobs on its links, they are re-placed around it: the
+      // kMaxLocalMoves lowest-ranked of them, as a repack is bounded (on a spine crossed by
+      // hundreds of jobs, taking off all those below a newcomer cost 7 ms an arrival).
+      std::vector<std::uint32_t> victims = detail::NeighboursBelow(ws, j, false);
+      if (victims.size() > detail::kMaxLocalMoves) {
+        victims = detail::PlacementOrder(ws, victims);
+        victims.erase(victims.begin(),
+                      victims.end() - static_cast<std::ptrdiff_t>(detail::kMaxLocalMoves));
+      }
       if (!victims.empty()) {
         detail::TakeOff(ws, victims);
         detail::PlaceJob(ws, j);

@@ -292,6 +292,25 @@ TEST(OnlinePlanner, IncrementallyKeptLinkProfilesAgreeWithFreshOnes) {
   }
 }
 
+// A higher-priority newcomer on a link full of lower-priority windows takes the place of the
+// lowest-ranked of them, but takes off at most kMaxLocalMoves (32) whatever their number: 38
+// jobs of 8 ms every 400 ms leave no 30 ms gap; the newcomer is gated, and the 6 ranked highest
+// below it (priority 1, the lowest ids: placement order) keep their windows.
+TEST(OnlinePlanner, AHigherNewcomerTakesOffAtMost32LowerWindows) {
+  OnlinePlanner planner(testing::Links(1));
+  for (JobId id = 1; id <= 38; ++id) {
+    ASSERT_FALSE(planner.AddJob(MakeJob(id, id % 2, 400, 8, {0})).job.best_effort) << id;
+  }
+  const Plan before = planner.Snapshot();
+  const AddResult r = planner.AddJob(MakeJob(100, 2, 400, 30, {0}));
+  EXPECT_FALSE(r.job.best_effort);
+  const Plan after = planner.Snapshot();
+  for (const JobId id : {1, 3, 5, 7, 9, 11}) {
+    EXPECT_EQ(Entry(after, id).timetable.offset_ns, Entry(before, id).timetable.offset_ns) << id;
+  }
+  EXPECT_FEASIBLE((Problem{planner.GetTopology(), planner.Jobs()}), after);
+}
+
 TEST(OnlinePlanner, RemoveJobLetsABestEffortJobIn) {
   OnlinePlanner planner(testing::Links(1));
   planner.AddJob(MakeJob(1, 2, 100, 50, {0}));
