@@ -7,7 +7,7 @@
 // best-effort: ungated at its natural period, yielding to the higher-ranked windows on its
 // links (ranked_yields.hpp). No window is aimed for it: where the gated periods are unrelated
 // to its own, an aimed window meets them as much as a drifting phase does and only adds its
-// headroom and gate waits (docs/decisions/0010).
+// headroom and gate waits (docs/decisions/0011).
 //
 // Jobs are admitted in priority order, so when a link is oversubscribed it is the lowest
 // priorities that are stretched or left best-effort; within one priority, running jobs come
