@@ -3,7 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <system_error>
 
 #include "metronome/common/utf8.hpp"
@@ -160,6 +162,7 @@ class Scanner {
     };
     const size_t start = i;
     if (i < s.size() && s[i] == '-') ++i;
+    const size_t int_begin = i;
     if (i < s.size() && s[i] == '0') {
       ++i;
     } else if (digit()) {
@@ -167,26 +170,58 @@ class Scanner {
     } else {
       Fail("expected a value");
     }
+    const size_t int_end = i;
+    size_t frac_begin = i;
     if (i < s.size() && s[i] == '.') {
       ++i;
+      frac_begin = i;
       digits();
     }
-    bool exponent = false;
+    const size_t frac_end = i;
+    size_t exp_begin = i;
     if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-      exponent = true;
       ++i;
+      exp_begin = i;
       if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
       digits();
     }
     // JSON's grammar has no bound on a number, but JSON parsers do (RFC 8259, section 6): one
-    // beyond a double's range is refused, so a node that holds one would not go back as JSON its
-    // reader takes (the fuzz target found 3e0229262). Only an exponent or over 300 digits can
-    // get there; from_chars (no locale) says out of range for overflow and underflow alike.
-    if (exponent || i - start > 300) {
+    // beyond a double's largest is refused (number overflow), so a node that holds one would not
+    // go back as JSON its reader takes (the fuzz target found 3e0229262). One below a double's
+    // least is read as 0 or a subnormal, and kept. Only an exponent or over 300 digits can get
+    // out of range; from_chars (no locale) says so for overflow and underflow alike, and the
+    // number's decimal magnitude tells them apart.
+    if (exp_begin != i || i - start > 300) {
       double value = 0.0;
       const auto r = std::from_chars(s.data() + start, s.data() + i, value);
-      if (r.ec != std::errc()) Fail("number out of a double's range");
+      if (r.ec == std::errc::result_out_of_range &&
+          Magnitude(s.substr(int_begin, int_end - int_begin),
+                    s.substr(frac_begin, frac_end - frac_begin),
+                    s.substr(exp_begin, i - exp_begin)) > 0) {
+        Fail("number beyond a double's range");
+      }
     }
+  }
+
+  // The decimal magnitude of digits.fraction × 10^exponent: the power of ten just above it
+  // (1e309 and 1000e306 give 310; 1e-400 gives −399). Only its sign is used.
+  static int64_t Magnitude(std::string_view integer, std::string_view fraction,
+                           std::string_view exponent) {
+    int64_t mag = 0;
+    const size_t lead = integer.find_first_not_of('0');
+    if (lead != std::string_view::npos) {
+      mag = static_cast<int64_t>(integer.size() - lead);
+    } else {
+      const size_t zeros = fraction.find_first_not_of('0');
+      if (zeros == std::string_view::npos) return 0;  // the number is 0
+      mag = -static_cast<int64_t>(zeros);
+    }
+    int64_t e = 0;
+    const bool negative = !exponent.empty() && exponent.front() == '-';
+    for (const char c : exponent) {
+      if (c >= '0' && c <= '9') e = std::min<int64_t>(e * 10 + (c - '0'), 1'000'000'000);
+    }
+    return mag + (negative ? -e : e);
   }
 
   // Members of the object starting here: fn(key token, scanner positioned at the value) must

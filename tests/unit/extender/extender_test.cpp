@@ -406,8 +406,8 @@ TEST(ExtenderVerbs, LatencyHistogramPerVerb) {
 // Node lists are scanned, not parsed into a tree: strings holding brackets, quotes, escapes and
 // UTF-8, compact or pretty text must pass; anything a JSON parser refuses, anywhere (a node's
 // text goes back to kube-scheduler as it came), is a 400: broken brackets, member syntax,
-// literals and numbers (also beyond a double's range), bad escapes, lone surrogates, invalid
-// UTF-8, nesting beyond 128.
+// literals and numbers (also beyond a double's largest; below its least is read as 0 and kept),
+// bad escapes, lone surrogates, invalid UTF-8, nesting beyond 128.
 TEST(ExtenderVerbs, NodeListScannerKeepsNodesVerbatimAndRejectsBrokenStructure) {
   Extender ext;
   ext.UpdateState(Cluster());
@@ -424,6 +424,21 @@ TEST(ExtenderVerbs, NodeListScannerKeepsNodesVerbatimAndRejectsBrokenStructure) 
     EXPECT_EQ(j["Nodes"]["items"][0], items[2]);
     EXPECT_EQ(j["Nodes"]["items"][1], items[3]);
   }
+  {
+    // Below a double's least: JSON readers take it as 0 or a subnormal, so it is kept verbatim.
+    items[3]["status"]["tiny"] = "TINY";
+    items[3]["status"]["subnormal"] = "SUBNORMAL";
+    std::string body = req.dump();
+    body.replace(body.find("\"TINY\""), 6, "-1e-400");
+    body.replace(body.find("\"SUBNORMAL\""), 11, "1e-310");
+    const ExtenderResponse r = ext.HandleFilter(body);
+    ASSERT_EQ(r.status, 200) << r.body.substr(0, 200);
+    EXPECT_NE(r.body.find("\"tiny\":-1e-400"), std::string::npos);
+    EXPECT_NE(r.body.find("\"subnormal\":1e-310"), std::string::npos);
+    EXPECT_EQ(Json::parse(r.body)["Nodes"]["items"].size(), 2u);
+    items[3]["status"].erase("tiny");
+    items[3]["status"].erase("subnormal");
+  }
   const std::string text = req.dump();
   const size_t at = text.find("\"allocatable\"");
   ASSERT_NE(at, std::string::npos);
@@ -439,10 +454,11 @@ TEST(ExtenderVerbs, NodeListScannerKeepsNodesVerbatimAndRejectsBrokenStructure) 
       std::string(text).insert(at, "\"k\": 01, "),         // leading zero
       std::string(text).insert(at, "\"k\": 1.e5, "),       // no fraction digits
       std::string(text).insert(at, "\"k\": 3e0229262, "),  // beyond a double (fuzzer)
-      std::string(text).insert(at, "\"k\": -1e-400, "),    // below a double's least
-      std::string(text).insert(at, "\"k\": 1" + std::string(400, '0') + ", "),  // 1e400
-      std::string(text).insert(at, "\"k\": \"\\x\", "),                         // unknown escape
-      std::string(text).insert(at, "\"k\": \"\\u12G4\", "),                     // bad \\u escape
+      std::string(text).insert(at, "\"k\": -1" + std::string(400, '0') + "e-50, "),  // -1e350
+      std::string(text).insert(at, "\"k\": 1" + std::string(400, '0') + ", "),       // 1e400
+      std::string(text).insert(at, "\"k\": 0.0001e313, "),                           // 1e309
+      std::string(text).insert(at, "\"k\": \"\\x\", "),           // unknown escape
+      std::string(text).insert(at, "\"k\": \"\\u12G4\", "),       // bad \\u escape
       std::string(text).insert(at, "\"k\": \"\\ud800\", "),       // lone high surrogate
       std::string(text).insert(at, "\"k\": \"\\udc00\", "),       // lone low surrogate
       std::string(text).insert(at, "\"k\": \"a\x87z\", "),        // invalid UTF-8 (fuzzer)
