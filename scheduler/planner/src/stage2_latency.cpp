@@ -38,21 +38,6 @@ double MoveCost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset
          static_cast<double>(shape.p);
 }
 
-bool Outranked(const Workspace& ws, const JobShape& shape) {
-  for (std::size_t k = 0; k < shape.links.size(); ++k) {
-    const LinkId l = shape.links[k];
-    const double capacity = ws.topology.GetLink(l).capacity_bps;
-    for (const auto& o : ws.link_jobs[l]) {
-      if (static_cast<std::int32_t>(o.job) == shape.self) continue;
-      if (ws.jobs[o.job].job.priority > shape.priority &&
-          o.height + shape.height[k] > capacity * (1 + 1e-9)) {
-        return true;
-      }
-    }
-  }
-  return false;
-}
-
 double UngatedCost(const Workspace& ws, const JobShape& shape) {
   const double d = static_cast<double>(shape.w) / static_cast<double>(shape.p);
   double own = 0.0;

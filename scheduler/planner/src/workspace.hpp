@@ -220,8 +220,6 @@ double MoveCost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset
 // The stage-2 cost of running the job ungated at P instead: its own expected slowdown from
 // the windows it would meet, plus what it would cost them (both priority-weighted).
 double UngatedCost(const Workspace& ws, const JobShape& shape);
-// True when a gated job of higher priority shares a link with the shape (and cannot stack).
-bool Outranked(const Workspace& ws, const JobShape& shape);
 // The longest period worth gating the job at: a stretch must cost less than running ungated,
 // unless that would put its traffic on a higher-priority job's windows (then max_stretch).
 Nanos StretchBound(const Workspace& ws, const JobShape& shape);
