@@ -43,6 +43,10 @@ struct PlanningAdapter::Impl {
   pl::OnlinePlanner online;
   NodeIndex nodes;
 
+  // Where a previous leader ran its jobs (Inherit), by name, until inherited_until.
+  std::map<std::string, Timetable> inherited;
+  std::chrono::steady_clock::time_point inherited_until{};
+
   Impl(const TopologyConfig& topo, const PlanningConfig& cfg)
       : config(cfg),
         options(MakeOptions(cfg)),
@@ -162,10 +166,66 @@ struct PlanningAdapter::Impl {
   }
 };
 
+// One job of an AddJobs batch, converted.
+struct PlanningAdapter::Add {
+  pl::Job job;
+  bool first = false;  // outranks a planned neighbour: placed before it (add_job_first)
+  std::string name;
+};
+
 PlanningAdapter::PlanningAdapter(const TopologyConfig& topology, const PlanningConfig& config)
     : impl_(std::make_unique<Impl>(topology, config)) {}
 
 PlanningAdapter::~PlanningAdapter() = default;
+
+void PlanningAdapter::Inherit(std::map<std::string, Timetable> timetables,
+                              std::chrono::steady_clock::time_point until) {
+  impl_->inherited = std::move(timetables);
+  impl_->inherited_until = until;
+}
+
+// The batch as a whole when it holds jobs a previous leader ran (Inherit): every planned job and
+// the batch's in one plan, the inherited ones as running where they ran.
+bool PlanningAdapter::PlanInherited(const std::vector<Add>& adds,
+                                    std::vector<std::pair<uint64_t, std::string>>& refused) {
+  if (impl_->inherited.empty()) return false;
+  if (std::chrono::steady_clock::now() > impl_->inherited_until) {
+    impl_->inherited.clear();
+    return false;
+  }
+  pl::Plan current = impl_->Current(generation_);
+  size_t taken = 0;
+  for (const Add& a : adds) {
+    const auto it = impl_->inherited.find(a.name);
+    if (it == impl_->inherited.end() || current.Find(a.job.id) != nullptr) continue;
+    pl::JobPlan ran;
+    ran.id = a.job.id;
+    ran.timetable = it->second;
+    current.jobs.push_back(ran);
+    impl_->inherited.erase(it);
+    ++taken;
+  }
+  if (taken == 0) return false;
+  std::vector<pl::Job> jobs = impl_->online.Jobs();
+  for (const Add& a : adds) {
+    const auto same =
+        std::find_if(jobs.begin(), jobs.end(), [&](const pl::Job& j) { return j.id == a.job.id; });
+    if (same != jobs.end()) {
+      *same = a.job;
+    } else {
+      jobs.push_back(a.job);
+    }
+  }
+  spdlog::info("planner: {} job(s) planned where the previous leader ran them ({} still to come)",
+               taken, impl_->inherited.size());
+  try {
+    impl_->online.PlanAll(jobs, &current);
+  } catch (const std::invalid_argument& e) {
+    for (const Add& a : adds) refused.emplace_back(a.job.id, "job " + a.name + ": " + e.what());
+  }
+  ++generation_;
+  return true;
+}
 
 void PlanningAdapter::AddJob(const PlanJob& job) {
   const auto refused = AddJobs({job});
@@ -175,11 +235,6 @@ void PlanningAdapter::AddJob(const PlanJob& job) {
 std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
     const std::vector<PlanJob>& batch) {
   std::vector<std::pair<uint64_t, std::string>> refused;
-  struct Add {
-    pl::Job job;
-    bool first = false;  // outranks a planned neighbour: placed before it (add_job_first)
-    std::string name;
-  };
   std::vector<Add> adds;
   std::map<uint64_t, pl::Job> raised;  // planned neighbours whose period must follow a newcomer's
   for (const auto& j : batch) {
@@ -207,6 +262,7 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
         std::any_of(adds.begin(), adds.end(), [&](const Add& a) { return a.job.id == id; });
     if (!in_batch) adds.push_back({n, false, "id " + std::to_string(id)});
   }
+  if (PlanInherited(adds, refused)) return refused;
   // Highest priority first, so that a newcomer is never fitted around a lower-priority one
   // from the same batch. Only the jobs on each newcomer's links are re-planned: on a large
   // cluster one join must not cost a plan of every job.

@@ -134,6 +134,9 @@ Resource TrafficProfiles() {
 Resource LinkSchedules() {
   return {"metronome.dev", "v1alpha1", "linkschedules", false};
 }
+Resource Leases() {
+  return {"coordination.k8s.io", "v1", "leases", true};
+}
 }  // namespace resources
 
 struct Client::Impl {

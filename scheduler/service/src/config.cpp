@@ -179,7 +179,10 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
          ReadMap(n, key,
                  {{"enabled", Bool(k.enabled)},
                   {"rack_label", Str(k.rack_label)},
-                  {"verify_pods", Bool(k.verify_pods)}});
+                  {"verify_pods", Bool(k.verify_pods)},
+                  {"api_server", Str(k.api_server)},
+                  {"token_file", Str(k.token_file)},
+                  {"ca_file", Str(k.ca_file)}});
        }},
   };
   ReadMap(doc, "", top);
@@ -248,6 +251,11 @@ void ServiceConfig::Validate() const {
     if (http_tls.key_file.empty()) {
       throw ConfigError("http.tls_key_file", "is required with http.tls_cert_file");
     }
+  }
+  const std::string& api = kubernetes.api_server;
+  if (!api.empty() && api.rfind("http://", 0) != 0 && api.rfind("https://", 0) != 0) {
+    throw ConfigError("kubernetes.api_server",
+                      "expected a URL such as https://HOST:PORT, got '" + api + "'");
   }
   if (curve.secret_key_file.empty() != curve.public_key_file.empty()) {
     throw ConfigError("curve", "secret_key_file and public_key_file go together");

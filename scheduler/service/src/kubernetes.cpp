@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -194,9 +195,65 @@ void KubernetesSync::PublishPods() {
   service_.SetPods(std::move(pods));
 }
 
+kube::Result<kube::ClientConfig> ApiServerConfig(const KubernetesConfig& cfg) {
+  if (cfg.api_server.empty()) return kube::InClusterConfig();
+  kube::ClientConfig c;
+  c.server = cfg.api_server;
+  c.token_file = cfg.token_file;
+  c.ca_file = cfg.ca_file;
+  return c;
+}
+
+kube::Result<std::map<std::string, Timetable>> ReadLastPlan(kube::Client& client, size_t* skipped) {
+  auto list = client.List(kube::resources::LinkSchedules(), "");
+  if (!list) return list.GetError();
+  return LastPlanOf(*list, skipped);
+}
+
+std::map<std::string, Timetable> LastPlanOf(const nlohmann::json& list, size_t* skipped) {
+  std::map<std::string, Timetable> out;
+  size_t bad = 0;
+  const TimetableLimits limits;
+  const auto ns = [](double ms) { return static_cast<int64_t>(std::llround(ms * kNsPerMs)); };
+  const auto items =
+      list.is_object() ? list.value("items", nlohmann::json::array()) : nlohmann::json::array();
+  for (const auto& item : items) {
+    if (!item.is_object() || !item.contains("status")) continue;
+    auto status = kube::ParseLinkScheduleStatus(item["status"]);
+    if (!status) {
+      ++bad;
+      continue;
+    }
+    for (const kube::LinkScheduleJob& j : status->jobs) {
+      if (j.best_effort || !(j.period_ms > 0)) continue;  // ungated: nothing to keep
+      // Checked before the conversion: a double far beyond int64 would not convert.
+      const double max_ms = static_cast<double>(limits.max_period_ns) / kNsPerMs;
+      if (!(j.period_ms <= max_ms) || !(j.window_ms > 0 && j.window_ms < j.period_ms) ||
+          !(j.offset_ms >= 0 && j.offset_ms < j.period_ms) ||
+          !(j.late_slack_ms >= 0 && j.late_slack_ms <= j.period_ms)) {
+        ++bad;
+        continue;
+      }
+      Timetable t;
+      t.period_ns = ns(j.period_ms);
+      t.offset_ns = ns(j.offset_ms) % t.period_ns;
+      t.window_ns = ns(j.window_ms);
+      t.late_slack_ns = ns(j.late_slack_ms);
+      t.max_wait_ns = t.period_ns - t.window_ns;
+      if (t.period_ns < limits.min_period_ns || t.window_ns >= t.period_ns) {
+        ++bad;
+        continue;
+      }
+      out.emplace(j.name, t);  // a job on several links is listed on each, the same
+    }
+  }
+  if (skipped != nullptr) *skipped = bad;
+  return out;
+}
+
 bool KubernetesSync::Start() {
   if (!config_.enabled) return false;
-  auto cfg = kube::InClusterConfig();
+  auto cfg = ApiServerConfig(config_);
   if (!cfg.Ok()) {
     spdlog::error(
         "kubernetes: cannot read the in-cluster configuration ({}); continuing without the API "

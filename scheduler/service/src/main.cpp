@@ -7,17 +7,23 @@
 
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zmq.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <random>
+#include <string>
 
 #include "metronome/extender/extender.hpp"
 #include "metronome/service/config.hpp"
 #include "metronome/service/kubernetes.hpp"
+#include "metronome/service/leadership.hpp"
 #include "metronome/service/service.hpp"
 
 namespace {
@@ -73,10 +79,49 @@ Configuration file keys (YAML, --config; flags override them):
   kubernetes.verify_pods: true         with enabled: a shim's hello must name its pod, which the
                                        API server knows on that node in that job; the job's
                                        priority is then the pod's spec.priority
+  kubernetes.api_server / token_file / ca_file
+                                       the API server outside a pod: URL, bearer-token file,
+                                       CA file (empty: the in-cluster configuration)
 Topology file: {links: [{name, capacity_gbps}], racks: [{name, uplink_gbps, nodes: [{name,
   nic_gbps}]}], two_tier: {racks, nodes_per_rack, nic_gbps, uplink_gbps}, unknown_nodes_link}
   (rates also as *_mbps; a scenario file with a `topology:` section works as is).
 Exit codes: 0 normal stop, 1 runtime failure (cannot bind), 2 bad configuration.)";
+
+// A duration as kube-scheduler's flags take it: "6s", "500ms", or a plain number of seconds.
+std::chrono::milliseconds ParseDuration(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  const double ms = unit == "ms" ? value : unit.empty() || unit == "s" ? value * 1000 : -1;
+  if (used == 0 || !(ms > 0) || ms > 3.6e6) {
+    throw metronome::service::ConfigError(flag,
+                                          "expected a duration such as 6s or 500ms (at most "
+                                          "1h), got '" +
+                                              text + "'");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(ms));
+}
+
+// This replica's name in the Lease: the pod's (POD_NAME, from the downward API) or the host's,
+// and a random suffix so that a restarted process is a new candidate, as in kube-scheduler.
+std::string ElectionIdentity() {
+  std::string base;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts.
+  if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') base = pod;
+  if (base.empty()) {
+    char host[256] = {};
+    base = gethostname(host, sizeof host - 1) == 0 ? host : "metronome-scheduler";
+  }
+  std::random_device rd;
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "_%08x", rd());
+  return base + suffix;
+}
 
 int Run(int argc, char** argv) {
   using metronome::service::ConfigError;
@@ -110,6 +155,22 @@ int Run(int argc, char** argv) {
   app.add_option("--offline-interval-ms", offline_interval_ms,
                  "background recalculation period, 0 = off (controller.offline_interval_ms)");
   app.add_flag("--check", check, "validate the configuration and topology, then exit");
+  bool leader_elect = false;
+  std::string lease_duration = "6s", renew_deadline = "4s", retry_period = "1s";
+  std::string lease_name = "metronome-scheduler", lease_namespace;
+  app.add_flag("--leader-elect", leader_elect,
+               "run as one of several replicas: plan only while holding the Lease (the API "
+               "server as in kubernetes.*); a standby serves /healthz, /readyz says 503");
+  app.add_option("--leader-elect-lease-duration", lease_duration,
+                 "how long a standby waits after the leader's last renewal [6s]");
+  app.add_option("--leader-elect-renew-deadline", renew_deadline,
+                 "a leader that has not renewed for this long exits [4s]");
+  app.add_option("--leader-elect-retry-period", retry_period,
+                 "how often candidates try and the leader renews [1s]");
+  app.add_option("--leader-elect-resource-name", lease_name,
+                 "the Lease's name [metronome-scheduler]");
+  app.add_option("--leader-elect-resource-namespace", lease_namespace,
+                 "the Lease's namespace [POD_NAMESPACE, else the in-cluster one, else default]");
   std::string keygen;
   app.add_option("--generate-curve-keys", keygen,
                  "write a new CURVE key pair to PREFIX.key (secret) and PREFIX.pub, then exit");
@@ -152,6 +213,8 @@ int Run(int argc, char** argv) {
   }
 
   ServiceConfig cfg;
+  metronome::kube::LeaderElectionConfig election;
+  metronome::kube::ClientConfig api_config;
   try {
     if (!config_file.empty()) metronome::service::LoadConfigFile(config_file, cfg);
     if (!listen.empty()) cfg.listen = listen;
@@ -169,6 +232,26 @@ int Run(int argc, char** argv) {
     }
     if (offline_interval_ms >= 0) cfg.controller.offline_interval_ms = offline_interval_ms;
     cfg.Validate();
+    if (leader_elect) {
+      election.lease_duration = ParseDuration("--leader-elect-lease-duration", lease_duration);
+      election.renew_deadline = ParseDuration("--leader-elect-renew-deadline", renew_deadline);
+      election.retry_period = ParseDuration("--leader-elect-retry-period", retry_period);
+      election.name = lease_name;
+      election.identity = ElectionIdentity();
+      auto api = metronome::service::ApiServerConfig(cfg.kubernetes);
+      if (!api) {
+        throw ConfigError("--leader-elect", "needs the API server: " + api.GetError().ToString());
+      }
+      api_config = std::move(api).Value();
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts.
+      const char* pod_ns = std::getenv("POD_NAMESPACE");
+      election.namespace_name = !lease_namespace.empty()       ? lease_namespace
+                                : pod_ns != nullptr && *pod_ns ? std::string(pod_ns)
+                                                               : api_config.namespace_name;
+      if (const std::string bad = metronome::kube::CheckLeaderElection(election); !bad.empty()) {
+        throw ConfigError("--leader-elect", bad);
+      }
+    }
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "metronome-scheduler: configuration error: %s: %s\n", e.Key().c_str(),
                  e.Reason().c_str());
@@ -210,13 +293,22 @@ int Run(int argc, char** argv) {
     extender = std::make_unique<metronome::extender::Extender>(
         metronome::service::ExtenderConfigFor(cfg.kubernetes), nullptr);
     kube = std::make_unique<metronome::service::KubernetesSync>(service, *extender, cfg.kubernetes);
-    service.Start();
-    if (cfg.kubernetes.enabled) kube->Start();  // logs an error and goes on without it
+    std::unique_ptr<metronome::service::Leadership> leadership;
+    if (leader_elect) {
+      leadership =
+          std::make_unique<metronome::service::Leadership>(service, *kube, api_config, election);
+      leadership->Start();  // the service and the Kubernetes side start when it leads
+    } else {
+      service.Start();
+      if (cfg.kubernetes.enabled) kube->Start();  // logs an error and goes on without it
+    }
     int sig = 0;
     sigwait(&stop_signals, &sig);
     spdlog::info("scheduler: signal {}: stopping", sig);
+    if (leadership) leadership->Stop();
     if (kube) kube->Stop();
     service.Stop();
+    if (leadership) leadership->Resign();
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "metronome-scheduler: configuration error: %s: %s\n", e.Key().c_str(),
                  e.Reason().c_str());

@@ -245,6 +245,8 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   ranks_ = gauge("metronome_ranks", "Registered ranks");
   clients_ = gauge("metronome_clients", "Connected clients (ZeroMQ peers seen)");
   links_ = gauge("metronome_links", "Links in the topology");
+  leader_ = gauge("metronome_leader",
+                  "1 while this replica plans (the leader, or the only one); 0 on a standby");
 }
 
 std::vector<MetricFamily> Metrics::Collect() const {

@@ -47,6 +47,12 @@ void PlanningWorker::Stop() {
   if (planning_thread_.joinable()) planning_thread_.join();
 }
 
+void PlanningWorker::Inherit(std::map<std::string, Timetable> timetables, int64_t for_ms) {
+  std::lock_guard lock(mu_);
+  planner_.Inherit(std::move(timetables),
+                   std::chrono::steady_clock::now() + std::chrono::milliseconds(for_ms));
+}
+
 controller::PlanSummary PlanningWorker::InitialPlan() const {
   std::lock_guard lock(mu_);
   return planner_.Summary();

@@ -36,6 +36,8 @@ class PlanningWorker {
   // Joins the threads (the registry must have been stopped first).
   void Stop();
 
+  // Where the previous leader ran its jobs (Service::InheritPlan), under the planner's lock.
+  void Inherit(std::map<std::string, Timetable> timetables, int64_t for_ms);
   // The plan before any job (the registry's first view of the links).
   controller::PlanSummary InitialPlan() const;
   // Immutable topology queries: safe from any thread.

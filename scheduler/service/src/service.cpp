@@ -45,14 +45,23 @@ std::string Service::ZmqEndpoint() const {
   return endpoint_->BoundEndpoint();
 }
 
-void Service::Start() {
+void Service::StartStandby() {
+  if (http_started_) return;
   started_ns_ = RealtimeNs();
-  endpoint_->Bind();
   const auto [host, port] = ParseHostPort("http", config_.http);
   http_->Start(host, port);
+  http_started_ = true;
   metrics_.Links().Set(static_cast<double>(worker_->LinkCount()));
-  spdlog::info("scheduler: listening zmq={} http={}:{} links={} rank_timeout={}ms",
-               endpoint_->BoundEndpoint(), host, http_->Port(), worker_->LinkCount(),
+  spdlog::info("scheduler: standby, http={}:{}", host, http_->Port());
+}
+
+void Service::Start() {
+  endpoint_->Bind();
+  StartStandby();
+  leading_ = true;
+  metrics_.Leader().Set(1);
+  spdlog::info("scheduler: listening zmq={} http={} links={} rank_timeout={}ms",
+               endpoint_->BoundEndpoint(), config_.http, worker_->LinkCount(),
                config_.registry.rank_timeout_ms);
   endpoint_->Start();
   worker_->Start(*registry_, [this] { endpoint_->Wake(); });
@@ -72,6 +81,10 @@ void Service::Stop() {
   endpoint_->Stop();
   if (http_) http_->Stop();
   spdlog::info("scheduler: stopped");
+}
+
+void Service::InheritPlan(std::map<std::string, Timetable> timetables, int64_t for_ms) {
+  worker_->Inherit(std::move(timetables), for_ms);
 }
 
 void Service::EnablePodCheck() {

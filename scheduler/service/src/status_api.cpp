@@ -77,9 +77,18 @@ nlohmann::json Service::WhatIfJson(const nlohmann::json& req) {
 
 void StatusRoutes::Register(HttpServer& server) {
   Service& s = service_;
+  // Liveness on every replica; readiness only where the shims should go (the leader).
   server.Get("healthz", "/healthz", [&s](const httplib::Request&, httplib::Response& res) {
     const json st = s.StatusJson();
-    HttpServer::ReplyJson(res, json{{"status", "ok"}, {"uptime_s", st["uptime_s"]}}.dump());
+    HttpServer::ReplyJson(res, json{{"status", "ok"},
+                                    {"role", s.Leading() ? "leader" : "standby"},
+                                    {"uptime_s", st["uptime_s"]}}
+                                   .dump());
+  });
+  server.Get("readyz", "/readyz", [&s](const httplib::Request&, httplib::Response& res) {
+    const bool leading = s.Leading();
+    HttpServer::ReplyJson(res, json{{"status", leading ? "ready" : "standby"}}.dump(),
+                          leading ? 200 : 503);
   });
   server.Get("metrics", "/metrics", [&s](const httplib::Request&, httplib::Response& res) {
     s.RefreshGauges();

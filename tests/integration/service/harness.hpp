@@ -189,7 +189,9 @@ class Scheduler {
                                                      "-" + std::to_string(starts_++) + ".log"));
     ready_ = WaitFor([&] { return HttpGetJson(http_port_, "/healthz").has_value(); }, 10000);
   }
-  int Stop() { return proc_ ? proc_->Kill(SIGTERM) : -1; }
+  int Stop() { return Kill(SIGTERM); }
+  int Kill(int sig) { return proc_ ? proc_->Kill(sig) : -1; }
+  bool Running() { return proc_ && proc_->Running(); }
   bool Ready() const { return ready_; }
   std::string Endpoint() const { return "tcp://127.0.0.1:" + std::to_string(zmq_port_); }
   int HttpPort() const { return http_port_; }

@@ -1,6 +1,8 @@
 // The planner adapter: registry jobs in, timetable values out, through the real planner.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "metronome/controller/planning.hpp"
 
 namespace metronome::controller {
@@ -90,6 +92,50 @@ TEST(PlanningAdapter, RemoveKeepsOthersAndBumpsGeneration) {
   const Timetable after = Find(p.Summary(), 1);
   EXPECT_EQ(after.offset_ns, before.offset_ns);
   EXPECT_EQ(after.period_ns, before.period_ns);
+}
+
+// A scheduler that takes over (Inherit) plans the jobs that register again where the previous
+// leader ran them, whatever order they come back in and whatever their new ids; an entry is used
+// once, and none after its deadline.
+TEST(PlanningAdapter, InheritedJobsKeepTheirSlotsInAnyOrder) {
+  PlanningAdapter old_leader(TopologyConfig::Default(), {});
+  old_leader.AddJob(Job(1, {"a", "b"}, 100 * kMs, 30 * kMs));
+  old_leader.AddJob(Job(2, {"c", "d"}, 100 * kMs, 30 * kMs));
+  const Timetable ran1 = Find(old_leader.Summary(), 1);
+  const Timetable ran2 = Find(old_leader.Summary(), 2);
+  ASSERT_NE(ran1.offset_ns, ran2.offset_ns);
+
+  // Job "2" registers first with the new leader (id 7 there), then job "1" (id 8).
+  const auto renamed = [](uint64_t id, const std::string& name) {
+    PlanJob j = Job(id, {name == "1" ? "a" : "c", name == "1" ? "b" : "d"}, 100 * kMs, 30 * kMs);
+    j.name = name;
+    return j;
+  };
+  PlanningAdapter fresh(TopologyConfig::Default(), {});
+  fresh.AddJob(renamed(7, "2"));
+  EXPECT_EQ(Find(fresh.Summary(), 7).offset_ns, ran1.offset_ns)
+      << "without the last plan the first job back takes the first slot";
+
+  PlanningAdapter heir(TopologyConfig::Default(), {});
+  heir.Inherit({{"1", ran1}, {"2", ran2}},
+               std::chrono::steady_clock::now() + std::chrono::hours(1));
+  heir.AddJob(renamed(7, "2"));
+  heir.AddJob(renamed(8, "1"));
+  EXPECT_EQ(Find(heir.Summary(), 7).offset_ns, ran2.offset_ns);
+  EXPECT_EQ(Find(heir.Summary(), 7).period_ns, ran2.period_ns);
+  EXPECT_EQ(Find(heir.Summary(), 8).offset_ns, ran1.offset_ns);
+
+  // Used once: job "2" leaving and coming back later is planned as any newcomer.
+  heir.RemoveJob(7);
+  heir.RemoveJob(8);
+  heir.AddJob(renamed(9, "2"));
+  EXPECT_EQ(Find(heir.Summary(), 9).offset_ns, ran1.offset_ns);
+
+  // Past the deadline the last plan is forgotten.
+  PlanningAdapter late(TopologyConfig::Default(), {});
+  late.Inherit({{"2", ran2}}, std::chrono::steady_clock::now() - std::chrono::seconds(1));
+  late.AddJob(renamed(7, "2"));
+  EXPECT_EQ(Find(late.Summary(), 7).offset_ns, ran1.offset_ns);
 }
 
 TEST(PlanningAdapter, ExplicitTopologyAndBetaFromBytes) {

@@ -59,7 +59,19 @@ if dep:
           "scheduler tolerates the control-plane taint")
     c = pod["containers"][0]
     check({p["containerPort"] for p in c["ports"]} == {7411, 7412}, "scheduler exposes ZeroMQ 7411 and HTTP 7412")
-    check(c["readinessProbe"]["httpGet"]["path"] == "/healthz", "readiness probe on /healthz")
+    check(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "readiness probe on /readyz (the leader)")
+    check(c["livenessProbe"]["httpGet"]["path"] == "/healthz", "liveness probe on /healthz")
+    check(dep["spec"]["replicas"] == 2 and "--leader-elect" in c["args"],
+          "two replicas with leader election")
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in c.get("env", [])}
+    check(env.get("POD_NAME") == "metadata.name" and env.get("POD_NAMESPACE") == "metadata.namespace",
+          "POD_NAME and POD_NAMESPACE from the downward API (the Lease's holder and namespace)")
+    role = find(base, "Role", "metronome-scheduler-leader-election")
+    lease_verbs = {v for r in (role or {}).get("rules", []) if "leases" in r["resources"] for v in r["verbs"]}
+    check({"get", "create", "patch"} <= lease_verbs, "the scheduler may get, create and patch its Lease")
+    binding = find(base, "RoleBinding", "metronome-scheduler-leader-election")
+    check(binding is not None and binding["subjects"][0]["name"] == pod["serviceAccountName"],
+          "the lease role is bound to the scheduler's service account")
     cm_name = next(v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v)
     check(find(base, "ConfigMap", cm_name) is not None, "scheduler mounts the generated config map", cm_name)
     cm = find(base, "ConfigMap", "metronome-config")

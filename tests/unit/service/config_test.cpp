@@ -72,6 +72,16 @@ TEST(Config, KubernetesKeys) {
   EXPECT_EQ(ErrorKey("kubernetes: {rack_label: [a]}\n"),
             "kubernetes.rack_label | must be a string");
   EXPECT_EQ(ErrorKey("kubernetes: {enable: true}\n"), "kubernetes.enable | unknown key");
+  // Outside a pod: the API server's URL, token and CA files.
+  EXPECT_TRUE(cfg.kubernetes.api_server.empty());
+  LoadConfigYaml(
+      "kubernetes:\n  api_server: https://10.0.0.1:6443\n  token_file: /t\n  ca_file: /c\n", cfg);
+  EXPECT_EQ(cfg.kubernetes.api_server, "https://10.0.0.1:6443");
+  EXPECT_EQ(cfg.kubernetes.token_file, "/t");
+  EXPECT_EQ(cfg.kubernetes.ca_file, "/c");
+  EXPECT_EQ(ErrorKey("kubernetes: {api_server: 10.0.0.1:6443}\n"),
+            "kubernetes.api_server | expected a URL such as https://HOST:PORT, got "
+            "'10.0.0.1:6443'");
   EXPECT_EQ(ErrorKey("kubernetes: true\n"), "kubernetes | must be a mapping");
 }
 

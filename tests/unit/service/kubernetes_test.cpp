@@ -3,6 +3,7 @@
 // Prometheus families.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "metronome/service/kubernetes.hpp"
@@ -140,6 +141,41 @@ std::vector<std::string> Lines(const std::string& text, const std::string& prefi
     if (line.rfind(prefix, 0) == 0) out.push_back(line);
   }
   return out;
+}
+
+// What a new leader takes from the LinkSchedules: each gated job's timetable once (it is listed
+// on every link it crosses); best-effort and unplanned entries are not slots; an absurd entry is
+// skipped and counted, and loses nothing else.
+TEST(Kubernetes, LastPlanFromTheLinkSchedules) {
+  const auto job = [](const std::string& name, double period, double offset, double window) {
+    return nlohmann::json{{"name", name},       {"periodMs", period}, {"offsetMs", offset},
+                          {"windowMs", window}, {"lateSlackMs", 2.5}, {"priority", 1}};
+  };
+  nlohmann::json be = job("drifter", 300, 0, 300);
+  be["bestEffort"] = true;
+  const nlohmann::json list = {
+      {"items",
+       {{{"status", {{"jobs", {job("a", 210.000001, 5.25, 160), job("b", 210.000001, 170, 30)}}}}},
+        {{"status", {{"jobs", {job("a", 210.000001, 5.25, 160), be, job("unplanned", 0, 0, 0)}}}}},
+        {{"status",
+          {{"jobs",
+            {job("huge", 1e300, 0, 1), job("negative", 100, -1, 10), job("wide", 100, 0, 100),
+             job("nan", 100, 0, std::nan(""))}}}}},
+        {{"status", {{"jobs", "not a list"}}}},
+        {{"metadata", {{"name", "no-status"}}}}}}};
+  size_t skipped = 0;
+  const auto plan = LastPlanOf(list, &skipped);
+  ASSERT_EQ(plan.size(), 2u);
+  const Timetable& a = plan.at("a");
+  EXPECT_EQ(a.period_ns, 210'000'001);
+  EXPECT_EQ(a.offset_ns, 5'250'000);
+  EXPECT_EQ(a.window_ns, 160 * kMs);
+  EXPECT_EQ(a.late_slack_ns, 2'500'000);
+  EXPECT_EQ(a.max_wait_ns, a.period_ns - a.window_ns);
+  EXPECT_EQ(plan.at("b").offset_ns, 170 * kMs);
+  EXPECT_EQ(skipped, 5u);  // huge, negative, wide, nan, and the status whose jobs are no list
+  EXPECT_TRUE(LastPlanOf(nlohmann::json::array()).empty());
+  EXPECT_TRUE(LastPlanOf(nlohmann::json{{"items", 3}}).empty());
 }
 
 TEST(Kubernetes, ExtenderCountersAreCollectedAtEachScrape) {

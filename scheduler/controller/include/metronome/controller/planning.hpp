@@ -6,6 +6,7 @@
 // the scheduler service nor the simulator's Metronome includes a planner header.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -122,6 +123,13 @@ class PlanningAdapter {
   RoundOutcome PlanRound(const std::vector<PlanJob>& batch, const std::vector<PlanJob>& widen);
   void ReplanAll(const std::vector<PlanJob>& jobs);
   bool Contains(uint64_t id) const;
+  // Where a previous leader ran its jobs (gated timetables by job name, offsets from the
+  // configured epoch), until `until`: a batch with such a job is planned as a whole, each of
+  // them treated as running where it ran (it stays there unless a higher-priority job needs the
+  // place or moving pays), so that a scheduler that takes over leaves the jobs in their slots.
+  // An entry is used once.
+  void Inherit(std::map<std::string, Timetable> timetables,
+               std::chrono::steady_clock::time_point until);
 
   PlanSummary Summary() const;
   uint64_t Generation() const { return generation_; }
@@ -150,6 +158,10 @@ class PlanningAdapter {
 
  private:
   struct Impl;
+  struct Add;
+  bool PlanInherited(const std::vector<Add>& adds,
+                     std::vector<std::pair<uint64_t, std::string>>& refused);
+
   std::unique_ptr<Impl> impl_;
   uint64_t generation_ = 0;
 };

@@ -44,6 +44,7 @@ Resource Nodes();
 Resource Pods();
 Resource TrafficProfiles();  // metronome.dev/v1alpha1, namespaced
 Resource LinkSchedules();    // metronome.dev/v1alpha1, cluster-scoped
+Resource Leases();           // coordination.k8s.io/v1, namespaced (leader election)
 }  // namespace resources
 
 struct ListOptions {

@@ -69,6 +69,12 @@ struct KubernetesConfig {
   // know on the hello's node and in the hello's job; the job's priority is then the pod's
   // spec.priority. Off: the shim's environment decides both (docs/kubernetes.md).
   bool verify_pods = true;
+  // The API server outside a pod (a scheduler on a control-plane node, tests): its URL, a file
+  // with a bearer token and the CA that signs its certificate. Empty: the in-cluster
+  // configuration (service-account token, KUBERNETES_SERVICE_HOST/PORT).
+  std::string api_server;
+  std::string token_file;
+  std::string ca_file;
 };
 
 struct ServiceConfig {

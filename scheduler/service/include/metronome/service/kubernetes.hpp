@@ -7,6 +7,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -15,10 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "metronome/common/timetable.hpp"
 #include "metronome/extender/extender.hpp"
 #include "metronome/extender/state.hpp"
 #include "metronome/kube/config.hpp"
 #include "metronome/kube/resources.hpp"
+#include "metronome/kube/result.hpp"
 #include "metronome/service/config.hpp"
 #include "metronome/service/service.hpp"
 
@@ -41,6 +44,18 @@ extender::ClusterState ToClusterState(const ClusterView& view);
 std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> LinkSchedulesOf(
     const ClusterView& view, const nlohmann::json& links);
 
+// How to reach the API server: kubernetes.api_server (with its token and CA files) when set,
+// else the in-cluster configuration.
+kube::Result<kube::ClientConfig> ApiServerConfig(const KubernetesConfig& cfg);
+
+// The plan a leader left in the LinkSchedules' status: each gated job's timetable by job name
+// (offsets from the configured epoch). Entries that are no usable timetable are skipped and
+// counted in `skipped`.
+kube::Result<std::map<std::string, Timetable>> ReadLastPlan(kube::Client& client,
+                                                            size_t* skipped = nullptr);
+// The same from a LinkSchedule list already read.
+std::map<std::string, Timetable> LastPlanOf(const nlohmann::json& list, size_t* skipped = nullptr);
+
 class KubernetesSync {
  public:
   // Mounts the extender's routes (/extender/filter, /extender/prioritize) on the service's HTTP
@@ -50,9 +65,9 @@ class KubernetesSync {
   KubernetesSync(const KubernetesSync&) = delete;
   KubernetesSync& operator=(const KubernetesSync&) = delete;
 
-  // With kubernetes.enabled: reads the in-cluster configuration and starts the caches and the
-  // LinkSchedule writer. Returns false (after logging an error) when the configuration cannot be
-  // read; the extender then works from the service's state alone (and with verify_pods no hello
+  // With kubernetes.enabled: reads the configuration (ApiServerConfig) and starts the caches and
+  // the LinkSchedule writer. Returns false (after logging an error) when the configuration cannot
+  // be read; the extender then works from the service's state alone (and with verify_pods no hello
   // registers: the shims run ungated).
   bool Start();
   // The same against a given API server (out-of-cluster runs, tests).

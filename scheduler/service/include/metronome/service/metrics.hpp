@@ -60,6 +60,7 @@ class Metrics {
   prometheus::Gauge& Ranks() { return *ranks_; }
   prometheus::Gauge& Clients() { return *clients_; }
   prometheus::Gauge& Links() { return *links_; }
+  prometheus::Gauge& Leader() { return *leader_; }
   prometheus::Gauge& LinkPlannedUtilization(const std::string& link);
   prometheus::Gauge& LinkMeasuredUtilization(const std::string& link);
   prometheus::Gauge& LinkMinCushion(const std::string& link);
@@ -126,6 +127,7 @@ class Metrics {
   prometheus::Gauge* ranks_;
   prometheus::Gauge* clients_;
   prometheus::Gauge* links_;
+  prometheus::Gauge* leader_;
 };
 
 // The kube-scheduler extender's counters as metric families (metronome_extender_*): calls, 400s

@@ -69,7 +69,18 @@ class Service {
   // Binds both endpoints and starts the threads. Throws ConfigError (bad keys) or
   // std::runtime_error (cannot bind).
   void Start();
+  // A standby replica (leader election, leadership.hpp): serves HTTP only. /healthz answers,
+  // /readyz is 503 (a Kubernetes Service then sends the shims to the leader alone), the shims'
+  // endpoint is not bound and nothing plans. Start() later makes it the leader.
+  void StartStandby();
   void Stop();
+  // Whether Start() ran: this replica plans and serves the shims.
+  bool Leading() const { return leading_.load(); }
+
+  // The jobs the previous leader planned (by name; timetables at the configured epoch), read by
+  // a new leader before Start(): a job of one of these names that registers within `for_ms` is
+  // planned where it ran, unless moving pays (controller's PlanningAdapter::Inherit).
+  void InheritPlan(std::map<std::string, Timetable> timetables, int64_t for_ms);
 
   std::string ZmqEndpoint() const;  // resolved (wildcard ports)
   int HttpPort() const { return http_->Port(); }
@@ -115,6 +126,8 @@ class Service {
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<Endpoint> endpoint_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> leading_{false};
+  bool http_started_ = false;
   int64_t started_ns_ = 0;
   std::function<void(const ClusterView&)> plan_listener_;
   uint64_t notified_version_ = UINT64_MAX;
