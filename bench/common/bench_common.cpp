@@ -113,8 +113,11 @@ void BmGateDecision(benchmark::State& state) {
 BENCHMARK(BmGateDecision);
 
 // The ranked gate with state.range(0) higher-ranked windows of unrelated periods (duty 1/32
-// each: with 16 of them half the time is someone's window, and most arrivals move past one).
-void BmRankedGateDecision(benchmark::State& state) {
+// each: with 16 of them half the time is someone's window, and most arrivals move past one),
+// as the host gate decides: through the communicator's cursor (YieldCursor), arrivals in time
+// order. BmRankedGateDecisionFromScratch: the same decisions without a cursor (the device
+// kernel's and the simulator's way).
+void RankedGateDecision(benchmark::State& state, bool cursor) {
   const Timetable tt{3, 1'700'000'000'000'000'000, 180'000'000, 0, 180'000'000, 0, 0};
   YieldSet y;
   y.epoch_ns = tt.epoch_ns;
@@ -127,14 +130,24 @@ void BmRankedGateDecision(benchmark::State& state) {
   }
   ValidateYieldSet(y);
   int64_t now = 1'700'000'123'456'789'000;
+  YieldCursor c;
+  FollowVersion(c, tt.version);
   for (auto _ : state) {
     benchmark::DoNotOptimize(now);
-    GateDecision d = DecideRankedGate(tt, y, now, kDefaultMaxWaitCapNs);
+    GateDecision d =
+        DecideRankedGate(tt, y, now, kDefaultMaxWaitCapNs, false, y.need_ns, cursor ? &c : nullptr);
     benchmark::DoNotOptimize(d);
     now += 7'919'011;  // arrivals spread over the windows' phases
   }
 }
+void BmRankedGateDecision(benchmark::State& state) {
+  RankedGateDecision(state, true);
+}
+void BmRankedGateDecisionFromScratch(benchmark::State& state) {
+  RankedGateDecision(state, false);
+}
 BENCHMARK(BmRankedGateDecision)->Arg(0)->Arg(1)->Arg(4)->Arg(16);
+BENCHMARK(BmRankedGateDecisionFromScratch)->Arg(16);
 
 void BmValidateTimetable(benchmark::State& state) {
   const Timetable raw{3,        1'700'000'000'000'000'000, 180'000'000, -3'000'000, 400'000'000, -1,

@@ -43,6 +43,9 @@ struct YieldRequest {
   const YieldSet* yields = nullptr;  // nullptr or count 0: none
   int64_t need_ns = 0;
   bool phase_start = true;
+  // The caller's cursor over the windows (common's YieldCursor), following the timetable's
+  // version; nullptr: none (the same decision, each time from scratch).
+  YieldCursor* cursor = nullptr;
 };
 GateDecision DecideHostGate(const Timetable& tt, const YieldRequest& y, int64_t now_local_ns,
                             int64_t server_minus_local_ns, int64_t max_wait_cap_ns,

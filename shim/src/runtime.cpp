@@ -372,7 +372,7 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
   if (set) {
     const WirePace pace{st->ns_per_byte.load(std::memory_order_relaxed)};
     y = {&*set, PacedNeed(*set, pace, bytes, st->phase_bytes.load(std::memory_order_relaxed)),
-         phase_start};
+         phase_start, &st->yield_cursor};
   }
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
   if (st->device_gate) {  // also on the legacy default stream (0)

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "metronome/common/yield.hpp"
 #include "phase_tracker.hpp"
 #include "rhythm.hpp"
 #include "spsc_ring.hpp"
@@ -96,6 +97,9 @@ struct CommState {
   std::atomic<uint64_t> first_key{0};
   std::atomic<int64_t> merge_below_ns{0};
   std::atomic<uint64_t> phase_bytes{0};  // the tracker's bytes per phase (0: not known yet)
+  // Caller's thread: the host gate's cursor over the windows it yields to (placed here, before
+  // the next cache-line aligned member, as it is one itself).
+  YieldCursor yield_cursor;
   SpscRing<CollEvent, 1024> ring;
   // Background thread only.
   PhaseTracker tracker;

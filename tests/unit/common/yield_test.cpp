@@ -170,6 +170,54 @@ TEST(RankedGate, UnrelatedPeriodsLeaveAGapThatMeetsNone) {
   }
 }
 
+// The host gate's cursor is a cache: through it every decision is the one made from scratch
+// (which the device kernel and the simulator make), over random sets of up to 16 windows (periods
+// from 100 µs to 0.5 s, any duty), needs, limits and arrival times, in time order with now and
+// then a step back (a clock step: the cursor starts over), and with a new set under a new
+// version.
+TEST(YieldCursor, DecidesExactlyAsFromScratch) {
+  std::mt19937_64 rng(11);
+  const auto uniform = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  YieldCursor c;
+  uint64_t compared = 0, waited = 0;
+  for (uint64_t version = 1; version <= 3000; ++version) {
+    YieldSet y;
+    y.epoch_ns = kEpoch + uniform(-kEpoch / 2, kEpoch / 2);
+    y.count = static_cast<uint32_t>(uniform(1, kMaxYieldWindows));
+    y.need_ns = uniform(0, 100 * kMs);
+    y.max_wait_ns = uniform(0, 2'000 * kMs);
+    y.tolerance_ns = uniform(0, 2) == 0 ? uniform(0, 5 * kMs) : 0;
+    for (uint32_t i = 0; i < y.count; ++i) {
+      const int64_t p = uniform(version % 3 == 0 ? 100'000 : 50 * kMs, 500 * kMs);
+      y.windows[i] = {p, uniform(0, p - 1), uniform(1, p - 1)};
+    }
+    ASSERT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
+    FollowVersion(c, version);
+    Timetable tt = AlwaysOpenTimetable(uniform(100 * kMs, 400 * kMs));
+    tt.version = version;
+    int64_t now = y.epoch_ns + uniform(-10'000 * kMs, 10'000 * kMs);
+    for (int call = 0; call < 50; ++call) {
+      const int64_t need = uniform(0, 120 * kMs);
+      const int64_t limit = now + uniform(0, 1'000 * kMs);
+      ASSERT_EQ(NextClearStart(y, c, now, need, limit), NextClearStart(y, now, need, limit))
+          << "version " << version << " call " << call;
+      const GateDecision fresh = DecideRankedGate(tt, y, now, 1'000 * kMs, false, need);
+      const GateDecision cached = DecideRankedGate(tt, y, now, 1'000 * kMs, false, need, &c);
+      ASSERT_EQ(cached.action, fresh.action);
+      ASSERT_EQ(cached.until_ns, fresh.until_ns) << "version " << version << " call " << call;
+      ASSERT_EQ(DecideYield(y, now, need, 1'000 * kMs, &c).until_ns,
+                DecideYield(y, now, need, 1'000 * kMs).until_ns);
+      waited += fresh.yielded ? 1 : 0;
+      ++compared;
+      now += uniform(0, 9) == 0 ? -uniform(0, 300 * kMs) : uniform(0, 300 * kMs);
+    }
+  }
+  EXPECT_EQ(compared, 150'000u);
+  EXPECT_GT(waited, compared / 4) << "the sets must make most arrivals yield";
+}
+
 TEST(RankedGate, YieldsOnTopOfTheTimetablesOwnWait) {
   // Own timetable: window at 100 ms of every 300; a higher window [100, 130) of every 280 ms
   // (offset 100) sits on it. The phase waits for its window, then for the higher one to pass.
