@@ -131,7 +131,7 @@ void RankedGateDecision(benchmark::State& state, bool cursor) {
   ValidateYieldSet(y);
   int64_t now = 1'700'000'123'456'789'000;
   YieldCursor c;
-  FollowVersion(c, tt.version);
+  FollowSet(c, tt.version);
   for (auto _ : state) {
     benchmark::DoNotOptimize(now);
     GateDecision d =

@@ -38,7 +38,6 @@ GateDecision DecideHostGate(const Timetable& tt, const YieldRequest& y, int64_t 
                             bool realign) noexcept {
   const int64_t now_server = SaturatingAdd(now_local_ns, server_minus_local_ns);
   const YieldSet& set = y.yields != nullptr ? *y.yields : kNoYields;
-  if (y.cursor != nullptr) FollowVersion(*y.cursor, tt.version);
   GateDecision d =
       y.phase_start
           ? DecideRankedGate(tt, set, now_server, max_wait_cap_ns, realign, y.need_ns, y.cursor)

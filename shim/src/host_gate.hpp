@@ -43,8 +43,8 @@ struct YieldRequest {
   const YieldSet* yields = nullptr;  // nullptr or count 0: none
   int64_t need_ns = 0;
   bool phase_start = true;
-  // The caller's cursor over the windows (common's YieldCursor), following the timetable's
-  // version; nullptr: none (the same decision, each time from scratch).
+  // The caller's cursor over the windows (common's YieldCursor), following this set
+  // (FollowSet); nullptr: none (the same decision, each time from scratch).
   YieldCursor* cursor = nullptr;
 };
 GateDecision DecideHostGate(const Timetable& tt, const YieldRequest& y, int64_t now_local_ns,

@@ -357,8 +357,9 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
   Timetable tt;
   // Most jobs yield to nothing: the set (600 bytes) is neither read nor even zeroed for them.
   std::optional<YieldSet> set;
+  uint64_t publication = 0;
   if (st->job->store.MayYield()) {
-    if (!st->job->store.Read(tt, set.emplace())) return 0;  // no timetable: go
+    if (!st->job->store.Read(tt, set.emplace(), &publication)) return 0;  // no timetable: go
   } else if (!st->job->store.Read(tt)) {
     return 0;
   }
@@ -370,6 +371,7 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
   if (yields.count == 0 && (!phase_start || AlwaysOpen(tt))) return 0;
   YieldRequest y{nullptr, 0, phase_start};
   if (set) {
+    FollowSet(st->yield_cursor, publication);
     const WirePace pace{st->ns_per_byte.load(std::memory_order_relaxed)};
     y = {&*set, PacedNeed(*set, pace, bytes, st->phase_bytes.load(std::memory_order_relaxed)),
          phase_start, &st->yield_cursor};

@@ -58,10 +58,14 @@ class TimetableStore {
 
   // Any number of readers. False when there is no timetable, or when a writer kept it busy for
   // all the retries (then the caller goes ungated, which is always safe).
-  bool Read(Timetable& out) const noexcept { return ReadInto(out, nullptr); }
+  bool Read(Timetable& out) const noexcept { return ReadInto(out, nullptr, nullptr); }
 
-  // The timetable and its yields, read together (count 0: none).
-  bool Read(Timetable& out, YieldSet& yields) const noexcept { return ReadInto(out, &yields); }
+  // The timetable and its yields, read together (count 0: none). `publication`: which write
+  // they came from (different for every Publish and Clear, until 2^31 of them): what a gate's
+  // YieldCursor follows, as a new scheduler may number its timetables from 1 again.
+  bool Read(Timetable& out, YieldSet& yields, uint64_t* publication = nullptr) const noexcept {
+    return ReadInto(out, &yields, publication);
+  }
 
   // Whether the last published timetable came with windows to yield to: one relaxed load, for
   // the caller's path to skip the yields (and their 600 bytes) when there are none. A stale
@@ -74,7 +78,7 @@ class TimetableStore {
   }
 
  private:
-  bool ReadInto(Timetable& out, YieldSet* yields) const noexcept {
+  bool ReadInto(Timetable& out, YieldSet* yields, uint64_t* publication) const noexcept {
     for (int attempt = 0; attempt < 16; ++attempt) {
       const uint32_t s1 = seq_.load(std::memory_order_acquire);
       if (s1 & 1u) continue;
@@ -88,7 +92,10 @@ class TimetableStore {
       out.max_wait_ns = f_[6].load(std::memory_order_relaxed);
       if (yields != nullptr) ReadYields(*yields);
       std::atomic_thread_fence(std::memory_order_acquire);
-      if (seq_.load(std::memory_order_relaxed) == s1) return valid != 0;
+      if (seq_.load(std::memory_order_relaxed) == s1) {
+        if (publication != nullptr) *publication = s1;
+        return valid != 0;
+      }
     }
     return false;
   }

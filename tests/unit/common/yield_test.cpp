@@ -194,7 +194,7 @@ TEST(YieldCursor, DecidesExactlyAsFromScratch) {
       y.windows[i] = {p, uniform(0, p - 1), uniform(1, p - 1)};
     }
     ASSERT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
-    FollowVersion(c, version);
+    FollowSet(c, version);
     Timetable tt = AlwaysOpenTimetable(uniform(100 * kMs, 400 * kMs));
     tt.version = version;
     int64_t now = y.epoch_ns + uniform(-10'000 * kMs, 10'000 * kMs);

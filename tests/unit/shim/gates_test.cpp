@@ -97,6 +97,36 @@ TEST(TimetableStore, PublishesTheYieldsWithTheTimetable) {
   EXPECT_EQ(yields.count, 0u);
 }
 
+// A new scheduler numbers its timetables from 1 again: the host gate's cursor follows the
+// store's publication, so the same version with other windows is not decided from the old ones.
+TEST(TimetableStore, EveryPublicationIsNewToTheGatesCursor) {
+  TimetableStore store;
+  const Timetable t = Tt(1000 * kMs, 300 * kMs, 300 * kMs, 0, 0);
+  YieldSet moved = HigherWindow(10 * kMs, 300 * kMs);  // the window [1000, 1080)
+  moved.windows[0].offset_ns = 30 * kMs;               // ... now [1030, 1110)
+  store.Publish(t, HigherWindow(10 * kMs, 300 * kMs));
+  Timetable got;
+  YieldSet yields;
+  uint64_t first = 0, second = 0;
+  ASSERT_TRUE(store.Read(got, yields, &first));
+  YieldCursor cursor;
+  FollowSet(cursor, first);
+  // Local = scheduler time here: at 1020 the window holds the phase to 1080.
+  EXPECT_EQ(DecideHostGate(t, YieldRequest{&yields, 10 * kMs, true, &cursor}, 1020 * kMs, 0,
+                           1000 * kMs, false)
+                .until_ns,
+            1080 * kMs);
+  store.Publish(t, moved);  // the same version, the window moved
+  ASSERT_TRUE(store.Read(got, yields, &second));
+  EXPECT_NE(second, first);
+  FollowSet(cursor, second);
+  // [1020, 1030) is clear now: the phase goes, as it does without a cursor.
+  EXPECT_EQ(DecideHostGate(t, YieldRequest{&yields, 10 * kMs, true, &cursor}, 1020 * kMs, 0,
+                           1000 * kMs, false)
+                .action,
+            GateAction::kGoNow);
+}
+
 TEST(HostGate, FailsOpenBeyondMaxWaitAndTheLocalCap) {
   const Timetable t = Tt(0, 100 * kMs, 10 * kMs, 5 * kMs, 80 * kMs);
   EXPECT_EQ(DecideHostGate(t, 1010 * kMs, 0, 1000 * kMs).action, GateAction::kFailOpen);  // 90 > 80

@@ -185,10 +185,10 @@ METRONOME_HD constexpr int64_t NextClearStart(const YieldSet& y, int64_t from, i
 // decision's time, and the windows in the order those open. A later decision moves the ended
 // occurrences on by a period each (an addition, not a multiplication), and finds the gap in one
 // pass in time order instead of going round all windows after every move. Owned by one caller
-// (the host gate's communicator: NCCL calls a communicator from one thread); valid for the set
-// of one timetable version (FollowVersion). Cache-line aligned: it is the gate's working set.
+// (the host gate's communicator: NCCL calls a communicator from one thread); valid for one set
+// (FollowSet). Cache-line aligned: it is the gate's working set.
 struct alignas(64) YieldCursor {
-  uint64_t version = 0;  // the timetable version whose set it follows
+  uint64_t set_id = 0;  // the set it follows (FollowSet)
   bool built = false;
   uint32_t count = 0;
   int64_t from = 0;                      // the occurrences end after this
@@ -196,10 +196,12 @@ struct alignas(64) YieldCursor {
   uint8_t order[kMaxYieldWindows] = {};  // windows by open[]
 };
 
-// Points the cursor at the set that came with timetable `version`: another set empties it.
-METRONOME_HD constexpr void FollowVersion(YieldCursor& c, uint64_t version) {
-  if (c.version == version) return;
-  c.version = version;
+// Points the cursor at set `set_id`, whatever changes whenever the set may have (the shim: the
+// timetable store's publication; not the timetable version alone, which a new scheduler starts
+// again): another id empties it.
+METRONOME_HD constexpr void FollowSet(YieldCursor& c, uint64_t set_id) {
+  if (c.set_id == set_id && c.built) return;
+  c.set_id = set_id;
   c.built = false;
 }
 
