@@ -102,8 +102,12 @@ void Leadership::TakeOver() {
       spdlog::warn("leader election: cannot read the last plan ({}); planning afresh",
                    plan.GetError().ToString());
     }
-    kube_.Start(api_);
   }
+  // Reading the last plan may take a while on a large cluster: renew before anything starts, so
+  // that a replica whose lease ran out meanwhile never writes or plans.
+  const auto still = elector_->TryAcquireOrRenew();
+  if (!still || !*still) Abdicate("the lease was lost while taking over");
+  if (service_.Config().kubernetes.enabled) kube_.Start(api_);
   service_.Start();
 }
 
