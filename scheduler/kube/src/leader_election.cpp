@@ -109,6 +109,7 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
 }
 
 Result<bool> LeaderElector::Write(const Json& body, bool existing) {
+  const auto sent = steady_clock::now();  // the record changes no earlier than this
   auto written =
       existing ? client_.MergePatch(resources::Leases(), config_.namespace_name, config_.name, body)
                : client_.Create(resources::Leases(), config_.namespace_name, body);
@@ -118,7 +119,9 @@ Result<bool> LeaderElector::Write(const Json& body, bool existing) {
   }
   observed_spec_ = written->value("spec", Json::object());
   observed_at_ = steady_clock::now();
-  return StringAt(observed_spec_, "holderIdentity") == config_.identity;
+  const bool ours = StringAt(observed_spec_, "holderIdentity") == config_.identity;
+  if (ours) renewed_at_ = sent;
+  return ours;
 }
 
 bool LeaderElector::Acquire(const std::stop_token& stop) {
@@ -137,13 +140,9 @@ bool LeaderElector::Acquire(const std::stop_token& stop) {
 }
 
 bool LeaderElector::Renew(const std::stop_token& stop) {
-  auto renewed = steady_clock::now();
   while (!WaitOrStop(stop, config_.retry_period)) {
     const auto r = TryAcquireOrRenew();
-    if (r && *r) {
-      renewed = steady_clock::now();
-      continue;
-    }
+    if (r && *r) continue;
     if (r) {
       spdlog::error("leader election: lease {}/{} now held by {}", config_.namespace_name,
                     config_.name, StringAt(observed_spec_, "holderIdentity"));
@@ -151,13 +150,17 @@ bool LeaderElector::Renew(const std::stop_token& stop) {
     }
     spdlog::warn("leader election: renewing lease {}/{}: {}", config_.namespace_name, config_.name,
                  r.GetError().ToString());
-    if (steady_clock::now() - renewed >= config_.renew_deadline) {
+    if (!WithinRenewDeadline()) {
       spdlog::error("leader election: lease {}/{} not renewed for {} ms", config_.namespace_name,
                     config_.name, config_.renew_deadline.count());
       return false;
     }
   }
   return true;
+}
+
+bool LeaderElector::WithinRenewDeadline() const {
+  return steady_clock::now() - renewed_at_ < config_.renew_deadline;
 }
 
 Status LeaderElector::Release() {

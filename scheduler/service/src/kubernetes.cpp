@@ -225,10 +225,11 @@ std::map<std::string, Timetable> LastPlanOf(const nlohmann::json& list, size_t* 
       continue;
     }
     for (const kube::LinkScheduleJob& j : status->jobs) {
-      if (j.best_effort || !(j.period_ms > 0)) continue;  // ungated: nothing to keep
+      if (j.best_effort || j.period_ms == 0) continue;  // ungated or unplanned: no slot
       // Checked before the conversion: a double far beyond int64 would not convert.
       const double max_ms = static_cast<double>(limits.max_period_ns) / kNsPerMs;
-      if (!(j.period_ms <= max_ms) || !(j.window_ms > 0 && j.window_ms < j.period_ms) ||
+      if (!(j.period_ms > 0 && j.period_ms <= max_ms) ||
+          !(j.window_ms > 0 && j.window_ms < j.period_ms) ||
           !(j.offset_ms >= 0 && j.offset_ms < j.period_ms) ||
           !(j.late_slack_ms >= 0 && j.late_slack_ms <= j.period_ms)) {
         ++bad;

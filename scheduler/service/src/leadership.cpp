@@ -103,10 +103,9 @@ void Leadership::TakeOver() {
                    plan.GetError().ToString());
     }
   }
-  // Reading the last plan may take a while on a large cluster: renew before anything starts, so
-  // that a replica whose lease ran out meanwhile never writes or plans.
-  const auto still = elector_->TryAcquireOrRenew();
-  if (!still || !*still) Abdicate("the lease was lost while taking over");
+  // Reading the last plan may take a while on a large cluster and renews nothing: a replica past
+  // its renew deadline may have lost the Lease meanwhile, so it never writes or plans.
+  if (!elector_->WithinRenewDeadline()) Abdicate("the lease may have expired while taking over");
   if (service_.Config().kubernetes.enabled) kube_.Start(api_);
   service_.Start();
 }

@@ -125,14 +125,17 @@ TEST(LeaderElection, ALeaderThatCannotRenewGivesUpWithinTheRenewDeadline) {
   cfg.max_attempts = 1;
   Client ca(cfg);
   LeaderElector a(ca, Election("a"));
+  EXPECT_FALSE(a.WithinRenewDeadline()) << "never written";
+  const auto start = std::chrono::steady_clock::now();  // no later than the write was sent
   ASSERT_TRUE(*a.TryAcquireOrRenew());
+  EXPECT_TRUE(a.WithinRenewDeadline());
   api.FailNext(1000, 503);
-  const auto start = std::chrono::steady_clock::now();
   std::stop_source never;
   EXPECT_FALSE(a.Renew(never.get_token()));
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_GE(took, 600ms);
   EXPECT_LT(took, 1'000ms) << "it must stop before the lease expires for the others";
+  EXPECT_FALSE(a.WithinRenewDeadline());
 }
 
 TEST(LeaderElection, ALeaderThatFindsAnotherHolderGivesUp) {

@@ -191,7 +191,6 @@ class Scheduler {
   }
   int Stop() { return Kill(SIGTERM); }
   int Kill(int sig) { return proc_ ? proc_->Kill(sig) : -1; }
-  bool Running() { return proc_ && proc_->Running(); }
   bool Ready() const { return ready_; }
   std::string Endpoint() const { return "tcp://127.0.0.1:" + std::to_string(zmq_port_); }
   int HttpPort() const { return http_port_; }

@@ -160,7 +160,7 @@ TEST(Kubernetes, LastPlanFromTheLinkSchedules) {
         {{"status",
           {{"jobs",
             {job("huge", 1e300, 0, 1), job("negative", 100, -1, 10), job("wide", 100, 0, 100),
-             job("nan", 100, 0, std::nan(""))}}}}},
+             job("nan", 100, 0, std::nan("")), job("backwards", -100, 0, 10)}}}}},
         {{"status", {{"jobs", "not a list"}}}},
         {{"metadata", {{"name", "no-status"}}}}}}};
   size_t skipped = 0;
@@ -173,7 +173,8 @@ TEST(Kubernetes, LastPlanFromTheLinkSchedules) {
   EXPECT_EQ(a.late_slack_ns, 2'500'000);
   EXPECT_EQ(a.max_wait_ns, a.period_ns - a.window_ns);
   EXPECT_EQ(plan.at("b").offset_ns, 170 * kMs);
-  EXPECT_EQ(skipped, 5u);  // huge, negative, wide, nan, and the status whose jobs are no list
+  // huge, negative, wide, nan, backwards, and the status whose jobs are no list
+  EXPECT_EQ(skipped, 6u);
   EXPECT_TRUE(LastPlanOf(nlohmann::json::array()).empty());
   EXPECT_TRUE(LastPlanOf(nlohmann::json{{"items", 3}}).empty());
 }

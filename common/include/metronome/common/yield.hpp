@@ -200,7 +200,7 @@ struct alignas(64) YieldCursor {
 // timetable store's publication; not the timetable version alone, which a new scheduler starts
 // again): another id empties it.
 METRONOME_HD constexpr void FollowSet(YieldCursor& c, uint64_t set_id) {
-  if (c.set_id == set_id && c.built) return;
+  if (c.set_id == set_id) return;
   c.set_id = set_id;
   c.built = false;
 }

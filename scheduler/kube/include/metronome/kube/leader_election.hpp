@@ -50,6 +50,10 @@ class LeaderElector {
   // false when leadership was lost: no successful renewal for the renew deadline, or another
   // holder in the record.
   bool Renew(const std::stop_token& stop);
+  // Whether this replica's last successful write of the Lease was sent less than a renew
+  // deadline ago: until then no other candidate can have taken it (it waits a lease duration
+  // from when it saw that write).
+  bool WithinRenewDeadline() const;
   // On a clean stop: empties the holder so that a standby takes over at its next retry instead
   // of waiting out the lease.
   Status Release();
@@ -64,6 +68,7 @@ class LeaderElector {
   LeaderElectionConfig config_;
   nlohmann::json observed_spec_;  // the Lease's spec as last read or written
   std::chrono::steady_clock::time_point observed_at_{};
+  std::chrono::steady_clock::time_point renewed_at_{};  // when our last write was sent
 };
 
 }  // namespace metronome::kube
