@@ -52,7 +52,7 @@ struct Job {
   double remaining = 0.0;   // bytes left in the current transfer, as of rate_t
   double rate = 0.0;
   double rate_t = 0.0;
-  int flow = -1;  // index in the active flow list
+  std::uint64_t event_seq = 0;  // its entry in the engine's event queue
   // A yielding job's phase in collectives: bytes per collective (0: one flow, no pauses), the
   // bytes of this phase, and `remaining` at the end of the current collective.
   double collective_bytes = 0.0;

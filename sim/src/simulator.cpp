@@ -7,13 +7,14 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <queue>
 #include <random>
 #include <stdexcept>
 
 #include "engine_job.hpp"
 #include "metronome/common/timetable.hpp"
 #include "metronome/common/yield.hpp"
-#include "metronome/sim/max_min.hpp"
+#include "metronome/sim/flow_network.hpp"
 #include "metronome/sim/placement.hpp"
 
 namespace metronome::sim {
@@ -41,7 +42,11 @@ std::int64_t ToNs(double s) {
 class Engine {
  public:
   Engine(const Scenario& s, const PolicyConfig& p, const RunOptions& o)
-      : scenario_(s), policy_(p), options_(o), cluster_(Cluster::FromScenario(s)) {
+      : scenario_(s),
+        policy_(p),
+        options_(o),
+        cluster_(Cluster::FromScenario(s)),
+        network_(Capacities(cluster_), policy_.traffic_classes) {
     models_ = DefaultModelLookup();
     free_gpus_.resize(cluster_.nodes.size());
     for (std::size_t n = 0; n < cluster_.nodes.size(); ++n) free_gpus_[n] = cluster_.nodes[n].gpus;
@@ -68,10 +73,9 @@ class Engine {
       }
       total_iterations_ += static_cast<double>(s.jobs[i].iterations);
     }
-    capacity_.reserve(cluster_.links.size());
-    for (const auto& l : cluster_.links) capacity_.push_back(l.capacity_bytes_per_s);
     link_rate_.assign(cluster_.links.size(), 0.0);
     link_flows_.assign(cluster_.links.size(), 0);
+    link_settled_.assign(cluster_.links.size(), 0.0);
     totals_.transfer_s.assign(cluster_.links.size(), 0.0);
     totals_.overlap_s.assign(cluster_.links.size(), 0.0);
     totals_.bytes.assign(cluster_.links.size(), 0.0);
@@ -97,10 +101,8 @@ class Engine {
       double t_next =
           next_arrival < order.size() ? jobs_[order[next_arrival]].spec->arrival_s : kInf;
       // NOLINTEND(bugprone-narrowing-conversions)
-      for (std::size_t i : running_) {
-        const Job& j = jobs_[i];
-        t_next = std::min(t_next, j.state == State::kComm ? j.CommEnd() : j.phase_end);
-      }
+      DropStaleEvents();
+      if (!events_due_.empty()) t_next = std::min(t_next, events_due_.top().t);
       if (t_next == kInf) {
         throw std::runtime_error("job '" + jobs_[queue_.front()].spec->name +
                                  "' can never be placed (not enough free GPUs)");
@@ -117,10 +119,10 @@ class Engine {
       }
       // Phase transitions due now, in job index order (deterministic).
       due_.clear();
-      for (std::size_t i : running_) {
-        const Job& j = jobs_[i];
-        const double t = j.state == State::kComm ? j.CommEnd() : j.phase_end;
-        if (t <= now_ + kEps) due_.push_back(i);
+      for (DropStaleEvents(); !events_due_.empty() && events_due_.top().t <= now_ + kEps;
+           DropStaleEvents()) {
+        due_.push_back(events_due_.top().job);
+        events_due_.pop();
       }
       std::sort(due_.begin(), due_.end());
       for (std::size_t i : due_) {
@@ -128,9 +130,10 @@ class Engine {
           ++done;
           placement_needed = true;
         }
+        Schedule(jobs_[i]);
       }
       if (placement_needed) PlaceQueued();
-      if (flows_dirty_) Recompute();
+      UpdateRates();
       if (options_.progress) {
         const double frac = done_iterations_ / std::max(1.0, total_iterations_);
         if (frac - last_progress >= 0.002) {
@@ -140,8 +143,8 @@ class Engine {
       }
     }
     // Flush link accounting.
-    Recompute();
-    for (std::size_t l = 0; l < link_users_.size(); ++l) {
+    for (std::uint32_t l = 0; l < link_users_.size(); ++l) {
+      SettleLink(l);
       if (link_users_[l] > 0) totals_.busy_s[l] += now_ - link_busy_since_[l];
     }
     RunResult r = CollectResults(policy_.name, jobs_, cluster_, totals_);
@@ -348,20 +351,12 @@ class Engine {
     j.rate = 0.0;
     j.rate_t = now_;
     j.phase_end = kInf;
-    j.flow = static_cast<int>(flows_.size());
-    flows_.push_back(j.index);
-    flows_dirty_ = true;
+    network_.Add(static_cast<std::uint32_t>(j.index), j.links, TrafficClass(j.spec->priority));
   }
 
   void RemoveFlow(Job& j) {
-    const auto pos = static_cast<std::size_t>(j.flow);
-    const std::size_t last = flows_.back();
-    flows_[pos] = last;
-    jobs_[last].flow = static_cast<int>(pos);
-    flows_.pop_back();
-    j.flow = -1;
+    network_.Remove(static_cast<std::uint32_t>(j.index));
     j.rate = 0.0;
-    flows_dirty_ = true;
   }
 
   bool EndIteration(Job& j) {
@@ -421,7 +416,8 @@ class Engine {
     j.volume = n > 1 ? 2.0 * (n - 1.0) / n * size : 0.0;
     j.bottleneck_bytes_per_s = kInf;
     for (std::uint32_t l : j.links) {
-      j.bottleneck_bytes_per_s = std::min(j.bottleneck_bytes_per_s, capacity_[l]);
+      j.bottleneck_bytes_per_s =
+          std::min(j.bottleneck_bytes_per_s, cluster_.links[l].capacity_bytes_per_s);
     }
     if (j.links.empty()) j.bottleneck_bytes_per_s = cluster_.intra_node_bytes_per_s;
     j.natural_s = j.compute_s + j.volume / j.bottleneck_bytes_per_s;
@@ -517,46 +513,61 @@ class Engine {
       // Launching: an idle phase that ends in the first compute phase.
       j.state = State::kLaunch;
       j.phase_end = now_ + j.start_delay;
-      return;
+    } else {
+      StartCompute(j);
     }
-    StartCompute(j);
+    Schedule(j);
   }
 
-  void Recompute() {
-    // Settle bytes moved under the old rates.
-    for (std::size_t l : active_links_) {
-      const double dt = now_ - rates_t_;
+  static std::vector<double> Capacities(const Cluster& c) {
+    std::vector<double> capacity;
+    capacity.reserve(c.links.size());
+    for (const auto& l : c.links) capacity.push_back(l.capacity_bytes_per_s);
+    return capacity;
+  }
+
+  // The job's next phase end in the event queue (none while it waits for bandwidth or is done);
+  // the entry it had before is stale from now on.
+  void Schedule(Job& j) {
+    ++j.event_seq;
+    const double t = j.state == State::kComm ? j.CommEnd() : j.phase_end;
+    if (t < kInf) events_due_.push(Event{t, j.index, j.event_seq});
+  }
+
+  void DropStaleEvents() {
+    while (!events_due_.empty() &&
+           events_due_.top().seq != jobs_[events_due_.top().job].event_seq) {
+      events_due_.pop();
+    }
+  }
+
+  // Adds what a link carried since its last change to its totals.
+  void SettleLink(std::uint32_t l) {
+    const double dt = now_ - link_settled_[l];
+    if (link_flows_[l] > 0) {
       totals_.bytes[l] += link_rate_[l] * dt;
       totals_.transfer_s[l] += dt;
       if (link_flows_[l] >= 2) totals_.overlap_s[l] += dt;
-      link_rate_[l] = 0.0;
-      link_flows_[l] = 0;
     }
-    active_links_.clear();
-    rates_t_ = now_;
-    specs_.resize(flows_.size());
-    for (std::size_t f = 0; f < flows_.size(); ++f) {
-      Job& j = jobs_[flows_[f]];
+    link_settled_[l] = now_;
+  }
+
+  // The rates after this event's transfer starts and ends: only the transfers whose rate changed
+  // settle the bytes they moved and get a new completion time.
+  void UpdateRates() {
+    network_.Resolve();
+    for (const std::uint32_t l : network_.ChangedLinks()) {
+      SettleLink(l);
+      link_rate_[l] = network_.LinkRate(l);
+      link_flows_[l] = network_.LinkFlows(l);
+    }
+    for (const std::uint32_t id : network_.ChangedFlows()) {
+      Job& j = jobs_[id];
       j.remaining = std::max(0.0, j.remaining - j.rate * (now_ - j.rate_t));
       j.rate_t = now_;
-      specs_[f].links = j.links;
-      specs_[f].cap = kUnlimited;
-      specs_[f].traffic_class = TrafficClass(j.spec->priority);
+      j.rate = network_.Rate(id);
+      Schedule(j);
     }
-    if (policy_.traffic_classes) {
-      solver_.SolveByClass(capacity_, specs_, rates_);
-    } else {
-      solver_.Solve(capacity_, specs_, rates_);
-    }
-    for (std::size_t f = 0; f < flows_.size(); ++f) {
-      Job& j = jobs_[flows_[f]];
-      j.rate = rates_[f];
-      for (std::uint32_t l : j.links) {
-        if (link_flows_[l]++ == 0) active_links_.push_back(l);
-        link_rate_[l] += j.rate;
-      }
-    }
-    flows_dirty_ = false;
   }
 
   const Scenario& scenario_;
@@ -573,19 +584,22 @@ class Engine {
   std::deque<std::size_t> queue_;
   std::vector<std::size_t> running_;
   std::vector<std::size_t> due_;
-  std::vector<std::size_t> flows_;  // job indices with an active transfer
-  bool flows_dirty_ = false;
-  std::vector<double> capacity_;
-  std::vector<FlowSpec> specs_;
-  std::vector<double> rates_;
-  MaxMinSolver solver_;
+  // Phase ends by time; an entry whose seq is not its job's event_seq any more is stale.
+  struct Event {
+    double t;
+    std::size_t job;
+    std::uint64_t seq;
+    bool operator>(const Event& o) const { return t > o.t; }
+  };
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> events_due_;
+  FlowNetwork network_;
+  // Each link's rate and transfer count since link_settled_ (the network's, as of then).
   std::vector<double> link_rate_;
   std::vector<int> link_flows_;
+  std::vector<double> link_settled_;
   std::vector<int> link_users_;
   LinkTotals totals_;  // the figures per link
   std::vector<double> link_busy_since_;
-  std::vector<std::size_t> active_links_;
-  double rates_t_ = 0.0;
   double now_ = 0.0;
   std::uint64_t events_ = 0;
   double done_iterations_ = 0.0;
