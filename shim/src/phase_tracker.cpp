@@ -115,8 +115,7 @@ void PhaseTracker::UpdateThreshold() {
   if (gaps_.Size() < 3) return;
   int64_t g[kGapHistory];
   const size_t n = gaps_.Size();
-  for (size_t i = 0; i < n; ++i) g[i] = std::max(gaps_[i], kMinGapNs);
-  std::sort(g, g + n);
+  for (size_t i = 0; i < n; ++i) g[i] = std::max(sorted_gaps_[i], kMinGapNs);  // stays sorted
   if (g[n - 1] < 3 * kMinGapNs) {
     threshold_ = default_threshold_;  // back-to-back calls: no structure seen
     return;
@@ -140,20 +139,34 @@ void PhaseTracker::UpdateThreshold() {
   }
 }
 
+void PhaseTracker::PushGap(int64_t gap) {
+  int64_t* const sorted = sorted_gaps_.data();
+  size_t n = gaps_.Size();
+  if (n == kGapHistory) {
+    // The oldest gap leaves the sorted copy too (one equal value, whichever).
+    int64_t* const out = std::lower_bound(sorted, sorted + n, gaps_[0]);
+    std::copy(out + 1, sorted + n, out);
+    --n;
+  }
+  int64_t* const in = std::upper_bound(sorted, sorted + n, gap);
+  std::copy_backward(in, sorted + n, sorted + n + 1);
+  *in = gap;
+  gaps_.Push(gap);
+}
+
 void PhaseTracker::LearnGap(int64_t gap) {
-  int64_t largest = 0;
-  for (size_t i = 0; i < gaps_.Size(); ++i) largest = std::max(largest, gaps_[i]);
+  const int64_t largest = gaps_.Size() > 0 ? sorted_gaps_[gaps_.Size() - 1] : 0;
   const bool far_above = gaps_.Size() >= kGapHistory / 16 && gap > kPauseFactor * largest;
   if (!far_above) {
-    gaps_.Push(gap);
+    PushGap(gap);
     if (set_aside_ != 0 && ++set_aside_age_ >= kGapHistory) set_aside_ = 0;
     return;
   }
   // A second gap of the same kind while the first is still within the history's reach: a
   // structure that recurs (a slower rhythm), so both are learned.
   if (set_aside_ != 0 && gap < kPauseFactor * set_aside_ && set_aside_ < kPauseFactor * gap) {
-    gaps_.Push(set_aside_);
-    gaps_.Push(gap);
+    PushGap(set_aside_);
+    PushGap(gap);
     set_aside_ = 0;
     return;
   }

@@ -142,6 +142,8 @@ class PhaseTracker {
   int64_t MergeBelow() const;
   // Into the gap history, unless it is a pause (kPauseFactor).
   void LearnGap(int64_t gap);
+  // Into gaps_ and, in order, sorted_gaps_ (the oldest leaves both when full).
+  void PushGap(int64_t gap);
 
   int64_t default_threshold_;
   int64_t threshold_;
@@ -153,6 +155,8 @@ class PhaseTracker {
   int64_t last_end_ = 0;
 
   History<int64_t, kGapHistory> gaps_;
+  // gaps_ in ascending order, kept so by each push (UpdateThreshold reads it for every event).
+  std::array<int64_t, kGapHistory> sorted_gaps_{};
   int64_t set_aside_ = 0;  // the latest pause, learned if another like it follows soon
   size_t set_aside_age_ = 0;
   History<int64_t, kStartHistory> starts_;

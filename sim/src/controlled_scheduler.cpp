@@ -119,7 +119,23 @@ class ControlledScheduler final : public TimeScheduler {
     Shim(e, obs, now_ns);
     if (now_ns < e.next_report_ns) return;
     e.next_report_ns = now_ns + ReportInterval();
-    for (auto& [r, rank] : e.job.ranks) Report(e, rank, now_ns);
+    // Every rank's shim has seen the same phases (one tracker stands for them all): one report,
+    // rank by rank.
+    const shim::PhaseEstimate estimate = e.tracker.Estimate();
+    e.may_gate = shim::MayGate(estimate);  // as the shim's background thread decides
+    proto::ProfileReport report;
+    report.job_id = e.job.name;
+    shim::FillProfile(e.tracker, estimate, 0, report);
+    report.clock_error_ns = cluster_.clock_error_ns;
+    report.timetable_version = e.job.timetable.version;
+    report.gated = e.gated;
+    report.late = e.late;
+    report.failed_open = e.failed_open;
+    report.realigned = e.realigned;
+    for (auto& [r, rank] : e.job.ranks) {
+      report.rank = rank.rank;
+      Report(e, report, rank, now_ns);
+    }
     if (!pending_.empty()) PlanRound(now_ns);
   }
 
@@ -219,20 +235,8 @@ class ControlledScheduler final : public TimeScheduler {
     if (obs.realigned) ++e.realigned;
   }
 
-  // One rank's profile report, as the service handles it (Service::HandleReport).
-  void Report(Entry& e, ctl::RankState& rank, std::int64_t now_ns) {
-    proto::ProfileReport r;
-    r.job_id = e.job.name;
-    r.rank = rank.rank;
-    const shim::PhaseEstimate estimate = e.tracker.Estimate();
-    shim::FillProfile(e.tracker, estimate, 0, r);
-    e.may_gate = shim::MayGate(estimate);  // as the shim's background thread decides
-    r.clock_error_ns = cluster_.clock_error_ns;
-    r.timetable_version = e.job.timetable.version;
-    r.gated = e.gated;
-    r.late = e.late;
-    r.failed_open = e.failed_open;
-    r.realigned = e.realigned;
+  // One rank's profile report `r`, as the service handles it (Service::HandleReport).
+  void Report(Entry& e, const proto::ProfileReport& r, ctl::RankState& rank, std::int64_t now_ns) {
     const ctl::ReportVerdict v =
         ctl::ApplyReport(e.job, rank, r, config_.controller, config_.planning, now_ns);
     if (v.first_profile) pending_.push_back({e.job.id, false, false});

@@ -42,6 +42,7 @@ struct PlanningAdapter::Impl {
   pl::PlannerOptions options;
   pl::OnlinePlanner online;
   NodeIndex nodes;
+  std::vector<std::string> topology_defects;
 
   // Where a previous leader ran its jobs (Inherit), by name, until inherited_until.
   std::map<std::string, Timetable> inherited;
@@ -51,7 +52,16 @@ struct PlanningAdapter::Impl {
       : config(cfg),
         options(MakeOptions(cfg)),
         online(BuildTopology(topo), options),
-        nodes(IndexNodes(online.GetTopology(), topo.unknown_nodes_link)) {}
+        nodes(IndexNodes(online.GetTopology(), topo.unknown_nodes_link)),
+        topology_defects(TopologyDefects(online.GetTopology())) {}
+
+  // What is wrong with the topology itself, found once: every job is refused with it (a job's
+  // own check must not copy a topology of thousands of nodes).
+  static std::vector<std::string> TopologyDefects(const pl::Topology& topology) {
+    pl::Problem empty;
+    empty.topology = topology;
+    return pl::Validate(empty);
+  }
 
   static pl::PlannerOptions MakeOptions(const PlanningConfig& cfg) {
     pl::PlannerOptions o;
@@ -157,10 +167,8 @@ struct PlanningAdapter::Impl {
                           " ns)");
     }
     pl::Job job = ToPlanner(j);
-    pl::Problem probe;
-    probe.topology = online.GetTopology();
-    probe.jobs.push_back(job);
-    const auto defects = pl::Validate(probe);
+    std::vector<std::string> defects = topology_defects;
+    pl::ValidateJob(online.GetTopology(), job, defects);
     if (!defects.empty()) throw PlanningError("job " + j.name + ": " + defects.front());
     return job;
   }

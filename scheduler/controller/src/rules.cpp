@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <span>
 
 #include "metronome/controller/overrun.hpp"
 
@@ -108,8 +109,13 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
 
   // Measured phases: ranks of one job report the same phases, so only starts clearly after the
   // last one recorded are new.
-  std::vector<int64_t> starts = report.phase_starts_ns;
-  std::sort(starts.begin(), starts.end());
+  std::span<const int64_t> starts = report.phase_starts_ns;
+  std::vector<int64_t> sorted;  // shims send them oldest first; another sender may not
+  if (!std::is_sorted(starts.begin(), starts.end())) {
+    sorted.assign(starts.begin(), starts.end());
+    std::sort(sorted.begin(), sorted.end());
+    starts = sorted;
+  }
   const int64_t min_gap = job.profile.period_ns > 0 ? job.profile.period_ns / 2 : 1'000'000;
   // An always-open timetable has no window to be late for (DecideGate lets every phase go).
   const bool judged =
