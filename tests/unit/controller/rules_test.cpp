@@ -153,6 +153,18 @@ TEST(Controller, DuplicatePhasesFromOtherRanksAreCountedOnce) {
   EXPECT_EQ(f.job.phases.size(), 4u);
 }
 
+// A sender other than the shim may list its phase starts in any order: they count as in order.
+TEST(Controller, PhaseStartsOutOfOrderAreTakenInOrder) {
+  Fixture f;
+  auto starts = f.Starts(4, 0);
+  std::swap(starts[0], starts[3]);
+  std::swap(starts[1], starts[2]);
+  EXPECT_EQ(f.Apply(f.Report(starts)).new_phases, 4u);
+  ASSERT_EQ(f.job.phases.size(), 4u);
+  for (size_t i = 1; i < 4; ++i) EXPECT_LT(f.job.phases[i - 1].start_ns, f.job.phases[i].start_ns);
+  EXPECT_EQ(f.Apply(f.Report(starts)).new_phases, 0u);
+}
+
 TEST(Controller, PersistentLatenessTriggersOneReplanPerCooldown) {
   Fixture f;
   f.controller.late_reports = 3;
