@@ -10,6 +10,9 @@
   --scaling DIR          (not kept here) writes scale-<nodes>.yaml into DIR: the large cluster's
                          recipe at 64 to 1,024 nodes, with jobs in proportion (2.3 per node), for
                          the simulator-run-time measurement of scripts/evaluate.sh
+  --full-scale FILE      (not kept here: 1.8 MB) writes the full-size cluster into FILE: 8,192
+                         nodes of 8 GPUs in 1,024 racks and 10,000 jobs of 4-256 GPUs arriving over
+                         55 minutes, about one hour of cluster time
   --pairs DIR            (not kept here) writes pair-<gpu>-<model>-<model>.yaml into DIR: every
                          pair of the 13 models (91, a model with itself included) sharing one rack
                          uplink, on A100 and on T4 nodes, for the model-pair sweep of
@@ -19,8 +22,9 @@
                          10 Gbit/s rack-to-rack link, the offered load rising from 0.5 to 2.0,
                          three seeds each, for the load sweep of scripts/evaluate.sh
 
-Usage: /usr/bin/python3 examples/scenarios/generate.py [--scaling DIR | --pairs DIR |
-                                                        --load-sweep DIR]   (from anywhere)
+Usage: /usr/bin/python3 examples/scenarios/generate.py [--scaling DIR | --full-scale FILE |
+                                                        --pairs DIR | --load-sweep DIR]
+(from anywhere)
 Iteration counts are chosen from the model table's compute times so that each job would run for a
 few minutes alone; the simulator itself reads compute times and gradient sizes from the table.
 """
@@ -143,6 +147,43 @@ so that a whole run takes seconds to minutes on two cores.
 """, 512, {"compute_jitter": 0.02, "clock_skew_us": 50, "profile_error": 0.0}, racks, jobs)
 
 
+def full_scale(models, path):
+    """The size the control plane is built for: 8,192 nodes of 8 GPUs (65,536 GPUs) in 1,024 racks
+    of 8, A100 and V100 racks alternating, 100 Gbit/s NICs and 400 Gbit/s rack uplinks to the
+    spine. 10,000 jobs of 4-256 GPUs in 4-GPU pods (sizes that leave half nodes and part racks
+    for later jobs to share) from the model table but DLRM (whose 7 ms iterations would make
+    half of all the events), each 3-8 minutes alone, arriving over 55 minutes: about half of the
+    GPUs busy, one hour of cluster time."""
+    rng = random.Random(8192)
+    racks = []
+    for r in range(1024):
+        gpu = "A100" if r % 2 == 0 else "V100"
+        nodes = [{"name": f"r{r:04d}n{n}", "gpus": 8, "gpu": gpu, "nic_gbps": 100} for n in range(8)]
+        racks.append({"name": f"r{r:04d}", "uplink_gbps": 400, "nodes": nodes})
+    keys = [k for k in models if k != "dlrm"]
+    jobs = []
+    t = 0.0
+    for i in range(10000):
+        model = keys[rng.randrange(len(keys))]
+        gpu = "A100" if rng.random() < 0.5 else "V100"
+        gpus = rng.choices([4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256],
+                           weights=[10, 15, 10, 15, 10, 10, 8, 8, 6, 5, 3])[0]
+        solo = rng.uniform(180, 480)
+        iters = max(50, int(solo / natural_s(models, model, gpu, gpus, 100)))
+        prio = rng.choices(["high", "normal", "low"], weights=[2, 5, 3])[0]
+        jobs.append({"name": f"job{i:05d}", "model": model, "gpu": gpu, "gpus": gpus,
+                     "gpus_per_pod": 4, "iterations": iters, "priority": prio,
+                     "arrival_s": round(t, 3)})
+        t += rng.expovariate(1 / 0.33)
+    write(path, """
+The full-size cluster: 8,192 nodes (1,024 racks of 8 nodes with 8 GPUs, A100 and V100 racks
+alternating, 100 Gbit/s NICs, 400 Gbit/s rack uplinks to the spine: 2:1 oversubscribed) and
+10,000 jobs of 4-256 GPUs (4-GPU pods) drawn from the model table but DLRM, each running 3-8
+minutes alone, Poisson arrivals (mean gap 0.33 s, so over 55 minutes), 2:5:3 high/normal/low
+priority: about one hour of cluster time.
+""", 8192, {"compute_jitter": 0.02, "clock_skew_us": 50, "profile_error": 0.0}, racks, jobs)
+
+
 def pairs(models, out):
     """Two jobs of 8 GPUs, each on one 4-GPU node of either rack: both all-reduces cross the
     rack uplinks, which run at the nodes' NIC speed, so every pair contends on them and nowhere
@@ -212,6 +253,8 @@ if __name__ == "__main__":
         out.mkdir(parents=True, exist_ok=True)
         for racks in (8, 16, 32, 64, 128):
             large(table, racks, racks * 8 * 23 // 10, out / f"scale-{racks * 8}.yaml")
+    elif len(sys.argv) == 3 and sys.argv[1] == "--full-scale":
+        full_scale(table, Path(sys.argv[2]))
     elif len(sys.argv) == 3 and sys.argv[1] == "--pairs":
         out = Path(sys.argv[2])
         out.mkdir(parents=True, exist_ok=True)
