@@ -275,7 +275,7 @@ def scaling_chart(rows, path):
                     color=COLORS[r["policy"]],
                     label=f"{r['policy']}: full-size cluster, {r['jobs']:,} jobs, "
                           f"{r['simulated_s'] / 60:.0f} min")
-    ax.axhline(300, color="grey", linestyle=":", linewidth=1)
+    ax.axhline(300, color="grey", linestyle=":", linewidth=1, label="5 minutes")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("nodes")
