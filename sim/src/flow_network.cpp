@@ -27,6 +27,7 @@ void FlowNetwork::Touch(std::uint32_t link) {
 }
 
 void FlowNetwork::Add(std::uint32_t id, std::span<const std::uint32_t> links, int traffic_class) {
+  Remove(id);
   Flow& f = At(id);
   f = Flow{links, traffic_class, 0.0, true};
   for (const std::uint32_t l : links) {
@@ -36,6 +37,7 @@ void FlowNetwork::Add(std::uint32_t id, std::span<const std::uint32_t> links, in
 }
 
 void FlowNetwork::Remove(std::uint32_t id) {
+  if (id >= flows_.size() || !flows_[id].active) return;
   Flow& f = flows_[id];
   for (const std::uint32_t l : f.links) {
     std::vector<std::uint32_t>& ids = on_link_[l];

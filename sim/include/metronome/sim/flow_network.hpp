@@ -23,15 +23,17 @@ class FlowNetwork {
   // (MaxMinSolver::SolveByClass), else one max-min share for all.
   FlowNetwork(std::vector<double> capacity, bool by_class);
 
-  // Starts transfer `id` (the caller's number, < max_ids; not active) across `links` (sorted,
-  // unique, non-empty; the span must stay valid until Remove). Its rate is 0 until Resolve.
+  // Starts transfer `id` (the caller's number: the tables grow to it) across `links` (sorted,
+  // unique, non-empty; the span must stay valid until Remove). One already active is ended
+  // first. Its rate is 0 until Resolve.
   void Add(std::uint32_t id, std::span<const std::uint32_t> links, int traffic_class);
-  // Ends transfer `id` (active).
+  // Ends transfer `id`; nothing when it is not active.
   void Remove(std::uint32_t id);
 
   // Re-solves the components touched by Add and Remove since the last call. Afterwards
-  // ChangedFlows() lists the active transfers whose rate changed (the added ones included) and
-  // ChangedLinks() the links whose total rate or transfer count may have.
+  // ChangedFlows() lists the active transfers whose rate changed (an added one whose rate is
+  // still 0 is not among them) and ChangedLinks() the links whose total rate or transfer count
+  // may have.
   void Resolve();
   [[nodiscard]] const std::vector<std::uint32_t>& ChangedFlows() const { return changed_flows_; }
   [[nodiscard]] const std::vector<std::uint32_t>& ChangedLinks() const { return changed_links_; }
