@@ -1,5 +1,6 @@
 #include "client.hpp"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -11,6 +12,7 @@
 #include "device_gate.hpp"
 #include "log.hpp"
 #include "metronome/common/clock.hpp"
+#include "node_share.hpp"
 #include "profile_report.hpp"
 #include "real_nccl.hpp"
 #include "rhythm.hpp"
@@ -23,8 +25,22 @@ constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kHelloRetryNs = 1000 * kMs;
 constexpr int64_t kMaxPollNs = 50 * kMs;
 constexpr int64_t kRetireGraceNs = 2000 * kMs;
+constexpr int64_t kFollowPollNs = 5 * kMs;   // how soon a follower adopts a new timetable
+constexpr int64_t kLeadRetryNs = 200 * kMs;  // how soon a follower notices the leader gone
+constexpr uint64_t kNoPublication = ~0ull;
 
 const char* const kShimVersion = "0.1.0";
+
+// A timetable and its yields as the gate may use them, from a push or from the node's segment
+// (both written by another process): ValidateTimetable's check; yields that fail are dropped.
+uint32_t Sanitize(Timetable& t, YieldSet& yields) {
+  const uint32_t check = ValidateTimetable(t);
+  // The decoder validated a push's yields against its epoch (and filled their inverse
+  // periods); validating again keeps the store's input checked whoever built them.
+  yields.epoch_ns = t.epoch_ns;
+  if ((ValidateYieldSet(yields) & kYieldRejectMask) != 0) yields = YieldSet{};
+  return check;
+}
 
 }  // namespace
 
@@ -76,16 +92,10 @@ void Client::AbandonAfterFork() noexcept {
 void Client::Run() noexcept {
   pthread_setname_np(pthread_self(), "metronome");
   try {
-    if (Connect()) {
-      Loop();
+    Loop();
+    if (transport_) {
       SendByes("exit");
       transport_->Close(100);
-    } else {
-      // No ZeroMQ: keep tracking (observe-only) so that logs still show the rhythm.
-      while (!stop_.load()) {
-        DrainEvents();
-        usleep(50'000);
-      }
     }
   } catch (...) {
     MLOG_ERROR("background thread stopped on an unexpected error: running ungated");
@@ -99,40 +109,62 @@ bool Client::Connect() {
   const Config& c = rt_.GetConfig();
   transport_ = c.curve_server_key.empty() ? MakeZmtpTransport() : MakeZmqTransport();
   if (!transport_->Open(c)) {
+    // No ZeroMQ: keep tracking (observe-only) so that logs still show the rhythm.
     MLOG_ERROR("no connection to the scheduler (%s): running ungated", c.scheduler.c_str());
+    transport_.reset();
     return false;
   }
+  last_rx_ns_ = RealtimeNs();  // the silence bound counts from here
   MLOG_INFO("scheduler client started: %s via %s", c.scheduler.c_str(), transport_->Describe());
   return true;
 }
 
+void Client::WaitForWork(int64_t now) {
+  int64_t next = now + (following_ ? kFollowPollNs : kMaxPollNs);
+  if (transport_) next = std::min({next, next_ping_ns_, next_report_ns_});
+  next = std::min(next, DeviceGate::ServiceWaits(now));
+  const auto timeout_ms = static_cast<int>(std::max<int64_t>(0, (next - now + kMs - 1) / kMs));
+  if (transport_) {
+    transport_->Wait(timeout_ms, wake_fd_);
+  } else {
+    pollfd p{wake_fd_, POLLIN, 0};
+    poll(&p, wake_fd_ >= 0 ? 1 : 0, timeout_ms);
+  }
+  if (wake_fd_ >= 0) {
+    uint64_t v = 0;
+    const ssize_t r = read(wake_fd_, &v, sizeof(v));  // non-blocking: drains a wake-up
+    (void)r;
+  }
+}
+
 void Client::Loop() {
-  last_rx_ns_ = RealtimeNs();  // the silence bound counts from the start
   while (!stop_.load()) {
     try {
+      WaitForWork(RealtimeNs());
       int64_t now = RealtimeNs();
-      int64_t next = std::min({next_ping_ns_, next_report_ns_, now + kMaxPollNs});
-      const int64_t release = DeviceGate::ServiceWaits(now);
-      next = std::min(next, release);
-      long timeout_ms = static_cast<long>(std::max<int64_t>(0, (next - now + kMs - 1) / kMs));
-      transport_->Wait(timeout_ms, wake_fd_);
-      if (wake_fd_ >= 0) {
-        uint64_t v = 0;
-        const ssize_t r = read(wake_fd_, &v, sizeof(v));  // non-blocking: drains a wake-up
-        (void)r;
+      if (OpenShares(now) && !transport_ && !connect_failed_) connect_failed_ = !Connect();
+      if (transport_) {
+        transport_->Service(now);
+        Receive();
+        now = RealtimeNs();
       }
-      transport_->Service(RealtimeNs());
-      Receive();
-      now = RealtimeNs();
       DeviceGate::ServiceWaits(now);
       DrainEvents();
-      SendHellos(now);
-      if (now >= next_ping_ns_) SendPing(now);
-      if (now >= next_report_ns_) {
-        SendReports(now);
-        next_report_ns_ = now + report_interval_ns_;
+      following_ = false;
+      for (JobState* job : rt_.Jobs()) {
+        if (job->share != nullptr && !job->share->Leads() && job->comms.load() != 0) {
+          Follow(job, now);
+        }
       }
-      CheckSilence(now);
+      if (transport_) {
+        SendHellos(now);
+        if (now >= next_ping_ns_) SendPing(now);
+        if (now >= next_report_ns_) {
+          SendReports(now);
+          next_report_ns_ = now + report_interval_ns_;
+        }
+        CheckSilence(now);
+      }
       RetireComms(now);
     } catch (...) {
       // bad_alloc or similar: skip this round, never take the process down.
@@ -212,6 +244,11 @@ void Client::Handle(const proto::Message& m, int64_t now) {
     const int64_t offset = sync_.OffsetNs();
     rt_.server_minus_local_ns.store(offset);
     DeviceGate::SetServerMinusLocal(offset);
+    for (JobState* job : rt_.Jobs()) {
+      if (job->share != nullptr && job->share->Leads()) {
+        job->share->PublishClock(offset, sync_.ErrorBoundNs());
+      }
+    }
     if (!rt_.clock_valid.exchange(true)) {
       MLOG_INFO("clock offset to the scheduler: %lld ns (+/- %lld ns)",
                 static_cast<long long>(offset), static_cast<long long>(sync_.ErrorBoundNs()));
@@ -231,12 +268,8 @@ void Client::Handle(const proto::Message& m, int64_t now) {
 
 void Client::HandleTimetable(const proto::TimetablePush& p) {
   Timetable t = p.timetable;
-  const uint32_t check = ValidateTimetable(t);
-  // The decoder validated the yields against the timetable's epoch (and filled their inverse
-  // periods); validating again keeps the store's input checked whoever built the push.
   YieldSet yields = p.yields;
-  yields.epoch_ns = p.timetable.epoch_ns;
-  if ((ValidateYieldSet(yields) & kYieldRejectMask) != 0) yields = YieldSet{};
+  const uint32_t check = Sanitize(t, yields);
   if (check & kTimetableRejectMask) {
     rt_.counters.timetables_rejected.fetch_add(1);
     if (reject_logs_++ < 20) {
@@ -248,43 +281,153 @@ void Client::HandleTimetable(const proto::TimetablePush& p) {
     return;
   }
   bool matched = false;
-  const auto comms = rt_.LiveComms();
   for (JobState* job : rt_.Jobs()) {
     if (job->job_id != p.job_id || job->comms.load() == 0) continue;
+    if (job->share != nullptr && !job->share->Leads()) continue;  // it follows the segment
     matched = true;
     if (t.version <= job->accepted_version) {
       rt_.counters.timetables_stale.fetch_add(1);
       continue;
     }
-    job->accepted_version = t.version;
-    job->store.Publish(t, yields);  // an always-open one too: its version is what is reported
-    for (CommState* c : comms) {
-      if (c->job == job && c->device_slot >= 0) {
-        // No gate and nothing to yield to: the kernel's slot holds no timetable (were it
-        // launched, it would go at once).
-        const bool none = AlwaysOpen(t) && yields.count == 0;
-        DeviceGate::Publish(c->device_slot, none ? nullptr : &t, yields,
-                            rt_.GetConfig().max_wait_ns);
-      }
-    }
-    rt_.counters.timetables_accepted.fetch_add(1);
-    const int64_t now = RealtimeNs();
-    if (now - last_tt_log_ns_ >= 1000 * kMs) {
-      MLOG_INFO(
-          "timetable v%llu for job %s rank %u: period=%.3f ms offset=%.3f ms window=%.3f ms "
-          "slack=%.3f ms max_wait=%.3f ms yields=%u%s%s (%llu updates not logged)",
-          static_cast<unsigned long long>(t.version), job->job_id.c_str(), job->rank,
-          static_cast<double>(t.period_ns) / 1e6, static_cast<double>(t.offset_ns) / 1e6,
-          static_cast<double>(t.window_ns) / 1e6, static_cast<double>(t.late_slack_ns) / 1e6,
-          static_cast<double>(t.max_wait_ns) / 1e6, yields.count, check != 0 ? " (clamped)" : "",
-          AlwaysOpen(t) ? " (no gate)" : "", static_cast<unsigned long long>(tt_log_suppressed_));
-      last_tt_log_ns_ = now;
-      tt_log_suppressed_ = 0;
-    } else {
-      ++tt_log_suppressed_;
-    }
+    Adopt(job, t, yields, check);
+    if (job->share != nullptr) job->share->PublishTimetable(t, yields);
   }
   if (!matched) rt_.counters.rx_rejected.fetch_add(1);
+}
+
+void Client::Adopt(JobState* job, const Timetable& t, const YieldSet& yields, uint32_t check) {
+  job->accepted_version = t.version;
+  job->store.Publish(t, yields);  // an always-open one too: its version is what is reported
+  for (CommState* c : rt_.LiveComms()) {
+    if (c->job == job && c->device_slot >= 0) {
+      // No gate and nothing to yield to: the kernel's slot holds no timetable (were it
+      // launched, it would go at once).
+      const bool none = AlwaysOpen(t) && yields.count == 0;
+      DeviceGate::Publish(c->device_slot, none ? nullptr : &t, yields, rt_.GetConfig().max_wait_ns);
+    }
+  }
+  rt_.counters.timetables_accepted.fetch_add(1);
+  const int64_t now = RealtimeNs();
+  if (now - last_tt_log_ns_ >= 1000 * kMs) {
+    MLOG_INFO(
+        "timetable v%llu for job %s rank %u: period=%.3f ms offset=%.3f ms window=%.3f ms "
+        "slack=%.3f ms max_wait=%.3f ms yields=%u%s%s%s (%llu updates not logged)",
+        static_cast<unsigned long long>(t.version), job->job_id.c_str(), job->rank,
+        static_cast<double>(t.period_ns) / 1e6, static_cast<double>(t.offset_ns) / 1e6,
+        static_cast<double>(t.window_ns) / 1e6, static_cast<double>(t.late_slack_ns) / 1e6,
+        static_cast<double>(t.max_wait_ns) / 1e6, yields.count, check != 0 ? " (clamped)" : "",
+        AlwaysOpen(t) ? " (no gate)" : "",
+        job->share != nullptr && !job->share->Leads() ? " (from the node's reporting rank)" : "",
+        static_cast<unsigned long long>(tt_log_suppressed_));
+    last_tt_log_ns_ = now;
+    tt_log_suppressed_ = 0;
+  } else {
+    ++tt_log_suppressed_;
+  }
+}
+
+void Client::ClearJob(JobState* job) {
+  job->store.Clear();
+  for (CommState* c : rt_.LiveComms()) {
+    if (c->job == job && c->device_slot >= 0) {
+      DeviceGate::Publish(c->device_slot, nullptr, YieldSet{}, 0);
+    }
+  }
+}
+
+bool Client::OpenShares(int64_t now) {
+  const Config& cfg = rt_.GetConfig();
+  bool reports = false;
+  for (JobState* job : rt_.Jobs()) {
+    if (job->comms.load() == 0) continue;
+    if (cfg.node_share && job->share == nullptr && !job->share_tried) {
+      job->share_tried = true;
+      std::string error;
+      job->share =
+          NodeShare::Open(cfg.share_dir, cfg.node, job->job_id, now, cfg.silence_ns, &error)
+              .release();
+      if (job->share == nullptr) {
+        MLOG_WARN("job %s rank %u: reports alone (node sharing: %s)", job->job_id.c_str(),
+                  job->rank, error.c_str());
+      } else if (job->share->Leads()) {
+        MLOG_INFO("job %s rank %u: reports for its ranks on node %s (%s)", job->job_id.c_str(),
+                  job->rank, cfg.node.c_str(), job->share->Path().c_str());
+      } else {
+        MLOG_INFO("job %s rank %u: follows the rank that reports for node %s (pid %u, %s)",
+                  job->job_id.c_str(), job->rank, cfg.node.c_str(), job->share->LeaderPid(),
+                  job->share->Path().c_str());
+      }
+    }
+    if (job->share == nullptr) {
+      reports = true;
+    } else if (job->share->Leads()) {
+      job->share->Heartbeat(now);
+      reports = true;
+    }
+  }
+  return reports;
+}
+
+void Client::Follow(JobState* job, int64_t now) {
+  NodeShare& share = *job->share;
+  const int64_t silence = rt_.GetConfig().silence_ns;
+  if (now >= job->next_lead_try_ns) {
+    job->next_lead_try_ns = now + kLeadRetryNs;
+    if (share.TryLead(now, silence)) {
+      // Its store keeps the segment's timetable until its own registration brings one.
+      MLOG_INFO("job %s rank %u: the node's reporting rank has gone: reports for the node now",
+                job->job_id.c_str(), job->rank);
+      job->registered = false;
+      job->last_hello_ns = 0;
+      job->share_publication = kNoPublication;
+      if (rt_.clock_valid.load()) share.PublishClock(rt_.server_minus_local_ns.load(), 0);
+      return;
+    }
+  }
+  following_ = true;
+  share.PublishCounters(CountersOf(job, rt_.LiveComms()), now);
+  int64_t offset = 0;
+  int64_t error = 0;
+  if (share.ReadClock(offset, error)) {
+    rt_.server_minus_local_ns.store(offset);
+    DeviceGate::SetServerMinusLocal(offset);
+    if (!rt_.clock_valid.exchange(true)) {
+      MLOG_INFO("clock offset to the scheduler (from the node's reporting rank): %lld ns",
+                static_cast<long long>(offset));
+    }
+  }
+  if (now - share.LeaderHeartbeatNs() > silence) {
+    // The leader is stuck (or gone and no one has taken over yet): fail open.
+    if (job->share_publication != kNoPublication && job->store.Version() != 0) {
+      rt_.counters.fail_open_events.fetch_add(1);
+      MLOG_WARN("job %s rank %u: the node's reporting rank silent for %lld ms: failing open",
+                job->job_id.c_str(), job->rank,
+                static_cast<long long>((now - share.LeaderHeartbeatNs()) / kMs));
+    }
+    if (job->share_publication != kNoPublication) ClearJob(job);
+    job->share_publication = kNoPublication;
+    return;
+  }
+  Timetable t;
+  YieldSet yields;
+  uint64_t publication = kNoPublication;
+  const bool have = share.ReadTimetable(t, yields, publication);
+  if (publication == kNoPublication || publication == job->share_publication) return;
+  job->share_publication = publication;
+  if (!have) {
+    ClearJob(job);
+    return;
+  }
+  const uint32_t check = Sanitize(t, yields);
+  if (check & kTimetableRejectMask) {
+    rt_.counters.timetables_rejected.fetch_add(1);
+    if (reject_logs_++ < 20) {
+      MLOG_WARN("rejected timetable v%llu for job %s from the node's segment (check 0x%x)",
+                static_cast<unsigned long long>(t.version), job->job_id.c_str(), check);
+    }
+    return;
+  }
+  Adopt(job, t, yields, check);
 }
 
 void Client::DrainEvents() {
@@ -359,6 +502,7 @@ void Client::SendHellos(int64_t now) {
   }
   for (JobState* job : rt_.Jobs()) {
     if (job->registered || job->comms.load() == 0) continue;
+    if (job->share != nullptr && !job->share->Leads()) continue;
     if (job->last_hello_ns != 0 && now - job->last_hello_ns < kHelloRetryNs) continue;
     job->last_hello_ns = now;
     job->bye_sent = false;
@@ -392,8 +536,31 @@ void Client::SendPing(int64_t now) {
   next_ping_ns_ = now + (pings_answered_ >= 8 ? 1000 * kMs : 200 * kMs);
 }
 
+ShareCounters Client::CountersOf(const JobState* job, const std::vector<CommState*>& comms) {
+  ShareCounters k;
+  for (const CommState* c : comms) {
+    if (c->job != job) continue;
+    // Decisions made on the host (host gate, stream waits) are counted in the communicator's
+    // state; the gate kernel decides on the GPU and counts in its slot.
+    k.gated += c->gated.load();
+    k.late += c->late.load();
+    k.failed_open += c->failed_open.load();
+    k.realigned += c->realigned.load();
+    k.yielded += c->yielded.load();
+    k.yield_wait_ns += c->yield_wait_ns.load();
+    if (c->device_gate) {
+      const DeviceGate::Counters d = DeviceGate::KernelCounters(c->device_slot);
+      k.gated += d.waits;
+      k.late += d.waits + d.failed_open;
+      k.failed_open += d.failed_open;
+      k.realigned += d.realigned;
+      k.yielded += d.yields;
+    }
+  }
+  return k;
+}
+
 void Client::SendReports(int64_t now) {
-  (void)now;
   const auto comms = rt_.LiveComms();
   const int64_t offset = rt_.server_minus_local_ns.load();
   for (JobState* job : rt_.Jobs()) {
@@ -401,25 +568,14 @@ void Client::SendReports(int64_t now) {
     proto::ProfileReport r;
     r.job_id = job->job_id;
     r.rank = job->rank;
-    for (CommState* c : comms) {
-      if (c->job != job) continue;
-      // Decisions made on the host (host gate, stream waits) are counted in the communicator's
-      // state; the gate kernel decides on the GPU and counts in its slot.
-      r.gated += c->gated.load();
-      r.late += c->late.load();
-      r.failed_open += c->failed_open.load();
-      r.realigned += c->realigned.load();
-      r.yielded += c->yielded.load();
-      r.yield_wait_ns += c->yield_wait_ns.load();
-      if (c->device_gate) {
-        const DeviceGate::Counters k = DeviceGate::KernelCounters(c->device_slot);
-        r.gated += k.waits;
-        r.late += k.waits + k.failed_open;
-        r.failed_open += k.failed_open;
-        r.realigned += k.realigned;
-        r.yielded += k.yields;
-      }
-    }
+    ShareCounters k = CountersOf(job, comms);
+    if (job->share != nullptr) k += job->share->FollowerCounters(now, rt_.GetConfig().silence_ns);
+    r.gated = k.gated;
+    r.late = k.late;
+    r.failed_open = k.failed_open;
+    r.realigned = k.realigned;
+    r.yielded = k.yielded;
+    r.yield_wait_ns = k.yield_wait_ns;
     // The profile of the communicator whose rhythm the gate holds (RhythmComm).
     if (CommState* main = RhythmOf(job, comms)) {
       FillProfile(main->tracker, main->estimate, offset, r);
@@ -449,6 +605,7 @@ void Client::CheckSilence(int64_t now) {
   for (JobState* job : rt_.Jobs()) {
     had_timetable = had_timetable || job->store.Version() != 0;
     job->store.Clear();
+    if (job->share != nullptr && job->share->Leads()) job->share->ClearTimetable();
   }
   for (CommState* c : rt_.LiveComms()) {
     if (c->device_slot >= 0) DeviceGate::Publish(c->device_slot, nullptr, YieldSet{}, 0);
@@ -463,7 +620,16 @@ void Client::CheckSilence(int64_t now) {
 void Client::RetireComms(int64_t now) {
   for (CommState* c : rt_.TakeRetired(now - kRetireGraceNs)) delete c;
   for (JobState* job : rt_.Jobs()) {
-    if (job->comms.load() != 0 || job->bye_sent || job->last_hello_ns == 0) continue;
+    if (job->comms.load() != 0) continue;
+    if (job->share != nullptr) {
+      // The job has left this process: another of its ranks on the node may lead now, with the
+      // timetable the segment holds.
+      delete job->share;
+      job->share = nullptr;
+      job->share_tried = false;
+      job->share_publication = kNoPublication;
+    }
+    if (job->bye_sent || job->last_hello_ns == 0 || !transport_) continue;
     job->bye_sent = true;
     job->registered = false;
     job->store.Clear();

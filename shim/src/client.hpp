@@ -11,7 +11,11 @@
 //   - receives timetable pushes: ValidateTimetable, then a newer version replaces the one in
 //     force (TimetableStore, read by the gate without a lock); rejected ones are counted;
 //   - fails open (drops every timetable) when the scheduler has been silent for
-//     METRONOME_FAILOPEN_MS, and re-registers when it answers again.
+//     METRONOME_FAILOPEN_MS, and re-registers when it answers again;
+//   - shares the job's registration with its other ranks on the node (node_share.hpp): the
+//     leader does all of the above for them and publishes the timetable and the clock offset in
+//     the node's segment; a follower opens no connection and adopts what the segment holds
+//     (checked every 5 ms), and leads when the leader has gone.
 #pragma once
 
 #include <atomic>
@@ -23,6 +27,7 @@
 
 #include "metronome/common/clock_sync.hpp"
 #include "metronome/common/protocol.hpp"
+#include "node_share.hpp"
 #include "transport.hpp"
 
 namespace metronome::shim {
@@ -43,7 +48,14 @@ class Client {
  private:
   void Run() noexcept;
   void Loop();
+  void WaitForWork(int64_t now);
   bool Connect();
+  // Node sharing: opens each job's segment once; true when some job reports for itself.
+  bool OpenShares(int64_t now);
+  void Follow(JobState* job, int64_t now);
+  // A validated timetable into the job's store and its communicators' device slots.
+  void Adopt(JobState* job, const Timetable& t, const YieldSet& yields, uint32_t check);
+  void ClearJob(JobState* job);
   void Send(const proto::Message& m);
   void Receive();
   void Handle(const proto::Message& m, int64_t now);
@@ -53,6 +65,8 @@ class Client {
   static CommState* RhythmOf(JobState* job, const std::vector<CommState*>& comms);
   void SendHellos(int64_t now);
   void SendReports(int64_t now);
+  // The gate counters of the job's communicators in this process.
+  static ShareCounters CountersOf(const JobState* job, const std::vector<CommState*>& comms);
   void SendPing(int64_t now);
   void CheckSilence(int64_t now);
   void RetireComms(int64_t now);
@@ -60,7 +74,9 @@ class Client {
   void MarkUnregistered();
 
   Runtime& rt_;
-  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Transport> transport_;  // opened when a job first reports for itself
+  bool connect_failed_ = false;
+  bool following_ = false;  // some job follows its node's leader this pass
   int wake_fd_ = -1;
   std::thread* thread_ = nullptr;  // leaked at exit on purpose
   std::atomic<bool> stop_{false};

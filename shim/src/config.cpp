@@ -153,6 +153,22 @@ Config ParseConfig(const std::function<const char*(const char*)>& get) {
       Warn(c, "METRONOME_PRIORITY", v);
     }
   }
+  if (const char* v = get("METRONOME_NODE_SHARE"); v != nullptr && *v != '\0') {
+    if (!std::strcmp(v, "1") || !std::strcmp(v, "on")) {
+      c.node_share = true;
+    } else if (!std::strcmp(v, "0") || !std::strcmp(v, "off")) {
+      c.node_share = false;
+    } else {
+      Warn(c, "METRONOME_NODE_SHARE", v);
+    }
+  }
+  if (const char* v = get("METRONOME_SHARE_DIR"); v != nullptr && *v != '\0') {
+    if (v[0] == '/' && std::strlen(v) < 200) {
+      c.share_dir = v;
+    } else {
+      Warn(c, "METRONOME_SHARE_DIR", v);
+    }
+  }
   if (const char* v = get("METRONOME_NCCL_LIBRARY"); v != nullptr && *v != '\0') {
     c.nccl_library = v;
   }

@@ -27,6 +27,10 @@ struct Config {
   LogLevel log_level = LogLevel::kInfo;  // METRONOME_LOG off|error|warn|info|debug
   int64_t silence_ns = 5'000'000'000;    // METRONOME_FAILOPEN_MS: scheduler silence bound
   std::string nccl_library;              // METRONOME_NCCL_LIBRARY
+  // METRONOME_NODE_SHARE on|off: the ranks of a job on one node share one registration with the
+  // scheduler (node_share.hpp); METRONOME_SHARE_DIR: where their segment lives.
+  bool node_share = true;
+  std::string share_dir = "/dev/shm";
   std::string curve_server_key;  // METRONOME_CURVE_SERVERKEY: the scheduler's Z85 CURVE public key
   // METRONOME_CHUNK_KIB: in enforce mode, element-wise collectives larger than this are issued in
   // parts, each through the gate (common/yield.hpp, ChunkParts). It must be the same on every

@@ -13,6 +13,7 @@
 #include "log.hpp"
 #include "metronome/common/clock.hpp"
 #include "metronome/common/nccl_datatype.hpp"
+#include "node_share.hpp"
 #include "real_nccl.hpp"
 
 namespace metronome::shim {
@@ -480,6 +481,9 @@ void Runtime::ChildAfterFork() noexcept {
   // state: close the inherited descriptors, forget the rest (leaked on purpose), start clean.
   if (client_ != nullptr) static_cast<Client*>(client_)->AbandonAfterFork();
   client_ = nullptr;
+  for (JobState* j : jobs_) {
+    if (j->share != nullptr) j->share->AbandonAfterFork();  // the lock stays the parent's
+  }
   client_started_.store(false);
   for (auto& slot : table_) slot.store(nullptr, std::memory_order_relaxed);
   comms_.clear();

@@ -48,6 +48,8 @@ struct ThreadState {
 };
 ThreadState& Tls() noexcept;
 
+class NodeShare;
+
 // One job as the scheduler sees it: (job id, rank). Communicators split from a parent share it.
 struct JobState {
   std::string job_id;
@@ -62,6 +64,12 @@ struct JobState {
   uint64_t accepted_version = 0;
   bool bye_sent = false;
   RhythmChoice rhythm;  // which of its communicators the gate holds (rhythm.hpp)
+  // The job's ranks on this node (node_share.hpp): nullptr until opened, or when this rank
+  // reports alone. Owned here; never freed while the job has communicators.
+  NodeShare* share = nullptr;
+  bool share_tried = false;
+  uint64_t share_publication = ~0ull;  // the last one a follower adopted
+  int64_t next_lead_try_ns = 0;
 };
 
 struct CommState {

@@ -104,6 +104,7 @@ Observed GatePhases() {
     c.gate = GateKind::kAuto;
     c.log_level = LogLevel::kInfo;
     c.node = "test-node";
+    c.node_share = false;       // this rank talks to the test's scheduler itself
     auto* rt = new Runtime(c);  // leaked on purpose, like the real one
     Runtime::InstallForTesting(rt);
     auto* comm = reinterpret_cast<ncclComm_t>(0x7000);

@@ -52,7 +52,8 @@ struct ShimUnderTest {
     c.gate = GateKind::kHost;
     c.log_level = LogLevel::kWarn;
     c.node = "test-node";
-    rt = new Runtime(c);  // leaked on purpose, like the real one
+    c.node_share = false;  // this rank talks to the test's scheduler itself
+    rt = new Runtime(c);   // leaked on purpose, like the real one
     Runtime::InstallForTesting(rt);
     static uintptr_t next = 0x1000;
     comm = reinterpret_cast<ncclComm_t>(next += 0x100);

@@ -15,6 +15,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 export METRONOME_SCHEDULER=${METRONOME_SCHEDULER:-tcp://127.0.0.1:1}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+export METRONOME_SHARE_DIR=$tmp  # the node segments (node sharing) stay out of /dev/shm
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 case "$check" in
@@ -96,11 +97,17 @@ threads)
   echo "with a communicator the shim adds exactly one thread and loads no library"
   ;;
 fork)
-  LD_PRELOAD="$preload" "$prog" fork >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; fail "fork run failed"; }
+  METRONOME_NODE_SHARE=0 LD_PRELOAD="$preload" "$prog" fork >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; fail "fork run failed"; }
   grep -q 'child exit 0' "$tmp/out" || { cat "$tmp/out" "$tmp/err"; fail "the child failed"; }
   grep -q 'child threads 1$' "$tmp/out" || { cat "$tmp/out"; fail "the child inherited threads"; }
   test "$(grep -c 'scheduler client started' "$tmp/err")" -eq 2 || { cat "$tmp/err"; fail "the child did not start its own client"; }
-  echo "fork: the child starts clean (1 thread) and creates its own client"
+  # Sharing the node (the default), the child's communicator of the same job (METRONOME_JOB)
+  # follows the parent, which still leads: the lock did not go with the fork.
+  METRONOME_JOB=forkjob LD_PRELOAD="$preload" "$prog" fork >"$tmp/out" 2>"$tmp/err" || { cat "$tmp/err"; fail "shared fork run failed"; }
+  grep -q 'child exit 0' "$tmp/out" || { cat "$tmp/out" "$tmp/err"; fail "the child failed (shared)"; }
+  test "$(grep -c 'scheduler client started' "$tmp/err")" -eq 1 || { cat "$tmp/err"; fail "the child connected beside its parent"; }
+  grep -q 'follows the rank that reports for node' "$tmp/err" || { cat "$tmp/err"; fail "the child did not follow its parent"; }
+  echo "fork: the child starts clean (1 thread) and creates its own client; sharing the node, it follows its parent"
   ;;
 idle)
   METRONOME_LOG=debug LD_PRELOAD="$preload" "$prog" idle >"$tmp/out" 2>"$tmp/err" || fail "idle run failed"

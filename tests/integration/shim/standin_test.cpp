@@ -88,7 +88,8 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
   const std::string dir = mkdtemp(dir_template);
   const std::string phases = dir + "/phases.jsonl";
   const std::string cmd =
-      "METRONOME_JOB=shimtest METRONOME_LOG=info METRONOME_SCHEDULER=" + peer.Endpoint() +
+      "METRONOME_NODE_SHARE=0 METRONOME_JOB=shimtest METRONOME_LOG=info METRONOME_SCHEDULER=" +
+      peer.Endpoint() +
       " ASAN_OPTIONS=detect_leaks=0 LD_LIBRARY_PATH=" METRONOME_STANDIN_DIR
       " LD_PRELOAD=" METRONOME_TEST_PRELOAD " " METRONOME_TRAINER_PATH
       " --local-ranks 2 --compute-ms 50 --gradient-mb 26 --iterations 70 --quiet --job shimtest"
@@ -152,6 +153,76 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
       "timetable period %.2f ms, gated iteration %.2f ms\n",
       natural_of_longest, learned, static_cast<double>(worst_start_error) / 1e6, target, gated);
   EXPECT_NEAR(gated, target, target * 0.05) << "the job does not follow its timetable";
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::string all;
+  for (std::string line; std::getline(in, line);) all += line + "\n";
+  return all;
+}
+
+// The same job sharing its node (the default): one of the two ranks registers and reports, the
+// other opens no connection, adopts the timetable from the node's segment, and the job follows it.
+TEST(ShimOnStandin, RanksOnOneNodeShareOneRegistration) {
+  RawPeer peer;
+  std::atomic<int64_t> pushed_at{0};
+  std::atomic<int64_t> timetable_period{0};
+  std::atomic<size_t> reporting_ranks{0};
+  peer.tick = [&](RawPeer& p) {
+    const auto reports = p.Reports();
+    reporting_ranks.store(std::max(reporting_ranks.load(), reports.size()));
+    if (pushed_at.load() != 0 || reports.empty()) return;
+    const proto::ProfileReport& r = reports.begin()->second;
+    if (r.period_ns <= 0 || r.iterations < 12) return;
+    const int64_t now = RealtimeNs();
+    proto::TimetablePush push;
+    push.job_id = "shimshared";
+    const int64_t tp = r.period_ns * 3 / 2;
+    push.timetable = Timetable{1, now, tp, 0, 10'000'000, 2'000'000, tp};
+    timetable_period.store(tp);
+    p.Send(push);
+    pushed_at.store(now);
+  };
+  peer.Start();
+
+  char dir_template[] = "/tmp/metronome-shim-shared-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string phases = dir + "/phases.jsonl";
+  const std::string cmd =
+      "METRONOME_SHARE_DIR=" + dir + " NODE_NAME=shared-node METRONOME_JOB=shimshared" +
+      " METRONOME_LOG=info METRONOME_SCHEDULER=" + peer.Endpoint() +
+      " ASAN_OPTIONS=detect_leaks=0 LD_LIBRARY_PATH=" METRONOME_STANDIN_DIR
+      " LD_PRELOAD=" METRONOME_TEST_PRELOAD " " METRONOME_TRAINER_PATH
+      " --local-ranks 2 --compute-ms 50 --gradient-mb 26 --iterations 70 --quiet --job shimshared"
+      " --rendezvous " +
+      dir + " --phases-out " + phases + " > " + dir + "/out.txt 2> " + dir + "/err.txt";
+  const int rc = std::system(cmd.c_str());
+  peer.Stop();
+  ASSERT_EQ(rc, 0) << "trainer failed; see " << dir;
+  const std::string err = ReadAll(dir + "/err.txt");
+
+  EXPECT_EQ(peer.Hellos(), 1) << err;
+  EXPECT_EQ(reporting_ranks.load(), 1u) << err;
+  ASSERT_NE(pushed_at.load(), 0) << "the reporting rank never reported a period\n" << err;
+  EXPECT_NE(err.find("follows the rank that reports for node shared-node"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("(from the node's reporting rank)"), std::string::npos)
+      << "the follower did not adopt the timetable\n"
+      << err;
+  EXPECT_EQ(err.find("scheduler client started"), err.rfind("scheduler client started"))
+      << "both ranks connected\n"
+      << err;
+
+  const double target = static_cast<double>(timetable_period.load()) / 1e6;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::vector<double> after;
+    for (const Iteration& it : ReadPhases(phases, rank)) {
+      if (it.compute_start_ns > pushed_at.load() + 1'000'000'000) after.push_back(it.iteration_ms);
+    }
+    ASSERT_GE(after.size(), 10u) << "rank " << rank;
+    EXPECT_NEAR(Median(after), target, target * 0.05) << "rank " << rank;
+  }
 }
 
 }  // namespace

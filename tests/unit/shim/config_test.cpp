@@ -26,7 +26,26 @@ TEST(ShimConfig, Defaults) {
   EXPECT_EQ(c.node, "n1");
   EXPECT_EQ(c.max_wait_ns, 1'000'000'000);
   EXPECT_TRUE(c.pod_namespace.empty() && c.pod_name.empty() && c.pod_uid.empty());
+  EXPECT_TRUE(c.node_share);
+  EXPECT_EQ(c.share_dir, "/dev/shm");
   EXPECT_TRUE(c.warnings.empty());
+}
+
+TEST(ShimConfig, NodeSharing) {
+  Config c = Parse({{"METRONOME_NODE_SHARE", "off"}, {"METRONOME_SHARE_DIR", "/run/metronome"}});
+  EXPECT_FALSE(c.node_share);
+  EXPECT_EQ(c.share_dir, "/run/metronome");
+  EXPECT_TRUE(c.warnings.empty());
+  c = Parse({{"METRONOME_NODE_SHARE", "0"}});
+  EXPECT_FALSE(c.node_share);
+  c = Parse({{"METRONOME_NODE_SHARE", "1"}});
+  EXPECT_TRUE(c.node_share);
+  // A value it does not know, a relative folder: defaults kept, both named.
+  c = Parse({{"METRONOME_NODE_SHARE", "maybe"}, {"METRONOME_SHARE_DIR", "shm"}});
+  EXPECT_TRUE(c.node_share);
+  EXPECT_EQ(c.share_dir, "/dev/shm");
+  EXPECT_NE(c.warnings.find("METRONOME_NODE_SHARE"), std::string::npos) << c.warnings;
+  EXPECT_NE(c.warnings.find("METRONOME_SHARE_DIR"), std::string::npos) << c.warnings;
 }
 
 // The downward API's pod identity, which the hello carries to the scheduler.

@@ -20,7 +20,8 @@ struct Fixture {
     c.scheduler = "tcp://127.0.0.1:1";
     c.log_level = LogLevel::kWarn;
     c.max_wait_ns = 200 * kMs;
-    rt = new Runtime(c);  // leaked on purpose: the background thread may still look at it
+    c.node_share = false;  // this rank talks to the test's scheduler itself
+    rt = new Runtime(c);   // leaked on purpose: the background thread may still look at it
     Runtime::InstallForTesting(rt);
     static uintptr_t next = 0x9000;
     comm = reinterpret_cast<ncclComm_t>(next += 0x40);
