@@ -487,8 +487,11 @@ OfflineResult PlanningAdapter::RunOffline(const OfflineTask& task, int64_t budge
       std::to_string(stats.best.cushion_ns) + ")";
   if (!better) return result;
   result.improved = true;
+  std::unordered_map<pl::JobId, const pl::JobPlan*> current;  // thousands of jobs: no search each
+  for (const pl::JobPlan& p : task.current.jobs) current.emplace(p.id, &p);
   for (const auto& j : better->jobs) {
-    const pl::JobPlan* before = task.current.Find(j.id);
+    const auto found = current.find(j.id);
+    const pl::JobPlan* before = found == current.end() ? nullptr : found->second;
     if (before == nullptr || before->timetable.period_ns != j.timetable.period_ns ||
         before->timetable.offset_ns != j.timetable.offset_ns ||
         before->best_effort != j.best_effort) {

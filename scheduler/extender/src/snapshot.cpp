@@ -120,9 +120,13 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
   // The jobs: a job the scheduler planned with the profile and the window its planner gave it,
   // any other with a known profile as that planner would take it, unplanned.
   const pl::Topology& topo = snap->planner.GetTopology();
-  std::unordered_map<uint64_t, const pl::Job*> planned_jobs;  // by the registry's id
+  // The scheduler's jobs and their plan entries, by the registry's id (thousands of jobs: no
+  // search per job).
+  std::unordered_map<uint64_t, const pl::Job*> planned_jobs;
+  std::unordered_map<uint64_t, const pl::JobPlan*> plan_entries;
   if (state.plan) {
     for (const pl::Job& j : state.plan->jobs) planned_jobs.emplace(j.id, &j);
+    for (const pl::JobPlan& p : state.plan->plan.jobs) plan_entries.emplace(p.id, &p);
   }
   pl::JobId next_id = 1;
   const auto add_job = [&](const std::string& name, int priority,
@@ -137,10 +141,10 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     job.id = next_id++;
     if (registered != nullptr) {
       const auto it = planned_jobs.find(registered->id);
-      const pl::JobPlan* entry = state.plan ? state.plan->plan.Find(registered->id) : nullptr;
-      if (it != planned_jobs.end() && entry != nullptr) {
+      const auto entry = plan_entries.find(registered->id);
+      if (it != planned_jobs.end() && entry != plan_entries.end()) {
         job.profile = it->second->profile;
-        pl::JobPlan p = *entry;
+        pl::JobPlan p = *entry->second;
         p.id = job.id;
         snap->plan.jobs.push_back(p);
       }
@@ -219,9 +223,11 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
     if (l.link < snap->link_load.size()) snap->link_load[l.link] = l.served_load;
   }
   snap->link_gated.assign(snap->planner.GetTopology().LinkCount(), {});
+  std::unordered_map<pl::JobId, const pl::JobPlan*> current_entries;
+  for (const pl::JobPlan& p : current.jobs) current_entries.emplace(p.id, &p);
   for (const pl::Job& job : snap->jobs) {
-    const pl::JobPlan* p = current.Find(job.id);
-    if (p == nullptr || p->best_effort) continue;
+    const auto p = current_entries.find(job.id);
+    if (p == current_entries.end() || p->second->best_effort) continue;
     for (const pl::LinkId l : pl::JobLinks(snap->planner.GetTopology(), job)) {
       snap->link_gated[l].push_back(job.id);
     }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "metronome/common/clock.hpp"
 #include "metronome/controller/rules.hpp"
@@ -143,8 +144,9 @@ bool Registry::WantsOffline() {
   return !offline_result_ && summary_.jobs.size() >= 2;
 }
 
-bool Registry::WaitForPlanChange(uint64_t seen) {
+bool Registry::WaitForPlanChange(uint64_t seen, std::chrono::steady_clock::time_point not_before) {
   std::unique_lock lock(mu_);
+  plan_cv_.wait_until(lock, not_before, [&] { return stopping_; });
   plan_cv_.wait(lock, [&] { return stopping_ || plan_version_ != seen; });
   return !stopping_;
 }
@@ -557,26 +559,37 @@ void Registry::TickLocked(int64_t now) {
   }
 }
 
-double Registry::MeasuredUtilization(const std::string& link) const {
+std::unordered_map<std::string, double> Registry::MeasuredUtilizations() const {
+  // One pass over the jobs (a job adds to each of its links): a scrape of thousands of links
+  // and jobs holds the lock for milliseconds, not a search of every job per link.
   std::unordered_map<std::string, double> capacity;
-  for (const auto& l : links_) capacity[l.name] = l.capacity_bytes_per_s;
-  const double cap = capacity[link];
-  if (cap <= 0.0) return 0.0;
-  double u = 0.0;
+  std::unordered_map<std::string, double> u;
+  for (const auto& l : links_) {
+    capacity[l.name] = l.capacity_bytes_per_s;
+    u[l.name] = 0.0;
+  }
   for (const auto& [name, job] : jobs_) {
     if (!job.has_profile || job.profile.period_ns <= 0) continue;
-    if (std::find(job.links.begin(), job.links.end(), link) == job.links.end()) continue;
-    double rate = 0.0;  // bytes per second while communicating
-    if (job.profile.bytes_per_phase > 0 && job.profile.comm_ns > 0) {
-      rate = static_cast<double>(job.profile.bytes_per_phase) * 1e9 /
-             static_cast<double>(job.profile.comm_ns);
+    double bytes_per_s = 0.0;  // while communicating
+    const bool known = job.profile.bytes_per_phase > 0 && job.profile.comm_ns > 0;
+    if (known) {
+      bytes_per_s = static_cast<double>(job.profile.bytes_per_phase) * 1e9 /
+                    static_cast<double>(job.profile.comm_ns);
     } else {
       // Bytes unknown: the job runs at its bottleneck's capacity during its phase.
-      rate = cap;
-      for (const auto& l : job.links) rate = std::min(rate, capacity[l] > 0 ? capacity[l] : rate);
+      bytes_per_s = std::numeric_limits<double>::infinity();
+      for (const auto& l : job.links) {
+        const auto c = capacity.find(l);
+        if (c != capacity.end() && c->second > 0) bytes_per_s = std::min(bytes_per_s, c->second);
+      }
     }
-    u += std::min(rate, cap) / cap * static_cast<double>(job.profile.comm_ns) /
-         static_cast<double>(job.profile.period_ns);
+    const double duty =
+        static_cast<double>(job.profile.comm_ns) / static_cast<double>(job.profile.period_ns);
+    for (const auto& l : job.links) {
+      const auto c = capacity.find(l);
+      if (c == capacity.end() || c->second <= 0.0) continue;
+      u[l] += std::min(bytes_per_s, c->second) / c->second * duty;
+    }
   }
   return u;
 }
@@ -597,9 +610,10 @@ void Registry::RefreshGauges() {
   metrics_.Ranks().Set(static_cast<double>(ranks));
   metrics_.Clients().Set(static_cast<double>(clients_.size()));
   metrics_.Links().Set(static_cast<double>(links_.size()));
+  auto measured = MeasuredUtilizations();
   for (const auto& l : links_) {
     metrics_.LinkPlannedUtilization(l.name).Set(l.served_load);
-    metrics_.LinkMeasuredUtilization(l.name).Set(MeasuredUtilization(l.name));
+    metrics_.LinkMeasuredUtilization(l.name).Set(measured[l.name]);
     metrics_.LinkMinCushion(l.name).Set(
         l.min_cushion_ns < 0 ? -1.0 : static_cast<double>(l.min_cushion_ns) * 1e-9);
     metrics_.LinkJobs(l.name).Set(per_link[l.name]);

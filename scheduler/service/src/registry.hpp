@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -91,9 +92,9 @@ class Registry {
   void PostOffline(controller::OfflineResult result);
   bool WantsOffline();
 
-  // The plan listener's thread: blocks until the plan version moved past `seen` (false once
-  // stopping).
-  bool WaitForPlanChange(uint64_t seen);
+  // The plan listener's thread: blocks until the plan version moved past `seen`, and not before
+  // `not_before` (false once stopping).
+  bool WaitForPlanChange(uint64_t seen, std::chrono::steady_clock::time_point not_before);
   uint64_t PlanVersion();
 
   void Stop();
@@ -132,7 +133,8 @@ class Registry {
   void Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
               const std::string& detail);
   std::vector<std::string> LinksOf(const JobState& job) const;
-  double MeasuredUtilization(const std::string& link) const;
+  // Each link's utilization from the jobs' measured profiles (bytes per second x duty cycle).
+  std::unordered_map<std::string, double> MeasuredUtilizations() const;
   bool HasWork() const { return stopping_ || !pending_.empty() || offline_result_.has_value(); }
 
   const ServiceConfig& config_;

@@ -180,13 +180,14 @@ nlohmann::json Registry::LinksJson() {
   for (const auto& [name, job] : jobs_) {
     for (const auto& l : job.links) members[l].push_back(name);
   }
+  auto measured = MeasuredUtilizations();
   json out = json::array();
   for (const auto& l : links_) {
     out.push_back({{"link", l.name},
                    {"capacity_bytes_per_s", l.capacity_bytes_per_s},
                    {"hyperperiod_ns", l.hyperperiod_ns},
                    {"planned_utilization", l.served_load},
-                   {"measured_utilization", MeasuredUtilization(l.name)},
+                   {"measured_utilization", measured[l.name]},
                    {"min_cushion_ns", l.min_cushion_ns},
                    {"contention", l.contention},
                    {"gated_jobs", l.gated_jobs},
@@ -203,6 +204,7 @@ nlohmann::json Registry::TimelineJson(int64_t span_ns) {
   for (const auto& [name, job] : jobs_) {
     for (const auto& l : job.links) members[l].push_back(&job);
   }
+  auto measured = MeasuredUtilizations();
   json links = json::array();
   for (const auto& l : links_) {
     const auto m = members.find(l.name);
@@ -229,7 +231,7 @@ nlohmann::json Registry::TimelineJson(int64_t span_ns) {
     }
     links.push_back({{"link", l.name},
                      {"planned_utilization", l.served_load},
-                     {"measured_utilization", MeasuredUtilization(l.name)},
+                     {"measured_utilization", measured[l.name]},
                      {"jobs", jobs}});
   }
   return json{
