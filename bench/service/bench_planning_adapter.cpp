@@ -1,5 +1,6 @@
 // The scheduler's planning round on a 512-node cluster (64 racks × 8 nodes, 100 Gb/s node
-// uplinks, 400 Gb/s rack uplinks), as the planning thread runs it when a job is replaced: the
+// uplinks, 400 Gb/s rack uplinks; 1,024 racks for 2,048 jobs and more, as the load driver's
+// 65,536-rank runs), as the planning thread runs it when a job is replaced: the
 // leaver removed, the newcomer added, the plan summarized for the pushes. The argument is the
 // number of planned jobs (4 ranks each, priorities 0–2, profiles as the load driver reports
 // them): a newcomer that outranks a neighbour re-plans its component (PlanningAdapter).
@@ -22,18 +23,19 @@ namespace ms = metronome::controller;
 
 namespace {
 
-constexpr int kRacks = 64;
 constexpr int kNodesPerRack = 8;
+int g_racks = 64;  // 1,024 for 2,048 jobs or more
 
 ms::TopologyConfig Topology(bool one_link) {
   if (one_link) return ms::TopologyConfig::Default();
   ms::TopologyConfig t;
-  t.two_tier = ms::TopologyConfig::TwoTier{kRacks, kNodesPerRack, 100e9 / 8, 400e9 / 8};
+  t.two_tier = ms::TopologyConfig::TwoTier{static_cast<uint32_t>(g_racks), kNodesPerRack, 100e9 / 8,
+                                           400e9 / 8};
   return t;
 }
 
 std::string Node(int n) {
-  n %= kRacks * kNodesPerRack;
+  n %= g_racks * kNodesPerRack;
   char name[32];
   std::snprintf(name, sizeof name, "r%dn%d", n / kNodesPerRack, n % kNodesPerRack);
   return name;
@@ -45,7 +47,7 @@ ms::PlanJob Job(uint64_t id, bool spread) {
   j.id = id;
   j.name = std::to_string(id);
   j.priority = static_cast<int>((id * 7919) % 3);  // 0–2, mixed among neighbours
-  const int i = static_cast<int>(id % 500);
+  const int i = static_cast<int>(id % static_cast<uint64_t>(g_racks * kNodesPerRack / 4));
   for (int r = 0; r < 4; ++r) {
     j.nodes.push_back(spread ? Node(r * kNodesPerRack * 16 + i) : Node(i * 4 + r));
   }
@@ -56,6 +58,7 @@ ms::PlanJob Job(uint64_t id, bool spread) {
 
 void ReplaceJob(benchmark::State& state, bool spread, bool summary_only, bool one_link = false) {
   const auto n = static_cast<uint64_t>(state.range(0));
+  g_racks = n >= 2048 ? 1024 : 64;
   ms::PlanningAdapter adapter(Topology(one_link), ms::PlanningConfig{});
   std::vector<ms::PlanJob> all;
   for (uint64_t id = 1; id <= n; ++id) all.push_back(Job(id, spread));
@@ -90,7 +93,12 @@ void BmReplaceJobOneLink(benchmark::State& s) {
 
 }  // namespace
 
-BENCHMARK(BmReplaceJobApart)->Name("BM_ReplaceJob/apart")->Arg(500)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BmReplaceJobApart)
+    ->Name("BM_ReplaceJob/apart")
+    ->Arg(500)
+    ->Arg(2048)
+    ->Arg(8192)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BmReplaceJobSpread)
     ->Name("BM_ReplaceJob/spread")
     ->Arg(500)
@@ -99,5 +107,9 @@ BENCHMARK(BmReplaceJobOneLink)
     ->Name("BM_ReplaceJob/onelink")
     ->Arg(500)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BmSummarySpread)->Name("BM_Summary/spread")->Arg(500)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BmSummarySpread)
+    ->Name("BM_Summary/spread")
+    ->Arg(500)
+    ->Arg(8192)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

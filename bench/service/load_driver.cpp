@@ -69,8 +69,12 @@ struct Options {
   int ranks_per_node = 1;  // consecutive ranks of a job share a node (GPUs per node)
   int churn = 10;          // jobs replaced per second in the steady state
   bool spread = false;     // each job's ranks on different racks (rack uplinks shared)
-  bool one_link = false;   // the scheduler on its embedded one-link topology (every job shares it)
-  std::string endpoint;    // empty: start our own scheduler
+  // As the shims share a node by default: one connection per job per node (its lowest rank)
+  // speaks for the job's ranks there; --clients still counts ranks.
+  bool node_share = false;
+  int Connections() const { return node_share ? clients / ranks_per_node : clients; }
+  bool one_link = false;  // the scheduler on its embedded one-link topology (every job shares it)
+  std::string endpoint;   // empty: start our own scheduler
   std::string http;
   std::string scheduler = METRONOME_SCHEDULER_BIN;
   int scheduler_cpu = -1;  // >= 0: the scheduler we start runs on this CPU only
@@ -166,6 +170,7 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
   for (int j = 0; j < jobs; ++j) {
     const int job_id = first_job + j;
     for (int r = 0; r < o.ranks_per_job; ++r) {
+      if (o.node_share && r % o.ranks_per_node != 0) continue;  // a follower: sends nothing
       const int global = job_id * o.ranks_per_job + r;
       Client c;
       c.socket = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
@@ -271,13 +276,15 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
   };
   for (auto& c : clients) drain(c);
   std::vector<epoll_event> events(clients.size() + 1);
-  // Churn: from 5 s after the start (the start's burst planned), this thread replaces one of its
+  // Churn: from 5 s after the start, once every client of this thread has its first timetable
+  // (the start's burst served: thousands of jobs take seconds), this thread replaces one of its
   // jobs every threads/churn seconds, round robin: every rank says bye, then registers again
   // under a new job name and reports a fresh profile.
   const int64_t churn_every =
       o.churn > 0 ? int64_t{1'000'000'000} * o.threads / o.churn : int64_t{0};
   int64_t next_churn = churn_every > 0 ? start_ns + 5'000'000'000 : INT64_MAX;
   size_t churn_job = 0;
+  bool burst_served = false;
   size_t report_at = 0;  // the next client due to report (see the send loop)
   size_t ping_at = 0;
   auto replace_job = [&](int j) {
@@ -300,7 +307,12 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
   while (true) {
     const int64_t now = MonoNs();
     if (now >= end_ns) break;
-    if (now >= next_churn && jobs > 0) {
+    if (now >= next_churn && jobs > 0 && !burst_served) {
+      burst_served = std::all_of(clients.begin(), clients.end(),
+                                 [](const Client& c) { return c.timetable_version != 0; });
+      if (!burst_served) next_churn = now + 100'000'000;
+    }
+    if (now >= next_churn && jobs > 0 && burst_served) {
       replace_job(static_cast<int>(churn_job++ % static_cast<size_t>(jobs)));
       next_churn += churn_every;
     }
@@ -477,7 +489,8 @@ int FreePort() {
 int Run(int argc, char** argv) {
   Options o;
   CLI::App app{"service_load_driver: metronome-scheduler under reporting clients (bounded)"};
-  app.add_option("--clients", o.clients, "protocol clients [2000]")->check(CLI::PositiveNumber);
+  app.add_option("--clients", o.clients, "ranks, each a protocol client unless --node-share [2000]")
+      ->check(CLI::PositiveNumber);
   app.add_option("--rate", o.rate, "reports per second per client [10]")
       ->check(CLI::PositiveNumber);
   app.add_option("--duration", o.duration_s, "seconds of reporting [30]")
@@ -495,6 +508,9 @@ int Run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--spread", o.spread,
                "each job's ranks on different racks (rack uplinks shared by many jobs)");
+  app.add_flag("--node-share", o.node_share,
+               "one connection per job per node speaks for its ranks there, as the shims share "
+               "a node by default (--clients counts ranks)");
   app.add_flag("--one-link", o.one_link,
                "start the scheduler on its embedded defaults: one link that every job crosses");
   app.add_option("--scheduler", o.scheduler, "metronome-scheduler to start");
@@ -512,13 +528,19 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "clients must be a positive multiple of ranks-per-job\n");
     return 2;
   }
+  if (o.node_share && (o.spread || o.ranks_per_job % o.ranks_per_node != 0)) {
+    std::fprintf(stderr,
+                 "--node-share needs whole nodes per job (ranks-per-job a multiple of "
+                 "ranks-per-node) and no --spread\n");
+    return 2;
+  }
   // Descriptors: each client holds a TCP socket and its mailbox's eventfd here, and the
   // scheduler (which inherits this limit) a TCP socket per client. Raising the hard limit needs
   // CAP_SYS_RESOURCE; without it the clients must fit under the hard limit, or the run fails
   // half-way with "Too many open files".
   rlimit lim{};
   getrlimit(RLIMIT_NOFILE, &lim);
-  const auto wanted = static_cast<rlim_t>(o.clients) * 2 + 1024;
+  const auto wanted = static_cast<rlim_t>(o.Connections()) * 2 + 1024;
   if (lim.rlim_max < wanted) {
     const rlimit raised{wanted, wanted};
     if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
@@ -529,7 +551,7 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr,
                  "%d clients need about %llu file descriptors; this process may open %llu "
                  "(its hard limit: raising it needs CAP_SYS_RESOURCE)\n",
-                 o.clients, static_cast<unsigned long long>(wanted),
+                 o.Connections(), static_cast<unsigned long long>(wanted),
                  static_cast<unsigned long long>(lim.rlim_cur));
     return 2;
   }
@@ -595,7 +617,7 @@ int Run(int argc, char** argv) {
   }
 
   zmq::context_t ctx(2);
-  ctx.set(zmq::ctxopt::max_sockets, o.clients + 64);
+  ctx.set(zmq::ctxopt::max_sockets, o.Connections() + 64);
   const int jobs = o.clients / o.ranks_per_job;
   const int64_t t0 = MonoNs();
   const int64_t start_ns = t0 + 2'000'000'000;  // registration window before the reports
@@ -632,8 +654,15 @@ int Run(int argc, char** argv) {
 
   Stats total;
   for (const auto& s : stats) total.Merge(s);
+  const int64_t metrics_asked = MonoNs();
   auto m = http.Get("/metrics");
   const std::string metrics = m ? m->body : "";
+  if (!m || m->status != 200) {
+    std::fprintf(
+        stderr, "the scheduler's /metrics: %s after %.1f s (its figures read -1)\n",
+        m ? ("HTTP " + std::to_string(m->status)).c_str() : httplib::to_string(m.error()).c_str(),
+        static_cast<double>(MonoNs() - metrics_asked) * 1e-9);
+  }
   const double sched_reports =
       Metric(metrics, "metronome_messages_received_total{type=\"profile_report\"}");
   const double sched_hellos = Metric(metrics, "metronome_messages_received_total{type=\"hello\"}");
@@ -645,10 +674,14 @@ int Run(int argc, char** argv) {
   const double send_failed = std::max(0.0, Metric(metrics, "metronome_send_failures_total"));
   const double planned = Metric(metrics, "metronome_jobs_planned ");
 
+  if (o.node_share) {
+    std::printf("\n%d ranks share %d connections: one per job per node (--node-share)", o.clients,
+                o.Connections());
+  }
   std::printf(
-      "\nmetronome-scheduler load: %d clients (%d jobs x %d ranks) on %d threads, %d "
+      "\nmetronome-scheduler load: %d clients (%d jobs x %d) on %d threads, %d "
       "reports/s each for %d s, %s %dx%d (%d ranks a node), %s\n",
-      o.clients, jobs, o.ranks_per_job, o.threads, o.rate, o.duration_s,
+      o.Connections(), jobs, o.Connections() / jobs, o.threads, o.rate, o.duration_s,
       o.one_link ? "the one-link default; nodes named as in" : "two-tier topology", o.racks,
       o.nodes_per_rack, o.ranks_per_node,
       o.spread ? "jobs across racks (--spread)" : "jobs within racks");

@@ -466,6 +466,15 @@ def bench_section(bench_dir):
                 "(`scripts/evaluate.sh`; by hand: `build/release/bench/service/service_load_driver "
                 "--clients 2000 --rate 10 --duration 20`, docs/scheduler.md §Load)", "", "```",
                 *load.read_text().rstrip().splitlines(), "```", ""]
+    cluster = Path(bench_dir) / "service_load_driver_cluster.txt"
+    if cluster.exists():
+        out += ["**`service_load_driver --node-share`** — the cluster's 65,536 ranks reporting once a "
+                "second as the shims send it, one connection per job per node (8,192; 2,048 jobs "
+                "of 4 nodes on a 1,024 × 8 tree), 20 s, 10 jobs/s replaced; pinned as above "
+                "(`scripts/evaluate.sh`; by hand: `service_load_driver --clients 65536 --rate 1 "
+                "--ranks-per-job 32 --ranks-per-node 8 --racks 1024 --node-share`, "
+                "docs/scheduler.md §Load)", "", "```",
+                *cluster.read_text().rstrip().splitlines(), "```", ""]
     return out
 
 

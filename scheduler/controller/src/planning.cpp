@@ -378,9 +378,11 @@ PlanSummary PlanningAdapter::Summary() const {
   s.utilization = plan.score.utilization;
   s.latency = plan.score.latency;
   s.cushion_ns = plan.score.cushion_ns;
-  const std::vector<pl::Job> jobs = impl_->online.Jobs();
+  std::vector<pl::Job> jobs = impl_->online.Jobs();
   const std::vector<pl::JobYields> yields =
       pl::RankedYields(impl_->online.GetTopology(), jobs, plan, impl_->options);
+  s.jobs.reserve(plan.jobs.size());
+  s.links.reserve(plan.links.size());
   for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
     const pl::JobPlan& j = plan.jobs[i];
     JobSchedule js;
@@ -405,10 +407,10 @@ PlanSummary PlanningAdapter::Summary() const {
     ls.contention = l.contention;
     ls.gated_jobs = l.gated_jobs;
     ls.best_effort_jobs = l.best_effort_jobs;
-    s.links.push_back(ls);
+    s.links.push_back(std::move(ls));
   }
   auto snapshot = std::make_shared<PlanSnapshot>();
-  snapshot->jobs = jobs;
+  snapshot->jobs = std::move(jobs);
   snapshot->plan = plan;
   s.snapshot = std::move(snapshot);
   return s;

@@ -107,9 +107,9 @@ void PlanningWorker::PlanningLoop(Registry& registry) {
         }
       }
       if (!work.changes.empty()) {
+        out.plan = planner_.Summary();  // part of the round: every push waits for it
         metrics_.PlanDuration().Observe(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        out.plan = planner_.Summary();
       }
       if (work.offline && AdoptOffline(*work.offline)) {
         out.plan = planner_.Summary();

@@ -102,7 +102,7 @@ bool Registry::WaitForWork(PlanningWork& work) {
   return true;
 }
 
-void Registry::ApplyRound(const PlanningWork& work, const PlanningOutcome& outcome) {
+void Registry::ApplyRound(const PlanningWork& work, PlanningOutcome& outcome) {
   if (!outcome.plan) return;
   {
     std::lock_guard lock(mu_);
@@ -126,7 +126,7 @@ void Registry::ApplyRound(const PlanningWork& work, const PlanningOutcome& outco
       metrics_.Replans(reason).Increment(n);
       spdlog::debug("planner: re-planned {} change(s) for {}", n, reason);
     }
-    ApplyPlan(*outcome.plan, outcome.trigger_ns, outcome.reason);
+    ApplyPlan(std::move(*outcome.plan), outcome.trigger_ns, outcome.reason);
   }
   plan_cv_.notify_all();
 }
@@ -491,8 +491,8 @@ void Registry::RemoveJob(const std::string& name, const char* reason) {
   jobs_.erase(it);
 }
 
-void Registry::ApplyPlan(const PlanSummary& plan, int64_t trigger_ns, const char* reason) {
-  summary_ = plan;
+void Registry::ApplyPlan(PlanSummary plan, int64_t trigger_ns, const char* reason) {
+  summary_ = std::move(plan);
   links_ = summary_.links;
   ++plan_version_;
   last_plan_ns_ = RealtimeNs();

@@ -56,6 +56,30 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Pushes job `job` a timetable 50 % slower than `period`, opening now; returns its period.
+int64_t PushSlower(RawPeer& p, const std::string& job, int64_t period, int64_t now) {
+  proto::TimetablePush push;
+  push.job_id = job;
+  const int64_t tp = period * 3 / 2;
+  push.timetable = Timetable{1, now, tp, 0, 10'000'000, 2'000'000, tp};
+  p.Send(push);
+  return tp;
+}
+
+// Runs a 2-rank metronome-trainer job `job` with the shim preloaded, talking to `peer`, with
+// `env` before it; its phases go to dir/phases.jsonl, its output to dir/out.txt and err.txt.
+int RunTrainer(const RawPeer& peer, const std::string& env, const std::string& job,
+               const std::string& dir) {
+  const std::string cmd =
+      env + " METRONOME_JOB=" + job + " METRONOME_LOG=info METRONOME_SCHEDULER=" + peer.Endpoint() +
+      " ASAN_OPTIONS=detect_leaks=0 LD_LIBRARY_PATH=" METRONOME_STANDIN_DIR
+      " LD_PRELOAD=" METRONOME_TEST_PRELOAD " " METRONOME_TRAINER_PATH
+      " --local-ranks 2 --compute-ms 50 --gradient-mb 26 --iterations 70 --quiet --job " +
+      job + " --rendezvous " + dir + " --phases-out " + dir + "/phases.jsonl > " + dir +
+      "/out.txt 2> " + dir + "/err.txt";
+  return std::system(cmd.c_str());
+}
+
 TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
   RawPeer peer;
   std::atomic<int64_t> pushed_at{0};
@@ -74,12 +98,7 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
     learned_period.store(period);
     used = reports;
     const int64_t now = RealtimeNs();
-    proto::TimetablePush push;
-    push.job_id = "shimtest";
-    const int64_t tp = period * 3 / 2;  // 50 % slower than the natural period
-    push.timetable = Timetable{1, now, tp, 0, 10'000'000, 2'000'000, tp};
-    timetable_period.store(tp);
-    p.Send(push);
+    timetable_period.store(PushSlower(p, "shimtest", period, now));
     pushed_at.store(now);
   };
   peer.Start();
@@ -87,15 +106,7 @@ TEST(ShimOnStandin, LearnsThePeriodAndHoldsTheJobToItsTimetable) {
   char dir_template[] = "/tmp/metronome-shim-standin-XXXXXX";
   const std::string dir = mkdtemp(dir_template);
   const std::string phases = dir + "/phases.jsonl";
-  const std::string cmd =
-      "METRONOME_NODE_SHARE=0 METRONOME_JOB=shimtest METRONOME_LOG=info METRONOME_SCHEDULER=" +
-      peer.Endpoint() +
-      " ASAN_OPTIONS=detect_leaks=0 LD_LIBRARY_PATH=" METRONOME_STANDIN_DIR
-      " LD_PRELOAD=" METRONOME_TEST_PRELOAD " " METRONOME_TRAINER_PATH
-      " --local-ranks 2 --compute-ms 50 --gradient-mb 26 --iterations 70 --quiet --job shimtest"
-      " --rendezvous " +
-      dir + " --phases-out " + phases + " > " + dir + "/out.txt 2> " + dir + "/err.txt";
-  const int rc = std::system(cmd.c_str());
+  const int rc = RunTrainer(peer, "METRONOME_NODE_SHARE=0", "shimtest", dir);
   peer.Stop();
   ASSERT_EQ(rc, 0) << "trainer failed; see " << dir;
 
@@ -176,12 +187,7 @@ TEST(ShimOnStandin, RanksOnOneNodeShareOneRegistration) {
     const proto::ProfileReport& r = reports.begin()->second;
     if (r.period_ns <= 0 || r.iterations < 12) return;
     const int64_t now = RealtimeNs();
-    proto::TimetablePush push;
-    push.job_id = "shimshared";
-    const int64_t tp = r.period_ns * 3 / 2;
-    push.timetable = Timetable{1, now, tp, 0, 10'000'000, 2'000'000, tp};
-    timetable_period.store(tp);
-    p.Send(push);
+    timetable_period.store(PushSlower(p, "shimshared", r.period_ns, now));
     pushed_at.store(now);
   };
   peer.Start();
@@ -189,15 +195,8 @@ TEST(ShimOnStandin, RanksOnOneNodeShareOneRegistration) {
   char dir_template[] = "/tmp/metronome-shim-shared-XXXXXX";
   const std::string dir = mkdtemp(dir_template);
   const std::string phases = dir + "/phases.jsonl";
-  const std::string cmd =
-      "METRONOME_SHARE_DIR=" + dir + " NODE_NAME=shared-node METRONOME_JOB=shimshared" +
-      " METRONOME_LOG=info METRONOME_SCHEDULER=" + peer.Endpoint() +
-      " ASAN_OPTIONS=detect_leaks=0 LD_LIBRARY_PATH=" METRONOME_STANDIN_DIR
-      " LD_PRELOAD=" METRONOME_TEST_PRELOAD " " METRONOME_TRAINER_PATH
-      " --local-ranks 2 --compute-ms 50 --gradient-mb 26 --iterations 70 --quiet --job shimshared"
-      " --rendezvous " +
-      dir + " --phases-out " + phases + " > " + dir + "/out.txt 2> " + dir + "/err.txt";
-  const int rc = std::system(cmd.c_str());
+  const int rc =
+      RunTrainer(peer, "METRONOME_SHARE_DIR=" + dir + " NODE_NAME=shared-node", "shimshared", dir);
   peer.Stop();
   ASSERT_EQ(rc, 0) << "trainer failed; see " << dir;
   const std::string err = ReadAll(dir + "/err.txt");
