@@ -343,9 +343,7 @@ bool Client::OpenShares(int64_t now) {
     if (cfg.node_share && job->share == nullptr && !job->share_tried) {
       job->share_tried = true;
       std::string error;
-      job->share =
-          NodeShare::Open(cfg.share_dir, cfg.node, job->job_id, now, cfg.silence_ns, &error)
-              .release();
+      job->share = NodeShare::Open(cfg.share_dir, cfg.node, job->job_id, now, &error).release();
       if (job->share == nullptr) {
         MLOG_WARN("job %s rank %u: reports alone (node sharing: %s)", job->job_id.c_str(),
                   job->rank, error.c_str());

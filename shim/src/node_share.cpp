@@ -82,7 +82,7 @@ std::string ShareFileName(uint32_t uid, const std::string& node, const std::stri
 
 std::unique_ptr<NodeShare> NodeShare::Open(const std::string& dir, const std::string& node,
                                            const std::string& job, int64_t now_ns,
-                                           int64_t stale_after_ns, std::string* error) {
+                                           std::string* error) {
   std::unique_ptr<NodeShare> s(new NodeShare());
   s->path_ = dir + "/" + ShareFileName(static_cast<uint32_t>(geteuid()), node, job);
   const auto fail = [&](const char* what, int err) -> std::unique_ptr<NodeShare> {
@@ -108,7 +108,7 @@ std::unique_ptr<NodeShare> NodeShare::Open(const std::string& dir, const std::st
   if (!s->seg_->magic.compare_exchange_strong(magic, kShareMagic) && magic != kShareMagic) {
     return fail("another layout (magic)", 0);
   }
-  if (!s->TryLead(now_ns, stale_after_ns)) s->ClaimSlot(now_ns);
+  if (!s->Lead(now_ns, false)) s->ClaimSlot(now_ns);
   return s;
 }
 
@@ -129,6 +129,10 @@ void NodeShare::AbandonAfterFork() noexcept {
 
 bool NodeShare::TryLead(int64_t now_ns, int64_t stale_after_ns) {
   if (leads_) return true;
+  return Lead(now_ns, now_ns - seg_->heartbeat_ns.load() <= stale_after_ns);
+}
+
+bool NodeShare::Lead(int64_t now_ns, bool carry_on) {
   if (fd_ < 0) return false;
   struct flock fl {};
   fl.l_type = F_WRLCK;
@@ -141,7 +145,7 @@ bool NodeShare::TryLead(int64_t now_ns, int64_t stale_after_ns) {
     seg_->slots[slot_].pid.store(0, std::memory_order_release);
     slot_ = -1;
   }
-  if (now_ns - seg_->heartbeat_ns.load() > stale_after_ns) {
+  if (!carry_on) {
     seg_->store.Clear();
     seg_->clock_valid.store(0);
     seg_->retired.Store(ShareCounters{});

@@ -7,11 +7,12 @@
 //     the user, the node and the job, mapped by every rank of the job on the node;
 //   - the leader holds an open-file-description lock on it (released by the kernel when the
 //     leader exits or dies, whatever the way), and publishes there the timetable in force with
-//     its yields (a TimetableStore: a sequence lock, no pointers), the clock offset, a heartbeat
-//     and the sum of the followers' gate counters it reports for them;
+//     its yields (a TimetableStore: a sequence lock, no pointers), the clock offset and a
+//     heartbeat; a rank that leads from its start clears what an earlier process left there;
 //   - a follower copies a new timetable from the segment into its own store after validating it
 //     (the gate reads only process memory), treats a heartbeat older than the fail-open bound as
-//     no timetable, writes its counters into its slot, and tries the lock now and then: when
+//     no timetable, writes its gate counters into its slot (the leader's reports add them up),
+//     and tries the lock now and then: when
 //     the leader has gone it leads, keeping the timetable in the segment until its own
 //     registration brings a new one (the job keeps its slot through the change).
 // Anything unexpected (no /dev/shm, another user's file, another layout) leaves the rank to
@@ -51,11 +52,12 @@ struct ShareSegment;
 
 class NodeShare {
  public:
-  // Opens (creating) the segment of (node, job) in `dir` and tries to lead (TryLead). nullptr,
-  // with `error` set, when it cannot be shared.
+  // Opens (creating) the segment of (node, job) in `dir` and tries to lead. A rank that leads
+  // from the start starts the segment afresh: what it holds is an earlier process's, perhaps
+  // from another scheduler. nullptr, with `error` set, when it cannot be shared.
   static std::unique_ptr<NodeShare> Open(const std::string& dir, const std::string& node,
                                          const std::string& job, int64_t now_ns,
-                                         int64_t stale_after_ns, std::string* error);
+                                         std::string* error);
   ~NodeShare();
   NodeShare(const NodeShare&) = delete;
   NodeShare& operator=(const NodeShare&) = delete;
@@ -63,9 +65,9 @@ class NodeShare {
   bool Leads() const { return leads_; }
   const std::string& Path() const { return path_; }
   // A follower tries to take the lock (one system call). True when it leads from now on. A
-  // segment whose last heartbeat is older than `stale_after_ns` is a finished run's: its
-  // timetable and counters are dropped; a fresher one is a leader's that has just gone, and the
-  // new leader carries on with its timetable.
+  // leader that has just gone leaves its timetable to the new one, who carries on with it; one
+  // whose heartbeat is older than `stale_after_ns` (its followers have failed open) leaves
+  // nothing.
   bool TryLead(int64_t now_ns, int64_t stale_after_ns);
   // In a forked child: drop the descriptor (the lock stays with the parent's).
   void AbandonAfterFork() noexcept;
@@ -90,6 +92,8 @@ class NodeShare {
 
  private:
   NodeShare() = default;
+  // Takes the lock; `carry_on`: keep the timetable, the clock and the counters in the segment.
+  bool Lead(int64_t now_ns, bool carry_on);
   void ClaimSlot(int64_t now_ns);
 
   int fd_ = -1;

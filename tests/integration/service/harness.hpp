@@ -88,11 +88,24 @@ class Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
-  // Sends `sig` and waits; returns the exit code (128+signal when killed), -1 if not running.
+  // Sends `sig` and waits, at most 30 s (then SIGKILL: a process that does not stop is a
+  // failure with its log, not a test that hangs until ctest's timeout); returns the exit code
+  // (128+signal when killed), -1 if not running, -2 if it had to be killed after `sig`.
   int Kill(int sig = SIGTERM) {
     if (pid_ <= 0) return -1;
     ::kill(pid_, sig);
-    return Wait();
+    for (int i = 0; i < 3000 && sig != SIGKILL; ++i) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (sig == SIGKILL) return Wait();
+    ::kill(pid_, SIGKILL);
+    Wait();
+    return -2;
   }
   int Wait() {
     if (pid_ <= 0) return -1;

@@ -136,7 +136,7 @@ TEST(Standby, TakesOverWithinTenSecondsAndKeepsTheJobsInTheirSlots) {
   EXPECT_NE(b.Log().find("planned where the previous leader ran them"), std::string::npos);
 
   // A clean stop empties the Lease for the next replica.
-  EXPECT_EQ(b.Stop(), 0);
+  EXPECT_EQ(b.Stop(), 0) << b.Log();
   EXPECT_EQ((*api.Object("leases", "default", "metronome-scheduler"))["spec"]["holderIdentity"],
             "");
 }

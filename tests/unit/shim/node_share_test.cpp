@@ -31,7 +31,7 @@ class NodeShareTest : public ::testing::Test {
 
   std::unique_ptr<NodeShare> Open(const std::string& job = "job-a", int64_t now = kT0) {
     std::string error;
-    auto s = NodeShare::Open(dir_, "node-1", job, now, kStale, &error);
+    auto s = NodeShare::Open(dir_, "node-1", job, now, &error);
     EXPECT_NE(s, nullptr) << error;
     return s;
   }
@@ -110,22 +110,39 @@ TEST_F(NodeShareTest, AFollowerLeadsWhenTheLeaderHasGoneAndKeepsItsTimetable) {
   EXPECT_EQ(third->LeaderHeartbeatNs(), kT0 + 300 * kMs);
 }
 
-TEST_F(NodeShareTest, AFinishedRunsSegmentIsStartedAfresh) {
+// What a segment holds when a rank leads from the start is an earlier process's (a job run
+// again under its name, perhaps against another scheduler), however recent: dropped.
+TEST_F(NodeShareTest, ARankThatLeadsFromTheStartStartsAfresh) {
   {
     auto old = Open();
     old->PublishTimetable(SomeTimetable(9), SomeYields());
     old->PublishClock(5, 1);
     old->Heartbeat(kT0);
   }
-  auto fresh = Open("job-a", kT0 + kStale + 1);
+  auto fresh = Open("job-a", kT0 + 1);
   ASSERT_TRUE(fresh->Leads());
   Timetable t;
   YieldSet y;
   uint64_t pub = 0;
-  EXPECT_FALSE(fresh->ReadTimetable(t, y, pub)) << "a stale run's timetable survived";
+  EXPECT_FALSE(fresh->ReadTimetable(t, y, pub)) << "an earlier process's timetable survived";
   int64_t offset = 0;
   int64_t error = 0;
   EXPECT_FALSE(fresh->ReadClock(offset, error));
+}
+
+// A follower that takes over from a leader silent longer than the fail-open bound (its
+// followers failed open long ago) carries nothing on.
+TEST_F(NodeShareTest, AFollowerTakingOverFromALongSilentLeaderStartsAfresh) {
+  auto leader = Open();
+  auto follower = Open();
+  leader->PublishTimetable(SomeTimetable(4), SomeYields());
+  leader->Heartbeat(kT0);
+  leader.reset();
+  ASSERT_TRUE(follower->TryLead(kT0 + kStale + 1, kStale));
+  Timetable t;
+  YieldSet y;
+  uint64_t pub = 0;
+  EXPECT_FALSE(follower->ReadTimetable(t, y, pub));
 }
 
 TEST_F(NodeShareTest, TheLeaderReportsItsFollowersCountersThoseThatExitedIncluded) {
@@ -179,7 +196,7 @@ TEST_F(NodeShareTest, AFileItCannotTrustIsNotShared) {
   {
     std::ofstream(path) << "not a segment";
     chmod(path.c_str(), 0600);
-    EXPECT_EQ(NodeShare::Open(dir_, "node-1", "job-a", kT0, kStale, &error), nullptr);
+    EXPECT_EQ(NodeShare::Open(dir_, "node-1", "job-a", kT0, &error), nullptr);
     EXPECT_NE(error.find("another layout"), std::string::npos) << error;
   }
   std::filesystem::remove(path);
@@ -189,15 +206,15 @@ TEST_F(NodeShareTest, AFileItCannotTrustIsNotShared) {
   }
   chmod(path.c_str(), 0644);  // ...that others may write
   error.clear();
-  EXPECT_EQ(NodeShare::Open(dir_, "node-1", "job-a", kT0, kStale, &error), nullptr);
+  EXPECT_EQ(NodeShare::Open(dir_, "node-1", "job-a", kT0, &error), nullptr);
   EXPECT_NE(error.find("not a private file"), std::string::npos) << error;
   std::filesystem::remove(path);
   std::filesystem::create_symlink("/dev/null", path);
   error.clear();
-  EXPECT_EQ(NodeShare::Open(dir_, "node-1", "job-a", kT0, kStale, &error), nullptr);
+  EXPECT_EQ(NodeShare::Open(dir_, "node-1", "job-a", kT0, &error), nullptr);
   EXPECT_NE(error.find("cannot open"), std::string::npos) << error;
   error.clear();
-  EXPECT_EQ(NodeShare::Open(dir_ + "/missing", "node-1", "job-a", kT0, kStale, &error), nullptr);
+  EXPECT_EQ(NodeShare::Open(dir_ + "/missing", "node-1", "job-a", kT0, &error), nullptr);
   EXPECT_FALSE(error.empty());
 }
 
@@ -207,7 +224,7 @@ TEST_F(NodeShareTest, AForkedChildDoesNotTakeTheLockWithIt) {
   if (pid == 0) {
     leader->AbandonAfterFork();
     std::string error;
-    auto mine = NodeShare::Open(dir_, "node-1", "job-a", kT0, kStale, &error);
+    auto mine = NodeShare::Open(dir_, "node-1", "job-a", kT0, &error);
     _exit(mine != nullptr && !mine->Leads() ? 0 : 1);
   }
   int status = 0;
