@@ -168,8 +168,12 @@ class Demo:
                     f"--phases-out={run_dir / f'{job.name}.r{rank}.phases.jsonl'}",
                     f"--summary-out={run_dir / f'{job.name}.r{rank}.summary.json'}", *job.workload]
             log = open(run_dir / f"{job.name}.r{rank}.log", "w")
-            procs.append(self.cluster.popen(node, argv, env=self._env(job, node, mode),
-                                            stdout=log, stderr=subprocess.STDOUT))
+            env = self._env(job, node, mode)
+            # The shims' node segments (docs/shim.md, node sharing) beside the run's rendezvous
+            # files rather than in the host's /dev/shm.
+            env["METRONOME_SHARE_DIR"] = str(rdv)
+            procs.append(self.cluster.popen(node, argv, env=env, stdout=log,
+                                            stderr=subprocess.STDOUT))
         return procs
 
     def _start_scheduler(self, run_dir: Path, append: bool = False) -> subprocess.Popen:
