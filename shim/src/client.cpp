@@ -27,6 +27,7 @@ constexpr int64_t kMaxPollNs = 50 * kMs;
 constexpr int64_t kRetireGraceNs = 2000 * kMs;
 constexpr int64_t kFollowPollNs = 5 * kMs;   // how soon a follower adopts a new timetable
 constexpr int64_t kLeadRetryNs = 200 * kMs;  // how soon a follower notices the leader gone
+                                             // (and how often it writes its counters)
 constexpr uint64_t kNoPublication = ~0ull;
 
 const char* const kShimVersion = "0.1.0";
@@ -369,21 +370,23 @@ bool Client::OpenShares(int64_t now) {
 void Client::Follow(JobState* job, int64_t now) {
   NodeShare& share = *job->share;
   const int64_t silence = rt_.GetConfig().silence_ns;
+  // Every 200 ms, not every pass: the lock attempt and the counters (the leader reports them
+  // about once a second).
   if (now >= job->next_lead_try_ns) {
     job->next_lead_try_ns = now + kLeadRetryNs;
     if (share.TryLead(now, silence)) {
-      // Its store keeps the segment's timetable until its own registration brings one.
+      // Its store, and the segment, keep the timetable and the clock offset until its own
+      // registration and pongs bring new ones.
       MLOG_INFO("job %s rank %u: the node's reporting rank has gone: reports for the node now",
                 job->job_id.c_str(), job->rank);
       job->registered = false;
       job->last_hello_ns = 0;
       job->share_publication = kNoPublication;
-      if (rt_.clock_valid.load()) share.PublishClock(rt_.server_minus_local_ns.load(), 0);
       return;
     }
+    share.PublishCounters(CountersOf(job, rt_.LiveComms()), now);
   }
   following_ = true;
-  share.PublishCounters(CountersOf(job, rt_.LiveComms()), now);
   int64_t offset = 0;
   int64_t error = 0;
   if (share.ReadClock(offset, error)) {

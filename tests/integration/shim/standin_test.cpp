@@ -203,6 +203,22 @@ TEST(ShimOnStandin, RanksOnOneNodeShareOneRegistration) {
 
   EXPECT_EQ(peer.Hellos(), 1) << err;
   EXPECT_EQ(reporting_ranks.load(), 1u) << err;
+  // The reporting rank's last report counts the follower's held phases too: more than the
+  // reporting rank held in the whole run (its destroy line), as both ranks are held each phase
+  // and the last report is at most a second (some ten phases) before the end.
+  const auto reports = peer.Reports();
+  ASSERT_EQ(reports.size(), 1u);
+  const uint32_t leader = reports.begin()->first;
+  const std::string mark = "job=shimshared rank=" + std::to_string(leader) + " collectives=";
+  const size_t at = err.find(mark);
+  ASSERT_NE(at, std::string::npos) << err;
+  const size_t g = err.find(" gated=", at);
+  ASSERT_NE(g, std::string::npos) << err;
+  const uint64_t leader_held = std::stoull(err.substr(g + 7));
+  EXPECT_GT(leader_held, 10u) << err;
+  EXPECT_GT(reports.begin()->second.gated, leader_held)
+      << "the follower's counters are not in the report\n"
+      << err;
   ASSERT_NE(pushed_at.load(), 0) << "the reporting rank never reported a period\n" << err;
   EXPECT_NE(err.find("follows the rank that reports for node shared-node"), std::string::npos)
       << err;
