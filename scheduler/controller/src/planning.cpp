@@ -94,23 +94,6 @@ struct PlanningAdapter::Impl {
   // than a neighbour (compute noise) could otherwise only take twice the neighbour's period.
   static constexpr double kPeriodSnap = 0.01;
 
-  // The planned jobs (other than `job`) that share a link with it.
-  std::vector<pl::Job> Neighbours(const pl::Job& job) const {
-    const auto mine = pl::JobLinks(online.GetTopology(), job);
-    const std::set<pl::LinkId> links(mine.begin(), mine.end());
-    std::vector<pl::Job> neighbours;
-    for (const pl::Job& other : online.Jobs()) {
-      if (other.id == job.id) continue;
-      for (const pl::LinkId l : pl::JobLinks(online.GetTopology(), other)) {
-        if (links.count(l) != 0) {
-          neighbours.push_back(other);
-          break;
-        }
-      }
-    }
-    return neighbours;
-  }
-
   // Raises `job`'s period to the largest period within kPeriodSnap above it among its
   // neighbours. Returns those whose period lies within kPeriodSnap below the result, raised to
   // it: they must be re-planned with it.
@@ -249,7 +232,7 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
     try {
       Add a{impl_->Checked(j), false, j.name};
       if (Impl::SameInputs(impl_->online.Find(a.job.id), a.job)) continue;  // nothing to re-plan
-      const std::vector<pl::Job> neighbours = impl_->Neighbours(a.job);
+      const std::vector<pl::Job> neighbours = impl_->online.JobsSharingLinks(a.job);
       for (pl::Job& n : Impl::SnapPeriod(a.job, neighbours)) {
         auto [it, fresh] = raised.emplace(n.id, n);
         if (!fresh) {
@@ -385,16 +368,14 @@ PlanSummary PlanningAdapter::Summary() const {
   s.links.reserve(plan.links.size());
   for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
     const pl::JobPlan& j = plan.jobs[i];
-    JobSchedule js;
+    JobSchedule& js = s.jobs.emplace_back();
     js.id = j.id;
     js.best_effort = j.best_effort;
     js.timetable = j.timetable;
     js.timetable.epoch_ns = s.epoch_ns;
     js.yields = yields[i].yields;
-    js.yields.epoch_ns = s.epoch_ns;
     js.yielded_to = yields[i].yielded_to;
     js.predicted_slowdown = j.predicted_slowdown;
-    s.jobs.push_back(js);
   }
   const auto& t = impl_->online.GetTopology();
   for (const auto& l : plan.links) {

@@ -284,7 +284,8 @@ bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableCo
   check = ValidateTimetable(tt);
   job.predicted_slowdown = schedule.predicted_slowdown;
   if ((check & kTimetableRejectMask) != 0) return false;
-  YieldSet yields = schedule.yields;
+  YieldSet yields = schedule.yields ? *schedule.yields : YieldSet{};
+  yields.epoch_ns = schedule.timetable.epoch_ns;
   yields.max_wait_ns = std::min(yields.max_wait_ns, config.max_wait_ms * 1'000'000);
   if ((ValidateYieldSet(yields) & kYieldRejectMask) != 0) yields = YieldSet{};
   const Timetable& old = job.timetable;

@@ -479,6 +479,22 @@ std::vector<Job> OnlinePlanner::Jobs() const {
   return out;
 }
 
+std::vector<Job> OnlinePlanner::JobsSharingLinks(const Job& job) const {
+  const Workspace& ws = *ws_;
+  std::vector<std::uint32_t> found;
+  for (const LinkId l : JobLinks(ws.topology, job)) {
+    for (const auto& o : ws.link_jobs[l]) found.push_back(o.job);
+    found.insert(found.end(), ws.link_best_effort[l].begin(), ws.link_best_effort[l].end());
+  }
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  std::vector<Job> out;
+  for (const std::uint32_t j : found) {
+    if (ws.jobs[j].alive && ws.jobs[j].job.id != job.id) out.push_back(ws.jobs[j].job);
+  }
+  return out;
+}
+
 const Topology& OnlinePlanner::GetTopology() const {
   return ws_->topology;
 }

@@ -20,12 +20,19 @@ struct LinkUsers {
 
   LinkUsers(const Topology& topology, const std::vector<Job>& jobs, const Plan& plan)
       : job(plan.jobs.size(), nullptr), links(plan.jobs.size()), users(topology.LinkCount()) {
+    // The planner lists both in the same order; others (hand-built plans) are looked up by id.
     std::unordered_map<JobId, const Job*> by_id;
-    for (const Job& j : jobs) by_id.emplace(j.id, &j);
     for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
-      const auto it = by_id.find(plan.jobs[i].id);
-      if (it == by_id.end()) continue;
-      job[i] = it->second;
+      if (i < jobs.size() && jobs[i].id == plan.jobs[i].id) {
+        job[i] = &jobs[i];
+      } else {
+        if (by_id.empty()) {
+          for (const Job& j : jobs) by_id.emplace(j.id, &j);
+        }
+        const auto it = by_id.find(plan.jobs[i].id);
+        if (it == by_id.end()) continue;
+        job[i] = it->second;
+      }
       links[i] = JobLinks(topology, *job[i]);
       for (const LinkId l : links[i]) users[l].push_back(i);
     }
@@ -98,7 +105,11 @@ std::vector<JobYields> RankedYields(const Topology& topology, const std::vector<
       return plan.jobs[x].id < plan.jobs[y].id;
     });
     if (above.size() > kMaxYieldWindows) above.resize(kMaxYieldWindows);
-    YieldSet& y = out[b].yields;
+    if (above.empty()) {
+      for (const std::size_t a : meets) ++met[a];
+      continue;
+    }
+    YieldSet y;
     y.need_ns = std::min(static_cast<Nanos>(static_cast<double>(jb.profile.comm_ns) * sharing),
                          jb.profile.period_ns);
     y.max_wait_ns = jb.profile.period_ns;
@@ -117,8 +128,9 @@ std::vector<JobYields> RankedYields(const Topology& topology, const std::vector<
     }
     // Periods and windows come from a validated plan: this only fills the inverse periods.
     if ((ValidateYieldSet(y) & kYieldRejectMask) != 0) {
-      y = YieldSet{};
       above.clear();
+    } else {
+      out[b].yields = std::make_shared<const YieldSet>(y);
     }
     for (const std::size_t a : meets) {
       ++met[a];

@@ -100,8 +100,9 @@ TEST(Stages, OverloadedLinkLowestPriorityIsBestEffortWhenNoPeriodFits) {
   // It yields to both windows ranked above it (ranked_yields.hpp), the high-priority one
   // first, and pays for the contention itself: the gated jobs are predicted at full speed.
   const auto yields = RankedYields(p.topology, p.jobs, plan, PlannerOptions{});
-  ASSERT_EQ(yields[2].yields.count, 2u);
-  EXPECT_EQ(yields[2].yields.windows[0].offset_ns, high.timetable.offset_ns);
+  ASSERT_NE(yields[2].yields, nullptr);
+  ASSERT_EQ(yields[2].yields->count, 2u);
+  EXPECT_EQ(yields[2].yields->windows[0].offset_ns, high.timetable.offset_ns);
   EXPECT_DOUBLE_EQ(high.predicted_slowdown, 0.0);
   EXPECT_DOUBLE_EQ(Entry(plan, 2).predicted_slowdown, 0.0);
   EXPECT_GT(low.predicted_slowdown, 0.0);

@@ -41,7 +41,9 @@ struct JobSchedule {
   uint64_t id = 0;
   bool best_effort = false;
   Timetable timetable;
-  YieldSet yields;  // the higher-ranked windows it must not start into (its timetable's epoch)
+  // The higher-ranked windows it must not start into, in the plan's frame (offsets from its
+  // timetable's epoch); null when there are none. Shared, never modified.
+  std::shared_ptr<const YieldSet> yields;
   // Gated, met by ungated jobs on its links, and all of them yield to it
   // (planner::JobYields::yielded_to): nothing the plan does not control meets its window.
   bool yielded_to = false;

@@ -72,6 +72,9 @@ class OnlinePlanner {
   // The whole plan; jobs in no particular order (look them up with Plan::find).
   [[nodiscard]] Plan Snapshot() const;
   [[nodiscard]] std::vector<Job> Jobs() const;
+  // The planned jobs other than `job` itself that use a link `job` crosses, in Jobs() order:
+  // read from the links' occupants, not a pass over every job.
+  [[nodiscard]] std::vector<Job> JobsSharingLinks(const Job& job) const;
   // The planned job with this id, as it was given (nullptr: none).
   [[nodiscard]] const Job* Find(JobId id) const;
   [[nodiscard]] const Topology& GetTopology() const;

@@ -12,6 +12,7 @@
 // waits for one at most its natural period.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "metronome/common/yield.hpp"
@@ -30,7 +31,9 @@ namespace metronome::planner {
 [[nodiscard]] bool SlowsMaterially(double a_rate, double b_rate, double capacity);
 
 struct JobYields {
-  YieldSet yields;  // the windows it yields to (epoch 0: the plan's frame)
+  // The windows it yields to (epoch 0: the plan's frame); null when it yields to none. Shared
+  // and never modified: a plan of thousands of jobs carries a pointer per job, not a set.
+  std::shared_ptr<const YieldSet> yields;
   // Gated, met by ungated jobs on its links, and every one of them holds its window: nothing
   // the plan does not control starts into it (a phase of it that overran met a yielding
   // transfer's tail, not traffic the window must make room for).
