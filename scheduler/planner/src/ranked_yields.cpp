@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <unordered_map>
 
 namespace metronome::planner {
@@ -12,14 +13,15 @@ bool Gated(const JobPlan& p) {
   return !p.best_effort && !AlwaysOpen(p.timetable);
 }
 
-// The planned jobs with their links, and the jobs on each link, by plan entry.
-struct LinkUsers {
+// The planned jobs with their links, and the jobs on each link, by plan entry. Flat arrays
+// (an offset per entry and per link): a plan of thousands of jobs on thousands of links would
+// otherwise allocate a vector for each.
+class LinkUsers {
+ public:
   std::vector<const Job*> job;
-  std::vector<std::vector<LinkId>> links;
-  std::vector<std::vector<std::size_t>> users;  // by link
 
   LinkUsers(const Topology& topology, const std::vector<Job>& jobs, const Plan& plan)
-      : job(plan.jobs.size(), nullptr), links(plan.jobs.size()), users(topology.LinkCount()) {
+      : job(plan.jobs.size(), nullptr), link_at_(plan.jobs.size() + 1, 0) {
     // The planner lists both in the same order; others (hand-built plans) are looked up by id.
     std::unordered_map<JobId, const Job*> by_id;
     for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
@@ -30,13 +32,35 @@ struct LinkUsers {
           for (const Job& j : jobs) by_id.emplace(j.id, &j);
         }
         const auto it = by_id.find(plan.jobs[i].id);
-        if (it == by_id.end()) continue;
-        job[i] = it->second;
+        if (it != by_id.end()) job[i] = it->second;
       }
-      links[i] = JobLinks(topology, *job[i]);
-      for (const LinkId l : links[i]) users[l].push_back(i);
+      if (job[i] != nullptr) {
+        const std::vector<LinkId> crossed = JobLinks(topology, *job[i]);
+        links_.insert(links_.end(), crossed.begin(), crossed.end());
+      }
+      link_at_[i + 1] = links_.size();
+    }
+    user_at_.assign(topology.LinkCount() + 1, 0);
+    for (const LinkId l : links_) ++user_at_[l + 1];
+    for (std::size_t l = 1; l < user_at_.size(); ++l) user_at_[l] += user_at_[l - 1];
+    users_.resize(links_.size());
+    std::vector<std::size_t> next(user_at_.begin(), user_at_.end() - 1);
+    for (std::size_t i = 0; i < plan.jobs.size(); ++i) {
+      for (const LinkId l : Links(i)) users_[next[l]++] = i;
     }
   }
+  std::span<const LinkId> Links(std::size_t entry) const {
+    return {links_.data() + link_at_[entry], link_at_[entry + 1] - link_at_[entry]};
+  }
+  std::span<const std::size_t> Users(LinkId l) const {
+    return {users_.data() + user_at_[l], user_at_[l + 1] - user_at_[l]};
+  }
+
+ private:
+  std::vector<LinkId> links_;  // every entry's links, entry after entry
+  std::vector<std::size_t> link_at_;
+  std::vector<std::size_t> users_;  // every link's entries, link after link, ascending
+  std::vector<std::size_t> user_at_;
 };
 
 }  // namespace
@@ -69,11 +93,11 @@ std::vector<JobYields> RankedYields(const Topology& topology, const std::vector<
     // do not yield to it, or to which it does not yield, are there as often as their duty
     // cycles say (on its busiest link).
     double sharing = 1.0;
-    for (const LinkId l : u.links[b]) {
+    for (const LinkId l : u.Links(b)) {
       const double capacity = topology.GetLink(l).capacity_bps;
       const double b_rate = std::min(jb.profile.beta_bps, capacity);
       double others = 0.0;
-      for (const std::size_t a : u.users[l]) {
+      for (const std::size_t a : u.Users(l)) {
         if (a == b) continue;
         const double a_rate = std::min(u.job[a]->profile.beta_bps, capacity);
         // Side by side within the capacity: nothing to yield, nothing shared.

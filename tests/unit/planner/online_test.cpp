@@ -360,5 +360,30 @@ TEST(Validation, InvalidJobsAreRejectedWithAClearMessage) {
   EXPECT_THROW((void)MakePlan(p), std::invalid_argument);
 }
 
+// A newcomer's neighbours (for snapping its period to theirs) come from its links' occupants,
+// gated and best-effort alike: each once, in Jobs() order, never the job itself, never a job on
+// other links or on none.
+TEST(Online, JobsSharingLinksAreTheOccupantsOfItsLinks) {
+  OnlinePlanner planner(testing::Links(3));
+  (void)planner.AddJob(MakeJob(1, 2, 100, 40, {0, 1}));
+  (void)planner.AddJob(MakeJob(6, 1, 100, 30, {0}));
+  (void)planner.AddJob(MakeJob(2, 0, 100, 40, {0}));  // no period fits it: best-effort
+  (void)planner.AddJob(MakeJob(3, 0, 100, 20, {2}));
+  (void)planner.AddJob(MakeJob(4, 0, 100, 20, {}));
+  (void)planner.AddJob(MakeJob(5, 0, 100, 20, {1}));
+  ASSERT_TRUE(planner.Snapshot().Find(2)->best_effort);
+  const auto ids = [](const std::vector<Job>& jobs) {
+    std::vector<JobId> out;
+    out.reserve(jobs.size());
+    for (const Job& j : jobs) out.push_back(j.id);
+    return out;
+  };
+  EXPECT_EQ(ids(planner.JobsSharingLinks(MakeJob(1, 2, 100, 40, {0, 1}))),
+            (std::vector<JobId>{6, 2, 5}));
+  EXPECT_EQ(ids(planner.JobsSharingLinks(MakeJob(9, 0, 100, 30, {0, 1, 2}))),
+            (std::vector<JobId>{1, 6, 2, 3, 5}));
+  EXPECT_TRUE(planner.JobsSharingLinks(MakeJob(9, 0, 100, 30, {})).empty());
+}
+
 }  // namespace
 }  // namespace metronome::planner
