@@ -11,10 +11,14 @@
 //   BM_Summary/spread/N     Summary() alone after a change (what every push waits for)
 //   BM_ReplaceJob/onelink/N the scheduler's embedded default topology: one 100 Gbit/s link that
 //                           every job crosses (the load driver's --one-link)
+// Counters: p50, p99 and max of one replacement with its summary (ms), what a push waits for.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "metronome/controller/config.hpp"
 #include "metronome/controller/planning.hpp"
@@ -65,9 +69,12 @@ void ReplaceJob(benchmark::State& state, bool spread, bool summary_only, bool on
   (void)adapter.AddJobs(all);
   (void)adapter.Summary();
   uint64_t next = n + 1;
+  std::vector<double> round_ms;  // what a push waits for: one round, percentiles below
+  using Clock = std::chrono::steady_clock;
   for (auto _ : state) {
     // The newcomer takes the leaver's place (its nodes and profile), as under churn.
     const uint64_t leaver = next - n;
+    const auto t0 = Clock::now();
     if (summary_only) state.PauseTiming();
     adapter.RemoveJob(leaver);
     ms::PlanJob fresh = Job(leaver, spread);
@@ -75,7 +82,15 @@ void ReplaceJob(benchmark::State& state, bool spread, bool summary_only, bool on
     (void)adapter.AddJobs({fresh});
     if (summary_only) state.ResumeTiming();
     benchmark::DoNotOptimize(adapter.Summary());
+    round_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
+  std::sort(round_ms.begin(), round_ms.end());
+  const auto at = [&](double q) {
+    return round_ms[static_cast<size_t>(q * static_cast<double>(round_ms.size() - 1))];
+  };
+  state.counters["round_p50_ms"] = at(0.50);
+  state.counters["round_p99_ms"] = at(0.99);
+  state.counters["round_max_ms"] = round_ms.back();
 }
 
 void BmReplaceJobApart(benchmark::State& s) {
