@@ -41,10 +41,10 @@ struct JobYields {
 };
 
 // One entry per entry of plan.jobs, in that order (whoever pushes a set sets its epoch).
-// `jobs` are the planned jobs (any order; looked up by id); a plan entry without one gets an
-// empty set. Each window is followed by the part of its cushion its job's jitter may take
-// (max(min_cushion_ns, jitter_cushion·σ), at most its late slack), and a set tolerates running
-// into a window by the least of those.
+// `jobs` are the planned jobs (fastest in plan order, as OnlinePlanner lists both; otherwise
+// looked up by id); a plan entry without one gets no set. Each window is followed by the part of
+// its cushion its job's jitter may take (max(min_cushion_ns, jitter_cushion·σ), at most its late
+// slack), and a set tolerates running into a window by the least of those.
 [[nodiscard]] std::vector<JobYields> RankedYields(const Topology& topology,
                                                   const std::vector<Job>& jobs, const Plan& plan,
                                                   const PlannerOptions& options);
