@@ -12,6 +12,8 @@
 //     push latency twice: for the start, when every job's first profile lands within one
 //     report interval (a burst, as after a scheduler restart), and for the steady state, where
 //     `churn` jobs a second leave (bye) and come back as new jobs while the rest keep reporting;
+//   - the scheduler's own push latency and planning time (its /metrics histograms), for the
+//     whole run and for the steady state alone, which leaves out the driver's own queueing;
 //   - the scheduler's CPU use (cores, from /proc/PID/stat), its CPU time per message handled,
 //     and resident memory (VmRSS, VmHWM).
 // Each thread waits for the replies still in flight before the figures are counted.
@@ -62,7 +64,7 @@ struct Options {
   int clients = 2000;
   int rate = 10;  // reports per second per client
   int duration_s = 30;
-  int threads = 4;
+  int threads = 0;  // 0: one per CPU the driver may run on (taskset)
   int ranks_per_job = 4;
   int racks = 64;  // the two-tier topology the scheduler it starts plans on
   int nodes_per_rack = 8;
@@ -164,7 +166,7 @@ std::string SourcedEndpoint(const std::string& endpoint, int client, int clients
 // One thread: a share of the jobs (all ranks of a job live on the same thread).
 void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoint, int first_job,
                int jobs, int64_t start_ns, int64_t end_ns, std::atomic<int>& welcomed_total,
-               Stats& stats) {
+               std::atomic<int>& steady_threads, Stats& stats) {
   std::vector<Client> clients;
   std::vector<Job> job_list(jobs);
   for (int j = 0; j < jobs; ++j) {
@@ -311,6 +313,7 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       burst_served = std::all_of(clients.begin(), clients.end(),
                                  [](const Client& c) { return c.timetable_version != 0; });
       if (!burst_served) next_churn = now + 100'000'000;
+      if (burst_served) ++steady_threads;
     }
     if (now >= next_churn && jobs > 0 && burst_served) {
       replace_job(static_cast<int>(churn_job++ % static_cast<size_t>(jobs)));
@@ -449,13 +452,13 @@ double Metric(const std::string& text, const std::string& series) {
   return found ? sum : -1;
 }
 
-// A TCP port that was free a moment ago (the kernel's pick for port 0).
-// Quantile q of a Prometheus histogram from its cumulative buckets: the upper bound of the
-// first bucket holding q of the samples (so "p99 <= x").
-double HistogramQuantile(const std::string& text, const std::string& family, double q) {
+// A Prometheus histogram's cumulative buckets, (upper bound, count), +Inf last; empty when the
+// text has no such family.
+using Buckets = std::vector<std::pair<double, double>>;
+Buckets ReadBuckets(const std::string& text, const std::string& family) {
   std::istringstream in(text);
   std::string line;
-  std::vector<std::pair<double, double>> buckets;  // (le, cumulative count)
+  Buckets buckets;
   const std::string prefix = family + "_bucket{le=\"";
   while (std::getline(in, line)) {
     if (line.rfind(prefix, 0) != 0) continue;
@@ -464,9 +467,31 @@ double HistogramQuantile(const std::string& text, const std::string& family, dou
     const double bound = le == "+Inf" ? 1e300 : std::stod(le);
     buckets.emplace_back(bound, std::stod(line.substr(line.rfind(' ') + 1)));
   }
+  return buckets;
+}
+
+// What `later` counted since `earlier` (the same family, read twice).
+Buckets Since(Buckets later, const Buckets& earlier) {
+  if (earlier.size() != later.size()) return later;
+  for (size_t i = 0; i < later.size(); ++i) later[i].second -= earlier[i].second;
+  return later;
+}
+
+// Quantile q: the upper bound of the first bucket holding q of the samples (so "p99 <= x"), or,
+// with `interpolate`, a linear guess inside that bucket as Prometheus' histogram_quantile makes
+// it. -1 without samples.
+double HistogramQuantile(const Buckets& buckets, double q, bool interpolate = false) {
   if (buckets.empty() || buckets.back().second <= 0) return -1;
+  const double rank = q * buckets.back().second;
+  double lower = 0, below = 0;
   for (const auto& [bound, count] : buckets) {
-    if (count >= q * buckets.back().second) return bound;
+    if (count >= rank) {
+      if (!interpolate) return bound;
+      if (bound > 1e299) return lower;  // past the last bound: the least it can be
+      return lower + (bound - lower) * (rank - below) / std::max(count - below, 1e-300);
+    }
+    lower = bound;
+    below = count;
   }
   return -1;
 }
@@ -495,7 +520,9 @@ int Run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--duration", o.duration_s, "seconds of reporting [30]")
       ->check(CLI::Range(1, 3600));
-  app.add_option("--threads", o.threads, "client threads [4]")->check(CLI::Range(1, 64));
+  app.add_option("--threads", o.threads,
+                 "client threads [one per CPU it may run on: more than that only switch]")
+      ->check(CLI::Range(1, 64));
   app.add_option("--ranks-per-job", o.ranks_per_job, "ranks per job [4]")
       ->check(CLI::PositiveNumber);
   app.add_option("--racks", o.racks, "racks of the two-tier topology [64]")
@@ -524,6 +551,14 @@ int Run(int argc, char** argv) {
   endpoint_opt->needs(http_opt);
   http_opt->needs(endpoint_opt);
   CLI11_PARSE(app, argc, argv);
+  if (o.threads == 0) {
+    // Threads beyond the CPUs it may use only take turns on them: on one core (the scheduler
+    // on the other) four client threads and libzmq's I/O threads switched so often that clock
+    // pongs waited 44-122 ms at the median, against 16-33 ms for one thread.
+    cpu_set_t allowed{};
+    sched_getaffinity(0, sizeof allowed, &allowed);
+    o.threads = std::clamp(CPU_COUNT(&allowed), 1, 64);
+  }
   if (o.clients % o.ranks_per_job != 0) {
     std::fprintf(stderr, "clients must be a positive multiple of ranks-per-job\n");
     return 2;
@@ -625,12 +660,14 @@ int Run(int argc, char** argv) {
   std::vector<Stats> stats(o.threads);
   std::vector<std::thread> threads;
   std::atomic<int> welcomed{0};
+  std::atomic<int> steady_threads{0};  // threads past the start's burst, churning
   const ProcStat at_start = pid > 0 ? ReadProc(pid) : ProcStat{};  // the whole run's CPU
   for (int t = 0; t < o.threads; ++t) {
     const int first = jobs * t / o.threads, last = jobs * (t + 1) / o.threads;
     threads.emplace_back([&, t, first, last] {
       try {
-        RunThread(ctx, o, o.endpoint, first, last - first, start_ns, end_ns, welcomed, stats[t]);
+        RunThread(ctx, o, o.endpoint, first, last - first, start_ns, end_ns, welcomed,
+                  steady_threads, stats[t]);
       } catch (const std::exception& e) {  // counted, so that the run is not "accounted for"
         std::fprintf(stderr, "client thread %d: %s\n", t, e.what());
         ++stats[t].errors;
@@ -642,9 +679,16 @@ int Run(int argc, char** argv) {
   ProcStat before = pid > 0 ? ReadProc(pid) : ProcStat{};
   const int64_t w0 = MonoNs();
   double rss_max = 0;
+  // The scheduler's histograms as the steady state begins (every thread churning), to tell its
+  // steady-state latency from the start's burst at the end.
+  std::string steady_metrics;
   while (MonoNs() < end_ns) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     if (pid > 0) rss_max = std::max(rss_max, ReadProc(pid).rss_mib);
+    if (steady_metrics.empty() && steady_threads >= std::min(o.threads, jobs)) {
+      auto r = http.Get("/metrics");
+      if (r && r->status == 200) steady_metrics = r->body;
+    }
   }
   ProcStat after = pid > 0 ? ReadProc(pid) : ProcStat{};
   const double wall = static_cast<double>(MonoNs() - w0) * 1e-9;
@@ -714,8 +758,10 @@ int Run(int argc, char** argv) {
   row("push in steady state (churn)", total.churn_push_ms);
   row("clock pong (ping -> pong)", total.pong_ms);
   std::printf("\nscheduler side (its histograms; bucket upper bounds):\n");
+  const char* const push_family = "metronome_timetable_push_latency_seconds";
+  const char* const round_family = "metronome_plan_duration_seconds";
   auto bound = [&](const char* family, double q) {
-    const double v = HistogramQuantile(metrics, family, q);
+    const double v = HistogramQuantile(ReadBuckets(metrics, family), q);
     char buf[32];
     if (v < 0) return std::string("n/a");
     if (v > 1e6) return std::string("> 1000 ms");
@@ -723,11 +769,29 @@ int Run(int argc, char** argv) {
     return std::string(buf);
   };
   std::printf("  push latency (report received -> push sent): p50 %s, p99 %s\n",
-              bound("metronome_timetable_push_latency_seconds", 0.5).c_str(),
-              bound("metronome_timetable_push_latency_seconds", 0.99).c_str());
-  std::printf("  planner run per batch: p50 %s, p99 %s\n",
-              bound("metronome_plan_duration_seconds", 0.5).c_str(),
-              bound("metronome_plan_duration_seconds", 0.99).c_str());
+              bound(push_family, 0.5).c_str(), bound(push_family, 0.99).c_str());
+  std::printf("  planner run per batch: p50 %s, p99 %s\n", bound(round_family, 0.5).c_str(),
+              bound(round_family, 0.99).c_str());
+  // The same from the steady state's start on, without the driver's own queueing (its one core
+  // also runs every client): what the scheduler itself adds.
+  if (!steady_metrics.empty()) {
+    auto steady = [&](const char* family, double q) {
+      return HistogramQuantile(
+                 Since(ReadBuckets(metrics, family), ReadBuckets(steady_metrics, family)), q,
+                 true) *
+             1e3;
+    };
+    const Buckets pushes =
+        Since(ReadBuckets(metrics, push_family), ReadBuckets(steady_metrics, push_family));
+    const Buckets rounds =
+        Since(ReadBuckets(metrics, round_family), ReadBuckets(steady_metrics, round_family));
+    std::printf(
+        "  steady state only (interpolated within buckets): push latency p50 %.1f ms, p99 %.1f ms "
+        "(%.0f pushes); planner run p50 %.1f ms, p99 %.1f ms (%.0f runs)\n",
+        steady(push_family, 0.5), steady(push_family, 0.99),
+        pushes.empty() ? 0.0 : pushes.back().second, steady(round_family, 0.5),
+        steady(round_family, 0.99), rounds.empty() ? 0.0 : rounds.back().second);
+  }
   const bool lossless = total.hellos == total.welcomes && total.pings == total.pongs &&
                         static_cast<double>(total.byes) == std::max(0.0, sched_byes) &&
                         static_cast<double>(total.reports) == sched_reports && total.errors == 0 &&

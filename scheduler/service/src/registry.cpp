@@ -502,6 +502,8 @@ void Registry::ApplyPlan(PlanSummary plan, int64_t trigger_ns, const char* reaso
     if (name == job_names_.end()) continue;
     JobState& job = jobs_.at(name->second);
     const bool was_planned = job.planned;
+    const bool was_best_effort = job.best_effort;
+    Timetable before = job.timetable;
     uint32_t check = 0;
     if (!AdoptSchedule(job, s, config_.timetable, check)) {
       if ((check & kTimetableRejectMask) != 0) {
@@ -512,12 +514,18 @@ void Registry::ApplyPlan(PlanSummary plan, int64_t trigger_ns, const char* reaso
     }
     const Timetable& tt = job.timetable;
     job.links = LinksOf(job);
-    spdlog::info(
+    before.version = tt.version;
+    // Only the higher-ranked windows moved: on a crowded link every move of a gated window
+    // re-pushes the jobs below it (hundreds a second), so those stay out of the info log.
+    const bool yields_only = was_planned && before == tt && was_best_effort == s.best_effort;
+    spdlog::log(
+        yields_only ? spdlog::level::debug : spdlog::level::info,
         "planner: job={} v{} {} period={}ns offset={}ns window={}ns slack={}ns max_wait={}ns "
         "links={} slowdown={:.3f}",
         job.name, tt.version,
-        AlwaysOpen(tt) ? "not gated"
-                       : (s.best_effort ? "best-effort" : (was_planned ? "updated" : "gated")),
+        yields_only      ? "yields moved"
+        : AlwaysOpen(tt) ? "not gated"
+                         : (s.best_effort ? "best-effort" : (was_planned ? "updated" : "gated")),
         tt.period_ns, tt.offset_ns, tt.window_ns, tt.late_slack_ns, tt.max_wait_ns,
         job.links.size(), s.predicted_slowdown);
     const int64_t now = RealtimeNs();

@@ -72,8 +72,8 @@ struct ExtenderResponse {
 // Handling time of one verb in fixed buckets (seconds), as metronome-scheduler's /metrics
 // exports it (a Prometheus histogram).
 struct LatencyHistogram {
-  static constexpr std::array<double, 12> kBounds = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                                     0.01,   0.025,   0.05,   0.1,   0.25,   1.0};
+  static constexpr std::array<double, 14> kBounds = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0};
   // Calls per bucket, not cumulative: counts[i] took at most kBounds[i] (and more than the bound
   // before); the last entry took more than kBounds.back().
   std::array<uint64_t, kBounds.size() + 1> counts{};
