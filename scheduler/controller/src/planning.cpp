@@ -78,16 +78,18 @@ struct PlanningAdapter::Impl {
 
   // The plan as evaluated at `generation` (the adapter's count of changes). Evaluating costs
   // more than a small re-plan on a large cluster, so it is done once per change and shared by
-  // ReplanAll (its running state) and Summary().
-  mutable std::optional<pl::Plan> evaluated;
+  // ReplanAll (its running state) and Summary(), whose snapshot holds it rather than a copy
+  // (never modified: the next change evaluates a new one).
+  mutable std::shared_ptr<const pl::Plan> evaluated;
   mutable uint64_t evaluated_generation = 0;
-  const pl::Plan& Current(uint64_t generation) const {
+  const std::shared_ptr<const pl::Plan>& CurrentShared(uint64_t generation) const {
     if (!evaluated || evaluated_generation != generation) {
-      evaluated = online.Snapshot();
+      evaluated = std::make_shared<const pl::Plan>(online.Snapshot());
       evaluated_generation = generation;
     }
-    return *evaluated;
+    return evaluated;
   }
+  const pl::Plan& Current(uint64_t generation) const { return *CurrentShared(generation); }
 
   // Jobs whose periods on shared links are within kPeriodSnap of each other are planned at one
   // period, the largest: interleaving needs harmonic periods, and a job measured 0.2 % slower
@@ -392,7 +394,7 @@ PlanSummary PlanningAdapter::Summary() const {
   }
   auto snapshot = std::make_shared<PlanSnapshot>();
   snapshot->jobs = std::move(jobs);
-  snapshot->plan = plan;
+  snapshot->plan = impl_->CurrentShared(generation_);
   s.snapshot = std::move(snapshot);
   return s;
 }

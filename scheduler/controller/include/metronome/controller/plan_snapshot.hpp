@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -22,10 +23,11 @@ namespace metronome::controller {
 
 // What the adapter planned, as of one PlanSummary: each job as the planner was given it (ids
 // are the registry's, node and link ids those of BuildTopology(the configured topology)) and
-// the planner's plan (offsets from PlanSummary::epoch_ns).
+// the planner's plan (offsets from PlanSummary::epoch_ns), shared with the adapter, which
+// evaluates it once per change; never null, never modified.
 struct PlanSnapshot {
   std::vector<planner::Job> jobs;
-  planner::Plan plan;
+  std::shared_ptr<const planner::Plan> plan;
 };
 
 // Where a job's node names are in a topology, and the link behind which unknown nodes sit.
