@@ -776,21 +776,23 @@ int Run(int argc, char** argv) {
   // also runs every client): what the scheduler itself adds.
   if (!steady_metrics.empty()) {
     auto steady = [&](const char* family, double q) {
-      return HistogramQuantile(
-                 Since(ReadBuckets(metrics, family), ReadBuckets(steady_metrics, family)), q,
-                 true) *
-             1e3;
+      const double v = HistogramQuantile(
+          Since(ReadBuckets(metrics, family), ReadBuckets(steady_metrics, family)), q, true);
+      char buf[32];
+      if (v < 0) return std::string("n/a");  // nothing counted since
+      std::snprintf(buf, sizeof buf, "%.1f ms", v * 1e3);
+      return std::string(buf);
     };
     const Buckets pushes =
         Since(ReadBuckets(metrics, push_family), ReadBuckets(steady_metrics, push_family));
     const Buckets rounds =
         Since(ReadBuckets(metrics, round_family), ReadBuckets(steady_metrics, round_family));
     std::printf(
-        "  steady state only (interpolated within buckets): push latency p50 %.1f ms, p99 %.1f ms "
-        "(%.0f pushes); planner run p50 %.1f ms, p99 %.1f ms (%.0f runs)\n",
-        steady(push_family, 0.5), steady(push_family, 0.99),
-        pushes.empty() ? 0.0 : pushes.back().second, steady(round_family, 0.5),
-        steady(round_family, 0.99), rounds.empty() ? 0.0 : rounds.back().second);
+        "  steady state only (interpolated within buckets): push latency p50 %s, p99 %s "
+        "(%.0f pushes); planner run p50 %s, p99 %s (%.0f runs)\n",
+        steady(push_family, 0.5).c_str(), steady(push_family, 0.99).c_str(),
+        pushes.empty() ? 0.0 : pushes.back().second, steady(round_family, 0.5).c_str(),
+        steady(round_family, 0.99).c_str(), rounds.empty() ? 0.0 : rounds.back().second);
   }
   const bool lossless = total.hellos == total.welcomes && total.pings == total.pongs &&
                         static_cast<double>(total.byes) == std::max(0.0, sched_byes) &&
