@@ -775,24 +775,24 @@ int Run(int argc, char** argv) {
   // The same from the steady state's start on, without the driver's own queueing (its one core
   // also runs every client): what the scheduler itself adds.
   if (!steady_metrics.empty()) {
-    auto steady = [&](const char* family, double q) {
-      const double v = HistogramQuantile(
-          Since(ReadBuckets(metrics, family), ReadBuckets(steady_metrics, family)), q, true);
+    const auto since_steady = [&](const char* family) {
+      return Since(ReadBuckets(metrics, family), ReadBuckets(steady_metrics, family));
+    };
+    const Buckets pushes = since_steady(push_family);
+    const Buckets rounds = since_steady(round_family);
+    const auto ms = [](const Buckets& b, double q) {
+      const double v = HistogramQuantile(b, q, true);
       char buf[32];
       if (v < 0) return std::string("n/a");  // nothing counted since
       std::snprintf(buf, sizeof buf, "%.1f ms", v * 1e3);
       return std::string(buf);
     };
-    const Buckets pushes =
-        Since(ReadBuckets(metrics, push_family), ReadBuckets(steady_metrics, push_family));
-    const Buckets rounds =
-        Since(ReadBuckets(metrics, round_family), ReadBuckets(steady_metrics, round_family));
+    const auto count = [](const Buckets& b) { return b.empty() ? 0.0 : b.back().second; };
     std::printf(
         "  steady state only (interpolated within buckets): push latency p50 %s, p99 %s "
         "(%.0f pushes); planner run p50 %s, p99 %s (%.0f runs)\n",
-        steady(push_family, 0.5).c_str(), steady(push_family, 0.99).c_str(),
-        pushes.empty() ? 0.0 : pushes.back().second, steady(round_family, 0.5).c_str(),
-        steady(round_family, 0.99).c_str(), rounds.empty() ? 0.0 : rounds.back().second);
+        ms(pushes, 0.5).c_str(), ms(pushes, 0.99).c_str(), count(pushes), ms(rounds, 0.5).c_str(),
+        ms(rounds, 0.99).c_str(), count(rounds));
   }
   const bool lossless = total.hellos == total.welcomes && total.pings == total.pongs &&
                         static_cast<double>(total.byes) == std::max(0.0, sched_byes) &&

@@ -283,12 +283,12 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
 
 bool PlanningAdapter::WidenWindow(const PlanJob& job) {
   const std::vector<pl::Job> jobs = impl_->online.Jobs();
-  const pl::Plan before = impl_->Current(generation_);
+  const std::shared_ptr<const pl::Plan> before = impl_->CurrentShared(generation_);  // kept
   AddJob(job);
-  const pl::JobPlan* was = before.Find(job.id);
+  const pl::JobPlan* was = before->Find(job.id);
   const pl::JobPlan* now = impl_->Current(generation_).Find(job.id);
   if (was == nullptr || now == nullptr || !pl::WideningStretches(*was, *now)) return true;
-  impl_->online.Adopt(jobs, before);
+  impl_->online.Adopt(jobs, *before);
   ++generation_;
   return false;
 }
