@@ -228,11 +228,14 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   }
 
   // Rule 1: persistent lateness (best-effort jobs are never late: their window is always open).
+  // Judged once per interval of the job, on the report that brings its phases first: every rank
+  // reports the same phases and holds them at its own gate, so a rank's held count in a report
+  // with no new phase repeats what an earlier rank's report already judged (one late interval
+  // of an 8-rank job would otherwise count as eight late reports in a row).
   if (job.best_effort) return v;
-  const uint32_t judged_phases = std::max<uint32_t>(v.new_phases, v.late_phases);
-  if (judged_phases > 0) {
-    const double share = static_cast<double>(v.late_phases) /
-                         static_cast<double>(std::max<uint32_t>(judged_phases, 1));
+  if (v.new_phases > 0) {
+    const uint32_t judged_phases = std::max<uint32_t>(v.new_phases, v.late_phases);
+    const double share = static_cast<double>(v.late_phases) / static_cast<double>(judged_phases);
     if (v.late_phases > 0 && share >= controller.late_fraction) {
       ++job.consecutive_late_reports;
     } else {

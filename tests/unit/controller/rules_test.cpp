@@ -283,6 +283,40 @@ TEST(Controller, StaleTimetableIsPushedAgain) {
   EXPECT_FALSE(f.Apply(r).repush);
 }
 
+// Every rank of a job reports the same phases and holds them at its own gate: one late interval
+// of an 8-rank job is one late report, not eight in a row.
+TEST(Controller, OneLateIntervalOfManyRanksIsOneLateReport) {
+  Fixture f;
+  f.controller.late_reports = 3;
+  std::vector<RankState> ranks(8, f.rank);
+  const auto starts = f.Starts(1, 40 * kMs);
+  for (RankState& rank : ranks) {
+    auto r = f.Report(starts);
+    r.late = 1;  // each rank held the phase at its gate
+    f.now += kMs;
+    const ReportVerdict v = ApplyReport(f.job, rank, r, f.controller, f.planning, f.now);
+    EXPECT_EQ(v.decision, Decision::kNone);
+  }
+  EXPECT_EQ(f.job.consecutive_late_reports, 1u);
+  // The next two late intervals make three late reports: the re-plan.
+  for (int interval = 1; interval <= 2; ++interval) {
+    f.now += 100 * kMs;
+    const auto next = f.Starts(1, 40 * kMs);
+    int replans = 0;
+    Decision first = Decision::kNone;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      auto r = f.Report(next);
+      r.late = 1 + interval;
+      f.now += kMs;
+      const Decision d = ApplyReport(f.job, ranks[i], r, f.controller, f.planning, f.now).decision;
+      if (i == 0) first = d;
+      replans += d == Decision::kReplanLateness ? 1 : 0;
+    }
+    EXPECT_EQ(first, interval == 2 ? Decision::kReplanLateness : Decision::kNone);
+    EXPECT_EQ(replans, interval == 2 ? 1 : 0);
+  }
+}
+
 TEST(Controller, BestEffortJobsAreNeverLate) {
   Fixture f;
   f.job.best_effort = true;

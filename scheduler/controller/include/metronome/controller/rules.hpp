@@ -7,8 +7,9 @@
 //      lateness = start − the nearest window opening. A phase later than the late slack has
 //      drifted past its cushion: the shim's gate holds it to the next window (stop-and-wait);
 //      the controller counts it. A report is "late" when at least `late_fraction` of its new
-//      phases were; `late_reports` late reports in a row trigger a re-plan of the job (its
-//      measured profile replaces the planned one), at most once per `replan_cooldown_ms`.
+//      phases were (judged only on a report that brings new phases: the job's other ranks
+//      report the same ones); `late_reports` late reports in a row trigger a re-plan of the job
+//      (its measured profile replaces the planned one), at most once per `replan_cooldown_ms`.
 //   2. Profile change. A period or communication time that differs from the planned one by more
 //      than `profile_change_threshold` (relative) in `profile_change_reports` reports in a row
 //      triggers a re-plan with the new profile.
