@@ -3,7 +3,9 @@
 // three-stage score.
 //
 // Cost: one single-link free-range query per (gated job, link) for the cushions, plus the
-// contention model on links that carry best-effort traffic.
+// contention model on links that carry best-effort traffic. Reevaluate (the online planner's
+// snapshot) pays that only for what changed since its last evaluation, and a comparison per job
+// and per link for the rest.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -243,74 +245,206 @@ JobPlan JobEntry(const Workspace& ws, std::uint32_t j) {
   return MakeEntry(ws, j, slack, extra[j]);
 }
 
-Plan Evaluate(const Workspace& ws) {
-  Plan plan;
-  const std::size_t n = ws.jobs.size();
-  constexpr Nanos kNone = std::numeric_limits<Nanos>::max();
-  std::vector<Nanos> slack(n, kNone);
-  std::vector<char> shares(n, 0);  // shares a link with another gated job
-  std::vector<double> extra(n, 0.0);
-  plan.links.resize(ws.topology.LinkCount());
-  for (std::size_t li = 0; li < plan.links.size(); ++li) {
-    const auto l = static_cast<LinkId>(li);
-    LinkPlan& lp = plan.links[li];
-    lp.link = l;
-    lp.hyperperiod_ns = ws.Hyperperiod(l);
-    const auto& occupants = ws.link_jobs[l];
-    lp.gated_jobs = static_cast<std::uint32_t>(occupants.size());
-    lp.best_effort_jobs = static_cast<std::uint32_t>(ws.link_best_effort[l].size());
-    const double capacity = ws.topology.GetLink(l).capacity_bps;
-    lp.min_cushion_ns = -1;
-    const std::vector<Nanos>* slacks = occupants.size() > 1 ? &LinkSlacks(ws, l) : nullptr;
-    for (std::size_t k = 0; k < occupants.size(); ++k) {
-      const auto& o = occupants[k];
-      const Slot& s = ws.slots[o.job];
-      const JobShape& shape = ws.jobs[o.job].shape;
-      lp.served_load +=
-          static_cast<double>(shape.w) * o.height / (static_cast<double>(s.period) * capacity);
-      Nanos gap = s.period - shape.w;
-      if (slacks != nullptr) {  // more than one occupant
-        gap = (*slacks)[k];
-        shares[o.job] = 1;
-        lp.min_cushion_ns = lp.min_cushion_ns < 0 ? gap : std::min(lp.min_cushion_ns, gap);
-      }
-      slack[o.job] = std::min(slack[o.job], gap);
+namespace {
+
+constexpr Nanos kNoSlack = std::numeric_limits<Nanos>::max();
+
+// Link l's entry, folding what it says about each of its jobs into the per-job arrays: the
+// least cushion (slack, min over links), sharing a link with another gated job (shares) and
+// the contention slowdown (extra, max over links). Folding a link twice leaves the arrays as
+// folding it once.
+void EvaluateLink(const Workspace& ws, LinkId l, LinkPlan& lp, std::vector<Nanos>& slack,
+                  std::vector<char>& shares, std::vector<double>& extra) {
+  lp = LinkPlan{};
+  lp.link = l;
+  lp.hyperperiod_ns = ws.Hyperperiod(l);
+  const auto& occupants = ws.link_jobs[l];
+  lp.gated_jobs = static_cast<std::uint32_t>(occupants.size());
+  lp.best_effort_jobs = static_cast<std::uint32_t>(ws.link_best_effort[l].size());
+  const double capacity = ws.topology.GetLink(l).capacity_bps;
+  lp.min_cushion_ns = -1;
+  const std::vector<Nanos>* slacks = occupants.size() > 1 ? &LinkSlacks(ws, l) : nullptr;
+  for (std::size_t k = 0; k < occupants.size(); ++k) {
+    const auto& o = occupants[k];
+    const Slot& s = ws.slots[o.job];
+    const JobShape& shape = ws.jobs[o.job].shape;
+    lp.served_load +=
+        static_cast<double>(shape.w) * o.height / (static_cast<double>(s.period) * capacity);
+    Nanos gap = s.period - shape.w;
+    if (slacks != nullptr) {  // more than one occupant
+      gap = (*slacks)[k];
+      shares[o.job] = 1;
+      lp.min_cushion_ns = lp.min_cushion_ns < 0 ? gap : std::min(lp.min_cushion_ns, gap);
     }
-    lp.contention = ComputeLinkContention(ws, l, &extra);
+    slack[o.job] = std::min(slack[o.job], gap);
   }
+  lp.contention = ComputeLinkContention(ws, l, &extra);
+}
+
+JobPlan EntryOf(const Workspace& ws, std::uint32_t j, const std::vector<Nanos>& slack,
+                const std::vector<double>& extra) {
+  return MakeEntry(ws, j, slack[j] == kNoSlack ? 0 : slack[j], extra[j]);
+}
+
+// The three-stage score of a plan whose entries and links are in place.
+void ScorePlan(const Workspace& ws, const std::vector<Nanos>& slack,
+               const std::vector<char>& shares, Plan& plan) {
   Score& score = plan.score;
   double cushion = std::numeric_limits<double>::infinity();
-  for (std::uint32_t j = 0; j < n; ++j) {
-    if (!ws.jobs[j].alive) continue;
-    const Slot& s = ws.slots[j];
-    const JobShape& shape = ws.jobs[j].shape;
-    plan.jobs.push_back(MakeEntry(ws, j, slack[j] == kNone ? 0 : slack[j], extra[j]));
-    if (s.state == SlotState::kGated) {
-      score.latency += StretchCost(shape, s.period) + MoveCost(ws, j, s.period, s.offset);
-      if (shares[j]) cushion = std::min(cushion, static_cast<double>(slack[j]) / shape.weight);
-    } else if (s.state == SlotState::kBestEffort || s.state == SlotState::kUnplaced) {
-      score.latency += ws.options.best_effort_penalty * shape.weight;
-    }
-  }
-  for (const LinkPlan& lp : plan.links) score.utilization += lp.served_load;
   std::map<int, double, std::greater<>> by_class;
-  for (std::uint32_t j = 0; j < n; ++j) {
+  for (std::uint32_t j = 0; j < ws.jobs.size(); ++j) {
     if (!ws.jobs[j].alive) continue;
     const Slot& s = ws.slots[j];
     const ResolvedJob& r = ws.jobs[j];
+    const JobShape& shape = r.shape;
     double served = 0.0;
     if (s.state == SlotState::kGated) {
-      for (std::size_t k = 0; k < r.shape.links.size(); ++k) {
+      score.latency += StretchCost(shape, s.period) + MoveCost(ws, j, s.period, s.offset);
+      if (shares[j]) cushion = std::min(cushion, static_cast<double>(slack[j]) / shape.weight);
+      for (std::size_t k = 0; k < shape.links.size(); ++k) {
         served +=
-            static_cast<double>(r.shape.w) * r.shape.height[k] /
-            (static_cast<double>(s.period) * ws.topology.GetLink(r.shape.links[k]).capacity_bps);
+            static_cast<double>(shape.w) * shape.height[k] /
+            (static_cast<double>(s.period) * ws.topology.GetLink(shape.links[k]).capacity_bps);
       }
+    } else if (s.state == SlotState::kBestEffort || s.state == SlotState::kUnplaced) {
+      score.latency += ws.options.best_effort_penalty * shape.weight;
     }
     by_class[r.job.priority] += served;
   }
+  for (const LinkPlan& lp : plan.links) score.utilization += lp.served_load;
   score.served_by_priority.assign(by_class.begin(), by_class.end());
   score.cushion_ns = std::isinf(cushion) ? 0.0 : cushion;
+}
+
+Workspace::EvalMemo::JobKey KeyOf(const Workspace& ws, std::uint32_t j) {
+  const Slot& s = ws.slots[j];
+  return {ws.jobs[j].alive, ws.jobs[j].job.id, s.state, s.period, s.offset, ws.jobs[j].shape};
+}
+
+// KeyOf(ws, j) == key, without building the key.
+bool Matches(const Workspace::EvalMemo::JobKey& key, const Workspace& ws, std::uint32_t j) {
+  const Slot& s = ws.slots[j];
+  return key.alive == ws.jobs[j].alive && key.id == ws.jobs[j].job.id && key.state == s.state &&
+         key.period == s.period && key.offset == s.offset && key.shape == ws.jobs[j].shape;
+}
+
+// The whole evaluation, kept in the memo.
+void EvaluateAll(const Workspace& ws, Workspace::EvalMemo& m) {
+  const std::size_t n = ws.jobs.size();
+  m.slack.assign(n, kNoSlack);
+  m.shares.assign(n, 0);
+  m.extra.assign(n, 0.0);
+  m.links.resize(ws.topology.LinkCount());
+  for (std::size_t li = 0; li < m.links.size(); ++li) {
+    EvaluateLink(ws, static_cast<LinkId>(li), m.links[li], m.slack, m.shares, m.extra);
+  }
+  m.entries.assign(n, JobPlan{});
+  m.jobs.resize(n);
+  for (std::uint32_t j = 0; j < n; ++j) {
+    m.jobs[j] = KeyOf(ws, j);
+    if (ws.jobs[j].alive) m.entries[j] = EntryOf(ws, j, m.slack, m.extra);
+  }
+  m.link_jobs = ws.link_jobs;
+  m.link_best_effort = ws.link_best_effort;
+  m.valid = true;
+}
+
+// What changed since the memo's evaluation, evaluated again. A link is evaluated again when its
+// gated or best-effort jobs are not the ones it had, or one of them changed (JobKey); a job's
+// cushion, sharing and contention when it is on such a link (from all its links); its entry
+// then, and also when it is gated on a link with a best-effort job that crosses such a link
+// (NeedsNoGate reads the windows on that job's links: ProtectsFrom).
+void EvaluateChanges(const Workspace& ws, Workspace::EvalMemo& m) {
+  const std::size_t n = ws.jobs.size();
+  const std::size_t links = ws.topology.LinkCount();
+  std::vector<char> link_dirty(links, 0);
+  std::vector<char> job_dirty(n, 0);  // cushion, sharing and contention folded again
+  std::vector<char> entry_dirty(n, 0);
+  if (m.jobs.size() < n) {  // new indices: a default key, unlike any live job's
+    m.jobs.resize(n);
+    m.entries.resize(n);
+    m.slack.resize(n, kNoSlack);
+    m.shares.resize(n, 0);
+    m.extra.resize(n, 0.0);
+  }
+  for (std::uint32_t j = 0; j < n; ++j) {
+    if (Matches(m.jobs[j], ws, j)) continue;
+    Workspace::EvalMemo::JobKey key = KeyOf(ws, j);
+    for (const LinkId l : m.jobs[j].shape.links) link_dirty[l] = 1;
+    for (const LinkId l : key.shape.links) link_dirty[l] = 1;
+    job_dirty[j] = 1;
+    m.jobs[j] = std::move(key);
+  }
+  std::vector<LinkId> dirty;
+  for (std::size_t li = 0; li < links; ++li) {
+    if (!link_dirty[li] && m.link_jobs[li] == ws.link_jobs[li] &&
+        m.link_best_effort[li] == ws.link_best_effort[li]) {
+      continue;
+    }
+    link_dirty[li] = 1;
+    dirty.push_back(static_cast<LinkId>(li));
+    m.link_jobs[li] = ws.link_jobs[li];
+    m.link_best_effort[li] = ws.link_best_effort[li];
+    for (const auto& o : ws.link_jobs[li]) job_dirty[o.job] = 1;
+    for (const std::uint32_t b : ws.link_best_effort[li]) job_dirty[b] = 1;
+  }
+  // Fold again every link of the jobs whose arrays start afresh (a clean link folds its other
+  // jobs as it did before).
+  std::vector<char> fold(links, 0);
+  for (std::uint32_t j = 0; j < n; ++j) {
+    if (!job_dirty[j]) continue;
+    m.slack[j] = kNoSlack;
+    m.shares[j] = 0;
+    m.extra[j] = 0.0;
+    entry_dirty[j] = 1;
+    if (!ws.jobs[j].alive) continue;
+    for (const LinkId l : ws.jobs[j].shape.links) fold[l] = 1;
+  }
+  for (const LinkId l : dirty) fold[l] = 1;
+  for (std::size_t li = 0; li < links; ++li) {
+    if (fold[li]) {
+      EvaluateLink(ws, static_cast<LinkId>(li), m.links[li], m.slack, m.shares, m.extra);
+    }
+  }
+  for (const LinkId bl : dirty) {
+    for (const std::uint32_t b : ws.link_best_effort[bl]) {
+      for (const LinkId l : ws.jobs[b].shape.links) {
+        for (const auto& o : ws.link_jobs[l]) entry_dirty[o.job] = 1;
+      }
+    }
+  }
+  for (std::uint32_t j = 0; j < n; ++j) {
+    if (entry_dirty[j] && ws.jobs[j].alive) m.entries[j] = EntryOf(ws, j, m.slack, m.extra);
+  }
+}
+
+Plan PlanFrom(const Workspace& ws, const Workspace::EvalMemo& m) {
+  Plan plan;
+  plan.links = m.links;
+  plan.jobs.reserve(ws.jobs.size());
+  for (std::uint32_t j = 0; j < ws.jobs.size(); ++j) {
+    if (ws.jobs[j].alive) plan.jobs.push_back(m.entries[j]);
+  }
+  ScorePlan(ws, m.slack, m.shares, plan);
   return plan;
+}
+
+}  // namespace
+
+Plan Evaluate(const Workspace& ws) {
+  Workspace::EvalMemo m;
+  EvaluateAll(ws, m);
+  return PlanFrom(ws, m);
+}
+
+Plan Reevaluate(const Workspace& ws) {
+  Workspace::EvalMemo& m = ws.eval_memo;
+  if (!m.valid || m.links.size() != ws.topology.LinkCount() || m.jobs.size() > ws.jobs.size()) {
+    EvaluateAll(ws, m);
+  } else {
+    EvaluateChanges(ws, m);
+  }
+  return PlanFrom(ws, m);
 }
 
 }  // namespace metronome::planner::detail

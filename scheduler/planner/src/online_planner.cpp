@@ -463,7 +463,7 @@ void OnlinePlanner::RemoveJob(JobId id) {
 }
 
 Plan OnlinePlanner::Snapshot() const {
-  return detail::Evaluate(*ws_);
+  return detail::Reevaluate(*ws_);
 }
 
 const Job* OnlinePlanner::Find(JobId id) const {

@@ -34,6 +34,8 @@ struct JobShape {
   double weight = 1.0;         // π
   int priority = 0;
   std::int32_t self = kNoOwner;  // index of the job itself (its own windows are ignored)
+
+  bool operator==(const JobShape&) const = default;
 };
 
 // The cushion a gated window of this shape keeps after it at period t. Its jitter cushion
@@ -122,6 +124,7 @@ class Workspace {
   struct Occupant {
     std::uint32_t job;
     double height;  // the job's rectangle height on this link
+    bool operator==(const Occupant&) const = default;
   };
   std::vector<std::vector<Occupant>> link_jobs;              // gated jobs per link
   std::vector<std::vector<std::uint32_t>> link_best_effort;  // best-effort jobs per link
@@ -163,6 +166,31 @@ class Workspace {
     std::vector<Nanos> slack;        // per gated job, same order
   };
   mutable std::vector<SlackMemo> slack_memo;
+
+  // Reevaluate()'s memo: the last evaluation of this workspace, by job index and by link, and
+  // what it was computed from. A round changes a few jobs' slots; only the links they are on
+  // (and the entries that read those links) are evaluated again (evaluate.cpp).
+  struct EvalMemo {
+    struct JobKey {  // everything of job j that an evaluation reads
+      bool alive = false;
+      JobId id = 0;
+      SlotState state = SlotState::kUnplaced;
+      Nanos period = 0;
+      Nanos offset = 0;
+      JobShape shape;
+      bool operator==(const JobKey&) const = default;
+    };
+    bool valid = false;
+    std::vector<JobKey> jobs;      // by job index
+    std::vector<JobPlan> entries;  // by job index (alive jobs only are read)
+    std::vector<Nanos> slack;      // by job index: least cushion over its shared links
+    std::vector<char> shares;      // by job index: shares a link with another gated job
+    std::vector<double> extra;     // by job index: contention slowdown, max over its links
+    std::vector<LinkPlan> links;   // by link
+    std::vector<std::vector<Occupant>> link_jobs;              // as evaluated
+    std::vector<std::vector<std::uint32_t>> link_best_effort;  // as evaluated
+  };
+  mutable EvalMemo eval_memo;
 
  private:
   struct Blocked {
@@ -231,6 +259,9 @@ void RelaxCushions(Workspace& ws, const std::vector<std::uint32_t>& js, int swee
 Nanos LateSlack(const Workspace& ws, std::uint32_t j, std::int64_t only_link = -1);
 // evaluate.cpp: the Plan (job entries, link entries, score) of the workspace, or one entry.
 Plan Evaluate(const Workspace& ws);
+// The same plan as Evaluate, evaluating again only the links whose jobs changed since the last
+// Reevaluate of this workspace and the entries that read them (Workspace::eval_memo).
+Plan Reevaluate(const Workspace& ws);
 JobPlan JobEntry(const Workspace& ws, std::uint32_t j);
 // Makes the job's present slot its "previous" position (it is running there now).
 void MarkRunning(Workspace& ws, std::uint32_t j);
