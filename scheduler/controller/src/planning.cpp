@@ -90,6 +90,8 @@ struct PlanningAdapter::Impl {
     return evaluated;
   }
   const pl::Plan& Current(uint64_t generation) const { return *CurrentShared(generation); }
+  // Summary()'s ranked yields, judged again only where the plan changed since the last one.
+  mutable pl::RankedYieldsMemo yields_memo;
 
   // Jobs whose periods on shared links are within kPeriodSnap of each other are planned at one
   // period, the largest: interleaving needs harmonic periods, and a job measured 0.2 % slower
@@ -365,7 +367,7 @@ PlanSummary PlanningAdapter::Summary() const {
   s.cushion_ns = plan.score.cushion_ns;
   std::vector<pl::Job> jobs = impl_->online.Jobs();
   const std::vector<pl::JobYields> yields =
-      pl::RankedYields(impl_->online.GetTopology(), jobs, plan, impl_->options);
+      pl::RankedYields(impl_->online.GetTopology(), jobs, plan, impl_->options, impl_->yields_memo);
   s.jobs.reserve(plan.jobs.size());
   s.links.reserve(plan.links.size());
   for (std::size_t i = 0; i < plan.jobs.size(); ++i) {

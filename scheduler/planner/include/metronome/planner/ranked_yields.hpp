@@ -49,4 +49,28 @@ struct JobYields {
                                                   const std::vector<Job>& jobs, const Plan& plan,
                                                   const PlannerOptions& options);
 
+// What RankedYields computed last time for a plan that changes a little between calls (the
+// service's rounds): each job's links, its set and the gated jobs its traffic meets, with what
+// they were computed from. For one topology and one set of options.
+class RankedYieldsMemo {
+ public:
+  RankedYieldsMemo();
+  ~RankedYieldsMemo();
+  RankedYieldsMemo(RankedYieldsMemo&&) noexcept;
+  RankedYieldsMemo& operator=(RankedYieldsMemo&&) noexcept;
+
+ private:
+  friend std::vector<JobYields> RankedYields(const Topology&, const std::vector<Job>&, const Plan&,
+                                             const PlannerOptions&, RankedYieldsMemo&);
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The same as above, judging again only the jobs on a link where a job, its profile or its plan
+// entry changed since the memo's last call, or a job came or left.
+[[nodiscard]] std::vector<JobYields> RankedYields(const Topology& topology,
+                                                  const std::vector<Job>& jobs, const Plan& plan,
+                                                  const PlannerOptions& options,
+                                                  RankedYieldsMemo& memo);
+
 }  // namespace metronome::planner
