@@ -5,7 +5,8 @@
 //   BM_FullPlan/N         plan all N jobs from scratch (stages 1–3 and the Plan's evaluation)
 //   BM_AddJob/N           add one job to a planned cluster (OnlinePlanner::add_job)
 //   BM_WhatIf1000Nodes/N  what-if for one job over 1,000 candidate node sets
-//   BM_Snapshot/N         evaluate a plan (cushions, link entries, contention, score)
+//   BM_Snapshot/N         the online planner's snapshot with nothing changed since the last
+//                         one (its memo's comparisons, the plan's copy and score)
 //   BM_Cassini/N, BM_NoTimeScheduling/N   the baselines, for comparison
 //   BM_FullPlanJitter/N   BM_FullPlan with 2 % compute jitter and a 100 µs minimum cushion:
 //                         every window reserves its cushion, every period its headroom

@@ -328,8 +328,10 @@ bool Matches(const Workspace::EvalMemo::JobKey& key, const Workspace& ws, std::u
          key.period == s.period && key.offset == s.offset && key.shape == ws.jobs[j].shape;
 }
 
-// The whole evaluation, kept in the memo.
-void EvaluateAll(const Workspace& ws, Workspace::EvalMemo& m) {
+// The whole evaluation, into the memo; with `remember`, also what it read (JobKey, the links'
+// job lists) for a later EvaluateChanges. A one-shot Evaluate (the offline search evaluates each
+// of its candidates once) does not copy those.
+void EvaluateAll(const Workspace& ws, Workspace::EvalMemo& m, bool remember) {
   const std::size_t n = ws.jobs.size();
   m.slack.assign(n, kNoSlack);
   m.shares.assign(n, 0);
@@ -339,14 +341,14 @@ void EvaluateAll(const Workspace& ws, Workspace::EvalMemo& m) {
     EvaluateLink(ws, static_cast<LinkId>(li), m.links[li], m.slack, m.shares, m.extra);
   }
   m.entries.assign(n, JobPlan{});
-  m.jobs.resize(n);
   for (std::uint32_t j = 0; j < n; ++j) {
-    m.jobs[j] = KeyOf(ws, j);
     if (ws.jobs[j].alive) m.entries[j] = EntryOf(ws, j, m.slack, m.extra);
   }
+  if (!remember) return;
+  m.jobs.resize(n);
+  for (std::uint32_t j = 0; j < n; ++j) m.jobs[j] = KeyOf(ws, j);
   m.link_jobs = ws.link_jobs;
   m.link_best_effort = ws.link_best_effort;
-  m.valid = true;
 }
 
 // What changed since the memo's evaluation, evaluated again. A link is evaluated again when its
@@ -433,17 +435,21 @@ Plan PlanFrom(const Workspace& ws, const Workspace::EvalMemo& m) {
 
 Plan Evaluate(const Workspace& ws) {
   Workspace::EvalMemo m;
-  EvaluateAll(ws, m);
+  EvaluateAll(ws, m, /*remember=*/false);
   return PlanFrom(ws, m);
 }
 
 Plan Reevaluate(const Workspace& ws) {
   Workspace::EvalMemo& m = ws.eval_memo;
-  if (!m.valid || m.links.size() != ws.topology.LinkCount() || m.jobs.size() > ws.jobs.size()) {
-    EvaluateAll(ws, m);
-  } else {
+  const bool reuse =
+      m.valid && m.links.size() == ws.topology.LinkCount() && m.jobs.size() <= ws.jobs.size();
+  m.valid = false;  // until it is whole again: an exception half-way leaves no stale memo
+  if (reuse) {
     EvaluateChanges(ws, m);
+  } else {
+    EvaluateAll(ws, m, /*remember=*/true);
   }
+  m.valid = true;
   return PlanFrom(ws, m);
 }
 

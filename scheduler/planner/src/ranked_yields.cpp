@@ -220,6 +220,7 @@ struct RankedYieldsMemo::State {
   std::unordered_map<JobId, Entry> entries;
   std::unordered_map<JobId, std::pair<std::uint32_t, std::uint32_t>> met;  // gated: met, covered
   std::uint64_t calls = 0;
+  bool whole = true;  // false while a call runs: one that threw half-way left it inconsistent
 };
 
 RankedYieldsMemo::RankedYieldsMemo() : state_(std::make_unique<State>()) {}
@@ -232,6 +233,11 @@ std::vector<JobYields> RankedYields(const Topology& topology, const std::vector<
                                     RankedYieldsMemo& memo) {
   using Entry = RankedYieldsMemo::State::Entry;
   RankedYieldsMemo::State& st = *memo.state_;
+  if (!st.whole) {
+    st.entries.clear();
+    st.met.clear();
+  }
+  st.whole = false;
   const std::uint64_t call = ++st.calls;
   const std::size_t n = plan.jobs.size();
   std::vector<const Job*> matched = MatchJobs(jobs, plan);
@@ -306,6 +312,7 @@ std::vector<JobYields> RankedYields(const Topology& topology, const std::vector<
       counts.second += e.covered[k];
     }
   }
+  st.whole = true;
   std::vector<JobYields> out(n);
   for (std::size_t a = 0; a < n; ++a) {
     if (entry[a] == nullptr) continue;
