@@ -15,7 +15,9 @@
 //   - the scheduler's own push latency and planning time (its /metrics histograms), for the
 //     whole run and for the steady state alone, which leaves out the driver's own queueing;
 //   - the scheduler's CPU use (cores, from /proc/PID/stat), its CPU time per message handled,
-//     and resident memory (VmRSS, VmHWM).
+//     and resident memory (VmRSS, VmHWM);
+//   - with --poll-ms, how long each read of /metrics and the status API took, read in the steady
+//     state as Prometheus and a dashboard would (the pushes and pongs must not wait for them).
 // Each thread waits for the replies still in flight before the figures are counted.
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -80,6 +82,7 @@ struct Options {
   std::string http;
   std::string scheduler = METRONOME_SCHEDULER_BIN;
   int scheduler_cpu = -1;  // >= 0: the scheduler we start runs on this CPU only
+  int poll_ms = 0;         // > 0: read the status API and /metrics this often in the steady state
 };
 
 int64_t MonoNs() {
@@ -545,6 +548,10 @@ int Run(int argc, char** argv) {
                  "pin the scheduler it starts to this CPU (run the driver itself under taskset "
                  "on the others)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--poll-ms", o.poll_ms,
+                 "in the steady state, read /metrics and the status API (status, jobs, links, "
+                 "timeline) every this many ms, as Prometheus and a dashboard would [0: once]")
+      ->check(CLI::NonNegativeNumber);
   auto* endpoint_opt =
       app.add_option("--endpoint", o.endpoint, "a running scheduler's ZeroMQ endpoint instead");
   auto* http_opt = app.add_option("--http", o.http, "... and its HTTP HOST:PORT");
@@ -682,12 +689,29 @@ int Run(int argc, char** argv) {
   // The scheduler's histograms as the steady state begins (every thread churning), to tell its
   // steady-state latency from the start's burst at the end.
   std::string steady_metrics;
+  // --poll-ms: how long each read took (ms), by path.
+  const std::vector<std::string> polled = {"/metrics", "/api/v1/status", "/api/v1/jobs",
+                                           "/api/v1/links", "/api/v1/timeline"};
+  std::map<std::string, std::vector<double>> poll_ms;
+  int poll_failures = 0;
+  int64_t next_poll = 0;
   while (MonoNs() < end_ns) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(o.poll_ms > 0 ? std::clamp(o.poll_ms / 4, 10, 500) : 500));
     if (pid > 0) rss_max = std::max(rss_max, ReadProc(pid).rss_mib);
-    if (steady_metrics.empty() && steady_threads >= std::min(o.threads, jobs)) {
+    const bool steady = steady_threads >= std::min(o.threads, jobs);
+    if (steady_metrics.empty() && steady) {
       auto r = http.Get("/metrics");
       if (r && r->status == 200) steady_metrics = r->body;
+      next_poll = MonoNs() + int64_t{o.poll_ms} * 1'000'000;
+    } else if (steady && o.poll_ms > 0 && MonoNs() >= next_poll) {
+      next_poll = MonoNs() + int64_t{o.poll_ms} * 1'000'000;
+      for (const auto& path : polled) {
+        const int64_t asked = MonoNs();
+        auto r = http.Get(path);
+        if (!r || r->status != 200) ++poll_failures;
+        poll_ms[path].push_back(static_cast<double>(MonoNs() - asked) * 1e-6);
+      }
     }
   }
   ProcStat after = pid > 0 ? ReadProc(pid) : ProcStat{};
@@ -757,6 +781,11 @@ int Run(int argc, char** argv) {
   row("push at start (all jobs at once)", total.push_ms);
   row("push in steady state (churn)", total.churn_push_ms);
   row("clock pong (ping -> pong)", total.pong_ms);
+  for (const auto& path : polled) {
+    const auto it = poll_ms.find(path);
+    if (it != poll_ms.end()) row(("read " + path).c_str(), it->second);
+  }
+  if (poll_failures > 0) std::printf("status API reads that failed: %d\n", poll_failures);
   std::printf("\nscheduler side (its histograms; bucket upper bounds):\n");
   const char* const push_family = "metronome_timetable_push_latency_seconds";
   const char* const round_family = "metronome_plan_duration_seconds";
