@@ -117,6 +117,8 @@ void PlanningWorker::PlanningLoop(Registry& registry) {
       }
     }
     if (!out.plan) continue;
+    changes_.KeepChanged(out.plan->jobs);
+    planned_jobs_ = changes_.Jobs();
     registry.ApplyRound(work, out);
     if (pushes_ready_) pushes_ready_();
   }
@@ -164,7 +166,7 @@ void PlanningWorker::OfflineLoop(Registry& registry, std::stop_token stop) {
                            [] { return false; });
     }
     if (stop.stop_requested()) break;
-    if (!registry.WantsOffline()) continue;
+    if (planned_jobs_ < 2 || !registry.WantsOffline()) continue;
     std::shared_ptr<OfflineTask> task;
     {
       std::lock_guard lock(mu_);

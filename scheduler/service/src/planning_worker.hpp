@@ -6,6 +6,7 @@
 // released before every call into the registry: no thread holds both locks.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "metronome/controller/planning.hpp"
 #include "metronome/service/config.hpp"
 #include "metronome/service/metrics.hpp"
+#include "schedule_changes.hpp"
 
 namespace metronome::service {
 
@@ -58,6 +60,8 @@ class PlanningWorker {
   mutable std::mutex mu_;  // the planner's lock
   controller::PlanningAdapter planner_;
   const std::vector<std::string> link_names_;
+  ScheduleChanges changes_;              // the planning thread's
+  std::atomic<size_t> planned_jobs_{0};  // for the offline thread: worth a search from two
   std::thread planning_thread_;
   std::jthread offline_thread_;
   std::condition_variable_any offline_cv_;

@@ -45,7 +45,6 @@ Registry::Registry(const ServiceConfig& config, Metrics& metrics,
                    PlanSummary initial_plan)
     : config_(config), metrics_(metrics), job_links_(std::move(job_links)) {
   summary_ = std::move(initial_plan);
-  links_ = summary_.links;
 }
 
 void Registry::Handle(const std::vector<std::string>& frames, int64_t t_recv) {
@@ -104,6 +103,7 @@ bool Registry::WaitForWork(PlanningWork& work) {
 
 void Registry::ApplyRound(const PlanningWork& work, PlanningOutcome& outcome) {
   if (!outcome.plan) return;
+  PlanSummary retired;  // the plan replaced: freed (thousands of links) after the lock
   {
     std::lock_guard lock(mu_);
     std::map<std::string, int> reasons = outcome.leaves;
@@ -126,7 +126,8 @@ void Registry::ApplyRound(const PlanningWork& work, PlanningOutcome& outcome) {
       metrics_.Replans(reason).Increment(n);
       spdlog::debug("planner: re-planned {} change(s) for {}", n, reason);
     }
-    ApplyPlan(std::move(*outcome.plan), outcome.trigger_ns, outcome.reason);
+    retired = std::move(*outcome.plan);
+    ApplyPlan(retired, outcome.trigger_ns, outcome.reason);
   }
   plan_cv_.notify_all();
 }
@@ -141,7 +142,7 @@ void Registry::PostOffline(controller::OfflineResult result) {
 
 bool Registry::WantsOffline() {
   std::lock_guard lock(mu_);
-  return !offline_result_ && summary_.jobs.size() >= 2;
+  return !offline_result_;
 }
 
 bool Registry::WaitForPlanChange(uint64_t seen, std::chrono::steady_clock::time_point not_before) {
@@ -166,12 +167,13 @@ void Registry::Stop() {
 }
 
 ClusterView Registry::View(const TopologyConfig& topology, const PlanningConfig& planning) {
-  std::lock_guard lock(mu_);
   ClusterView v;
-  v.plan_version = plan_version_;
-  v.topology = topology;
+  v.topology = topology;  // thousands of links: not under the lock
   v.planning = planning;
+  std::lock_guard lock(mu_);
+  v.plan_version = plan_version_;
   v.plan = summary_.snapshot;
+  v.jobs.reserve(jobs_.size());
   for (const auto& [name, job] : jobs_) {
     extender::JobSnapshot j;
     j.id = job.id;
@@ -491,9 +493,8 @@ void Registry::RemoveJob(const std::string& name, const char* reason) {
   jobs_.erase(it);
 }
 
-void Registry::ApplyPlan(PlanSummary plan, int64_t trigger_ns, const char* reason) {
-  summary_ = std::move(plan);
-  links_ = summary_.links;
+void Registry::ApplyPlan(PlanSummary& plan, int64_t trigger_ns, const char* reason) {
+  std::swap(summary_, plan);
   ++plan_version_;
   last_plan_ns_ = RealtimeNs();
   size_t pushed = 0;
@@ -572,7 +573,7 @@ std::unordered_map<std::string, double> Registry::MeasuredUtilizations() const {
   // and jobs holds the lock for milliseconds, not a search of every job per link.
   std::unordered_map<std::string, double> capacity;
   std::unordered_map<std::string, double> u;
-  for (const auto& l : links_) {
+  for (const auto& l : summary_.links) {
     capacity[l.name] = l.capacity_bytes_per_s;
     u[l.name] = 0.0;
   }
@@ -602,24 +603,33 @@ std::unordered_map<std::string, double> Registry::MeasuredUtilizations() const {
   return u;
 }
 
+// The figures are read under the lock and set after it: setting a labelled gauge is a lookup
+// in its family, and at thousands of links those lookups held every report behind a scrape.
 void Registry::RefreshGauges() {
-  std::lock_guard lock(mu_);
-  size_t ranks = 0, planned = 0, best_effort = 0;
-  std::map<std::string, int> per_link;
-  for (const auto& [name, job] : jobs_) {
-    ranks += job.ranks.size();
-    if (job.planned) ++planned;
-    if (job.planned && job.best_effort) ++best_effort;
-    for (const auto& l : job.links) ++per_link[l];
+  size_t jobs = 0, ranks = 0, planned = 0, best_effort = 0, clients = 0;
+  std::unordered_map<std::string, int> per_link;
+  std::unordered_map<std::string, double> measured;
+  std::vector<controller::LinkSchedule> links;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, job] : jobs_) {
+      ranks += job.ranks.size();
+      if (job.planned) ++planned;
+      if (job.planned && job.best_effort) ++best_effort;
+      for (const auto& l : job.links) ++per_link[l];
+    }
+    jobs = jobs_.size();
+    clients = clients_.size();
+    measured = MeasuredUtilizations();
+    links = summary_.links;
   }
-  metrics_.Jobs().Set(static_cast<double>(jobs_.size()));
+  metrics_.Jobs().Set(static_cast<double>(jobs));
   metrics_.JobsPlanned().Set(static_cast<double>(planned));
   metrics_.JobsBestEffort().Set(static_cast<double>(best_effort));
   metrics_.Ranks().Set(static_cast<double>(ranks));
-  metrics_.Clients().Set(static_cast<double>(clients_.size()));
-  metrics_.Links().Set(static_cast<double>(links_.size()));
-  auto measured = MeasuredUtilizations();
-  for (const auto& l : links_) {
+  metrics_.Clients().Set(static_cast<double>(clients));
+  metrics_.Links().Set(static_cast<double>(links.size()));
+  for (const auto& l : links) {
     metrics_.LinkPlannedUtilization(l.name).Set(l.served_load);
     metrics_.LinkMeasuredUtilization(l.name).Set(measured[l.name]);
     metrics_.LinkMinCushion(l.name).Set(

@@ -63,6 +63,8 @@ struct PlanningWork {
 
 // What the round did: the plan, if it changed, and what it did not take.
 struct PlanningOutcome {
+  // Its `jobs` list only the schedules that changed since the last plan handed over (the rest
+  // stand as their jobs hold them): ScheduleChanges.
   std::optional<PlanSummary> plan;
   const char* reason = "plan";  // "offline" when only the background search changed it
   int64_t trigger_ns = 0;
@@ -87,10 +89,10 @@ class Registry {
   // round's outcome (timetables into the outbox).
   bool WaitForWork(PlanningWork& work);
   // Takes the outcome's plan (moved: at thousands of jobs a copy under the lock costs
-  // milliseconds).
+  // milliseconds; the plan it replaces is freed after the lock).
   void ApplyRound(const PlanningWork& work, PlanningOutcome& outcome);
   // The offline thread: a finished background search, for the next planning round. Whether one
-  // should start now (none pending, two or more planned jobs).
+  // should start now (none pending).
   void PostOffline(controller::OfflineResult result);
   bool WantsOffline();
 
@@ -130,7 +132,8 @@ class Registry {
   void Queue(const std::string& identity, const proto::Message& m);
   void PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now);
   void RemoveJob(const std::string& name, const char* reason);
-  void ApplyPlan(PlanSummary plan, int64_t trigger_ns, const char* reason);
+  // Swaps `plan` in, leaving the one it replaces there.
+  void ApplyPlan(PlanSummary& plan, int64_t trigger_ns, const char* reason);
   void Decide(JobState& job, const char* decision, const std::string& detail);
   void Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
               const std::string& detail);
@@ -150,8 +153,7 @@ class Registry {
   std::unordered_map<std::string, ClientState> clients_;
   std::map<std::string, JobState> jobs_;
   std::unordered_map<uint64_t, std::string> job_names_;  // planner id -> name
-  std::vector<controller::LinkSchedule> links_;          // from the latest plan
-  PlanSummary summary_;
+  PlanSummary summary_;  // the latest plan; its `jobs` are the last round's changes only
   std::vector<PlanChange> pending_;
   std::vector<Outgoing> outbox_;
   std::optional<controller::OfflineResult> offline_result_;
