@@ -160,6 +160,7 @@ class Registry {
   uint64_t next_job_id_ = 0;
   uint64_t next_session_ = 0;
   uint64_t plan_version_ = 0;
+  int64_t next_silence_scan_ns_ = 0;
   int64_t last_plan_ns_ = 0;
   bool pod_check_ = false;
   std::optional<PodDirectory> pods_;
