@@ -125,10 +125,11 @@ done
 # its clients on the other where the machine has two (taskset), and prints its own table.
 echo "evaluate: service load (2,000 clients x 10 reports/s, 20 s, churn 10 jobs/s)" >&2
 # Then the cluster's 65,536 ranks reporting once a second as the shims send it (one connection
-# per job per node: 8,192), 2,048 jobs of 4 nodes on a 1,024 x 8 tree.
+# per job per node: 8,192), 2,048 jobs of 4 nodes on a 1,024 x 8 tree, while /metrics and the
+# status API are read every 2 s, as Prometheus and a dashboard would.
 LOAD=(--clients 2000 --rate 10 --duration 20)
 CLUSTER=(--clients 65536 --rate 1 --duration 20 --ranks-per-job 32 --ranks-per-node 8
-  --racks 1024 --node-share)
+  --racks 1024 --node-share --poll-ms 2000)
 PIN=()
 if (($(nproc) >= 2)); then PIN=(taskset -c 1); fi
 load() {

@@ -470,9 +470,10 @@ def bench_section(bench_dir):
     if cluster.exists():
         out += ["**`service_load_driver --node-share`** — the cluster's 65,536 ranks reporting once a "
                 "second as the shims send it, one connection per job per node (8,192; 2,048 jobs "
-                "of 4 nodes on a 1,024 × 8 tree), 20 s, 10 jobs/s replaced; pinned as above "
+                "of 4 nodes on a 1,024 × 8 tree), 20 s, 10 jobs/s replaced, `/metrics` and the "
+                "status API read every 2 s; pinned as above "
                 "(`scripts/evaluate.sh`; by hand: `service_load_driver --clients 65536 --rate 1 "
-                "--ranks-per-job 32 --ranks-per-node 8 --racks 1024 --node-share`, "
+                "--ranks-per-job 32 --ranks-per-node 8 --racks 1024 --node-share --poll-ms 2000`, "
                 "docs/scheduler.md §Load)", "", "```",
                 *cluster.read_text().rstrip().splitlines(), "```", ""]
     return out
