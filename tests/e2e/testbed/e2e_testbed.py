@@ -3,8 +3,8 @@
 
   interleave        a shorter run of the demo (three-jobs.yaml: three jobs on a shared shaped
                     link), without and with Metronome: with it, their sending on the wire
-                    overlaps far less, every job iterates faster, and the shaped links deliver
-                    every flow in order
+                    overlaps far less, the high and normal jobs iterate faster (the low one no
+                    slower), and the shaped links deliver every flow in order
   scheduler_killed  metronome-scheduler is killed mid-run (two-jobs.yaml): the jobs still
                     finish, at their natural pace after the shims fail open
   lone              one job alone on the bottleneck (lone.yaml), which the planner leaves
@@ -60,13 +60,20 @@ def interleave(d: demo.Demo) -> bool:
     if not ov_with < 0.75 * ov_without:
         print("FAIL: with Metronome the jobs should share the wire far less (< 0.75 x)")
         ok = False
-    # Iteration times (median past the first 10 iterations: learning, first plan): every job
-    # faster with Metronome.
+    # Iteration times (median past the first 10 iterations: learning, first plan): the high and
+    # normal jobs faster with Metronome; the low-priority job, which absorbs the waiting, no
+    # slower than without it beyond the run-to-run noise. Its plan may stretch it to a harmonic
+    # of the others' period (2 x 244.9 = 489.9 ms here), which pins its pace with Metronome at
+    # 244.9-247.4 ms, while without it read 244.2-254.6 ms from run to run (this test and the
+    # demo, 2026-12-04): a CI run failed a strict "faster" on 244.9 against 244.2.
     for j in d.jobs:
         a, b = steady_ms(without, j.name), steady_ms(with_m, j.name)
         print(f"{j.name} ({j.priority}): steady iteration without {a:.1f} ms, with {b:.1f} ms")
-        if not b < a:
+        if j.priority != "low" and not b < a:
             print(f"FAIL: {j.name} should iterate faster with Metronome")
+            ok = False
+        if j.priority == "low" and not b < 1.02 * a:
+            print(f"FAIL: {j.name} should iterate no slower with Metronome (within 2 %)")
             ok = False
     # The shaped links deliver each flow in order, as a real fabric does: reordering (and the
     # PAWS drops it causes) stretches phases for reasons that have nothing to do with link
