@@ -609,30 +609,39 @@ std::unordered_map<std::string, double> Registry::MeasuredUtilizations() const {
 
 // The figures are read under the lock and set after it: setting a labelled gauge is a lookup
 // in its family, and at thousands of links those lookups held every report behind a scrape.
+Registry::Tally Registry::TallyLocked() const {
+  Tally t;
+  for (const auto& [name, job] : jobs_) {
+    t.ranks += job.ranks.size();
+    if (job.planned) ++t.planned;
+    if (job.planned && job.best_effort) ++t.best_effort;
+  }
+  t.jobs = jobs_.size();
+  t.clients = clients_.size();
+  t.links = summary_.links.size();
+  return t;
+}
+
 void Registry::RefreshGauges() {
-  size_t jobs = 0, ranks = 0, planned = 0, best_effort = 0, clients = 0;
+  Tally t;
   std::unordered_map<std::string, int> per_link;
   std::unordered_map<std::string, double> measured;
   std::vector<controller::LinkSchedule> links;
   {
     std::lock_guard lock(mu_);
+    t = TallyLocked();
     for (const auto& [name, job] : jobs_) {
-      ranks += job.ranks.size();
-      if (job.planned) ++planned;
-      if (job.planned && job.best_effort) ++best_effort;
       for (const auto& l : job.links) ++per_link[l];
     }
-    jobs = jobs_.size();
-    clients = clients_.size();
     measured = MeasuredUtilizations();
     links = summary_.links;
   }
-  metrics_.Jobs().Set(static_cast<double>(jobs));
-  metrics_.JobsPlanned().Set(static_cast<double>(planned));
-  metrics_.JobsBestEffort().Set(static_cast<double>(best_effort));
-  metrics_.Ranks().Set(static_cast<double>(ranks));
-  metrics_.Clients().Set(static_cast<double>(clients));
-  metrics_.Links().Set(static_cast<double>(links.size()));
+  metrics_.Jobs().Set(static_cast<double>(t.jobs));
+  metrics_.JobsPlanned().Set(static_cast<double>(t.planned));
+  metrics_.JobsBestEffort().Set(static_cast<double>(t.best_effort));
+  metrics_.Ranks().Set(static_cast<double>(t.ranks));
+  metrics_.Clients().Set(static_cast<double>(t.clients));
+  metrics_.Links().Set(static_cast<double>(t.links));
   for (const auto& l : links) {
     metrics_.LinkPlannedUtilization(l.name).Set(l.served_load);
     metrics_.LinkMeasuredUtilization(l.name).Set(measured[l.name]);

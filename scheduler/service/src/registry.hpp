@@ -140,6 +140,11 @@ class Registry {
   std::vector<std::string> LinksOf(const JobState& job) const;
   // Each link's utilization from the jobs' measured profiles (bytes per second x duty cycle).
   std::unordered_map<std::string, double> MeasuredUtilizations() const;
+  // What the status and the gauges count.
+  struct Tally {
+    size_t jobs = 0, ranks = 0, planned = 0, best_effort = 0, clients = 0, links = 0;
+  };
+  Tally TallyLocked() const;
   bool HasWork() const { return stopping_ || !pending_.empty() || offline_result_.has_value(); }
 
   const ServiceConfig& config_;

@@ -139,20 +139,13 @@ json JobSummary(const JobRow& job, int64_t now) {
 }  // namespace
 
 nlohmann::json Registry::StatusJson(int64_t started_ns, const std::string& endpoint, bool curve) {
-  size_t jobs = 0, ranks = 0, planned = 0, best_effort = 0, clients = 0, links = 0;
+  Tally t;
   uint64_t plan_version = 0;
   int64_t last_plan_ns = 0;
   double utilization = 0.0, latency = 0.0, cushion_ns = 0.0;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [name, job] : jobs_) {
-      ranks += job.ranks.size();
-      planned += job.planned ? 1 : 0;
-      best_effort += job.planned && job.best_effort ? 1 : 0;
-    }
-    jobs = jobs_.size();
-    clients = clients_.size();
-    links = summary_.links.size();
+    t = TallyLocked();
     plan_version = plan_version_;
     last_plan_ns = last_plan_ns_;
     utilization = summary_.utilization;
@@ -166,12 +159,12 @@ nlohmann::json Registry::StatusJson(int64_t started_ns, const std::string& endpo
       {"uptime_s", static_cast<double>(now - started_ns) * 1e-9},
       {"zmq_endpoint", endpoint},
       {"curve", curve},
-      {"jobs", jobs},
-      {"jobs_planned", planned},
-      {"jobs_best_effort", best_effort},
-      {"ranks", ranks},
-      {"clients", clients},
-      {"links", links},
+      {"jobs", t.jobs},
+      {"jobs_planned", t.planned},
+      {"jobs_best_effort", t.best_effort},
+      {"ranks", t.ranks},
+      {"clients", t.clients},
+      {"links", t.links},
       {"plan_version", plan_version},
       {"last_plan_ns", last_plan_ns},
       {"score", {{"utilization", utilization}, {"latency", latency}, {"cushion_ns", cushion_ns}}},
