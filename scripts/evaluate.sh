@@ -111,6 +111,15 @@ for seed in 1 2 3 4 5 6 7 8 9 10; do
     >> "$OUT/testbed-seeds.jsonl"
 done
 
+echo "evaluate: testbed-small with the testbed's slow phases over 60 seeds" >&2
+: > "$OUT/testbed-slow-seeds.jsonl"
+for seed in $(seq 1 60); do
+  "$SIM" examples/scenarios/testbed-small-slow-phases.yaml --compare k8s-default,metronome \
+    --seed "$seed" --json --no-progress |
+    "$PY" -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({'seed': $seed, 'runs': {r['policy']: {j['name']: j['mean_iteration_ms'] for j in r['jobs']} for r in d['runs']}}))" \
+    >> "$OUT/testbed-slow-seeds.jsonl"
+done
+
 echo "evaluate: benchmarks (CPU time, median of 3 repetitions)" >&2
 mkdir -p "$OUT/bench"
 declare -A FILTER=([planner/bench_planner]='FullPlanJitter|AddJob|WhatIf|Cluster')
