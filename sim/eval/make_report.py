@@ -297,8 +297,9 @@ def slow_phase_seeds():
     if not rows:
         return []
     jobs = sorted(rows[0]["runs"]["metronome"])
-    out = ["With the testbed's transport hiccups (`examples/scenarios/testbed-small-slow-phases.yaml`: "
-           "each phase, with probability 0.08, moves U(1, 2) times its bytes), over "
+    out = ["With the testbed's transport hiccups (`testbed-small` with `slow_phase_p: 0.08, "
+           "slow_phase_factor: 2` in its noise: each phase, with probability 0.08, moves U(1, 2) "
+           "times its bytes; `scripts/evaluate.sh` writes it to `out/eval/`), over "
            f"{len(rows)} seeds: mean iteration time (ms) per job, the median over the seeds and "
            "Metronome's 90th percentile and worst, and the seeds in which the job iterated more "
            "slowly with Metronome than without:", "",
