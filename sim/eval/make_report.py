@@ -336,7 +336,7 @@ def testbed_section(data, testbed_path):
                 "simulator-vs-testbed agreement is **not stated here**. Run the demo, then rerun "
                 "`scripts/evaluate.sh`: this section then compares the mean iteration times job by job.",
                 ""]
-        return out
+        return out + slow_phase_seeds()
     sim = data["testbed-small"]
     seeds = []
     seeds_file = Path(RUNS_DIR) / "testbed-seeds.jsonl"
