@@ -63,9 +63,9 @@ def interleave(d: demo.Demo) -> bool:
     # Iteration times (median past the first 10 iterations: learning, first plan): the high and
     # normal jobs faster with Metronome; the low-priority job, which absorbs the waiting, no
     # slower than without it beyond the run-to-run noise. Its plan may stretch it to a harmonic
-    # of the others' period (2 x 244.9 = 489.9 ms here), which pins its pace with Metronome at
-    # 244.9-247.4 ms, while without it read 244.2-254.6 ms from run to run (this test and the
-    # demo, 2026-12-04): a CI run failed a strict "faster" on 244.9 against 244.2.
+    # of the others' period (2 x 249.5 = 498.9 ms here), which pins its pace with Metronome at
+    # 249.0-250.8 ms, while without it read 243.5-262.4 ms from run to run (this test and the
+    # demo, 2026-12-05): a CI run failed a strict "faster" on 244.9 against 244.2.
     for j in d.jobs:
         a, b = steady_ms(without, j.name), steady_ms(with_m, j.name)
         print(f"{j.name} ({j.priority}): steady iteration without {a:.1f} ms, with {b:.1f} ms")

@@ -395,14 +395,15 @@ TEST(PlanningAdapter, ACopyThatReportedNoJitterGetsTheSamePeriod) {
 }
 
 // A re-plan whose profile converts to the same planner job (here only its fastest phase and
-// its compute by 0.1 ms moved) is skipped: no job moves, the plan's generation stays.
+// its compute by 10 µs moved, which leaves its period on the same millisecond of the planner's
+// grid) is skipped: no job moves, the plan's generation stays.
 TEST(PlanningAdapter, ReplanWithUnchangedPlannerInputsMovesNothing) {
   PlanningAdapter p(TwoRacks(), {});
   p.AddJobs({Saturating(1, "h1", "h3", 200 * kMs), Saturating(2, "h2", "h4", 200 * kMs)});
   const PlanSummary before = p.Summary();
   const uint64_t generation = p.Generation();
   PlanJob again = Saturating(1, "h1", "h3", 178 * kMs);
-  again.profile.compute_ns += 100'000;
+  again.profile.compute_ns -= 10'000;
   EXPECT_TRUE(p.AddJobs({again}).empty());
   EXPECT_EQ(p.Generation(), generation);
   const PlanSummary after = p.Summary();

@@ -61,7 +61,12 @@ struct PlanningConfig {
   // window (0.3 did that on the load sweep's crowded links). Taking a slow job for a saturating
   // one costs less: its window is its wire time, and the overrun rule widens it.
   double saturate_fraction = 0.1;
-  double wire_margin = 0.1;  // saturating jobs: window = wire time of their bytes × (1 + this)
+  // Saturating jobs: window = wire time of their bytes × (1 + this), and the period is compute +
+  // window. The margin must cover the transport's overhead, or the window is shorter than the
+  // job's own phase and its period no longer than its iteration: on the CPU testbed a phase
+  // alone takes 1.11 × the wire time, and at 0.1 the high-priority job ran late and lost whole
+  // periods in half the runs (docs/decisions/0013).
+  double wire_margin = 0.15;
   // Planned period ≥ measured natural period × (1 + this). 0: the planner already adds a
   // headroom of the jitter (rounded up to whole percents: 1 % for any measurable jitter), and a
   // late phase realigns to its next window rather than catching up.
