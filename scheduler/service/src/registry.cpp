@@ -607,8 +607,6 @@ std::unordered_map<std::string, double> Registry::MeasuredUtilizations() const {
   return u;
 }
 
-// The figures are read under the lock and set after it: setting a labelled gauge is a lookup
-// in its family, and at thousands of links those lookups held every report behind a scrape.
 Registry::Tally Registry::TallyLocked() const {
   Tally t;
   for (const auto& [name, job] : jobs_) {
@@ -622,6 +620,8 @@ Registry::Tally Registry::TallyLocked() const {
   return t;
 }
 
+// The figures are read under the lock and set after it: setting a labelled gauge is a lookup
+// in its family, and at thousands of links those lookups held every report behind a scrape.
 void Registry::RefreshGauges() {
   Tally t;
   std::unordered_map<std::string, int> per_link;
