@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,16 +177,20 @@ class Demo:
                                             stderr=subprocess.STDOUT))
         return procs
 
-    def _start_scheduler(self, run_dir: Path, append: bool = False) -> subprocess.Popen:
-        log = open(run_dir / "scheduler.log", "a" if append else "w")
+    def start_scheduler(self, run_dir: Path, append: bool = False, log_name: str = "scheduler.log",
+                        http_port: int = 7412, extra: tuple[str, ...] = ()) -> subprocess.Popen:
+        """A scheduler in the scheduler's namespace, serving the shims on port 7411 and its HTTP
+        API on `http_port` (two replicas there need two), with `extra` arguments."""
+        log = open(run_dir / log_name, "a" if append else "w")
         argv = [str(self.scheduler_bin), f"--listen=tcp://{self.cluster.sched_ip}:7411",
-                f"--http={self.cluster.sched_ip}:7412", f"--topology={self.topology_file}"]
+                f"--http={self.cluster.sched_ip}:{http_port}", f"--topology={self.topology_file}",
+                *extra]
         if self.args.scheduler_config:
             argv.append(f"--config={Path(self.args.scheduler_config).resolve()}")
         p = self.cluster.popen(self.cluster.sched_ns, argv, stdout=log, stderr=subprocess.STDOUT)
         time.sleep(1.0)
         if p.poll() is not None:
-            raise SystemExit(f"demo: metronome-scheduler exited: see {run_dir / 'scheduler.log'}")
+            raise SystemExit(f"demo: metronome-scheduler exited: see {run_dir / log_name}")
         return p
 
     def restart_scheduler(self) -> int | None:
@@ -197,7 +202,7 @@ class Demo:
             if status is None:
                 old.kill()
                 old.wait()
-        self.scheduler_proc = self._start_scheduler(self.run_dir, append=True)
+        self.scheduler_proc = self.start_scheduler(self.run_dir, append=True)
         return status
 
     def _scheduler_status(self) -> dict | None:
@@ -210,7 +215,10 @@ class Demo:
         except json.JSONDecodeError:
             return None
 
-    def run(self, label: str, jobs: list[Job], mode: str, with_scheduler: bool) -> RunResult:
+    def run(self, label: str, jobs: list[Job], mode: str, with_scheduler: bool,
+            before_jobs: Callable[[Path], None] | None = None) -> RunResult:
+        """One run of `jobs`. `before_jobs(run_dir)` runs once the run's directory is ready and
+        before any job starts (a test starting schedulers of its own there)."""
         run_dir = self.out / label
         run_dir.mkdir(parents=True, exist_ok=True)
         for f in run_dir.glob("*"):
@@ -232,7 +240,9 @@ class Demo:
         tcp0 = {j: self._tcp(nss) for j, nss in node_ns.items()}
         self.run_dir = run_dir
         # Tests kill it mid-run (by this pid, never by name), the soak restarts it.
-        self.scheduler_proc = self._start_scheduler(run_dir) if with_scheduler else None
+        self.scheduler_proc = self.start_scheduler(run_dir) if with_scheduler else None
+        if before_jobs is not None:
+            before_jobs(run_dir)
         res.t0 = time.time()
         procs: dict[str, list[subprocess.Popen]] = {}
         self.job_procs = procs
