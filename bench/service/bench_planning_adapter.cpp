@@ -11,12 +11,21 @@
 //   BM_Summary/spread/N     Summary() alone after a change (what every push waits for)
 //   BM_ReplaceJob/onelink/N the scheduler's embedded default topology: one 100 Gbit/s link that
 //                           every job crosses (the load driver's --one-link)
-// Counters: p50, p99 and max of one replacement with its summary (ms), what a push waits for.
+//   BM_Burst/spread/N       every job's first profile in one round, as after a restart of the
+//                           scheduler (the load driver's "push at start"): N jobs planned and
+//                           summarized at once
+//   BM_TakeOver/apart/N     a new leader after a takeover: the last plan inherited (Inherit), the
+//                           N jobs registering again in rounds of 64 (each round planned and
+//                           summarized)
+// Counters: p50, p99 and max of one replacement (or round) with its summary (ms), what a push
+// waits for; BM_TakeOver also the whole takeover (total_ms).
 #include <benchmark/benchmark.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,6 +69,17 @@ ms::PlanJob Job(uint64_t id, bool spread) {
   return j;
 }
 
+// p50, p99 and max of the rounds timed (ms), as counters.
+void RoundCounters(benchmark::State& state, std::vector<double>& round_ms) {
+  std::sort(round_ms.begin(), round_ms.end());
+  const auto at = [&](double q) {
+    return round_ms[static_cast<size_t>(q * static_cast<double>(round_ms.size() - 1))];
+  };
+  state.counters["round_p50_ms"] = at(0.50);
+  state.counters["round_p99_ms"] = at(0.99);
+  state.counters["round_max_ms"] = round_ms.back();
+}
+
 void ReplaceJob(benchmark::State& state, bool spread, bool summary_only, bool one_link = false) {
   const auto n = static_cast<uint64_t>(state.range(0));
   g_racks = n >= 2048 ? 1024 : 64;
@@ -84,13 +104,60 @@ void ReplaceJob(benchmark::State& state, bool spread, bool summary_only, bool on
     benchmark::DoNotOptimize(adapter.Summary());
     round_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
-  std::sort(round_ms.begin(), round_ms.end());
-  const auto at = [&](double q) {
-    return round_ms[static_cast<size_t>(q * static_cast<double>(round_ms.size() - 1))];
-  };
-  state.counters["round_p50_ms"] = at(0.50);
-  state.counters["round_p99_ms"] = at(0.99);
-  state.counters["round_max_ms"] = round_ms.back();
+  RoundCounters(state, round_ms);
+}
+
+void BmTakeOver(benchmark::State& state) {
+  spdlog::set_level(spdlog::level::warn);  // a line per round otherwise
+  const auto n = static_cast<uint64_t>(state.range(0));
+  g_racks = n >= 2048 ? 1024 : 64;
+  std::vector<ms::PlanJob> all;
+  for (uint64_t id = 1; id <= n; ++id) all.push_back(Job(id, false));
+  std::map<std::string, metronome::Timetable> last;  // what the old leader published
+  {
+    ms::PlanningAdapter old_leader(Topology(false), ms::PlanningConfig{});
+    (void)old_leader.AddJobs(all);
+    for (const auto& j : old_leader.Summary().jobs) {
+      if (!j.best_effort) last[all[j.id - 1].name] = j.timetable;
+    }
+  }
+  constexpr size_t kRound = 64;
+  std::vector<double> round_ms;
+  double total_ms = 0;
+  using Clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ms::PlanningAdapter leader(Topology(false), ms::PlanningConfig{});
+    leader.Inherit(last, Clock::now() + std::chrono::minutes(1));
+    state.ResumeTiming();
+    const auto start = Clock::now();
+    for (size_t from = 0; from < all.size(); from += kRound) {
+      const auto t0 = Clock::now();
+      const std::vector<ms::PlanJob> round(
+          all.begin() + static_cast<ptrdiff_t>(from),
+          all.begin() + static_cast<ptrdiff_t>(std::min(all.size(), from + kRound)));
+      (void)leader.AddJobs(round);
+      benchmark::DoNotOptimize(leader.Summary());
+      round_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    total_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  }
+  RoundCounters(state, round_ms);
+  state.counters["total_ms"] = total_ms / static_cast<double>(state.iterations());
+}
+
+void BmBurstSpread(benchmark::State& state) {
+  const auto n = static_cast<uint64_t>(state.range(0));
+  g_racks = n >= 2048 ? 1024 : 64;
+  std::vector<ms::PlanJob> all;
+  for (uint64_t id = 1; id <= n; ++id) all.push_back(Job(id, true));
+  for (auto _ : state) {
+    state.PauseTiming();
+    ms::PlanningAdapter adapter(Topology(false), ms::PlanningConfig{});
+    state.ResumeTiming();
+    (void)adapter.AddJobs(all);
+    benchmark::DoNotOptimize(adapter.Summary());
+  }
 }
 
 void BmReplaceJobApart(benchmark::State& s) {
@@ -117,6 +184,7 @@ BENCHMARK(BmReplaceJobApart)
 BENCHMARK(BmReplaceJobSpread)
     ->Name("BM_ReplaceJob/spread")
     ->Arg(500)
+    ->Arg(2048)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BmReplaceJobOneLink)
     ->Name("BM_ReplaceJob/onelink")
@@ -127,4 +195,16 @@ BENCHMARK(BmSummarySpread)
     ->Arg(500)
     ->Arg(8192)
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BmBurstSpread)
+    ->Name("BM_Burst/spread")
+    ->Arg(500)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BmTakeOver)
+    ->Name("BM_TakeOver/apart")
+    ->Arg(500)
+    ->Arg(2048)
+    ->Arg(8192)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

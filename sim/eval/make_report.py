@@ -450,8 +450,10 @@ BENCH_WHAT = {
     "bench_shim": "the shim's caller path per collective (direct call, off, enforce in a burst, "
                   "a phase start in an open window, an unknown communicator)",
     "bench_extender": "kube-scheduler extender: filter + prioritize for 1,000 nodes",
-    "bench_planning_adapter": "the service's planning round at 500 jobs (one job replaced; "
-                              "within racks and across racks) and its plan summary",
+    "bench_planning_adapter": "the service's planning round (one job replaced, within racks "
+                              "and across racks; 500 to 8,192 jobs), its plan summary, and a "
+                              "new leader's rounds as the jobs of the last plan register again "
+                              "(`BM_TakeOver`, rounds of 64 jobs)",
 }
 
 

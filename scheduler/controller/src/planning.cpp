@@ -271,9 +271,9 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
                  a.job.profile.jitter_ns, a.job.priority, a.first ? " (placed first)" : "");
     try {
       if (a.first) {
-        (void)impl_->online.AddJobFirst(a.job);
+        (void)impl_->online.InsertFirst(a.job);
       } else {
-        (void)impl_->online.AddJob(a.job);
+        (void)impl_->online.Insert(a.job);
       }
     } catch (const std::invalid_argument& e) {
       refused.emplace_back(a.job.id, "job " + a.name + ": " + e.what());

@@ -208,7 +208,24 @@ void Workspace::AddWindows(const Profile& in, std::uint32_t j, double height, Pr
   double mine = 0.0;
   std::size_t i = 0;  // next segment of `in`
   std::size_t e = 0;  // next event of the job's windows
+  const auto next_event = [&](std::size_t at) {
+    return at < events_.size() ? events_[at].first : q;
+  };
   while (i < in.seg.size() || e < events_.size()) {
+    if (in.coalesced && mine == 0.0 && i < in.seg.size() && in.seg[i].first < next_event(e)) {
+      // Between the job's windows the profile carries over as it is (a load plus +0.0 is the
+      // load: none is −0.0, sums of positive heights from +0.0), so its segments up to the next
+      // event are copied at once: being coalesced they differ from each other, and only the
+      // first may repeat the load on which the job's last window closed.
+      const auto from = in.seg.begin() + static_cast<std::ptrdiff_t>(i);
+      const auto to = std::lower_bound(from, in.seg.end(), next_event(e),
+                                       [](const auto& seg, Nanos t) { return seg.first < t; });
+      const bool repeats = !out.seg.empty() && out.seg.back().second == from->second;
+      out.seg.insert(out.seg.end(), repeats ? from + 1 : from, to);
+      base = (to - 1)->second;
+      i = static_cast<std::size_t>(to - in.seg.begin());
+      continue;
+    }
     const Nanos at = std::min(i < in.seg.size() ? in.seg[i].first : q,
                               e < events_.size() ? events_[e].first : q);
     if (at >= q) break;
@@ -232,6 +249,8 @@ void Workspace::UpdateProfile(LinkId l, std::uint32_t j, double height, double s
   static thread_local Profile next;
   AddWindows(prof, j, sign * height, next);
   std::swap(prof.seg, next.seg);
+  prof.coalesced = true;
+  prof.peaks.clear();
 }
 
 void Workspace::Block(Nanos start, Nanos len, Nanos period, std::int32_t owner) const {
@@ -255,6 +274,9 @@ const Workspace::Profile& Workspace::LinkProfile(LinkId l) const {
   if (prof.q == q) return prof;
   prof.q = q;
   prof.seg.clear();
+  // Where one window closes as another of the same height opens, a segment repeats the load.
+  prof.coalesced = false;
+  prof.peaks.clear();
   events_.clear();
   for (const Occupant& o : link_jobs[l]) WindowEvents(o.job, o.height, q);
   std::sort(events_.begin(), events_.end());
@@ -266,6 +288,19 @@ const Workspace::Profile& Workspace::LinkProfile(LinkId l) const {
     if (at < q) prof.seg.emplace_back(at, load);
   }
   return prof;
+}
+
+const std::vector<double>& Workspace::Peaks(Profile& prof) {
+  if (prof.peaks.empty() && !prof.seg.empty()) {
+    prof.peaks.reserve((prof.seg.size() + kPeakRun - 1) / kPeakRun);
+    for (std::size_t from = 0; from < prof.seg.size(); from += kPeakRun) {
+      const std::size_t to = std::min(prof.seg.size(), from + kPeakRun);
+      double peak = prof.seg[from].second;
+      for (std::size_t i = from + 1; i < to; ++i) peak = std::max(peak, prof.seg[i].second);
+      prof.peaks.push_back(peak);
+    }
+  }
+  return prof.peaks;
 }
 
 void Workspace::BlockLink(const JobShape& shape, std::size_t k, Nanos period) const {
@@ -317,6 +352,7 @@ void Workspace::BlockLink(const JobShape& shape, std::size_t k, Nanos period) co
   // subtracted on the fly (its window at an instant is a modulo), where a profile rebuilt per
   // query made the cushions of a link with k jobs cost k sorts of all its windows.
   const Profile& prof = LinkProfile(l);
+  const double limit = capacity - h + eps;  // a load above it leaves no room for the window
   bool self_here = false;
   double self_height = 0.0;
   for (const Occupant& o : link_jobs[l]) {
@@ -332,13 +368,20 @@ void Workspace::BlockLink(const JobShape& shape, std::size_t k, Nanos period) co
                 : 0;
   // Forbids the offsets whose window would meet [at, next) if the load there is too high.
   const auto check = [&](Nanos base, Nanos at, Nanos next, double load) {
-    if (next > at && load > capacity - h + eps) {
+    if (next > at && load > limit) {
       Block(base + at - w + 1, next - at + w - 1, period, kNoOwner);
     }
     return all_blocked_;
   };
+  // A run of segments whose highest load leaves room for this job's window (its own windows
+  // there only lower the load) blocks nothing: check() would find no load over the limit.
+  const std::vector<double>& peaks = Peaks(profiles_[l]);
   for (Nanos base = 0; base < q; base += h_link) {
     for (std::size_t i = 0; i < prof.seg.size(); ++i) {
+      if (i % kPeakRun == 0 && peaks[i / kPeakRun] <= limit) {
+        i += kPeakRun - 1;
+        continue;
+      }
       const Nanos at = prof.seg[i].first;
       const Nanos next = i + 1 < prof.seg.size() ? prof.seg[i + 1].first : h_link;
       const double load = prof.seg[i].second;

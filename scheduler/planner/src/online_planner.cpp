@@ -350,6 +350,29 @@ void OnlinePlanner::Adopt(const std::vector<Job>& jobs, const Plan& plan) {
 }
 
 AddResult OnlinePlanner::AddJob(const Job& job) {
+  return WithEntry(Add(job));
+}
+
+AddResult OnlinePlanner::AddJobFirst(const Job& job) {
+  return WithEntry(AddFirst(job));
+}
+
+std::vector<JobId> OnlinePlanner::Insert(const Job& job) {
+  return Add(job).second;
+}
+
+std::vector<JobId> OnlinePlanner::InsertFirst(const Job& job) {
+  return AddFirst(job).second;
+}
+
+AddResult OnlinePlanner::WithEntry(Added added) const {
+  AddResult result;
+  result.job = detail::JobEntry(*ws_, added.first);
+  result.changed = std::move(added.second);
+  return result;
+}
+
+OnlinePlanner::Added OnlinePlanner::Add(const Job& job) {
   detail::RequireValid(ws_->topology, {job});
   Workspace& ws = *ws_;
   RemoveJob(job.id);
@@ -383,7 +406,7 @@ AddResult OnlinePlanner::AddJob(const Job& job) {
   return FinishAdd(j, moved);
 }
 
-AddResult OnlinePlanner::AddJobFirst(const Job& job) {
+OnlinePlanner::Added OnlinePlanner::AddFirst(const Job& job) {
   detail::RequireValid(ws_->topology, {job});
   Workspace& ws = *ws_;
   RemoveJob(job.id);
@@ -417,20 +440,19 @@ AddResult OnlinePlanner::AddJobFirst(const Job& job) {
   return FinishAdd(j, moved);
 }
 
-// The end of an addition: cushions spread around the jobs that moved, and the result.
-AddResult OnlinePlanner::FinishAdd(std::uint32_t j, const std::vector<std::uint32_t>& moved) {
+// The end of an addition: cushions spread around the jobs that moved, and what moved.
+OnlinePlanner::Added OnlinePlanner::FinishAdd(std::uint32_t j,
+                                              const std::vector<std::uint32_t>& moved) {
   Workspace& ws = *ws_;
-  AddResult result;
+  std::vector<JobId> changed;
   detail::RelaxCushions(ws, moved, ws.options.cushion_sweeps);
   for (const std::uint32_t m : moved) {
-    if (m != j) result.changed.push_back(ws.jobs[m].job.id);
+    if (m != j) changed.push_back(ws.jobs[m].job.id);
   }
-  std::sort(result.changed.begin(), result.changed.end());
-  result.changed.erase(std::unique(result.changed.begin(), result.changed.end()),
-                       result.changed.end());
-  result.job = detail::JobEntry(ws, j);
+  std::sort(changed.begin(), changed.end());
+  changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
   ws.jobs[j].job.next_phase_ns = kUnknownPhase;  // a hint for this addition only
-  return result;
+  return {j, std::move(changed)};
 }
 
 void OnlinePlanner::RemoveJob(JobId id) {

@@ -206,7 +206,13 @@ class Workspace {
   struct Profile {  // a link's load over [0, q): (start, load) per segment
     Nanos q = 0;    // the link's hyperperiod; 0: stale (rebuilt at the next query)
     std::vector<std::pair<Nanos, double>> seg;
+    bool coalesced = false;  // no two consecutive segments of the same load (AddWindows' output)
+    // The highest load of each kPeakRun consecutive segments (empty: not yet computed since the
+    // last change): BlockLink skips the runs that no window of the job it places could overload.
+    std::vector<double> peaks;
   };
+  static constexpr std::size_t kPeakRun = 8;
+  static const std::vector<double>& Peaks(Profile& prof);
   mutable std::vector<Profile> profiles_;
   // The link's load over its hyperperiod from all its gated windows (profiles_[l], rebuilt when
   // stale).

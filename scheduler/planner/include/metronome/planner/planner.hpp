@@ -14,7 +14,9 @@
 // period candidates in harmonic_periods.cpp. docs/planner.md states the cost of each step.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "metronome/planner/model.hpp"
@@ -64,6 +66,12 @@ class OnlinePlanner {
   // it ran if that place is still free. Only the job's links are re-planned; jobs elsewhere
   // stay still.
   AddResult AddJobFirst(const Job& job);
+  // AddJob and AddJobFirst without the new job's entry, whose contention evaluation of every
+  // link the job crosses is a third of a burst of additions where many jobs share those links:
+  // for a caller that reads the plan through Snapshot() (the service). Returns the running jobs
+  // whose period or offset changed.
+  std::vector<JobId> Insert(const Job& job);
+  std::vector<JobId> InsertFirst(const Job& job);
   // Removes a job; the others stay still; best-effort or stretched jobs on its links are
   // re-examined (they may now fit or shrink their period), at most 32 of them in placement
   // order (the rest are the offline search's).
@@ -82,7 +90,12 @@ class OnlinePlanner {
   [[nodiscard]] const detail::Workspace& GetWorkspace() const { return *ws_; }
 
  private:
-  AddResult FinishAdd(std::uint32_t j, const std::vector<std::uint32_t>& moved);
+  // An addition: the new job's index and the running jobs that moved (AddResult::changed).
+  using Added = std::pair<std::uint32_t, std::vector<JobId>>;
+  Added Add(const Job& job);
+  Added AddFirst(const Job& job);
+  Added FinishAdd(std::uint32_t j, const std::vector<std::uint32_t>& moved);
+  [[nodiscard]] AddResult WithEntry(Added added) const;
 
   std::unique_ptr<detail::Workspace> ws_;
 };
