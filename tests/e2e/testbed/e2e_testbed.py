@@ -171,7 +171,8 @@ def wait_ready(d: demo.Demo, port: int, timeout_s: float) -> float | None:
     return float(out) if out else None
 
 
-# Seconds into the run: the first plans have settled (learning takes the first few seconds).
+# Seconds from the start of the run's set-up (the API server and the two replicas take 2-3 s
+# before the jobs start): the first plans have settled by then.
 KILL_AFTER_S = 12.0
 
 
