@@ -33,7 +33,9 @@ bool PhaseTracker::Add(const CollEvent& e) {
                std::max<int64_t>(e.hold_ns, 0)};
   int64_t gap = -1;
   if (events_ > 0) {
-    gap = std::max<int64_t>(0, e.start_ns - last_end_);
+    // From the call's arrival, as the runtime judges a phase start: a pause of the gate
+    // between a phase's collectives is no gap between phases.
+    gap = std::max<int64_t>(0, p.start - p.hold - last_end_);
     LearnGap(gap);
   }
   const bool start = Segment(p, gap);
@@ -67,7 +69,10 @@ bool PhaseTracker::Segment(const Past& e, int64_t gap) {
     cur_end_ = e.end;
     cur_bytes_ = 0;
     cur_ops_ = 0;
+    cur_paused_ = 0;
     cur_first_key_ = e.key;
+  } else {
+    cur_paused_ += e.hold;
   }
   cur_end_ = std::max(cur_end_, e.end);
   cur_bytes_ += KeyBytes(e.key);
@@ -91,7 +96,7 @@ void PhaseTracker::Resegment() {
   int64_t prev_end = 0;
   for (size_t i = 0; i < past_.Size(); ++i) {
     const Past& e = past_[i];
-    Segment(e, i == 0 ? -1 : std::max<int64_t>(0, e.start - prev_end));
+    Segment(e, i == 0 ? -1 : std::max<int64_t>(0, e.start - e.hold - prev_end));
     prev_end = std::max(prev_end, e.end);
   }
   // Counters keep counting everything seen, not only what is remembered.
@@ -100,7 +105,9 @@ void PhaseTracker::Resegment() {
 }
 
 void PhaseTracker::ClosePhase() {
-  durations_.Push(cur_end_ - cur_start_);
+  // The gate's pauses between its collectives (yields to higher-ranked windows) are waiting, not
+  // the phase's time on the wire: a window sized by them would grow with every yield.
+  durations_.Push(std::max<int64_t>(cur_end_ - cur_start_ - cur_paused_, 0));
   last_bytes_ = cur_bytes_;
   last_ops_ = cur_ops_;
   // Signature: settled when the last three phases began with the same collective.

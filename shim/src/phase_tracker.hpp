@@ -43,7 +43,7 @@ struct PhaseEstimate {
   int64_t jitter_ns = 0;
   int64_t compute_ns = 0;     // median of that compute (0 = unknown)
   int64_t next_start_ns = 0;  // predicted start of the next phase (0 = unknown)
-  int64_t comm_ns = 0;        // median duration of a phase
+  int64_t comm_ns = 0;        // median duration of a phase, the gate's pauses inside it left out
   uint64_t bytes = 0;         // bytes moved in the last complete phase
   uint32_t ops = 0;           // collectives in the last complete phase
   double confidence = 0.0;    // 0..1: how regular the recent periods are
@@ -174,6 +174,7 @@ class PhaseTracker {
   int64_t cur_end_ = 0;
   uint64_t cur_bytes_ = 0;
   uint32_t cur_ops_ = 0;
+  int64_t cur_paused_ = 0;  // the gate's holds of its later collectives
   uint64_t cur_first_key_ = 0;
   // The last closed phase.
   uint64_t last_bytes_ = 0;

@@ -222,6 +222,28 @@ TEST(PhaseTracker, NaturalPeriodLeavesOutTheGateHolds) {
   ExpectWithin(e.natural_period_ns, compute + comm, 0.02, "natural period");
 }
 
+TEST(PhaseTracker, PausesBetweenAPhasesCollectivesAreNotItsDuration) {
+  // A 40 ms phase of four 10 ms collectives; in every other phase the gate pauses the third
+  // one for 30 ms (a higher-ranked window on the wire). The phase's duration is its 40 ms on the
+  // wire, not the 55 ms median of its spans, and the pauses do not split it.
+  PhaseTracker t;
+  const int64_t compute = 100 * kMs;
+  int64_t now = 1'000 * kMs;
+  for (int i = 0; i < 12; ++i) {
+    now += compute;
+    for (int c = 0; c < 4; ++c) {
+      const int64_t pause = (c == 2 && i % 2 == 1) ? 30 * kMs : 0;
+      now += pause;
+      t.Add(CollEvent{now, now + 10 * kMs, 1, kMiB, pause});
+      now += 10 * kMs;
+    }
+  }
+  const PhaseEstimate e = t.Estimate();
+  EXPECT_EQ(e.ops, 4u);
+  ExpectWithin(e.comm_ns, 40 * kMs, 0.01, "phase duration");
+  ExpectWithin(e.compute_ns, compute, 0.01, "compute");
+}
+
 TEST(PhaseTracker, JitterIsTheSpreadOfTheComputeNotOfHoldsOrCommunication) {
   // Compute varies normally with σ = 3 ms; communication varies much more (contention, ±15 ms);
   // the gate holds every phase to a 150 ms grid (so the gated period does not vary at all). One
