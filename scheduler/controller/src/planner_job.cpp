@@ -14,6 +14,7 @@ namespace {
 
 constexpr double kFallbackCapacity = 100e9 / 8.0;  // for jobs that cross no link
 constexpr int64_t kPeriodGrid = 1'000'000;         // measured periods are rounded up to 1 ms
+constexpr double kUnmeasuredJitter = 0.01;         // σ of a job not yet measured, of its period
 
 }  // namespace
 
@@ -107,11 +108,15 @@ pl::JobProfile ToPlannerProfile(const MeasuredProfile& m, std::size_t ranks, dou
   profile.period_ns = period;
   profile.comm_ns = comm;
   profile.beta_bps = std::max(beta, 1.0);
-  // At least 1 ns: a measured jitter of 0 comes from too few samples, not from a perfectly
-  // periodic job. The planner rounds any jitter up to a whole percent of headroom and none to
-  // nothing, so a copy of a model that reported 0 would get a period 1 % off the other's,
-  // and one of them twice its period (seen on the demo with period_margin 0).
-  profile.jitter_ns = std::clamp<int64_t>(m.jitter_ns, 1, period);
+  // A jitter of 0 is not measured yet (the shim needs a few phases for it), not a perfectly
+  // periodic job: until it is, the job is planned with kUnmeasuredJitter of its period. With
+  // none it got the least cushions, only to lose its place, and its neighbours theirs, when its
+  // jitter came a report or two later (a model pair ran 1.9 % slower than without time
+  // scheduling for it).
+  const int64_t jitter =
+      m.jitter_ns > 0 ? m.jitter_ns
+                      : static_cast<int64_t>(static_cast<double>(period) * kUnmeasuredJitter);
+  profile.jitter_ns = std::clamp<int64_t>(jitter, 1, period);
   return profile;
 }
 
