@@ -70,6 +70,19 @@ for f in "$OUT"/load/load-*.yaml; do
     >> "$OUT/load-sweep.jsonl"
 done
 
+# The same scenarios with 20 noise seeds each (--seed: compute jitter, clock skew, profile error
+# and start offsets), Metronome and none: how often a load's figures hold, not just three times.
+echo "evaluate: load sweep over 20 seeds" >&2
+: > "$OUT/load-sweep-seeds.jsonl"
+for f in "$OUT"/load/load-*.yaml; do
+  name="$(basename "$f" .yaml)"
+  for seed in $(seq 1 20); do
+    "$SIM" "$f" --compare network-aware,metronome --seed "$seed" --json --no-progress |
+      "$PY" -c "import json,sys; d=json.load(sys.stdin); n,s='$name'.split('-')[1:]; print(json.dumps({'neighbours': int(n), 'scenario': int(s[1:]), 'seed': $seed, **{r['policy']: {'weighted_jct_s': r['summary']['weighted_jct_s'], 'avg_jct_s': r['summary']['avg_jct_s'], 'high': r['by_priority']['high']['mean_slowdown']} for r in d['runs']}}))" \
+      >> "$OUT/load-sweep-seeds.jsonl"
+  done
+done
+
 echo "evaluate: simulator run time against cluster size" >&2
 "$PY" examples/scenarios/generate.py --scaling "$OUT/scaling"
 : > "$OUT/scaling.jsonl"
