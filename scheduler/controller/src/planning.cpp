@@ -214,7 +214,10 @@ bool PlanningAdapter::PlanInherited(const std::vector<Add>& adds,
   spdlog::info("planner: {} job(s) planned where the previous leader ran them ({} still to come)",
                taken, impl_->inherited.size());
   try {
-    impl_->online.PlanAll(jobs, &current);
+    // Where the jobs ran, not where their new measurements would place them a little better:
+    // a period that a job's first measurement set a millisecond long would otherwise move it
+    // as soon as the new leader measured it again.
+    impl_->online.PlanAll(jobs, &current, /*keep_running=*/true);
   } catch (const std::invalid_argument& e) {
     for (const Add& a : adds) refused.emplace_back(a.job.id, "job " + a.name + ": " + e.what());
   }

@@ -1,6 +1,7 @@
 // The online planner: stages 1–3 run job by job in priority order (see planner.hpp).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -312,13 +313,16 @@ OnlinePlanner::~OnlinePlanner() = default;
 OnlinePlanner::OnlinePlanner(OnlinePlanner&&) noexcept = default;
 OnlinePlanner& OnlinePlanner::operator=(OnlinePlanner&&) noexcept = default;
 
-void OnlinePlanner::PlanAll(const std::vector<Job>& jobs, const Plan* current) {
+void OnlinePlanner::PlanAll(const std::vector<Job>& jobs, const Plan* current, bool keep_running) {
   detail::RequireValid(ws_->topology, jobs);
   auto fresh = std::make_unique<Workspace>(ws_->topology, ws_->options);
   fresh->contention_memo = std::move(ws_->contention_memo);  // keyed by inputs: still valid
   fresh->slack_memo = std::move(ws_->slack_memo);
   detail::LoadJobs(*fresh, jobs, current);
+  // No gain is worth a move (stage 2): a running job whose place is free stays in it.
+  if (keep_running) fresh->options.min_move_gain = std::numeric_limits<double>::infinity();
   detail::RunGreedy(*fresh);
+  fresh->options.min_move_gain = ws_->options.min_move_gain;
   detail::ForgetNextPhases(*fresh);
   ws_ = std::move(fresh);
 }

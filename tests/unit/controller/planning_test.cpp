@@ -138,6 +138,37 @@ TEST(PlanningAdapter, InheritedJobsKeepTheirSlotsInAnyOrder) {
   EXPECT_EQ(Find(late.Summary(), 7).offset_ns, ran1.offset_ns);
 }
 
+// The new leader measures a job again; its first measurement may have set a slightly longer
+// period than the job needs now. It stays in the slot it ran in while that slot is free: moving
+// to the shorter period would gain a little and lose the takeover's point.
+TEST(PlanningAdapter, AnInheritedJobStaysInItsSlotWhenItsPeriodCouldShrink) {
+  PlanningAdapter old_leader(TopologyConfig::Default(), {});
+  old_leader.AddJob(Job(1, {"a", "b"}, 100 * kMs, 30 * kMs));
+  old_leader.AddJob(Job(2, {"c", "d"}, 100 * kMs, 30 * kMs));
+  const Timetable ran1 = Find(old_leader.Summary(), 1);
+  const Timetable ran2 = Find(old_leader.Summary(), 2);
+
+  const auto measured_again = [](uint64_t id, const std::string& name) {
+    PlanJob j = Job(id, {name == "1" ? "a" : "c", name == "1" ? "b" : "d"}, 97 * kMs, 30 * kMs);
+    j.name = name;
+    return j;
+  };
+  PlanningAdapter fresh(TopologyConfig::Default(), {});
+  fresh.AddJob(measured_again(7, "1"));
+  ASSERT_LT(Find(fresh.Summary(), 7).period_ns, ran1.period_ns)
+      << "measured again, the job alone would get a shorter period";
+
+  PlanningAdapter heir(TopologyConfig::Default(), {});
+  heir.Inherit({{"1", ran1}, {"2", ran2}},
+               std::chrono::steady_clock::now() + std::chrono::hours(1));
+  heir.AddJob(measured_again(7, "1"));
+  heir.AddJob(measured_again(8, "2"));
+  for (const auto& [id, ran] : {std::pair{7, ran1}, std::pair{8, ran2}}) {
+    EXPECT_EQ(Find(heir.Summary(), id).period_ns, ran.period_ns) << "job " << id;
+    EXPECT_EQ(Find(heir.Summary(), id).offset_ns, ran.offset_ns) << "job " << id;
+  }
+}
+
 TEST(PlanningAdapter, ExplicitTopologyAndBetaFromBytes) {
   TopologyConfig t;
   t.racks.push_back({"r0", 1e9, {{"n0", 1e9}, {"n1", 1e9}}});

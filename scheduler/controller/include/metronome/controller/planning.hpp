@@ -127,8 +127,8 @@ class PlanningAdapter {
   bool Contains(uint64_t id) const;
   // Where a previous leader ran its jobs (gated timetables by job name, offsets from the
   // configured epoch), until `until`: a batch with such a job is planned as a whole, each of
-  // them treated as running where it ran (it stays there unless a higher-priority job needs the
-  // place or moving pays), so that a scheduler that takes over leaves the jobs in their slots.
+  // them treated as running where it ran (it stays there while that place is free, whatever
+  // moving would gain), so that a scheduler that takes over leaves the jobs in their slots.
   // An entry is used once.
   void Inherit(std::map<std::string, Timetable> timetables,
                std::chrono::steady_clock::time_point until);

@@ -52,8 +52,11 @@ class OnlinePlanner {
   OnlinePlanner(OnlinePlanner&&) noexcept;
   OnlinePlanner& operator=(OnlinePlanner&&) noexcept;
 
-  // Replaces all jobs and plans them; jobs present in `current` are treated as running.
-  void PlanAll(const std::vector<Job>& jobs, const Plan* current = nullptr);
+  // Replaces all jobs and plans them; jobs present in `current` are treated as running. With
+  // `keep_running` a running job stays wherever its place is still free, whatever moving would
+  // gain (a scheduler taking over keeps the jobs in the slots of the last plan).
+  void PlanAll(const std::vector<Job>& jobs, const Plan* current = nullptr,
+               bool keep_running = false);
   // Takes a plan as it is (e.g. the offline search's), without optimizing it.
   void Adopt(const std::vector<Job>& jobs, const Plan& plan);
 
