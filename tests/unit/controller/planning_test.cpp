@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <string>
 
 #include "metronome/controller/planning.hpp"
 
@@ -94,23 +96,32 @@ TEST(PlanningAdapter, RemoveKeepsOthersAndBumpsGeneration) {
   EXPECT_EQ(after.period_ns, before.period_ns);
 }
 
+// The last leader's plan of two jobs "1" (on a, b) and "2" (on c, d), 100 ms apart.
+std::map<std::string, Timetable> LastLeadersPlan() {
+  PlanningAdapter old_leader(TopologyConfig::Default(), {});
+  old_leader.AddJob(Job(1, {"a", "b"}, 100 * kMs, 30 * kMs));
+  old_leader.AddJob(Job(2, {"c", "d"}, 100 * kMs, 30 * kMs));
+  return {{"1", Find(old_leader.Summary(), 1)}, {"2", Find(old_leader.Summary(), 2)}};
+}
+
+// Job `name` of that plan registering with a new leader as `id`, measured at `period`.
+PlanJob Rejoining(uint64_t id, const std::string& name, int64_t period = 100 * kMs) {
+  PlanJob j = Job(id, {name == "1" ? "a" : "c", name == "1" ? "b" : "d"}, period, 30 * kMs);
+  j.name = name;
+  return j;
+}
+
 // A scheduler that takes over (Inherit) plans the jobs that register again where the previous
 // leader ran them, whatever order they come back in and whatever their new ids; an entry is used
 // once, and none after its deadline.
 TEST(PlanningAdapter, InheritedJobsKeepTheirSlotsInAnyOrder) {
-  PlanningAdapter old_leader(TopologyConfig::Default(), {});
-  old_leader.AddJob(Job(1, {"a", "b"}, 100 * kMs, 30 * kMs));
-  old_leader.AddJob(Job(2, {"c", "d"}, 100 * kMs, 30 * kMs));
-  const Timetable ran1 = Find(old_leader.Summary(), 1);
-  const Timetable ran2 = Find(old_leader.Summary(), 2);
+  const std::map<std::string, Timetable> last = LastLeadersPlan();
+  const Timetable ran1 = last.at("1");
+  const Timetable ran2 = last.at("2");
   ASSERT_NE(ran1.offset_ns, ran2.offset_ns);
 
   // Job "2" registers first with the new leader (id 7 there), then job "1" (id 8).
-  const auto renamed = [](uint64_t id, const std::string& name) {
-    PlanJob j = Job(id, {name == "1" ? "a" : "c", name == "1" ? "b" : "d"}, 100 * kMs, 30 * kMs);
-    j.name = name;
-    return j;
-  };
+  const auto renamed = [](uint64_t id, const std::string& name) { return Rejoining(id, name); };
   PlanningAdapter fresh(TopologyConfig::Default(), {});
   fresh.AddJob(renamed(7, "2"));
   EXPECT_EQ(Find(fresh.Summary(), 7).offset_ns, ran1.offset_ns)
@@ -142,16 +153,11 @@ TEST(PlanningAdapter, InheritedJobsKeepTheirSlotsInAnyOrder) {
 // period than the job needs now. It stays in the slot it ran in while that slot is free: moving
 // to the shorter period would gain a little and lose the takeover's point.
 TEST(PlanningAdapter, AnInheritedJobStaysInItsSlotWhenItsPeriodCouldShrink) {
-  PlanningAdapter old_leader(TopologyConfig::Default(), {});
-  old_leader.AddJob(Job(1, {"a", "b"}, 100 * kMs, 30 * kMs));
-  old_leader.AddJob(Job(2, {"c", "d"}, 100 * kMs, 30 * kMs));
-  const Timetable ran1 = Find(old_leader.Summary(), 1);
-  const Timetable ran2 = Find(old_leader.Summary(), 2);
-
+  const std::map<std::string, Timetable> last = LastLeadersPlan();
+  const Timetable ran1 = last.at("1");
+  const Timetable ran2 = last.at("2");
   const auto measured_again = [](uint64_t id, const std::string& name) {
-    PlanJob j = Job(id, {name == "1" ? "a" : "c", name == "1" ? "b" : "d"}, 97 * kMs, 30 * kMs);
-    j.name = name;
-    return j;
+    return Rejoining(id, name, 97 * kMs);
   };
   PlanningAdapter fresh(TopologyConfig::Default(), {});
   fresh.AddJob(measured_again(7, "1"));
@@ -159,8 +165,7 @@ TEST(PlanningAdapter, AnInheritedJobStaysInItsSlotWhenItsPeriodCouldShrink) {
       << "measured again, the job alone would get a shorter period";
 
   PlanningAdapter heir(TopologyConfig::Default(), {});
-  heir.Inherit({{"1", ran1}, {"2", ran2}},
-               std::chrono::steady_clock::now() + std::chrono::hours(1));
+  heir.Inherit(last, std::chrono::steady_clock::now() + std::chrono::hours(1));
   heir.AddJob(measured_again(7, "1"));
   heir.AddJob(measured_again(8, "2"));
   for (const auto& [id, ran] : {std::pair{7, ran1}, std::pair{8, ran2}}) {
