@@ -54,7 +54,8 @@ std::string Node(int n) {
   return name;
 }
 
-// Job `id` (1-based) as the load driver's rank 0 reports it: period 200–400 ms, 20 ms phases.
+// Job `id` (1-based) as the load driver's rank 0 reports it: period 200–400 ms, 20 ms phases, no
+// jitter measured (planned with the 1 % prior).
 ms::PlanJob Job(uint64_t id, bool spread) {
   ms::PlanJob j;
   j.id = id;
@@ -67,6 +68,14 @@ ms::PlanJob Job(uint64_t id, bool spread) {
   j.profile.period_ns = 200'000'000 + static_cast<int64_t>(id % 5) * 50'000'000;
   j.profile.comm_ns = 20'000'000;
   return j;
+}
+
+// The benchmark's `n` jobs (ids 1..n) on a cluster sized for them (sets g_racks first).
+std::vector<ms::PlanJob> Jobs(uint64_t n, bool spread) {
+  g_racks = n >= 2048 ? 1024 : 64;
+  std::vector<ms::PlanJob> all;
+  for (uint64_t id = 1; id <= n; ++id) all.push_back(Job(id, spread));
+  return all;
 }
 
 // p50, p99 and max of the rounds timed (ms), as counters.
@@ -82,10 +91,8 @@ void RoundCounters(benchmark::State& state, std::vector<double>& round_ms) {
 
 void ReplaceJob(benchmark::State& state, bool spread, bool summary_only, bool one_link = false) {
   const auto n = static_cast<uint64_t>(state.range(0));
-  g_racks = n >= 2048 ? 1024 : 64;
+  const std::vector<ms::PlanJob> all = Jobs(n, spread);
   ms::PlanningAdapter adapter(Topology(one_link), ms::PlanningConfig{});
-  std::vector<ms::PlanJob> all;
-  for (uint64_t id = 1; id <= n; ++id) all.push_back(Job(id, spread));
   (void)adapter.AddJobs(all);
   (void)adapter.Summary();
   uint64_t next = n + 1;
@@ -110,9 +117,7 @@ void ReplaceJob(benchmark::State& state, bool spread, bool summary_only, bool on
 void BmTakeOver(benchmark::State& state) {
   spdlog::set_level(spdlog::level::warn);  // a line per round otherwise
   const auto n = static_cast<uint64_t>(state.range(0));
-  g_racks = n >= 2048 ? 1024 : 64;
-  std::vector<ms::PlanJob> all;
-  for (uint64_t id = 1; id <= n; ++id) all.push_back(Job(id, false));
+  const std::vector<ms::PlanJob> all = Jobs(n, false);
   std::map<std::string, metronome::Timetable> last;  // what the old leader published
   {
     ms::PlanningAdapter old_leader(Topology(false), ms::PlanningConfig{});
@@ -148,9 +153,7 @@ void BmTakeOver(benchmark::State& state) {
 
 void BmBurstSpread(benchmark::State& state) {
   const auto n = static_cast<uint64_t>(state.range(0));
-  g_racks = n >= 2048 ? 1024 : 64;
-  std::vector<ms::PlanJob> all;
-  for (uint64_t id = 1; id <= n; ++id) all.push_back(Job(id, true));
+  const std::vector<ms::PlanJob> all = Jobs(n, true);
   for (auto _ : state) {
     state.PauseTiming();
     ms::PlanningAdapter adapter(Topology(false), ms::PlanningConfig{});

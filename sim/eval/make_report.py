@@ -611,6 +611,15 @@ def pairs_section(rows, rel):
     return L
 
 
+def sweep_figures(rows):
+    """Per load-sweep run: Metronome's high-priority slowdown, and its weighted and mean JCT
+    against no time scheduling."""
+    hi = [r["metronome"]["high"] for r in rows]
+    w = [r["metronome"]["weighted_jct_s"] / r["network-aware"]["weighted_jct_s"] for r in rows]
+    m = [r["metronome"]["avg_jct_s"] / r["network-aware"]["avg_jct_s"] for r in rows]
+    return hi, w, m
+
+
 def load_sweep_section(runs_dir):
     """One high-priority job and 1-5 lower-priority neighbours of unrelated periods on one link."""
     path = Path(runs_dir) / "load-sweep.jsonl"
@@ -639,10 +648,8 @@ def load_sweep_section(runs_dir):
                  f"{a['high']:.3f} | {b['high']:.3f} | "
                  f"{b['weighted_jct_s'] / a['weighted_jct_s']:.3f} | "
                  f"{b['avg_jct_s'] / a['avg_jct_s']:.3f} | {b['yields']} | {ref} |")
-    hi = [r["metronome"]["high"] for r in rows]
+    hi, w, m = sweep_figures(rows)
     lo = [r["network-aware"]["high"] for r in rows]
-    w = [r["metronome"]["weighted_jct_s"] / r["network-aware"]["weighted_jct_s"] for r in rows]
-    m = [r["metronome"]["avg_jct_s"] / r["network-aware"]["avg_jct_s"] for r in rows]
     L += ["", f"Over the {len(rows)} runs: the high-priority job's slowdown {statistics.mean(lo):.3f} "
           f"on average without time scheduling, {statistics.mean(hi):.3f} with Metronome "
           f"(worst {max(hi):.3f}; within 5 % of solo in {sum(1 for x in hi if x <= 1.05)} runs); "
@@ -672,9 +679,7 @@ def load_sweep_seeds(runs_dir, loads):
          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for n in sorted({r["neighbours"] for r in rows}):
         rs = [r for r in rows if r["neighbours"] == n]
-        hi = [r["metronome"]["high"] for r in rs]
-        w = [r["metronome"]["weighted_jct_s"] / r["network-aware"]["weighted_jct_s"] for r in rs]
-        m = [r["metronome"]["avg_jct_s"] / r["network-aware"]["avg_jct_s"] for r in rs]
+        hi, w, m = sweep_figures(rs)
         L.append(f"| {n} | {loads.get(n, 0):.1f} | {len(rs)} | "
                  f"{statistics.mean(r['network-aware']['high'] for r in rs):.3f} | "
                  f"{statistics.mean(hi):.3f} | {max(hi):.3f} | "

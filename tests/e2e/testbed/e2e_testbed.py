@@ -187,7 +187,10 @@ def standby(d: demo.Demo) -> bool:
         # The API server the replicas elect their leader on, in their namespace's loopback.
         procs["api"] = d.cluster.popen(d.cluster.sched_ns, [str(fake_api), "e2e-token"],
                                        stdout=subprocess.PIPE, text=True)
-        port = int(procs["api"].stdout.readline().split()[1])
+        said = procs["api"].stdout.readline().split()  # "port N"; nothing if it exited
+        if len(said) != 2 or said[0] != "port":
+            raise SystemExit(f"e2e: {fake_api} did not start (it printed {said})")
+        port = int(said[1])
         (run_dir / "token").write_text("e2e-token")
         config = run_dir / "scheduler.yaml"
         config.write_text(f"kubernetes:\n  enabled: true\n  verify_pods: false\n"

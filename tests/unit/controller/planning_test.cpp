@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "metronome/controller/plan_snapshot.hpp"
 #include "metronome/controller/planning.hpp"
 
 namespace metronome::controller {
@@ -403,6 +404,19 @@ TEST(PlanningAdapter, APhaseFloorWidensTheWindowAndThePeriod) {
   EXPECT_EQ(Find(s, 1).window_ns, 250 * kMs);
   EXPECT_GE(Find(s, 1).period_ns, 300 * kMs + 250 * kMs);
   EXPECT_LT(Find(s, 1).period_ns, 300 * kMs + 250 * kMs + 30 * kMs);
+}
+
+// A jitter of 0 is one the shims have not measured yet: the job is planned with 1 % of its
+// period until they have; a measured one is taken as it is.
+TEST(ToPlannerProfile, AnUnmeasuredJitterIsOnePercentOfThePeriod) {
+  MeasuredProfile m;
+  m.period_ns = 500 * kMs;
+  m.comm_ns = 100 * kMs;
+  const planner::JobProfile unmeasured = ToPlannerProfile(m, 2, 25e6, PlanningConfig{});
+  EXPECT_EQ(unmeasured.period_ns, 500 * kMs);
+  EXPECT_EQ(unmeasured.jitter_ns, 5 * kMs);
+  m.jitter_ns = 300'000;
+  EXPECT_EQ(ToPlannerProfile(m, 2, 25e6, PlanningConfig{}).jitter_ns, 300'000);
 }
 
 // The demo's three jobs, in the order they were first planned: a small low-priority job, then the
