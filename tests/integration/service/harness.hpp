@@ -11,10 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -54,8 +56,36 @@ inline int FreePort() {
   return port;
 }
 
+// This test program's directory for configs and logs: made on first use, removed when every
+// test passed, kept (its path printed) for reading when one failed.
+inline const std::string& ScratchDir() {
+  static const std::string kDir = [] {
+    std::string t = "/tmp/metronome-svc-test-XXXXXX";
+    if (::mkdtemp(t.data()) == nullptr) throw std::runtime_error("ScratchDir: mkdtemp failed");
+    return t;
+  }();
+  return kDir;
+}
+
+class ScratchCleanup : public ::testing::Environment {
+ public:
+  static inline bool used = false;
+  void TearDown() override {
+    if (!used) return;
+    if (::testing::UnitTest::GetInstance()->Passed()) {
+      std::error_code ec;
+      std::filesystem::remove_all(ScratchDir(), ec);
+    } else {
+      std::fprintf(stderr, "the tests' configs and logs are kept in %s\n", ScratchDir().c_str());
+    }
+  }
+};
+inline ::testing::Environment* const kScratchCleanup =
+    ::testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 inline std::string TempPath(const std::string& name) {
-  return "/tmp/metronome-svc-test-" + std::to_string(::getpid()) + "-" + name;
+  ScratchCleanup::used = true;
+  return ScratchDir() + "/" + name;
 }
 
 inline void WriteFile(const std::string& path, const std::string& text) {
