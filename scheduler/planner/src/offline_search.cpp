@@ -8,6 +8,7 @@
 // number of iterations is set by the budget. Deterministic for a given seed and iteration cap.
 #include "metronome/planner/offline.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <random>
 
@@ -102,7 +103,15 @@ std::optional<Plan> Recalculate(const Problem& problem, const Plan& current,
   }
   local.best = best_score;
   if (stats != nullptr) *stats = local;
-  if (best_plan && Better(best_plan->score, current_score, options.planner)) return best_plan;
+  // The plan in force runs: jobs are on their windows, and a moved job loses part of a period
+  // to reach its new one. So the search's best replaces it only for a gain worth a move, in
+  // stage 1 or 2 (min_move_gain, as for a running job online), not for every rounding: a
+  // period one grid step shorter serves a fraction of a percent more and moved every job.
+  PlannerOptions material = options.planner;
+  material.utilization_tolerance =
+      std::max(material.utilization_tolerance, options.planner.min_move_gain);
+  material.latency_tolerance = std::max(material.latency_tolerance, options.planner.min_move_gain);
+  if (best_plan && Better(best_plan->score, current_score, material)) return best_plan;
   return std::nullopt;
 }
 

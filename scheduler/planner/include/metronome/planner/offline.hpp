@@ -33,7 +33,8 @@ struct OfflineStats {
   Score best;     // the best score found (equal to current when nothing beat it)
 };
 
-// Returns a plan only when it beats `current` lexicographically (better() in plan.hpp).
+// Returns a plan only when it beats `current` lexicographically (Better() in plan.hpp) by more
+// than PlannerOptions::min_move_gain in stage 1 or 2 (a tie there leaves stage 3 to decide).
 // Stops at the budget, at max_iterations, or as soon as `stop` is requested. Throws
 // std::invalid_argument on invalid jobs (validate() in model.hpp).
 [[nodiscard]] std::optional<Plan> Recalculate(const Problem& problem, const Plan& current,
