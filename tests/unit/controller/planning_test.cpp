@@ -122,17 +122,16 @@ TEST(PlanningAdapter, InheritedJobsKeepTheirSlotsInAnyOrder) {
   ASSERT_NE(ran1.offset_ns, ran2.offset_ns);
 
   // Job "2" registers first with the new leader (id 7 there), then job "1" (id 8).
-  const auto renamed = [](uint64_t id, const std::string& name) { return Rejoining(id, name); };
   PlanningAdapter fresh(TopologyConfig::Default(), {});
-  fresh.AddJob(renamed(7, "2"));
+  fresh.AddJob(Rejoining(7, "2"));
   EXPECT_EQ(Find(fresh.Summary(), 7).offset_ns, ran1.offset_ns)
       << "without the last plan the first job back takes the first slot";
 
   PlanningAdapter heir(TopologyConfig::Default(), {});
   heir.Inherit({{"1", ran1}, {"2", ran2}},
                std::chrono::steady_clock::now() + std::chrono::hours(1));
-  heir.AddJob(renamed(7, "2"));
-  heir.AddJob(renamed(8, "1"));
+  heir.AddJob(Rejoining(7, "2"));
+  heir.AddJob(Rejoining(8, "1"));
   EXPECT_EQ(Find(heir.Summary(), 7).offset_ns, ran2.offset_ns);
   EXPECT_EQ(Find(heir.Summary(), 7).period_ns, ran2.period_ns);
   EXPECT_EQ(Find(heir.Summary(), 8).offset_ns, ran1.offset_ns);
@@ -140,13 +139,13 @@ TEST(PlanningAdapter, InheritedJobsKeepTheirSlotsInAnyOrder) {
   // Used once: job "2" leaving and coming back later is planned as any newcomer.
   heir.RemoveJob(7);
   heir.RemoveJob(8);
-  heir.AddJob(renamed(9, "2"));
+  heir.AddJob(Rejoining(9, "2"));
   EXPECT_EQ(Find(heir.Summary(), 9).offset_ns, ran1.offset_ns);
 
   // Past the deadline the last plan is forgotten.
   PlanningAdapter late(TopologyConfig::Default(), {});
   late.Inherit({{"2", ran2}}, std::chrono::steady_clock::now() - std::chrono::seconds(1));
-  late.AddJob(renamed(7, "2"));
+  late.AddJob(Rejoining(7, "2"));
   EXPECT_EQ(Find(late.Summary(), 7).offset_ns, ran1.offset_ns);
 }
 
@@ -157,18 +156,16 @@ TEST(PlanningAdapter, AnInheritedJobStaysInItsSlotWhenItsPeriodCouldShrink) {
   const std::map<std::string, Timetable> last = LastLeadersPlan();
   const Timetable ran1 = last.at("1");
   const Timetable ran2 = last.at("2");
-  const auto measured_again = [](uint64_t id, const std::string& name) {
-    return Rejoining(id, name, 97 * kMs);
-  };
+  constexpr int64_t kMeasuredAgain = 97 * kMs;
   PlanningAdapter fresh(TopologyConfig::Default(), {});
-  fresh.AddJob(measured_again(7, "1"));
+  fresh.AddJob(Rejoining(7, "1", kMeasuredAgain));
   ASSERT_LT(Find(fresh.Summary(), 7).period_ns, ran1.period_ns)
       << "measured again, the job alone would get a shorter period";
 
   PlanningAdapter heir(TopologyConfig::Default(), {});
   heir.Inherit(last, std::chrono::steady_clock::now() + std::chrono::hours(1));
-  heir.AddJob(measured_again(7, "1"));
-  heir.AddJob(measured_again(8, "2"));
+  heir.AddJob(Rejoining(7, "1", kMeasuredAgain));
+  heir.AddJob(Rejoining(8, "2", kMeasuredAgain));
   for (const auto& [id, ran] : {std::pair{7, ran1}, std::pair{8, ran2}}) {
     EXPECT_EQ(Find(heir.Summary(), id).period_ns, ran.period_ns) << "job " << id;
     EXPECT_EQ(Find(heir.Summary(), id).offset_ns, ran.offset_ns) << "job " << id;
