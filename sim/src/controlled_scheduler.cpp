@@ -91,6 +91,7 @@ class ControlledScheduler final : public TimeScheduler {
     job.priority = a.priority;
     job.world_size = static_cast<std::uint32_t>(a.rank_nodes.size());
     job.created_ns = now_ns;
+    for (const std::uint32_t l : a.links) job.links.push_back(cluster_.links[l].name);
     for (std::uint32_t r = 0; r < a.rank_nodes.size(); ++r) {
       ctl::RankState& rank = job.ranks[r];
       rank.rank = r;
@@ -238,7 +239,17 @@ class ControlledScheduler final : public TimeScheduler {
   // One rank's profile report `r`, as the service handles it (Service::HandleReport).
   void Report(Entry& e, const proto::ProfileReport& r, ctl::RankState& rank, std::int64_t now_ns) {
     const ctl::ReportVerdict v =
-        ctl::ApplyReport(e.job, rank, r, config_.controller, config_.planning, now_ns);
+        ctl::ApplyReport(e.job, rank, r, config_.controller, config_.planning, now_ns,
+                         [this](const ctl::JobState& job) {
+                           std::vector<const ctl::JobState*> above;
+                           for (const Entry& other : entries_) {
+                             if (other.active && ctl::OutranksOnSharedLink(other.job, job)) {
+                               above.push_back(&other.job);
+                             }
+                           }
+                           return above;
+                         });
+    if (!v.overrun_deferred_to.empty()) ++stats_.overrun_deferred;
     if (v.first_profile) pending_.push_back({e.job.id, false, false});
     if (v.decision == ctl::Decision::kNone || !policy_.controller) return;
     e.job.last_replan_ns = now_ns;

@@ -94,6 +94,7 @@ nlohmann::json ToJson(const RunResult& run, bool with_links) {
                     {"controller_replans", run.scheduler.controller_replans},
                     {"overrun_replans", run.scheduler.overrun_replans},
                     {"overrun_refused", run.scheduler.overrun_refused},
+                    {"overrun_deferred", run.scheduler.overrun_deferred},
                     {"offline_runs", run.scheduler.offline_runs},
                     {"offline_adopted", run.scheduler.offline_adopted},
                     {"placements_scored", run.scheduler.placements_scored},

@@ -64,9 +64,25 @@ int64_t PredictNextPhase(const JobState& job, int64_t after_ns) {
   return last + periods * period + margin;
 }
 
+bool SpillsPastCushion(const JobState& job) {
+  const Timetable& tt = job.timetable;
+  if (!job.planned || job.best_effort || tt.version == 0 || AlwaysOpen(tt) || !job.has_profile) {
+    return false;
+  }
+  const auto late = static_cast<int64_t>(std::max(job.lateness_ewma_ns, 0.0));
+  return late + job.profile.comm_ns > tt.window_ns + std::max<int64_t>(tt.late_slack_ns, 0);
+}
+
+bool OutranksOnSharedLink(const JobState& other, const JobState& job) {
+  if (other.priority <= job.priority || other.id == job.id) return false;
+  return std::ranges::any_of(job.links, [&](const std::string& l) {
+    return std::ranges::find(other.links, l) != other.links.end();
+  });
+}
+
 ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileReport& report,
                           const ControllerConfig& controller, const PlanningConfig& planning,
-                          int64_t now_ns) {
+                          int64_t now_ns, const OutrankingNeighbours& outranking) {
   ReportVerdict v;
   ++rank.reports;
   rank.last_seen_ns = now_ns;
@@ -216,7 +232,25 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
                                           controller.overrun_ratio);
     job.consecutive_overrun_reports =
         move != OverrunMove::kNone ? job.consecutive_overrun_reports + 1 : 0;
-    if (job.consecutive_overrun_reports >= controller.profile_change_reports && cooled) {
+    const bool due = job.consecutive_overrun_reports >= controller.profile_change_reports;
+    // A higher job spilling into this window is the overrun's likely cause: its own widening
+    // comes first, and this one waits (the count stands, so it is taken once that job keeps to
+    // its window and cushion). Looked up again once per interval of the job, on the report that
+    // brings its phases: the other ranks' reports keep the verdict (a lookup may scan every job).
+    std::string spilling;
+    if (due && move == OverrunMove::kWiden && v.new_phases == 0) {
+      spilling = job.overrun_deferred_to;
+    } else if (due && move == OverrunMove::kWiden && outranking) {
+      for (const JobState* other : outranking(job)) {
+        if (SpillsPastCushion(*other)) {
+          spilling = other->name;
+          break;
+        }
+      }
+    }
+    job.overrun_deferred_to = spilling;
+    v.overrun_deferred_to = spilling;
+    if (due && spilling.empty() && cooled) {
       v.decision = Decision::kReplanOverrun;
       v.reason = "phases take " + std::to_string(report.comm_ns) + " ns in a " +
                  std::to_string(tt.window_ns) + " ns window";
@@ -305,6 +339,7 @@ bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableCo
   job.consecutive_late_reports = 0;
   job.consecutive_overrun_reports = 0;
   job.overrun_refused_ns = 0;  // a new slot: a widening may fit now
+  job.overrun_deferred_to.clear();
   job.phases_at_timetable = job.phases_seen;
   return true;
 }

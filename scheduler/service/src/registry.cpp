@@ -411,7 +411,17 @@ void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, 
   }
   JobState& job = it->second;
   RankState& rank = job.ranks[m.rank];
-  const ReportVerdict v = ApplyReport(job, rank, m, config_.controller, config_.planning, now);
+  const bool was_deferred = !job.overrun_deferred_to.empty();
+  const ReportVerdict v = ApplyReport(job, rank, m, config_.controller, config_.planning, now,
+                                      [this](const JobState& judged) {
+                                        std::vector<const JobState*> above;
+                                        for (const auto& [name, other] : jobs_) {
+                                          if (controller::OutranksOnSharedLink(other, judged)) {
+                                            above.push_back(&other);
+                                          }
+                                        }
+                                        return above;
+                                      });
   if (v.new_phases > 0) {
     metrics_.PhasesMeasured().Increment(v.new_phases);
     const size_t n = std::min<size_t>(v.new_phases, job.phases.size());
@@ -436,6 +446,14 @@ void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, 
            std::to_string(v.late_phases) + " phase(s) past the cushion (" +
                std::to_string(job.timetable.late_slack_ns) +
                " ns): held to the next window by the gate (stop-and-wait)");
+  }
+  if (!v.overrun_deferred_to.empty()) {
+    // Logged at info when the wait starts, at debug while it lasts; always counted.
+    Decide(job, "overrun_deferred", was_deferred ? spdlog::level::debug : spdlog::level::info,
+           "phases take " + std::to_string(m.comm_ns) + " ns in a " +
+               std::to_string(job.timetable.window_ns) + " ns window while job " +
+               v.overrun_deferred_to +
+               " (higher priority, on its links) runs past its cushion: its widening first");
   }
   if (v.first_profile) {
     spdlog::info("registry: job={} profile period={}ns comm={}ns bytes={} confidence={:.2f}",

@@ -54,6 +54,7 @@ struct JobRow {
   controller::MeasuredProfile profile;
   double confidence = 0.0;
   int64_t overrun_refused_ns = 0;
+  std::string overrun_deferred_to;
   Timetable timetable;
   YieldSet yield_set;
   std::vector<controller::MeasuredPhase> phases;  // the timeline's only: those within its span
@@ -80,6 +81,7 @@ JobRow RowOf(const JobState& job) {
   r.profile = job.profile;
   r.confidence = job.confidence;
   r.overrun_refused_ns = job.overrun_refused_ns;
+  r.overrun_deferred_to = job.overrun_deferred_to;
   r.timetable = job.timetable;
   if (job.planned) r.yield_set = job.yields;
   for (const auto& [rank_id, rank] : job.ranks) {
@@ -130,6 +132,7 @@ json JobSummary(const JobRow& job, int64_t now) {
                                         {"jitter_ns", job.profile.jitter_ns},
                                         {"phase_floor_ns", job.profile.phase_floor_ns},
                                         {"overrun_refused_ns", job.overrun_refused_ns},
+                                        {"overrun_deferred_to", job.overrun_deferred_to},
                                         {"confidence", job.confidence}}
                                  : json(nullptr);
   j["timetable"] = job.planned ? TimetableToJson(job, now) : json(nullptr);

@@ -41,6 +41,36 @@ Job2 RegisterJob(zmq::context_t& ctx, const Scheduler& s, const std::string& nam
   return j;
 }
 
+// Two racks whose 200 Mbit/s uplinks every two-rack job crosses; the controller acts on one
+// report (`extra` adds controller settings).
+std::string TwoRackConfig(const std::string& name, const std::string& extra = "") {
+  std::string config = TempPath(name);
+  WriteFile(config, R"(topology:
+  racks:
+    - name: r1
+      uplink_gbps: 0.2
+      nodes: [{name: h1, nic_gbps: 1}, {name: h2, nic_gbps: 1}]
+    - name: r2
+      uplink_gbps: 0.2
+      nodes: [{name: h3, nic_gbps: 1}, {name: h4, nic_gbps: 1}]
+controller:
+  profile_change_reports: 1
+  late_reports: 1000
+)" + extra);
+  return config;
+}
+
+// Rank 0 of a job with 500 ms iterations whose bytes take `wire_ms` on those uplinks reports
+// phases of `phase_ms` (its compute unchanged) starting at `starts`.
+void ReportPhases(Job2& j, int64_t wire_ms, int64_t phase_ms, std::vector<int64_t> starts) {
+  proto::ProfileReport r = j.r0->MakeReport(j.name, 0, (500 - wire_ms + phase_ms) * kMs,
+                                            phase_ms * kMs, std::move(starts));
+  r.bytes_per_phase = static_cast<uint64_t>(static_cast<double>(wire_ms) / 1e3 / 1.1 * 25e6);
+  r.compute_ns = (500 - wire_ms) * kMs;
+  r.jitter_ns = 5 * kMs;
+  j.r0->Send(r);
+}
+
 // Rank 0 reports a profile; both ranks must receive a timetable.
 void ReportProfile(Job2& j, int64_t period, int64_t comm) {
   j.r0->Send(j.r0->MakeReport(j.name, 0, period, comm));
@@ -196,39 +226,65 @@ TEST(SchedulerEndpoint, ALowerPriorityJobIsPushedTheHigherJobsWindowToYieldTo) {
   EXPECT_EQ((*tt)["yields"]["windows"].size(), 1u) << tt->dump();
 }
 
-// windows: the controller asks for a 230 ms window, which would fit beside the other's only at
-// twice the period; the planning thread refuses it. Counted, logged, no new timetable, and the
-// status API shows the refused window.
-TEST(SchedulerEndpoint, AnOverrunWideningThatWouldDoubleThePeriodIsRefused) {
-  const std::string config = TempPath("overrun-refused.yaml");
-  WriteFile(config, R"(topology:
-  racks:
-    - name: r1
-      uplink_gbps: 0.2
-      nodes: [{name: h1, nic_gbps: 1}, {name: h2, nic_gbps: 1}]
-    - name: r2
-      uplink_gbps: 0.2
-      nodes: [{name: h3, nic_gbps: 1}, {name: h4, nic_gbps: 1}]
-controller:
-  profile_change_reports: 1
-  late_reports: 1000
-)");
-  Scheduler s({"--config", config});
+// The low job's phases overrun its window while the high job on the same uplink runs past its own
+// window and cushion: the widening waits for it (counted, logged, named in the status API) and
+// is asked for once the high job keeps to its window again.
+TEST(SchedulerEndpoint, AnOverrunWideningWaitsWhileAHigherJobSpills) {
+  Scheduler s({"--config", TwoRackConfig("overrun-deferred.yaml", "  offline_interval_ms: 0\n")});
   ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto hi = RegisterJob(ctx, s, "hi", "h1", "h3", 3);
   auto lo = RegisterJob(ctx, s, "lo", "h2", "h4", 1);
-  auto report = [](Job2& j, int64_t wire_ms, int64_t phase_ms, std::vector<int64_t> starts) {
-    proto::ProfileReport r =
-        j.r0->MakeReport(j.name, 0, (500 - wire_ms + phase_ms) * kMs, phase_ms * kMs, starts);
-    r.bytes_per_phase = static_cast<uint64_t>(static_cast<double>(wire_ms) / 1e3 / 1.1 * 25e6);
-    r.compute_ns = (500 - wire_ms) * kMs;
-    r.jitter_ns = 5 * kMs;
-    j.r0->Send(r);
-  };
-  report(hi, 240, 240, {});
+  ReportPhases(hi, 150, 150, {});
   ASSERT_TRUE(hi.r0->Expect<proto::TimetablePush>());
-  report(lo, 200, 200, {});
+  ReportPhases(lo, 60, 60, {});
+  ASSERT_TRUE(WaitFor([&] {
+    lo.r0->Poll(50);
+    hi.r0->Poll(1);
+    return lo.r0->timetable && lo.r0->timetable->window_ns < lo.r0->timetable->period_ns &&
+           hi.r0->timetable && hi.r0->timetable->window_ns < hi.r0->timetable->period_ns;
+  })) << s.Log();
+  const Timetable tt = *lo.r0->timetable;
+  std::vector<int64_t> on;  // 20 phases on its windows: settled under this timetable
+  for (int k = 20; k >= 1; --k) {
+    on.push_back(WindowOpenAtOrBefore(tt, RealtimeNs()) - k * tt.period_ns);
+  }
+  const Timetable high = *hi.r0->timetable;
+  const int64_t spilling_ms = (high.window_ns + high.late_slack_ns) / kMs + 20;
+  ReportPhases(hi, 150, spilling_ms, {});
+  const std::string deferred =
+      "metronome_controller_decisions_total{decision=\"overrun_deferred\"}";
+  const std::string widened = "metronome_controller_decisions_total{decision=\"replan_overrun\"}";
+  ReportPhases(lo, 60, 80, on);
+  ASSERT_TRUE(WaitFor([&] { return MetricValue(s.Metrics(), deferred) >= 1; })) << s.Log();
+  EXPECT_LE(MetricValue(s.Metrics(), widened), 0) << s.Log();  // -1: never counted
+  auto job = s.Get("/api/v1/jobs/lo");
+  ASSERT_TRUE(job);
+  EXPECT_EQ((*job)["profile"]["overrun_deferred_to"], "hi");
+  EXPECT_EQ((*job)["profile"]["phase_floor_ns"].get<int64_t>(), 0);
+  EXPECT_NE(s.Log().find("decision=overrun_deferred"), std::string::npos);
+
+  ReportPhases(hi, 150, 150, {});                        // back inside its window
+  on.push_back(WindowOpenAtOrBefore(tt, RealtimeNs()));  // judged on the report of a new phase
+  ReportPhases(lo, 60, 80, on);
+  ASSERT_TRUE(WaitFor([&] { return MetricValue(s.Metrics(), widened) >= 1; })) << s.Log();
+  job = s.Get("/api/v1/jobs/lo");
+  ASSERT_TRUE(job);
+  EXPECT_EQ((*job)["profile"]["overrun_deferred_to"], "");
+}
+
+// windows: the controller asks for a 230 ms window, which would fit beside the other's only at
+// twice the period; the planning thread refuses it. Counted, logged, no new timetable, and the
+// status API shows the refused window.
+TEST(SchedulerEndpoint, AnOverrunWideningThatWouldDoubleThePeriodIsRefused) {
+  Scheduler s({"--config", TwoRackConfig("overrun-refused.yaml")});
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  auto hi = RegisterJob(ctx, s, "hi", "h1", "h3", 3);
+  auto lo = RegisterJob(ctx, s, "lo", "h2", "h4", 1);
+  ReportPhases(hi, 240, 240, {});
+  ASSERT_TRUE(hi.r0->Expect<proto::TimetablePush>());
+  ReportPhases(lo, 200, 200, {});
   ASSERT_TRUE(WaitFor([&] {
     lo.r0->Poll(50);
     return lo.r0->timetable && lo.r0->timetable->window_ns < lo.r0->timetable->period_ns;
@@ -242,7 +298,7 @@ controller:
     for (int k = 20; k >= 1; --k) {
       on.push_back(WindowOpenAtOrBefore(tt, RealtimeNs()) - k * tt.period_ns);
     }
-    report(lo, 200, 230, on);
+    ReportPhases(lo, 200, 230, on);
     seen = WaitFor([&] { return MetricValue(s.Metrics(), refused) >= 1; }, 2000);
   }
   ASSERT_TRUE(seen) << s.Log();

@@ -274,6 +274,80 @@ TEST(Controller, ARefusedWideningIsNotAskedForAgainUntilThePhasesGrowFurther) {
   EXPECT_EQ(f.job.profile.phase_floor_ns, 40 * kMs);
 }
 
+// A widening waits while a job of higher priority on the job's links runs past its own window
+// and cushion: that job's phases are what runs into this window (on the testbed a low job's
+// 21 ms phases took 41-50 ms while its neighbours ran late, and the wider window no longer fit its
+// period). It is taken once that job keeps to its window; a neighbour of equal priority, or one
+// on other links, does not hold it back.
+TEST(Controller, AWideningWaitsWhileAHigherJobSpillsIntoTheWindow) {
+  Fixture f;
+  f.controller.profile_change_reports = 1;
+  f.BytesKnown();
+  f.job.name = "low";
+  f.job.links = {"l1", "l2"};
+  JobState high;
+  high.name = "high";
+  high.id = 9;
+  high.priority = 2;
+  high.links = {"l2"};
+  high.planned = high.has_profile = true;
+  high.timetable = {5, 0, 100 * kMs, 50 * kMs, 30 * kMs, 10 * kMs, 100 * kMs};
+  high.profile.comm_ns = 41 * kMs;  // past its 30 ms window and 10 ms cushion
+  const OutrankingNeighbours outranking = [&](const JobState& judged) {
+    std::vector<const JobState*> above;
+    if (OutranksOnSharedLink(high, judged)) above.push_back(&high);
+    return above;
+  };
+  auto apply = [&](int64_t comm) {
+    f.now += 100 * kMs;
+    // The same 70 ms of compute: no change of profile; a new phase on its window.
+    proto::ProfileReport r = f.PhaseReport(comm, 70 * kMs + comm);
+    r.phase_starts_ns = f.Starts(1, 0);
+    return ApplyReport(f.job, f.rank, r, f.controller, f.planning, f.now, outranking);
+  };
+
+  EXPECT_TRUE(SpillsPastCushion(high));
+  ReportVerdict v = apply(40 * kMs);
+  EXPECT_EQ(v.decision, Decision::kNone);
+  EXPECT_EQ(v.overrun_deferred_to, "high");
+  EXPECT_EQ(f.job.overrun_deferred_to, "high");
+  EXPECT_EQ(f.job.profile.phase_floor_ns, 0);
+
+  high.profile.comm_ns = 35 * kMs;  // late by 4 ms on average: 39 ms, inside its cushion
+  high.lateness_ewma_ns = 4.0 * kMs;
+  EXPECT_FALSE(SpillsPastCushion(high));
+  high.lateness_ewma_ns = 6.0 * kMs;  // 41 ms: past it again
+  EXPECT_TRUE(SpillsPastCushion(high));
+  EXPECT_EQ(apply(40 * kMs).overrun_deferred_to, "high");
+
+  // Back in its window. A report that brings no new phase (another rank's) keeps the verdict;
+  // the next phase's report takes the widening.
+  high.lateness_ewma_ns = 0.0;
+  f.now += 10 * kMs;
+  EXPECT_EQ(ApplyReport(f.job, f.rank, f.PhaseReport(40 * kMs, 110 * kMs), f.controller, f.planning,
+                        f.now, outranking)
+                .overrun_deferred_to,
+            "high");
+  v = apply(40 * kMs);
+  EXPECT_EQ(v.decision, Decision::kReplanOverrun);
+  EXPECT_TRUE(v.overrun_deferred_to.empty());
+  EXPECT_TRUE(f.job.overrun_deferred_to.empty());
+  EXPECT_EQ(f.job.profile.phase_floor_ns, 40 * kMs);
+
+  // Equal priority, other links, a best-effort job (no window to spill from): never a cause.
+  high.profile.comm_ns = 60 * kMs;
+  high.priority = 0;
+  EXPECT_FALSE(OutranksOnSharedLink(high, f.job));
+  high.priority = 2;
+  high.links = {"l3"};
+  EXPECT_FALSE(OutranksOnSharedLink(high, f.job));
+  high.links = {"l1"};
+  EXPECT_TRUE(OutranksOnSharedLink(high, f.job));
+  EXPECT_FALSE(OutranksOnSharedLink(f.job, high));  // lower priority
+  high.best_effort = true;
+  EXPECT_FALSE(SpillsPastCushion(high));
+}
+
 TEST(Controller, StaleTimetableIsPushedAgain) {
   Fixture f;
   auto r = f.Report({});

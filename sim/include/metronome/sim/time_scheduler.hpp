@@ -54,6 +54,7 @@ struct SchedulerStats {
   std::uint64_t controller_replans = 0;  // re-plans the controller decided (ApplyReport)
   std::uint64_t overrun_replans = 0;     // ... of which for phases longer than their window
   std::uint64_t overrun_refused = 0;     // widenings not taken: they stretched the period
+  std::uint64_t overrun_deferred = 0;    // reports whose widening waited for a spilling higher job
   std::uint64_t offline_runs = 0;        // offline recalculations run
   std::uint64_t offline_adopted = 0;     // ... whose plan beat the current one
   std::uint64_t placements_scored = 0;   // jobs placed by what-if scoring

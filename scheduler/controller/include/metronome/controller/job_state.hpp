@@ -65,6 +65,9 @@ struct JobState {
   // A widening not taken because it would have stretched the period (0: none since the job's
   // timetable last changed): the rule waits for phases longer than it by the ratio.
   int64_t overrun_refused_ns = 0;
+  // The higher-priority neighbour whose phases run past its cushion, for which a widening waits
+  // (empty: none).
+  std::string overrun_deferred_to;
 
   // Current timetable (version 0: none yet).
   bool planned = false;

@@ -27,9 +27,14 @@
 //      its harmonic) is not taken by the planning thread (PlanningAdapter::WidenWindow,
 //      decision `overrun_refused`); the rule then waits for phases longer than the refused
 //      window by `overrun_ratio`, or for a new timetable (JobState::overrun_refused_ns).
+//      A widening is also deferred while a job of higher priority on the job's links runs past
+//      its own window and cushion (SpillsPastCushion): then that job's phases are what runs
+//      into this window, a wider window here cannot fit them, and it is that job's overrun that
+//      the rule widens (JobState::overrun_deferred_to).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,11 +56,13 @@ struct ReportVerdict {
   Decision decision = Decision::kNone;
   uint32_t new_phases = 0;
   uint32_t late_phases = 0;  // new phases past the late slack (held by the shim)
-  uint64_t realigned = 0;
-  uint64_t yielded = 0;        // collectives the shim held for higher-ranked windows since then
-  int64_t yield_wait_ns = 0;   // ... and how long they waited    // late phases the shim held to
-                               // their next window since its last report
-  bool repush = false;         // the rank runs an older timetable version
+  uint64_t realigned = 0;    // late phases the shim held to their next window since its last report
+  uint64_t yielded = 0;      // collectives it held for higher-ranked windows since then
+  int64_t yield_wait_ns = 0;  // ... and how long they waited
+  bool repush = false;        // the rank runs an older timetable version
+  // The overrun rule would widen the window, but this higher-priority neighbour's phases run
+  // past its own window and cushion (empty: not deferred).
+  std::string overrun_deferred_to;
   bool first_profile = false;  // the job can be planned now
   std::string reason;          // one line for the log
 };
@@ -70,12 +77,22 @@ int64_t SignedLateness(const Timetable& tt, int64_t start_ns);
 // job's first window there.
 int64_t PredictNextPhase(const JobState& job, int64_t after_ns);
 
+// Whether a gated job's phases, as late as they start (its lateness average) and as long as they
+// last (its latest median), run past its window and its cushion: into what follows on its links.
+[[nodiscard]] bool SpillsPastCushion(const JobState& job);
+// Whether `other` has a higher priority than `job` and crosses one of its links.
+[[nodiscard]] bool OutranksOnSharedLink(const JobState& other, const JobState& job);
+
+// The jobs for which OutranksOnSharedLink(other, job) holds. The overrun rule asks only when it
+// would widen a window, so a caller may scan all its jobs.
+using OutrankingNeighbours = std::function<std::vector<const JobState*>(const JobState& job)>;
+
 // Applies one profile report from `rank` to `job` (measured phases, profile, controller counters)
 // and returns what the caller (the service, the simulator) should do. `now_ns` is the scheduler
-// clock at receipt.
+// clock at receipt. Without `outranking` no widening is deferred.
 ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileReport& report,
                           const ControllerConfig& controller, const PlanningConfig& planning,
-                          int64_t now_ns);
+                          int64_t now_ns, const OutrankingNeighbours& outranking = {});
 
 const char* DecisionName(Decision d);
 
