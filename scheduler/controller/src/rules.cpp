@@ -237,16 +237,26 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
     // comes first, and this one waits (the count stands, so it is taken once that job keeps to
     // its window and cushion). Looked up again once per interval of the job, on the report that
     // brings its phases: the other ranks' reports keep the verdict (a lookup may scan every job).
+    // The wait is bounded: a job that spills for traffic the plan does not control may take
+    // long to be widened itself, and meanwhile this job keeps a window it cannot keep.
+    const uint32_t max_intervals = 2 * controller.profile_change_reports;
     std::string spilling;
-    if (due && move == OverrunMove::kWiden && v.new_phases == 0) {
+    if (due && move == OverrunMove::kWiden && v.new_phases == 0 &&
+        !job.overrun_deferred_to.empty()) {
       spilling = job.overrun_deferred_to;
-    } else if (due && move == OverrunMove::kWiden && outranking) {
+    } else if (due && move == OverrunMove::kWiden && outranking &&
+               job.overrun_deferred_intervals < max_intervals) {
       for (const JobState* other : outranking(job)) {
         if (SpillsPastCushion(*other)) {
           spilling = other->name;
           break;
         }
       }
+    }
+    if (spilling.empty()) {
+      job.overrun_deferred_intervals = 0;
+    } else if (v.new_phases > 0) {
+      ++job.overrun_deferred_intervals;
     }
     job.overrun_deferred_to = spilling;
     v.overrun_deferred_to = spilling;
@@ -340,6 +350,7 @@ bool AdoptSchedule(JobState& job, const JobSchedule& schedule, const TimetableCo
   job.consecutive_overrun_reports = 0;
   job.overrun_refused_ns = 0;  // a new slot: a widening may fit now
   job.overrun_deferred_to.clear();
+  job.overrun_deferred_intervals = 0;
   job.phases_at_timetable = job.phases_seen;
   return true;
 }

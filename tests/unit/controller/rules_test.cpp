@@ -274,6 +274,20 @@ TEST(Controller, ARefusedWideningIsNotAskedForAgainUntilThePhasesGrowFurther) {
   EXPECT_EQ(f.job.profile.phase_floor_ns, 40 * kMs);
 }
 
+// A gated job of priority 2 on `link` (a 30 ms window and a 10 ms cushion every 100 ms) whose
+// phases take `comm_ns`.
+JobState GatedHighJob(const std::string& link, int64_t comm_ns) {
+  JobState high;
+  high.name = "high";
+  high.id = 9;
+  high.priority = 2;
+  high.links = {link};
+  high.planned = high.has_profile = true;
+  high.timetable = {5, 0, 100 * kMs, 50 * kMs, 30 * kMs, 10 * kMs, 100 * kMs};
+  high.profile.comm_ns = comm_ns;
+  return high;
+}
+
 // A widening waits while a job of higher priority on the job's links runs past its own window
 // and cushion: that job's phases are what runs into this window (on the testbed a low job's
 // 21 ms phases took 41-50 ms while its neighbours ran late, and the wider window no longer fit its
@@ -285,14 +299,7 @@ TEST(Controller, AWideningWaitsWhileAHigherJobSpillsIntoTheWindow) {
   f.BytesKnown();
   f.job.name = "low";
   f.job.links = {"l1", "l2"};
-  JobState high;
-  high.name = "high";
-  high.id = 9;
-  high.priority = 2;
-  high.links = {"l2"};
-  high.planned = high.has_profile = true;
-  high.timetable = {5, 0, 100 * kMs, 50 * kMs, 30 * kMs, 10 * kMs, 100 * kMs};
-  high.profile.comm_ns = 41 * kMs;  // past its 30 ms window and 10 ms cushion
+  JobState high = GatedHighJob("l2", 41 * kMs);  // past its 30 ms window and 10 ms cushion
   const OutrankingNeighbours outranking = [&](const JobState& judged) {
     std::vector<const JobState*> above;
     if (OutranksOnSharedLink(high, judged)) above.push_back(&high);
@@ -346,6 +353,33 @@ TEST(Controller, AWideningWaitsWhileAHigherJobSpillsIntoTheWindow) {
   EXPECT_FALSE(OutranksOnSharedLink(f.job, high));  // lower priority
   high.best_effort = true;
   EXPECT_FALSE(SpillsPastCushion(high));
+}
+
+// A higher job that keeps spilling (for traffic the plan does not control, say) holds a widening
+// back for at most twice the reports the rule needs: then the widening is taken.
+TEST(Controller, AWideningWaitsForAHigherJobOnlySoLong) {
+  Fixture f;
+  f.controller.profile_change_reports = 2;  // the wait: at most 4 intervals of the job
+  f.BytesKnown();
+  f.job.links = {"l1"};
+  const JobState high = GatedHighJob("l1", 60 * kMs);  // spills, and keeps spilling
+  const OutrankingNeighbours outranking = [&](const JobState&) {
+    return std::vector<const JobState*>{&high};
+  };
+  std::vector<Decision> decisions;
+  for (int k = 0; k < 7; ++k) {
+    f.now += 100 * kMs;
+    proto::ProfileReport r = f.PhaseReport(40 * kMs, 110 * kMs);
+    r.phase_starts_ns = f.Starts(1, 0);
+    decisions.push_back(
+        ApplyReport(f.job, f.rank, r, f.controller, f.planning, f.now, outranking).decision);
+  }
+  // Due from the second report on; deferred at the second to the fifth; widened at the sixth.
+  const std::vector<Decision> expected = {
+      Decision::kNone, Decision::kNone,          Decision::kNone, Decision::kNone,
+      Decision::kNone, Decision::kReplanOverrun, Decision::kNone};
+  EXPECT_EQ(decisions, expected);
+  EXPECT_EQ(f.job.profile.phase_floor_ns, 40 * kMs);
 }
 
 TEST(Controller, StaleTimetableIsPushedAgain) {

@@ -66,8 +66,9 @@ struct JobState {
   // timetable last changed): the rule waits for phases longer than it by the ratio.
   int64_t overrun_refused_ns = 0;
   // The higher-priority neighbour whose phases run past its cushion, for which a widening waits
-  // (empty: none).
+  // (empty: none), and for how many of the job's intervals it has waited.
   std::string overrun_deferred_to;
+  uint32_t overrun_deferred_intervals = 0;
 
   // Current timetable (version 0: none yet).
   bool planned = false;

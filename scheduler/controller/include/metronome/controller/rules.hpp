@@ -30,7 +30,8 @@
 //      A widening is also deferred while a job of higher priority on the job's links runs past
 //      its own window and cushion (SpillsPastCushion): then that job's phases are what runs
 //      into this window, a wider window here cannot fit them, and it is that job's overrun that
-//      the rule widens (JobState::overrun_deferred_to).
+//      the rule widens (JobState::overrun_deferred_to). It waits at most twice
+//      `profile_change_reports` intervals of the job.
 #pragma once
 
 #include <cstdint>
