@@ -74,7 +74,7 @@ bool SpillsPastCushion(const JobState& job) {
 }
 
 bool OutranksOnSharedLink(const JobState& other, const JobState& job) {
-  if (other.priority <= job.priority || other.id == job.id) return false;
+  if (other.priority <= job.priority) return false;  // also the job itself
   return std::ranges::any_of(job.links, [&](const std::string& l) {
     return std::ranges::find(other.links, l) != other.links.end();
   });
