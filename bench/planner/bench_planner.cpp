@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <numeric>
 #include <random>
 
 #include "metronome/planner/baselines.hpp"
@@ -196,9 +197,34 @@ void ReportHot(benchmark::State& state, const mp::Problem& p, const mp::Plan& pl
   state.counters["hot_gated"] = static_cast<double>(gated);
 }
 
+// The jobs' connected parts (jobs that share a link, and so on): how many, and the jobs of the
+// largest. The service plans parts apart (controller.planning_parts); one part is one planner's.
+void ReportConnectedParts(benchmark::State& state, const mp::Problem& p) {
+  std::vector<std::size_t> up(p.jobs.size());
+  std::iota(up.begin(), up.end(), 0);
+  const auto root = [&](std::size_t j) {
+    while (up[j] != j) j = up[j] = up[up[j]];
+    return j;
+  };
+  std::map<mp::LinkId, std::size_t> first_on;  // the first job seen on each link
+  for (std::size_t j = 0; j < p.jobs.size(); ++j) {
+    for (const mp::LinkId l : mp::JobLinks(p.topology, p.jobs[j])) {
+      const auto [it, fresh] = first_on.emplace(l, j);
+      if (!fresh) up[root(j)] = root(it->second);
+    }
+  }
+  std::map<std::size_t, std::size_t> size;
+  for (std::size_t j = 0; j < p.jobs.size(); ++j) ++size[root(j)];
+  std::size_t largest = 0;
+  for (const auto& [r, n] : size) largest = std::max(largest, n);
+  state.counters["parts"] = static_cast<double>(size.size());
+  state.counters["largest_part"] = static_cast<double>(largest);
+}
+
 void BmClusterFullPlan(benchmark::State& state) {
   const mp::Problem& p = ClusterProblem(state.range(0));
   ReportHot(state, p, TimeFullPlan(state, p));
+  ReportConnectedParts(state, p);
 }
 
 double PercentileMs(std::vector<double>& ms, double q) {

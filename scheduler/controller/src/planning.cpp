@@ -334,11 +334,52 @@ void PlanningAdapter::ReplanAll(const std::vector<PlanJob>& jobs) {
   ++generation_;
 }
 
-bool PlanningAdapter::Contains(uint64_t id) const {
-  for (const auto& j : impl_->online.Jobs()) {
-    if (j.id == id) return true;
+struct PlanningAdapter::PlannedJobs {
+  std::vector<pl::Job> jobs;
+  std::vector<pl::JobPlan> entries;
+};
+
+std::shared_ptr<const PlanningAdapter::PlannedJobs> PlanningAdapter::Extract(
+    const std::vector<uint64_t>& ids) {
+  const std::set<uint64_t> out(ids.begin(), ids.end());
+  auto moved = std::make_shared<PlannedJobs>();
+  std::vector<pl::Job> keep;
+  for (pl::Job& j : impl_->online.Jobs()) {
+    (out.contains(j.id) ? moved->jobs : keep).push_back(std::move(j));
   }
-  return false;
+  if (moved->jobs.empty()) return moved;
+  pl::Plan rest = impl_->Current(generation_);
+  std::vector<pl::JobPlan> entries;
+  for (pl::JobPlan& e : rest.jobs) (out.contains(e.id) ? moved->entries : entries).push_back(e);
+  rest.jobs = std::move(entries);
+  impl_->online.Adopt(keep, rest);
+  ++generation_;
+  return moved;
+}
+
+std::shared_ptr<const PlanningAdapter::PlannedJobs> PlanningAdapter::Copy() const {
+  auto copy = std::make_shared<PlannedJobs>();
+  copy->jobs = impl_->online.Jobs();
+  copy->entries = impl_->Current(generation_).jobs;
+  return copy;
+}
+
+void PlanningAdapter::Import(const PlannedJobs& moved) {
+  if (moved.jobs.empty()) return;
+  std::vector<pl::Job> jobs = impl_->online.Jobs();
+  jobs.insert(jobs.end(), moved.jobs.begin(), moved.jobs.end());
+  pl::Plan plan = impl_->Current(generation_);
+  plan.jobs.insert(plan.jobs.end(), moved.entries.begin(), moved.entries.end());
+  try {
+    impl_->online.Adopt(jobs, plan);
+  } catch (const std::invalid_argument& e) {
+    throw PlanningError(e.what());
+  }
+  ++generation_;
+}
+
+bool PlanningAdapter::Contains(uint64_t id) const {
+  return impl_->online.Find(id) != nullptr;
 }
 
 size_t PlanningAdapter::LinkCount() const {

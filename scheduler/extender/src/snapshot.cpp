@@ -124,9 +124,10 @@ std::shared_ptr<const Extender::Snapshot> BuildSnapshot(
   // search per job).
   std::unordered_map<uint64_t, const pl::Job*> planned_jobs;
   std::unordered_map<uint64_t, const pl::JobPlan*> plan_entries;
-  if (state.plan) {
-    for (const pl::Job& j : state.plan->jobs) planned_jobs.emplace(j.id, &j);
-    for (const pl::JobPlan& p : state.plan->plan->jobs) plan_entries.emplace(p.id, &p);
+  for (const auto& part : state.plan) {
+    if (!part) continue;
+    for (const pl::Job& j : part->jobs) planned_jobs.emplace(j.id, &j);
+    for (const pl::JobPlan& p : part->plan->jobs) plan_entries.emplace(p.id, &p);
   }
   pl::JobId next_id = 1;
   const auto add_job = [&](const std::string& name, int priority,

@@ -45,6 +45,8 @@ Registry::Registry(const ServiceConfig& config, Metrics& metrics,
                    PlanSummary initial_plan)
     : config_(config), metrics_(metrics), job_links_(std::move(job_links)) {
   summary_ = std::move(initial_plan);
+  summary_.snapshot.reset();  // no part planned anything yet
+  link_part_.assign(summary_.links.size(), -1);
 }
 
 void Registry::Handle(const std::vector<std::string>& frames, int64_t t_recv) {
@@ -54,7 +56,7 @@ void Registry::Handle(const std::vector<std::string>& frames, int64_t t_recv) {
     HandleLocked(frames, t_recv);
     work = !pending_.empty();
   }
-  if (work) work_cv_.notify_one();  // now, not after the batch: joins wait for no one
+  if (work && on_work_) on_work_();  // now, not after the batch: joins wait for no one
 }
 
 void Registry::Tick(int64_t now) {
@@ -64,7 +66,7 @@ void Registry::Tick(int64_t now) {
     TickLocked(now);
     work = !pending_.empty();
   }
-  if (work) work_cv_.notify_one();
+  if (work && on_work_) on_work_();
 }
 
 std::vector<Outgoing> Registry::TakeOutbox() {
@@ -79,15 +81,12 @@ std::vector<std::string> Registry::LinksOf(const JobState& job) const {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The planning thread's side.
+// The planning worker's side.
 
-bool Registry::WaitForWork(PlanningWork& work) {
+void Registry::TakeWork(PlanningWork& work) {
   work = PlanningWork{};
-  std::unique_lock lock(mu_);
-  work_cv_.wait(lock, [&] { return HasWork(); });
-  if (stopping_) return false;
+  std::lock_guard lock(mu_);
   work.changes.swap(pending_);
-  work.offline.swap(offline_result_);
   std::set<uint64_t> seen;
   for (const auto& p : work.changes) {
     if (p.kind == PlanChange::kLeave) continue;
@@ -98,12 +97,11 @@ bool Registry::WaitForWork(PlanningWork& work) {
     work.adds.push_back(
         {controller::ToPlanJob(job, RealtimeNs()), p.reason, p.kind == PlanChange::kReplan});
   }
-  return true;
 }
 
 void Registry::ApplyRound(const PlanningWork& work, PlanningOutcome& outcome) {
   if (!outcome.plan) return;
-  PlanSummary retired;  // the plan replaced: freed (thousands of links) after the lock
+  PlanSummary retired;  // what the plan replaced: freed (thousands of links) after the lock
   {
     std::lock_guard lock(mu_);
     std::map<std::string, int> reasons = outcome.leaves;
@@ -126,23 +124,11 @@ void Registry::ApplyRound(const PlanningWork& work, PlanningOutcome& outcome) {
       metrics_.Replans(reason).Increment(n);
       spdlog::debug("planner: re-planned {} change(s) for {}", n, reason);
     }
+    for (auto& [part, plan] : outcome.vacated) MergePart(part, plan);
     retired = std::move(*outcome.plan);
-    ApplyPlan(retired, outcome.trigger_ns, outcome.reason);
+    ApplyPlan(outcome.part, retired, outcome.trigger_ns, outcome.reason);
   }
   plan_cv_.notify_all();
-}
-
-void Registry::PostOffline(controller::OfflineResult result) {
-  {
-    std::lock_guard lock(mu_);
-    offline_result_ = std::move(result);
-  }
-  work_cv_.notify_one();
-}
-
-bool Registry::WantsOffline() {
-  std::lock_guard lock(mu_);
-  return !offline_result_;
 }
 
 bool Registry::WaitForPlanChange(uint64_t seen, std::chrono::steady_clock::time_point not_before) {
@@ -162,7 +148,6 @@ void Registry::Stop() {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
-  work_cv_.notify_all();
   plan_cv_.notify_all();
 }
 
@@ -172,7 +157,7 @@ ClusterView Registry::View(const TopologyConfig& topology, const PlanningConfig&
   v.planning = planning;
   std::lock_guard lock(mu_);
   v.plan_version = plan_version_;
-  v.plan = summary_.snapshot;
+  v.plan = part_snapshots_;
   v.jobs.reserve(jobs_.size());
   for (const auto& [name, job] : jobs_) {
     extender::JobSnapshot j;
@@ -511,8 +496,40 @@ void Registry::RemoveJob(const std::string& name, const char* reason) {
   jobs_.erase(it);
 }
 
-void Registry::ApplyPlan(PlanSummary& plan, int64_t trigger_ns, const char* reason) {
-  std::swap(summary_, plan);
+// A part's links, snapshot and scores into the cluster's plan. A link takes the part's entry
+// where a job of the part crosses it, or where the part's entry stood (its jobs left or moved).
+void Registry::MergePart(size_t part, PlanSummary& plan) {
+  if (part >= part_scores_.size()) {
+    part_scores_.resize(part + 1);
+    part_snapshots_.resize(part + 1);
+  }
+  const int p = static_cast<int>(part);
+  bool gated = false;  // the part's cushion counts only where it gates a job
+  for (size_t l = 0; l < plan.links.size() && l < summary_.links.size(); ++l) {
+    const controller::LinkSchedule& mine = plan.links[l];
+    gated = gated || mine.gated_jobs > 0;
+    if (mine.gated_jobs + mine.best_effort_jobs == 0 && link_part_[l] != p) continue;
+    std::swap(summary_.links[l], plan.links[l]);
+    link_part_[l] = p;
+  }
+  std::swap(part_snapshots_[part], plan.snapshot);
+  part_scores_[part] = {plan.utilization, plan.latency, plan.cushion_ns, gated};
+  summary_.epoch_ns = plan.epoch_ns;
+  summary_.utilization = summary_.latency = 0.0;
+  bool any = false;
+  for (const PartScore& s : part_scores_) {
+    summary_.utilization += s.utilization;
+    summary_.latency += s.latency;
+    if (!s.gated) continue;
+    summary_.cushion_ns = any ? std::min(summary_.cushion_ns, s.cushion_ns) : s.cushion_ns;
+    any = true;
+  }
+  if (!any) summary_.cushion_ns = plan.cushion_ns;
+}
+
+void Registry::ApplyPlan(size_t part, PlanSummary& plan, int64_t trigger_ns, const char* reason) {
+  MergePart(part, plan);
+  std::swap(summary_.jobs, plan.jobs);
   ++plan_version_;
   last_plan_ns_ = RealtimeNs();
   size_t pushed = 0;

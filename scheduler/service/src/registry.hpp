@@ -4,7 +4,8 @@
 // calls in only between its planning steps, so no thread ever holds both.
 //
 // The endpoint thread hands it each message (Handle) and the periodic Tick, and sends what it
-// queued (TakeOutbox); the planning thread takes the queued changes (WaitForWork) and gives back
+// queued (TakeOutbox); the planning worker, told there is work, takes the queued changes
+// (TakeWork) and gives back
 // the plan (ApplyRound); the HTTP threads and the plan listener read snapshots.
 #pragma once
 
@@ -61,11 +62,15 @@ struct PlanningWork {
   std::optional<controller::OfflineResult> offline;
 };
 
-// What the round did: the plan, if it changed, and what it did not take.
+// What the round did: the plan of the part that planned it, if it changed, and what it did not
+// take.
 struct PlanningOutcome {
+  size_t part = 0;  // the planning part (PlanningWorker)
   // Its `jobs` list only the schedules that changed since the last plan handed over (the rest
   // stand as their jobs hold them): ScheduleChanges.
   std::optional<PlanSummary> plan;
+  // The parts the round took jobs from, and their plans without them.
+  std::vector<std::pair<size_t, PlanSummary>> vacated;
   const char* reason = "plan";  // "offline" when only the background search changed it
   int64_t trigger_ns = 0;
   std::set<uint64_t> refused;         // the planner refused the job
@@ -85,16 +90,14 @@ class Registry {
   void Tick(int64_t now);
   std::vector<Outgoing> TakeOutbox();
 
-  // The planning thread: blocks until there is work (false once stopping), then applies a
-  // round's outcome (timetables into the outbox).
-  bool WaitForWork(PlanningWork& work);
-  // Takes the outcome's plan (moved: at thousands of jobs a copy under the lock costs
-  // milliseconds; the plan it replaces is freed after the lock).
+  // Called (without the registry's lock, on the endpoint thread) whenever changes were queued.
+  void OnWork(std::function<void()> listener) { on_work_ = std::move(listener); }
+  // The planning worker: takes the changes queued since the last call.
+  void TakeWork(PlanningWork& work);
+  // A planning part's thread: takes the outcome's plans (moved: at thousands of jobs a copy
+  // under the lock costs milliseconds; what they replace is freed after the lock) and queues
+  // the timetables.
   void ApplyRound(const PlanningWork& work, PlanningOutcome& outcome);
-  // The offline thread: a finished background search, for the next planning round. Whether one
-  // should start now (none pending).
-  void PostOffline(controller::OfflineResult result);
-  bool WantsOffline();
 
   // The plan listener's thread: blocks until the plan version moved past `seen`, and not before
   // `not_before` (false once stopping).
@@ -132,8 +135,10 @@ class Registry {
   void Queue(const std::string& identity, const proto::Message& m);
   void PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now);
   void RemoveJob(const std::string& name, const char* reason);
-  // Swaps `plan` in, leaving the one it replaces there.
-  void ApplyPlan(PlanSummary& plan, int64_t trigger_ns, const char* reason);
+  // Takes part `part`'s plan in: its links and snapshot, and its changed schedules pushed;
+  // leaves what it replaces in `plan`.
+  void ApplyPlan(size_t part, PlanSummary& plan, int64_t trigger_ns, const char* reason);
+  void MergePart(size_t part, PlanSummary& plan);
   void Decide(JobState& job, const char* decision, const std::string& detail);
   void Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
               const std::string& detail);
@@ -145,23 +150,31 @@ class Registry {
     size_t jobs = 0, ranks = 0, planned = 0, best_effort = 0, clients = 0, links = 0;
   };
   Tally TallyLocked() const;
-  bool HasWork() const { return stopping_ || !pending_.empty() || offline_result_.has_value(); }
 
   const ServiceConfig& config_;
   Metrics& metrics_;
   const std::function<std::vector<std::string>(const PlanJob&)> job_links_;
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // pending_ or offline_result_ has work, or stopping_
   std::condition_variable plan_cv_;  // plan_version_ moved, or stopping_
   bool stopping_ = false;
   std::unordered_map<std::string, ClientState> clients_;
   std::map<std::string, JobState> jobs_;
   std::unordered_map<uint64_t, std::string> job_names_;  // planner id -> name
-  PlanSummary summary_;  // the latest plan; its `jobs` are the last round's changes only
+  // The latest plan of the whole cluster, the parts' put together: each link as the part that
+  // last planned a job on it has it, the snapshots of every part, the scores summed (the
+  // cushion: the least). Its `jobs` are the last round's changes only.
+  PlanSummary summary_;
+  struct PartScore {
+    double utilization = 0.0, latency = 0.0, cushion_ns = 0.0;
+    bool gated = false;
+  };
+  std::vector<PartScore> part_scores_;
+  std::vector<std::shared_ptr<const controller::PlanSnapshot>> part_snapshots_;
+  std::vector<int> link_part_;  // the part whose entry summary_.links holds (-1: none yet)
   std::vector<PlanChange> pending_;
+  std::function<void()> on_work_;
   std::vector<Outgoing> outbox_;
-  std::optional<controller::OfflineResult> offline_result_;
   uint64_t next_job_id_ = 0;
   uint64_t next_session_ = 0;
   uint64_t plan_version_ = 0;

@@ -519,5 +519,71 @@ TEST(PlanningAdapter, AWiderWindowIsTakenUnlessItWouldStretchThePeriod) {
   }
 }
 
+// The service plans jobs that share no link in adapters of their own (its planning parts): the
+// plans must be those one adapter makes of them all, and moving jobs from one adapter to another
+// must leave them in their slots.
+TEST(PlanningAdapter, DisjointPartsArePlannedAsOneAdapterPlansThem) {
+  TopologyConfig topo;
+  topo.unknown_nodes_link.clear();
+  topo.two_tier = TopologyConfig::TwoTier{4, 4, 1.25e9, 2.5e9};
+  // Group 0 on racks 0 and 1, group 1 on racks 2 and 3: no link in common.
+  const auto job = [](uint64_t id) {
+    const int group = static_cast<int>(id % 2);
+    const std::string r0 = "r" + std::to_string(2 * group);
+    const std::string r1 = "r" + std::to_string(2 * group + (id % 3 == 0 ? 0 : 1));
+    return Job(id, {r0 + "n" + std::to_string(id % 4), r1 + "n" + std::to_string((id / 4) % 4)},
+               (150 + 13 * static_cast<int64_t>(id % 7)) * kMs,
+               (15 + 5 * static_cast<int64_t>(id % 5)) * kMs, 1 + static_cast<int>(id % 3));
+  };
+  PlanningAdapter whole(topo, {});
+  PlanningAdapter part0(topo, {});
+  PlanningAdapter part1(topo, {});
+  PlanningAdapter* parts[2] = {&part0, &part1};
+  for (uint64_t first = 1; first <= 24; first += 6) {  // four rounds of six joins
+    std::vector<PlanJob> batch;
+    std::vector<PlanJob> by_part[2];
+    for (uint64_t id = first; id < first + 6; ++id) {
+      batch.push_back(job(id));
+      by_part[id % 2].push_back(job(id));
+    }
+    ASSERT_TRUE(whole.AddJobs(batch).empty());
+    for (int g = 0; g < 2; ++g) ASSERT_TRUE(parts[g]->AddJobs(by_part[g]).empty());
+  }
+  for (const uint64_t id : {5u, 8u}) {
+    whole.RemoveJob(id);
+    parts[id % 2]->RemoveJob(id);
+  }
+  const PlanSummary all = whole.Summary();
+  ASSERT_EQ(all.jobs.size(), 22u);
+  size_t gated = 0;
+  for (int g = 0; g < 2; ++g) {
+    for (const JobSchedule& s : parts[g]->Summary().jobs) {
+      const JobSchedule w = FindJob(all, s.id);
+      EXPECT_EQ(w.timetable, s.timetable) << "job " << s.id;
+      EXPECT_EQ(w.best_effort, s.best_effort) << "job " << s.id;
+      gated += s.best_effort || AlwaysOpen(s.timetable) ? 0 : 1;
+    }
+  }
+  EXPECT_GT(gated, 4u);  // the jobs meet on their links: a plan, not just open windows
+
+  // Group 1 moves out of the whole into its own adapter: every job keeps its slot.
+  std::vector<uint64_t> group1;
+  for (const JobSchedule& s : all.jobs) {
+    if (s.id % 2 == 1) group1.push_back(s.id);
+  }
+  PlanningAdapter moved(topo, {});
+  moved.Import(*whole.Extract(group1));
+  const PlanSummary rest = whole.Summary();
+  const PlanSummary there = moved.Summary();
+  EXPECT_EQ(rest.jobs.size() + there.jobs.size(), all.jobs.size());
+  for (const JobSchedule& s : there.jobs) {
+    EXPECT_EQ(s.id % 2, 1u);
+    EXPECT_EQ(s.timetable, FindJob(all, s.id).timetable) << "job " << s.id;
+  }
+  for (const JobSchedule& s : rest.jobs) {
+    EXPECT_EQ(s.timetable, FindJob(all, s.id).timetable) << "job " << s.id;
+  }
+}
+
 }  // namespace
 }  // namespace metronome::controller

@@ -184,9 +184,9 @@ TEST(ExtenderFilter, PlannedJobsAreScoredAsTheSchedulersPlannerHasThem) {
   const std::vector<std::string> none;
   const std::vector<std::string> rack_a = {"gpu-a1", "gpu-a2"};
   EXPECT_EQ(failed(s, 100), none) << "unplanned: hp-train as measured";
-  s.plan = planned(0);
+  s.plan = {planned(0)};
   EXPECT_EQ(failed(s, 100), none) << "planned as measured";
-  s.plan = planned(150 * kMs);
+  s.plan = {planned(150 * kMs)};
   EXPECT_EQ(failed(s, 100), rack_a) << "planned with the window the controller widened";
 }
 

@@ -99,7 +99,14 @@ struct ControllerConfig {
   int64_t offline_interval_ms = 10'000;  // background recalculation period (0: off)
   int64_t offline_budget_ms = 200;       // time budget of one background search
   uint32_t offline_max_moves = 8;        // a better plan moving more jobs than this is skipped
-  uint32_t phase_history = 256;          // measured phase starts kept per job
+  // The service plans the cluster in this many parts, each with its own planner and lock, on
+  // planning_threads threads, so that a long round in one part does not hold up the pushes of
+  // another (jobs that share a link are always in one part). 1: one planner for the cluster.
+  uint32_t planning_parts = 8;
+  // Rounds of different parts that run at once. On the one core the scheduler is given, more
+  // rounds at once only share it: each finishes later (docs/scheduler.md, "At cluster scale").
+  uint32_t planning_threads = 2;
+  uint32_t phase_history = 256;  // measured phase starts kept per job
 };
 
 }  // namespace metronome::controller

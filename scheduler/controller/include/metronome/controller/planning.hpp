@@ -133,6 +133,16 @@ class PlanningAdapter {
   void Inherit(std::map<std::string, Timetable> timetables,
                std::chrono::steady_clock::time_point until);
 
+  // Moving planned jobs between adapters (the service plans the disjoint parts of a cluster in
+  // adapters of their own). Extract takes jobs out, the others staying where they are; Import
+  // puts them back in another adapter where they ran, without planning them again; Copy leaves
+  // them here. The caller moves whole connected parts: a job imported onto a link that a job of
+  // this adapter crosses would keep a window that may overlap that job's.
+  struct PlannedJobs;  // opaque: the jobs as the planner has them and their plan entries
+  std::shared_ptr<const PlannedJobs> Extract(const std::vector<uint64_t>& ids);
+  std::shared_ptr<const PlannedJobs> Copy() const;
+  void Import(const PlannedJobs& jobs);
+
   PlanSummary Summary() const;
   uint64_t Generation() const { return generation_; }
   // Topology queries (link_count, LinkNames, LinkCapacity, JobLinks) read only the topology,

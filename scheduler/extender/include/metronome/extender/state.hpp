@@ -60,11 +60,12 @@ struct ClusterState {
   controller::TopologyConfig network;  // the scheduler's topology (its file or the default)
   controller::PlanningConfig planning;  // how the scheduler turns a profile into planner input
   std::vector<JobSnapshot> jobs;
-  // The planner's jobs and plan as of `version` (null: nothing planned). A job in it is scored
-  // with the profile and the window the planner gave it; any other job with a known profile is
-  // converted as the planner would (controller::ToPlannerJob) and placed around that plan as a
-  // newcomer. Node and link ids are BuildTopology(network)'s; the extender matches by name.
-  std::shared_ptr<const controller::PlanSnapshot> plan;
+  // The planners' jobs and plans as of `version`, one per part the scheduler plans apart (they
+  // share no link; empty: nothing planned). A job in them is scored with the profile and the
+  // window the planner gave it; any other job with a known profile is converted as the planner
+  // would (controller::ToPlannerJob) and placed around that plan as a newcomer. Node and link
+  // ids are BuildTopology(network)'s; the extender matches by name.
+  std::vector<std::shared_ptr<const controller::PlanSnapshot>> plan;
   // Pods of jobs already bound to nodes but not registered yet (job name → node per pod).
   std::map<std::string, std::vector<std::string>> placed_pods;
   std::map<std::string, MeasuredProfile> measured;  // by job name, from earlier runs

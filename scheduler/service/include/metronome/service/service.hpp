@@ -7,13 +7,14 @@
 //     hands every message to the registry and sends what the registry queued;
 //   - Registry (src/registry.hpp): clients, jobs, ranks, timetables and the queue of changes,
 //     under the registry's lock; the controller's rules run here, on each report;
-//   - PlanningWorker (src/planning_worker.hpp): the planner under the planner's lock, the
-//     planning thread (takes the queued changes, plans, hands the plan back) and the offline
-//     thread (the background recalculation, on a copy, unlocked);
+//   - PlanningWorker (src/planning_worker.hpp): the planners, one per part of the cluster,
+//     each under its own lock; the planning threads (take the queued changes, plan each part's
+//     share as one round, hand the plan back) and the offline thread (the background
+//     recalculation, on a copy, unlocked);
 //   - the listener thread (with a plan listener) and httplib's workers read the registry's
 //     snapshots.
 // The registry never calls out while it holds its lock, and the planning worker releases the
-// planner's lock before every call into the registry: no thread holds both.
+// planners' locks before every call into the registry: no thread holds both.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -49,8 +50,9 @@ struct ClusterView {
   uint64_t plan_version = 0;
   TopologyConfig topology;
   controller::PlanningConfig planning;
-  std::vector<extender::JobSnapshot> jobs;               // nodes: one entry per registered rank
-  std::shared_ptr<const controller::PlanSnapshot> plan;  // the planner's, as of plan_version
+  std::vector<extender::JobSnapshot> jobs;  // nodes: one entry per registered rank
+  // The planners', one per planning part, as of plan_version.
+  std::vector<std::shared_ptr<const controller::PlanSnapshot>> plan;
 };
 
 class Registry;

@@ -1,0 +1,244 @@
+// Planning in parts: the part map's rule (jobs that share a link are in one part), and the
+// planning worker with the registry in-process: a round held in one part does not hold up the
+// pushes of another, and a job that would span two parts joins them first.
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "metronome/common/clock.hpp"
+#include "metronome/common/protocol.hpp"
+#include "metronome/controller/plan_snapshot.hpp"
+#include "part_map.hpp"
+#include "planning_worker.hpp"
+#include "registry.hpp"
+
+namespace metronome::service {
+namespace {
+
+TEST(PartMap, JobsThatShareALinkAreInOnePart) {
+  PartMap map(3);
+  map.Claim(1, {10, 11}, 0);
+  map.Claim(2, {11, 12}, 0);
+  map.Claim(3, {20}, 1);
+  map.Claim(4, {30}, 2);
+  EXPECT_EQ(map.PartsOf(5, {12}), (std::set<size_t>{0}));
+  EXPECT_EQ(map.PartsOf(5, {12, 20, 99}), (std::set<size_t>{0, 1}));
+  EXPECT_EQ(map.PartsOf(5, {99}), (std::set<size_t>{}));
+  EXPECT_THROW(map.Claim(5, {12, 20}, 0), std::logic_error);  // 20 is part 1's
+
+  // A newcomer on 12 and 20 joins parts 0 and 1: part 1's jobs reachable from 20 move.
+  EXPECT_EQ(map.MoveConnected(1, 5, {12, 20}, 0), (std::vector<uint64_t>{3}));
+  map.Claim(5, {12, 20}, 0);
+  EXPECT_EQ(map.Jobs(0), 4u);
+  EXPECT_EQ(map.Jobs(1), 0u);
+  EXPECT_EQ(map.PartOf(3), 0u);
+  // Through shared links, the whole connected part moves, and no job of another part.
+  EXPECT_EQ(map.MoveConnected(0, 99, {10}, 1).size(), 4u);
+  EXPECT_EQ(map.PartOf(4), 2u);
+  EXPECT_EQ(map.Jobs(1), 4u);
+
+  // A job's own links count even where the newcomer's do not reach them (a re-plan on other
+  // nodes).
+  map.Claim(6, {40}, 2);
+  EXPECT_EQ(map.MoveConnected(2, 6, {41}, 1), (std::vector<uint64_t>{6}));
+
+  // A link is free once the last job on it is released.
+  map.Release(4);
+  EXPECT_EQ(map.PartsOf(7, {30}), (std::set<size_t>{}));
+  map.Release(1);
+  EXPECT_EQ(map.PartsOf(7, {10}), (std::set<size_t>{}));
+  EXPECT_EQ(map.PartsOf(7, {11}), (std::set<size_t>{1}));  // job 2 is still on it
+}
+
+// The registry and the planning worker of a service, without its sockets: messages in through
+// Registry::Handle, pushes out of Registry::TakeOutbox.
+class Planning {
+ public:
+  explicit Planning(uint32_t parts) {
+    spdlog::set_level(spdlog::level::warn);
+    cfg_.controller.offline_interval_ms = 0;
+    cfg_.controller.planning_parts = parts;
+    cfg_.topology.unknown_nodes_link.clear();
+    cfg_.topology.two_tier = controller::TopologyConfig::TwoTier{4, 2, 1.25e9, 1.25e9};
+    worker_ = std::make_unique<PlanningWorker>(cfg_, metrics_);
+    registry_ = std::make_unique<Registry>(
+        cfg_, metrics_, [this](const PlanJob& j) { return worker_->JobLinks(j); },
+        worker_->InitialPlan());
+  }
+  ~Planning() {
+    registry_->Stop();
+    worker_->Stop();
+  }
+  PlanningWorker& Worker() { return *worker_; }
+  Registry& Reg() { return *registry_; }
+  void Start() { worker_->Start(*registry_, nullptr); }
+
+  // A two-rank job on `n0` and `n1`, registered and profiled: its first plan is queued.
+  void Join(const std::string& job, const std::string& n0, const std::string& n1) {
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      proto::Hello h;
+      h.job_id = job;
+      h.rank = rank;
+      h.world_size = 2;
+      h.node = rank == 0 ? n0 : n1;
+      Send(job + std::to_string(rank), h);
+    }
+    proto::ProfileReport r;
+    r.job_id = job;
+    r.period_ns = 100'000'000;
+    r.comm_ns = 30'000'000;
+    r.confidence = 1.0;
+    Send(job + "0", r);
+  }
+
+  // Waits up to `ms` for a timetable push to rank 0 of `job` (others seen meanwhile are kept).
+  bool Pushed(const std::string& job, int ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    do {
+      for (const Outgoing& o : registry_->TakeOutbox()) {
+        const proto::Decoded d = proto::Decode(o.payload);
+        if (d.Ok() && std::holds_alternative<proto::TimetablePush>(d.message)) {
+          pushed_.push_back(o.identity);
+        }
+      }
+      if (std::find(pushed_.begin(), pushed_.end(), job + "0") != pushed_.end()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } while (std::chrono::steady_clock::now() < until);
+    return false;
+  }
+
+ private:
+  template <typename M>
+  void Send(const std::string& identity, const M& m) {
+    registry_->Handle({identity, proto::Encode(proto::Message{m})}, RealtimeNs());
+  }
+
+  ServiceConfig cfg_;
+  Metrics metrics_;
+  std::unique_ptr<PlanningWorker> worker_;
+  std::unique_ptr<Registry> registry_;
+  std::vector<std::string> pushed_;
+};
+
+// Holds the first round that starts while armed, in whichever part, until released.
+class RoundGate {
+ public:
+  void Arm() {
+    std::lock_guard lock(mu_);
+    armed_ = true;
+  }
+  void Release() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+  // The hook: true once it held a round (and it was released).
+  void OnRound(size_t part) {
+    std::unique_lock lock(mu_);
+    if (!armed_) return;
+    armed_ = false;
+    held_part_ = static_cast<int>(part);
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+  }
+  int WaitHeld() {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return held_part_ >= 0; });
+    return held_part_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool armed_ = false, released_ = false;
+  int held_part_ = -1;
+};
+
+TEST(PlanningParts, ARoundHeldInOnePartDoesNotHoldUpAnother) {
+  Planning p(2);
+  RoundGate gate;
+  p.Worker().OnRound([&](size_t part) { gate.OnRound(part); });
+  p.Start();
+  gate.Arm();
+  p.Join("a", "r0n0", "r0n1");  // rack 0's node links
+  const int held = gate.WaitHeld();
+  ASSERT_GE(held, 0);
+  p.Join("b", "r1n0", "r1n1");  // rack 1's: no link in common with a
+  EXPECT_TRUE(p.Pushed("b", 5000)) << "b waited for a's round";
+  EXPECT_FALSE(p.Pushed("a", 0));
+  gate.Release();
+  EXPECT_TRUE(p.Pushed("a", 5000));
+  const ClusterView v = p.Reg().View({}, {});
+  ASSERT_EQ(v.plan.size(), 2u);
+  EXPECT_EQ(v.plan[0]->jobs.size(), 1u);
+  EXPECT_EQ(v.plan[1]->jobs.size(), 1u);
+}
+
+// The same with one part: b's plan waits for a's round (what parts are for).
+TEST(PlanningParts, WithOnePartEveryRoundWaitsForTheOneBefore) {
+  Planning p(1);
+  RoundGate gate;
+  p.Worker().OnRound([&](size_t part) { gate.OnRound(part); });
+  p.Start();
+  gate.Arm();
+  p.Join("a", "r0n0", "r0n1");
+  ASSERT_EQ(gate.WaitHeld(), 0);
+  p.Join("b", "r1n0", "r1n1");
+  EXPECT_FALSE(p.Pushed("b", 300));
+  gate.Release();
+  EXPECT_TRUE(p.Pushed("a", 5000));
+  EXPECT_TRUE(p.Pushed("b", 5000));
+}
+
+// A job on a link of each part joins them: the jobs connected to it move into one planner, so
+// that its window and theirs take turns; the other part is left with nothing.
+TEST(PlanningParts, AJobAcrossTwoPartsJoinsThem) {
+  Planning p(2);
+  p.Start();
+  p.Join("a", "r0n0", "r0n1");
+  ASSERT_TRUE(p.Pushed("a", 5000));
+  p.Join("b", "r1n0", "r1n1");
+  ASSERT_TRUE(p.Pushed("b", 5000));
+  {
+    const ClusterView v = p.Reg().View({}, {});
+    ASSERT_EQ(v.plan.size(), 2u);
+    ASSERT_EQ(v.plan[0]->jobs.size(), 1u);  // a and b were planned apart
+    ASSERT_EQ(v.plan[1]->jobs.size(), 1u);
+  }
+  p.Join("c", "r0n0", "r1n0");  // shares a's node link and b's
+  ASSERT_TRUE(p.Pushed("c", 5000));
+  const ClusterView v = p.Reg().View({}, {});
+  ASSERT_EQ(v.plan.size(), 2u);
+  const size_t together = v.plan[0]->jobs.size() == 3 ? 0 : 1;
+  EXPECT_EQ(v.plan[together]->jobs.size(), 3u);
+  EXPECT_TRUE(v.plan[1 - together]->jobs.empty());
+  // One planner placed all three: c's window and a's take turns on r0n0's link.
+  const planner::Plan& plan = *v.plan[together]->plan;
+  const planner::JobPlan* a = nullptr;
+  const planner::JobPlan* c = nullptr;
+  for (const auto& e : plan.jobs) {
+    if (e.id == v.jobs[0].id) a = &e;
+    if (e.id == v.jobs[2].id) c = &e;
+  }
+  ASSERT_TRUE(a != nullptr && c != nullptr);
+  EXPECT_FALSE(a->best_effort);
+  EXPECT_FALSE(c->best_effort);
+  const Timetable& ta = v.jobs[0].timetable;
+  const Timetable& tc = v.jobs[2].timetable;
+  ASSERT_EQ(ta.period_ns, tc.period_ns);
+  ASSERT_LT(ta.window_ns, ta.period_ns);  // gated now
+  const int64_t apart = (tc.offset_ns - ta.offset_ns + ta.period_ns) % ta.period_ns;
+  EXPECT_GE(apart, ta.window_ns);
+  EXPECT_LE(apart + tc.window_ns, ta.period_ns);
+}
+
+}  // namespace
+}  // namespace metronome::service
