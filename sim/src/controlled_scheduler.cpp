@@ -6,7 +6,7 @@
 //     per rank every registry.report_interval_ms, filled by the shim's FillProfile, with the
 //     gate's counters as the shim counts them (CountsLate).
 //   - Each report goes to the controller's ApplyReport. Its verdicts are planned as the
-//     service's planning thread plans them (PlanningAdapter::PlanRound: every join and re-plan
+//     service plans them (PlanningAdapter::PlanRound: every join and re-plan
 //     of a round in one batch, each widening of the overrun rule alone); the plan becomes each
 //     job's timetable through AdoptSchedule, and the simulated shims apply a push at once.
 //   - The background recalculation runs every controller.offline_interval_ms, capped by

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 #include <unordered_map>
 
@@ -166,7 +167,31 @@ struct PlanningAdapter::Add {
   pl::Job job;
   bool first = false;  // outranks a planned neighbour: placed before it (add_job_first)
   std::string name;
+  bool raised = false;  // a planned neighbour whose period follows a newcomer's
 };
+
+// For each job of a batch, how many of the batch's jobs its group holds (jobs connected by the
+// links they cross).
+std::vector<size_t> PlanningAdapter::GroupSizes(const std::vector<Add>& adds) const {
+  std::vector<size_t> up(adds.size());
+  std::iota(up.begin(), up.end(), 0);
+  const auto root = [&](size_t j) {
+    while (up[j] != j) j = up[j] = up[up[j]];
+    return j;
+  };
+  std::unordered_map<pl::LinkId, size_t> first_on;  // the first job of the batch on each link
+  for (size_t j = 0; j < adds.size(); ++j) {
+    for (const pl::LinkId l : pl::JobLinks(impl_->online.GetTopology(), adds[j].job)) {
+      const auto [it, fresh] = first_on.emplace(l, j);
+      if (!fresh) up[root(j)] = root(it->second);
+    }
+  }
+  std::unordered_map<size_t, size_t> size;
+  for (size_t j = 0; j < adds.size(); ++j) ++size[root(j)];
+  std::vector<size_t> out(adds.size());
+  for (size_t j = 0; j < adds.size(); ++j) out[j] = size[root(j)];
+  return out;
+}
 
 PlanningAdapter::PlanningAdapter(const TopologyConfig& topology, const PlanningConfig& config)
     : impl_(std::make_unique<Impl>(topology, config)) {}
@@ -231,7 +256,8 @@ void PlanningAdapter::AddJob(const PlanJob& job) {
 }
 
 std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
-    const std::vector<PlanJob>& batch) {
+    const std::vector<PlanJob>& batch, const std::function<bool()>& yield,
+    std::vector<uint64_t>* deferred) {
   std::vector<std::pair<uint64_t, std::string>> refused;
   std::vector<Add> adds;
   std::map<uint64_t, pl::Job> raised;  // planned neighbours whose period must follow a newcomer's
@@ -258,15 +284,41 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
     const auto id = raised_id;  // clang 14 cannot capture a structured binding in a lambda
     const bool in_batch =
         std::any_of(adds.begin(), adds.end(), [&](const Add& a) { return a.job.id == id; });
-    if (!in_batch) adds.push_back({n, false, "id " + std::to_string(id)});
+    if (!in_batch) adds.push_back({n, false, "id " + std::to_string(id), true});
   }
   if (PlanInherited(adds, refused)) return refused;
   // Highest priority first, so that a newcomer is never fitted around a lower-priority one
   // from the same batch. Only the jobs on each newcomer's links are re-planned: on a large
   // cluster one join must not cost a plan of every job.
-  std::stable_sort(adds.begin(), adds.end(),
-                   [](const Add& x, const Add& y) { return x.job.priority > y.job.priority; });
+  //
+  // Within a priority, the jobs of small groups first (a group: jobs of the batch that share
+  // links, and so on), in arrival order: a join beside a burst of joins elsewhere is not placed
+  // behind the burst (the service then pushes it with the round's first share, see
+  // AddJobs' yield). Groups share no link, so their order changes no job's place.
+  const std::vector<size_t> group = GroupSizes(adds);
+  std::vector<size_t> order(adds.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    if (adds[x].job.priority != adds[y].job.priority) {
+      return adds[x].job.priority > adds[y].job.priority;
+    }
+    return group[x] < group[y];
+  });
+  std::vector<Add> sorted;
+  sorted.reserve(adds.size());
+  for (const size_t i : order) sorted.push_back(std::move(adds[i]));
+  adds = std::move(sorted);
+  size_t placed = 0;
+  bool yielded = false;
   for (const Add& a : adds) {
+    // A raised neighbour is placed whatever: it is planned already, and its new period must
+    // follow its newcomer's.
+    if (!a.raised && deferred != nullptr && yield && placed > 0) yielded = yielded || yield();
+    if (yielded && !a.raised) {
+      deferred->push_back(a.job.id);
+      continue;
+    }
+    ++placed;
     // What the planner is given, after the conversion and the period snapping: the log line
     // that explains a timetable.
     spdlog::info("planner: input job={} P={}ns c={}ns beta={:.0f}B/s sigma={}ns priority={}{}",
@@ -299,14 +351,19 @@ bool PlanningAdapter::WidenWindow(const PlanJob& job) {
 }
 
 PlanningAdapter::RoundOutcome PlanningAdapter::PlanRound(const std::vector<PlanJob>& batch,
-                                                         const std::vector<PlanJob>& widen) {
+                                                         const std::vector<PlanJob>& widen,
+                                                         const std::function<bool()>& yield) {
   RoundOutcome out;
   try {
-    out.refused = AddJobs(batch);
+    out.refused = AddJobs(batch, yield, &out.deferred);
   } catch (const std::exception& e) {
     for (const auto& a : batch) out.refused.emplace_back(a.id, e.what());
   }
   for (const auto& w : widen) {
+    if (!out.deferred.empty() || (!batch.empty() && yield && yield())) {
+      out.deferred.push_back(w.id);
+      continue;
+    }
     try {
       if (!WidenWindow(w)) out.widen_refused.insert(w.id);
     } catch (const std::exception& e) {

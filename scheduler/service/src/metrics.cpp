@@ -221,6 +221,13 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                           .Help("Jobs the planner refused (invalid profile or topology)")
                           .Register(r)
                           .Add({});
+  rounds_yielded_ = &BuildCounter()
+                         .Name("metronome_planning_rounds_yielded_total")
+                         .Help(
+                             "Planning rounds that left the rest of their batch to the next "
+                             "round, for changes that waited for their part")
+                         .Register(r)
+                         .Add({});
   plan_duration_ = &BuildHistogram()
                         .Name("metronome_plan_duration_seconds")
                         .Help("Time spent in the planner per re-plan")

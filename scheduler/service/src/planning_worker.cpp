@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <set>
 #include <string>
-#include <tuple>
 
 #include "metronome/common/clock.hpp"
 #include "registry.hpp"
@@ -17,6 +17,11 @@ namespace metronome::service {
 
 using controller::OfflineResult;
 using controller::OfflineTask;
+
+// A round that has planned this long pushes what it planned and leaves the rest of its batch to
+// its part's next round, behind the changes that came meanwhile: a burst of joins (300 on one
+// link: ~150 ms at 8,192 nodes) holds up a join beside it for one share, not the whole burst.
+constexpr auto kRoundShare = std::chrono::milliseconds(10);
 
 // What a part has to plan: its changes since its last round, one add per job (the latest), and
 // a finished background search.
@@ -63,6 +68,11 @@ struct PlanningWorker::Merge {
   std::vector<uint32_t> links;
 };
 
+struct PlanningWorker::Leftovers {
+  std::vector<uint64_t> gone;
+  Backlog deferred;
+};
+
 struct PlanningWorker::Part {
   Part(size_t i, const ServiceConfig& config)
       : index(i), planner(config.topology, config.planning) {}
@@ -72,8 +82,9 @@ struct PlanningWorker::Part {
   ScheduleChanges changes;  // used by the round that holds the part (busy)
   std::atomic<size_t> planned_jobs{0};
   // Under coord_mu_:
-  bool busy = false;  // a round of its own, or one that takes jobs from it, is under way
-  bool held = false;  // a merge waits for it: no round of its own starts
+  bool busy = false;    // a round of its own, or one that takes jobs from it, is under way
+  bool queued = false;  // in ready_: its round starts with what its backlog holds then
+  bool held = false;    // a merge waits for it: no round of its own starts
   Backlog backlog;
   // The round handed out (written under coord_mu_, then read by the thread that runs it):
   PlanningWork work;
@@ -113,7 +124,7 @@ void PlanningWorker::Start(Registry& registry, std::function<void()> pushes_read
     }
     cv_.notify_one();
   });
-  const size_t threads = std::clamp<size_t>(config_.controller.planning_threads, 1, parts_.size());
+  const size_t threads = std::max<size_t>(config_.controller.planning_threads, 1);
   for (size_t i = 0; i < threads; ++i) {
     threads_.emplace_back([this, i, &registry] {
       // names show in top -H, perf, gdb
@@ -210,34 +221,59 @@ void PlanningWorker::ThreadLoop(Registry& registry) {
     Part& part = *ready_.front();
     ready_.pop_front();
     if (!ready_.empty()) cv_.notify_one();  // another thread takes the next
+    part.queued = false;
+    part.busy = true;
+    ++running_;
+    part.work = PlanningWork{};
+    part.work.changes = std::move(part.backlog.changes);
+    part.work.adds = std::move(part.backlog.adds);
+    part.work.offline = std::move(part.backlog.offline);
+    part.backlog = Backlog{};
     lock.unlock();
-    const std::vector<uint64_t> gone = RunRound(part, registry);
+    Leftovers left = RunRound(part, registry);
     lock.lock();
-    for (const uint64_t id : gone) {
+    // What the round left waits behind what waited for it (a newer add of the same job, or its
+    // leave, stands).
+    for (auto& a : left.deferred.adds) {
+      const uint64_t id = a.job.id;
+      const bool left_meanwhile = std::any_of(
+          part.backlog.changes.begin(), part.backlog.changes.end(),
+          [&](const PlanChange& c) { return c.id == id && c.kind == PlanChange::kLeave; });
+      if (!left_meanwhile && !part.backlog.HasAdd(id)) part.backlog.adds.push_back(std::move(a));
+    }
+    for (const auto& c : left.deferred.changes) part.backlog.changes.push_back(c);
+    for (const uint64_t id : left.gone) {
       const bool again = part.backlog.HasAdd(id) ||
                          std::any_of(merges_.begin(), merges_.end(),
                                      [&](const Merge& m) { return m.add.job.id == id; });
       if (!again) part_map_.Release(id);
     }
     part.busy = false;
+    --running_;
     for (const auto& [from, ids] : part.absorb) parts_[from]->busy = false;
+    part.absorb.clear();
     Dispatch();  // what waited for this part
   }
 }
 
-// A job that shares no link with any planned job: the part that can plan it soonest (idle,
-// nothing queued: a burst of unrelated joins spreads over the parts), then the one with the
-// fewest jobs.
+// A job that shares no link with any planned job: a part whose round a free thread starts at
+// once (idle, nothing queued), else the part whose round starts next (the job is planned in
+// it), else the idle part with the fewest jobs, else the part with the fewest jobs.
 size_t PlanningWorker::PartForNewJob() const {
-  const auto key = [&](size_t i) {
-    const Part& p = *parts_[i];
-    return std::tuple(p.busy || p.held, !p.backlog.Empty(), part_map_.Jobs(i));
+  const auto fewest = [&](auto&& eligible) {
+    std::optional<size_t> best;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      if (eligible(*parts_[i]) && (!best || part_map_.Jobs(i) < part_map_.Jobs(*best))) best = i;
+    }
+    return best;
   };
-  size_t best = 0;
-  for (size_t i = 1; i < parts_.size(); ++i) {
-    if (key(i) < key(best)) best = i;
+  const auto idle = [](const Part& p) { return !p.busy && !p.held; };
+  if (threads_.size() > running_ + ready_.size()) {
+    if (const auto p = fewest([&](const Part& q) { return idle(q) && !q.queued; })) return *p;
   }
-  return best;
+  if (!ready_.empty()) return ready_.front()->index;
+  if (const auto p = fewest(idle)) return *p;
+  return *fewest([](const Part&) { return true; });
 }
 
 void PlanningWorker::Route(PlanningWork& work) {
@@ -289,8 +325,9 @@ void PlanningWorker::Dispatch() {
   for (auto m = merges_.begin(); m != merges_.end();) {
     const uint64_t id = m->add.job.id;
     const std::set<size_t> parts = part_map_.PartsOf(id, m->links);
-    const bool idle = std::none_of(parts.begin(), parts.end(),
-                                   [&](size_t i) { return parts_[i]->busy || parts_[i]->held; });
+    const bool idle = std::none_of(parts.begin(), parts.end(), [&](size_t i) {
+      return parts_[i]->busy || parts_[i]->held || parts_[i]->queued;
+    });
     if (parts.size() > 1 && !idle) {
       for (const size_t i : parts) parts_[i]->held = true;  // no round of their own meanwhile
       ++m;
@@ -318,35 +355,31 @@ void PlanningWorker::Dispatch() {
     m = merges_.erase(m);
     if (absorb.empty()) continue;  // the parts came apart meanwhile: planned as any other
     metrics_.Replans("part_merge").Increment();
-    StartRound(target);
     target.absorb = std::move(absorb);
+    Queue(target);
   }
   for (auto& p : parts_) {
-    if (!p->busy && !p->held && !p->backlog.Empty()) StartRound(*p);
+    if (!p->busy && !p->held && !p->backlog.Empty()) Queue(*p);
   }
 }
 
-// The part's backlog becomes its round, for the first planning thread free.
-void PlanningWorker::StartRound(Part& part) {
-  part.work = PlanningWork{};
-  part.work.changes = std::move(part.backlog.changes);
-  part.work.adds = std::move(part.backlog.adds);
-  part.work.offline = std::move(part.backlog.offline);
-  part.backlog = Backlog{};
-  part.absorb.clear();
-  part.busy = true;
+// For the first planning thread free: the round takes what the backlog holds when it starts.
+void PlanningWorker::Queue(Part& part) {
+  if (part.queued) return;
+  part.queued = true;
   ready_.push_back(&part);
 }
 
 // One round: the jobs it takes from other parts first, then the leaves, then every join and
 // re-plan in one planner call; the plan to the registry (which queues the pushes), and the
 // endpoint told to send.
-std::vector<uint64_t> PlanningWorker::RunRound(Part& part, Registry& registry) {
+PlanningWorker::Leftovers PlanningWorker::RunRound(Part& part, Registry& registry) {
   const PlanningWork& work = part.work;
   PlanningOutcome out;
   out.part = part.index;
   out.trigger_ns = RealtimeNs();
-  std::vector<uint64_t> gone;  // left, or refused and not planned: their links are free
+  Leftovers left;
+  std::vector<uint64_t>& gone = left.gone;  // left, or refused and not planned: links are free
   {
     std::vector<Part*> held{&part};
     for (const auto& [from, ids] : part.absorb) held.push_back(parts_[from].get());
@@ -384,8 +417,27 @@ std::vector<uint64_t> PlanningWorker::RunRound(Part& part, Registry& registry) {
       std::vector<controller::PlanJob> batch;
       std::vector<controller::PlanJob> widen;
       for (const auto& a : work.adds) (a.reason == "overrun" ? widen : batch).push_back(a.job);
-      const controller::PlanningAdapter::RoundOutcome round = part.planner.PlanRound(batch, widen);
+      const auto yield = [&] { return std::chrono::steady_clock::now() - t0 > kRoundShare; };
+      const controller::PlanningAdapter::RoundOutcome round =
+          part.planner.PlanRound(batch, widen, yield);
       out.widen_refused = round.widen_refused;
+      out.deferred.insert(round.deferred.begin(), round.deferred.end());
+      if (!round.deferred.empty()) {
+        metrics_.RoundsYielded().Increment();
+        spdlog::debug(
+            "planner: part {} yields after {} ms, {} job(s) left for its next round", part.index,
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count(),
+            round.deferred.size());
+      }
+      for (const auto& a : work.adds) {
+        if (out.deferred.contains(a.job.id)) left.deferred.adds.push_back(a);
+      }
+      for (const auto& c : work.changes) {
+        if (c.kind != PlanChange::kLeave && out.deferred.contains(c.id)) {
+          left.deferred.changes.push_back(c);
+        }
+      }
       for (const auto& [id, why] : round.refused) {
         out.refused.insert(id);
         if (!part.planner.Contains(id)) gone.push_back(id);
@@ -416,7 +468,7 @@ std::vector<uint64_t> PlanningWorker::RunRound(Part& part, Registry& registry) {
     registry.ApplyRound(work, out);
     if (pushes_ready_) pushes_ready_();
   }
-  return gone;
+  return left;
 }
 
 // Adopts a better plan from the background search unless the jobs changed since it started or
@@ -449,11 +501,12 @@ bool PlanningWorker::AdoptOffline(Part& part, const OfflineResult& r) {
   return true;
 }
 
-// Every offline_interval_ms, each part with two jobs or more: a copy of its problem under its
-// lock, the search without any lock (it may take its whole budget), the result to the part's
-// next round.
+// Every offline_interval_ms, the next part in turn with two jobs or more (one search an
+// interval, whatever the number of parts): a copy of its problem under its lock, the search
+// without any lock (it may take its whole budget), the result to the part's next round.
 void PlanningWorker::OfflineLoop(std::stop_token stop) {
   std::mutex m;
+  size_t next = 0;
   while (!stop.stop_requested()) {
     {
       std::unique_lock lk(m);
@@ -461,28 +514,29 @@ void PlanningWorker::OfflineLoop(std::stop_token stop) {
                            std::chrono::milliseconds(config_.controller.offline_interval_ms),
                            [] { return false; });
     }
-    for (auto& p : parts_) {
-      if (stop.stop_requested()) return;
-      Part& part = *p;
-      if (part.planned_jobs < 2) continue;
-      {
-        std::lock_guard lock(coord_mu_);
-        if (part.backlog.offline) continue;  // the last one is not taken yet
-      }
-      std::shared_ptr<OfflineTask> task;
-      {
-        std::lock_guard lock(part.mu);
-        task = part.planner.PrepareOffline();
-      }
-      OfflineResult r = controller::PlanningAdapter::RunOffline(
-          *task, config_.controller.offline_budget_ms, stop);
-      {
-        std::lock_guard lock(coord_mu_);
-        part.backlog.offline = std::move(r);
-        Dispatch();
-      }
-      cv_.notify_one();
+    if (stop.stop_requested()) return;
+    Part* part = nullptr;
+    for (size_t k = 0; k < parts_.size() && part == nullptr; ++k) {
+      Part& p = *parts_[(next + k) % parts_.size()];
+      if (p.planned_jobs < 2) continue;
+      std::lock_guard lock(coord_mu_);
+      if (!p.backlog.offline) part = &p;  // else the last one is not taken yet
     }
+    if (part == nullptr) continue;
+    next = part->index + 1;
+    std::shared_ptr<OfflineTask> task;
+    {
+      std::lock_guard lock(part->mu);
+      task = part->planner.PrepareOffline();
+    }
+    OfflineResult r =
+        controller::PlanningAdapter::RunOffline(*task, config_.controller.offline_budget_ms, stop);
+    {
+      std::lock_guard lock(coord_mu_);
+      part->backlog.offline = std::move(r);
+      Dispatch();
+    }
+    cv_.notify_one();
   }
 }
 

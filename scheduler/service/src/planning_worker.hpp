@@ -78,11 +78,13 @@ class PlanningWorker {
   // Under coord_mu_: sorts changes into the parts' backlogs; queues the rounds that can start.
   void Route(PlanningWork& work);
   void Dispatch();
-  void StartRound(Part& part);
+  void Queue(Part& part);
   size_t PartForNewJob() const;
   // A round (no lock held on entry): the planning under the planner locks, then the registry.
-  // Returns the jobs it found planned nowhere (left, or refused).
-  std::vector<uint64_t> RunRound(Part& part, Registry& registry);
+  // What it leaves: the jobs it found planned nowhere (left, or refused), and the changes it
+  // left for the next round (it yielded).
+  struct Leftovers;
+  Leftovers RunRound(Part& part, Registry& registry);
   bool AdoptOffline(Part& part, const controller::OfflineResult& result);  // under part.mu
 
   const ServiceConfig& config_;
@@ -100,7 +102,8 @@ class PlanningWorker {
   bool changes_queued_ = false;
   PartMap part_map_;
   std::vector<Merge> merges_;  // in arrival order
-  std::deque<Part*> ready_;    // rounds handed out and not started
+  std::deque<Part*> ready_;    // parts whose rounds wait for a thread
+  size_t running_ = 0;         // rounds under way
 
   std::vector<std::thread> threads_;
   std::jthread offline_thread_;

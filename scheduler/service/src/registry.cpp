@@ -107,7 +107,10 @@ void Registry::ApplyRound(const PlanningWork& work, PlanningOutcome& outcome) {
     std::map<std::string, int> reasons = outcome.leaves;
     for (const auto& a : work.adds) {
       const auto name = job_names_.find(a.job.id);
-      if (outcome.refused.contains(a.job.id) || name == job_names_.end()) continue;
+      if (outcome.refused.contains(a.job.id) || outcome.deferred.contains(a.job.id) ||
+          name == job_names_.end()) {
+        continue;
+      }
       JobState& job = jobs_.at(name->second);
       if (outcome.widen_refused.contains(a.job.id)) {
         Decide(job, "overrun_refused", spdlog::level::info,

@@ -75,6 +75,7 @@ struct PlanningOutcome {
   int64_t trigger_ns = 0;
   std::set<uint64_t> refused;         // the planner refused the job
   std::set<uint64_t> widen_refused;   // a widening that would have stretched the period
+  std::set<uint64_t> deferred;        // left for the part's next round (it yielded)
   std::map<std::string, int> leaves;  // departures planned, by reason
 };
 

@@ -585,5 +585,39 @@ TEST(PlanningAdapter, DisjointPartsArePlannedAsOneAdapterPlansThem) {
   }
 }
 
+// A round that yields (the service's, after its share of time) places at least one job, the
+// jobs of small groups first within a priority, and leaves the rest for its next round.
+TEST(PlanningAdapter, AYieldingBatchPlacesSmallGroupsFirstAndDefersTheRest) {
+  TopologyConfig topo;
+  topo.unknown_nodes_link.clear();
+  topo.two_tier = TopologyConfig::TwoTier{4, 4, 1.25e9, 2.5e9};
+  PlanningAdapter p(topo, {});
+  std::vector<PlanJob> batch;
+  for (uint64_t id = 1; id <= 5; ++id) {  // a burst across racks 0 and 1: one group
+    batch.push_back(Job(id, {"r0n" + std::to_string(id % 4), "r1n" + std::to_string(id % 4)},
+                        200 * kMs, 20 * kMs));
+  }
+  batch.push_back(Job(9, {"r3n0", "r3n1"}, 200 * kMs, 20 * kMs));  // alone, arrived last
+  std::vector<uint64_t> deferred;
+  const auto refused = p.AddJobs(
+      batch, [] { return true; }, &deferred);
+  EXPECT_TRUE(refused.empty());
+  EXPECT_TRUE(p.Contains(9));  // placed first: its group is the smaller
+  EXPECT_EQ(deferred, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  for (uint64_t id = 1; id <= 5; ++id) EXPECT_FALSE(p.Contains(id));
+
+  // A higher priority goes first whatever the groups; without a yield the whole batch is placed.
+  PlanningAdapter q(topo, {});
+  batch.back().priority = 0;
+  deferred.clear();
+  EXPECT_TRUE(q.AddJobs(
+                   batch, [] { return true; }, &deferred)
+                  .empty());
+  EXPECT_TRUE(q.Contains(1));  // the first of the burst, which outranks the lone job now
+  EXPECT_EQ(deferred, (std::vector<uint64_t>{2, 3, 4, 5, 9}));
+  EXPECT_TRUE(q.AddJobs(batch).empty());
+  for (const PlanJob& j : batch) EXPECT_TRUE(q.Contains(j.id));
+}
+
 }  // namespace
 }  // namespace metronome::controller

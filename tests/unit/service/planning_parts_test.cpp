@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -60,10 +61,11 @@ TEST(PartMap, JobsThatShareALinkAreInOnePart) {
 // Registry::Handle, pushes out of Registry::TakeOutbox.
 class Planning {
  public:
-  explicit Planning(uint32_t parts) {
+  explicit Planning(uint32_t parts, uint32_t threads = 2) {
     spdlog::set_level(spdlog::level::warn);
     cfg_.controller.offline_interval_ms = 0;
     cfg_.controller.planning_parts = parts;
+    cfg_.controller.planning_threads = threads;
     cfg_.topology.unknown_nodes_link.clear();
     cfg_.topology.two_tier = controller::TopologyConfig::TwoTier{4, 2, 1.25e9, 1.25e9};
     worker_ = std::make_unique<PlanningWorker>(cfg_, metrics_);
@@ -77,6 +79,9 @@ class Planning {
   }
   PlanningWorker& Worker() { return *worker_; }
   Registry& Reg() { return *registry_; }
+  Metrics& Counters() { return metrics_; }
+  // Rank 0s pushed so far, in the order of their first push.
+  const std::vector<std::string>& PushOrder() const { return pushed_; }
   void Start() { worker_->Start(*registry_, nullptr); }
 
   // A two-rank job on `n0` and `n1`, registered and profiled: its first plan is queued.
@@ -103,7 +108,8 @@ class Planning {
     do {
       for (const Outgoing& o : registry_->TakeOutbox()) {
         const proto::Decoded d = proto::Decode(o.payload);
-        if (d.Ok() && std::holds_alternative<proto::TimetablePush>(d.message)) {
+        const bool first = std::find(pushed_.begin(), pushed_.end(), o.identity) == pushed_.end();
+        if (d.Ok() && std::holds_alternative<proto::TimetablePush>(d.message) && first) {
           pushed_.push_back(o.identity);
         }
       }
@@ -238,6 +244,39 @@ TEST(PlanningParts, AJobAcrossTwoPartsJoinsThem) {
   const int64_t apart = (tc.offset_ns - ta.offset_ns + ta.period_ns) % ta.period_ns;
   EXPECT_GE(apart, ta.window_ns);
   EXPECT_LE(apart + tc.window_ns, ta.period_ns);
+}
+
+// A round that has planned for its share of time pushes what it planned and leaves the rest of
+// its batch for the next round: a join beside a burst (in the same part) is pushed first.
+TEST(PlanningParts, ALongRoundPushesWhatItPlannedFirstAndLeavesTheRest) {
+  Planning p(1);
+  RoundGate gate;
+  std::atomic<int> rounds{0};
+  p.Worker().OnRound([&](size_t part) {
+    gate.OnRound(part);
+    // The second round (the burst and the lone join) runs past its share.
+    if (rounds++ == 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  });
+  p.Start();
+  gate.Arm();
+  p.Join("x", "r2n0", "r2n1");
+  ASSERT_GE(gate.WaitHeld(), 0);
+  std::vector<std::string> burst;
+  for (int i = 0; i < 6; ++i) {  // across racks 0 and 1: one group, in one part with x
+    burst.push_back("b" + std::to_string(i));
+    p.Join(burst.back(), "r0n" + std::to_string(i % 2), "r1n" + std::to_string(i % 2));
+  }
+  p.Join("lone", "r3n0", "r3n1");  // arrives last, shares no link with the burst
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // all sorted into the backlog
+  gate.Release();
+  ASSERT_TRUE(p.Pushed("lone", 5000));
+  for (const auto& b : burst) ASSERT_TRUE(p.Pushed(b, 5000)) << b;
+  EXPECT_GE(p.Counters().RoundsYielded().Value(), 1.0);
+  const auto& order = p.PushOrder();
+  const auto at = [&](const std::string& job) {
+    return std::find(order.begin(), order.end(), job + "0") - order.begin();
+  };
+  for (const auto& b : burst) EXPECT_LT(at("lone"), at(b)) << b;
 }
 
 }  // namespace

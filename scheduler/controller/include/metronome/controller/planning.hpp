@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -109,20 +110,27 @@ class PlanningAdapter {
   void RemoveJob(uint64_t id);
   // Adds or re-places several jobs at once, highest priority first; one that outranks a
   // planned neighbour is placed before it (the neighbours on its links are placed again around
-  // it). Returns the jobs refused, with the reason; the others are planned.
-  std::vector<std::pair<uint64_t, std::string>> AddJobs(const std::vector<PlanJob>& batch);
+  // it). Returns the jobs refused, with the reason; the others are planned. With `yield`, asked
+  // after each job placed: once it says true, the batch's jobs not placed yet are left out and
+  // listed in `deferred` (the caller plans them in its next round).
+  std::vector<std::pair<uint64_t, std::string>> AddJobs(const std::vector<PlanJob>& batch,
+                                                        const std::function<bool()>& yield = {},
+                                                        std::vector<uint64_t>* deferred = nullptr);
   // Re-places a job whose window the controller's overrun rule widens (its phase_floor_ns).
   // Not taken when the job stays gated but its period grows by more than twice the widening:
   // the wider window no longer fits at its harmonic period. Then the plan is put back as it
   // was and the answer is false. Throws PlanningError for a job the planner refuses.
   bool WidenWindow(const PlanJob& job);
   // One planning round: `batch` (joins and re-plans) in one AddJobs, then each of `widen` (the
-  // overrun rule's widenings) alone through WidenWindow. What the round did not take:
+  // overrun rule's widenings) alone through WidenWindow; `yield` as in AddJobs (the widenings
+  // wait too once it said true). What the round did not take:
   struct RoundOutcome {
     std::vector<std::pair<uint64_t, std::string>> refused;  // the planner refused the job (why)
     std::set<uint64_t> widen_refused;  // widenings not taken: they would stretch the period
+    std::vector<uint64_t> deferred;    // left for the next round (yield)
   };
-  RoundOutcome PlanRound(const std::vector<PlanJob>& batch, const std::vector<PlanJob>& widen);
+  RoundOutcome PlanRound(const std::vector<PlanJob>& batch, const std::vector<PlanJob>& widen,
+                         const std::function<bool()>& yield = {});
   void ReplanAll(const std::vector<PlanJob>& jobs);
   bool Contains(uint64_t id) const;
   // Where a previous leader ran its jobs (gated timetables by job name, offsets from the
@@ -173,6 +181,7 @@ class PlanningAdapter {
   struct Add;
   bool PlanInherited(const std::vector<Add>& adds,
                      std::vector<std::pair<uint64_t, std::string>>& refused);
+  std::vector<size_t> GroupSizes(const std::vector<Add>& adds) const;
 
   std::unique_ptr<Impl> impl_;
   uint64_t generation_ = 0;

@@ -49,6 +49,7 @@ class Metrics {
   prometheus::Counter& PhasesRealigned() { return *phases_realigned_; }
   prometheus::Counter& RankTimeouts() { return *rank_timeouts_; }
   prometheus::Counter& PlanningErrors() { return *planning_errors_; }
+  prometheus::Counter& RoundsYielded() { return *rounds_yielded_; }
   prometheus::Histogram& PlanDuration() { return *plan_duration_; }
   prometheus::Histogram& PushLatency() { return *push_latency_; }
   prometheus::Histogram& PhaseLateness() { return *phase_lateness_; }
@@ -118,6 +119,7 @@ class Metrics {
   prometheus::Counter* phases_realigned_;
   prometheus::Counter* rank_timeouts_;
   prometheus::Counter* planning_errors_;
+  prometheus::Counter* rounds_yielded_;
   prometheus::Histogram* plan_duration_;
   prometheus::Histogram* push_latency_;
   prometheus::Histogram* phase_lateness_;
