@@ -23,7 +23,7 @@ BENCHES=(common/bench_common planner/bench_planner shim/bench_shim extender/benc
 if [[ -z "${METRONOME_SIM:-}" || -z "${METRONOME_BENCH_DIR:-}" ]]; then
   cmake -S "$REPO" -B "$REPO/build/eval" -DCMAKE_BUILD_TYPE=Release -DMETRONOME_BUILD_TESTS=OFF \
         -DMETRONOME_BUILD_BENCH=ON > "$OUT/cmake.log"
-  targets=(metronome-sim metronome-scheduler service_load_driver)
+  targets=(metronome-sim metronome-scheduler service_load_driver planning_parts_driver)
   for b in "${BENCHES[@]}"; do targets+=("$(basename "$b")"); done
   cmake --build "$REPO/build/eval" --target "${targets[@]}" -j"$(nproc)" >> "$OUT/cmake.log"
   METRONOME_SIM="${METRONOME_SIM:-$REPO/build/eval/sim/metronome-sim}"
@@ -168,6 +168,9 @@ load() {
 load "${LOAD[@]}" > "$OUT/bench/service_load_driver.txt"
 echo "evaluate: service load (65,536 ranks sharing 8,192 node connections, 1 report/s, 20 s)" >&2
 load "${CLUSTER[@]}" > "$OUT/bench/service_load_driver_cluster.txt"
+echo "evaluate: a long planning round in one part against the pushes of the rest" >&2
+"${PIN[@]}" "$METRONOME_BENCH_DIR/service/planning_parts_driver" --racks 2100 --background 8000 \
+  --burst 300 --repeat 2 --parts 1,8 > "$OUT/bench/planning_parts_driver.txt" || true
 
 # The CPU testbed's figures: scripts/demo.sh writes out/demo/results.json; without it, a copy of
 # an earlier demo run kept in out/testbed/results.json (the report states which file it read).

@@ -201,8 +201,10 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "too few racks for the background and the probes\n");
     return 2;
   }
-  std::printf("%u racks x 8 nodes, %u background jobs, a burst of %u jobs on racks 0-1\n", o.racks,
-              o.background, o.burst);
+  std::printf(
+      "%u racks x 8 nodes, %u background jobs, a burst of %u jobs on racks 0-1, %u planning "
+      "threads\n",
+      o.racks, o.background, o.burst, o.threads);
   std::printf("%-6s %-4s %11s | %-33s | %-33s\n", "parts", "run", "burst (ms)",
               "probes apart: n, p50, max (ms)", "probes beside a job: n, p50, max, > 20 ms");
   const auto max_of = [](const std::vector<double>& v) {

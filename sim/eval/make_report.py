@@ -513,6 +513,16 @@ def bench_section(bench_dir):
                 "--ranks-per-job 32 --ranks-per-node 8 --racks 1024 --node-share --poll-ms 2000`, "
                 "docs/scheduler.md §Load)", "", "```",
                 *cluster.read_text().rstrip().splitlines(), "```", ""]
+    parts = Path(bench_dir) / "planning_parts_driver.txt"
+    if parts.exists():
+        out += ["**`planning_parts_driver`** — the scheduler's registry and planning worker "
+                "in-process: a burst of 300 joins across two racks' uplinks on a cluster of 2,100 "
+                "racks and 8,000 running jobs, while probe jobs join elsewhere and beside running "
+                "jobs; each probe's time from its report to its push, with one planning part and "
+                "with eight (`scripts/evaluate.sh`; by hand: `planning_parts_driver --racks 2100 "
+                "--background 8000 --burst 300 --repeat 2 --parts 1,8`, docs/scheduler.md "
+                "§A long round and the rest of the cluster)", "", "```",
+                *parts.read_text().rstrip().splitlines(), "```", ""]
     return out
 
 

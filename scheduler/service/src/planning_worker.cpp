@@ -91,14 +91,6 @@ struct PlanningWorker::Part {
   std::vector<std::pair<size_t, std::vector<uint64_t>>> absorb;  // jobs it takes first, by part
 };
 
-namespace {
-
-std::vector<std::string> Names(const controller::PlanningAdapter& planner) {
-  return planner.LinkNames();
-}
-
-}  // namespace
-
 PlanningWorker::PlanningWorker(const ServiceConfig& config, Metrics& metrics)
     : config_(config),
       metrics_(metrics),
@@ -108,7 +100,7 @@ PlanningWorker::PlanningWorker(const ServiceConfig& config, Metrics& metrics)
         for (size_t i = 0; i < n; ++i) parts.push_back(std::make_unique<Part>(i, config));
         return parts;
       }()),
-      link_names_(Names(parts_.front()->planner)),
+      link_names_(parts_.front()->planner.LinkNames()),
       part_map_(parts_.size()) {}
 
 PlanningWorker::~PlanningWorker() {
@@ -277,7 +269,7 @@ size_t PlanningWorker::PartForNewJob() const {
 }
 
 void PlanningWorker::Route(PlanningWork& work) {
-  std::map<uint64_t, size_t> routed;  // where each job's add went (merges_.size() + i: a merge)
+  std::map<uint64_t, size_t> routed;  // the part each job's add went to (parts_.size(): a merge)
   for (auto& a : work.adds) {
     const uint64_t id = a.job.id;
     const auto waiting = std::find_if(merges_.begin(), merges_.end(),

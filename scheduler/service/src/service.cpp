@@ -85,8 +85,8 @@ void Service::Stop() {
   spdlog::info("scheduler: stopped");
 }
 
-void Service::InheritPlan(std::map<std::string, Timetable> timetables, int64_t for_ms) {
-  worker_->Inherit(std::move(timetables), for_ms);
+void Service::InheritPlan(const std::map<std::string, Timetable>& timetables, int64_t for_ms) {
+  worker_->Inherit(timetables, for_ms);
 }
 
 void Service::EnablePodCheck() {

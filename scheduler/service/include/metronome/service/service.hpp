@@ -82,7 +82,7 @@ class Service {
   // The jobs the previous leader planned (by name; timetables at the configured epoch), read by
   // a new leader before Start(): a job of one of these names that registers within `for_ms` is
   // planned where it ran, unless moving pays (controller's PlanningAdapter::Inherit).
-  void InheritPlan(std::map<std::string, Timetable> timetables, int64_t for_ms);
+  void InheritPlan(const std::map<std::string, Timetable>& timetables, int64_t for_ms);
 
   std::string ZmqEndpoint() const;  // resolved (wildcard ports)
   int HttpPort() const { return http_->Port(); }
