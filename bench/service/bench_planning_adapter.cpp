@@ -1,6 +1,6 @@
 // The scheduler's planning round on a 512-node cluster (64 racks × 8 nodes, 100 Gb/s node
 // uplinks, 400 Gb/s rack uplinks; 1,024 racks for 2,048 jobs and more, as the load driver's
-// 65,536-rank runs), as the planning thread runs it when a job is replaced: the
+// 65,536-rank runs), as a planning round runs it when a job is replaced: the
 // leaver removed, the newcomer added, the plan summarized for the pushes. The argument is the
 // number of planned jobs (4 ranks each, priorities 0–2, profiles as the load driver reports
 // them): a newcomer that outranks a neighbour re-plans its component (PlanningAdapter).

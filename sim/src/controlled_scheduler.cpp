@@ -258,7 +258,7 @@ class ControlledScheduler final : public TimeScheduler {
     if (v.decision == ctl::Decision::kReplanOverrun) ++stats_.overrun_replans;
   }
 
-  // One round of the service's planning thread (Service::PlanningLoop) for the queued changes.
+  // One round of the service's planning worker (PlanningWorker::RunRound) for the queued changes.
   void PlanRound(std::int64_t now_ns) {
     std::vector<ctl::PlanJob> batch;
     std::vector<ctl::PlanJob> widen;

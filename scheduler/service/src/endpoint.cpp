@@ -117,7 +117,7 @@ void Endpoint::Loop() {
       frames.clear();
       for (auto& p : parts) frames.emplace_back(static_cast<const char*>(p.data()), p.size());
       registry_.Handle(frames, t_recv);
-      Flush();  // the replies (a pong's t3 is "now"), and what the planning thread queued
+      Flush();  // the replies (a pong's t3 is "now"), and what a planning round queued
     }
     const int64_t now = RealtimeNs();
     if (now >= next_tick) {

@@ -1,7 +1,7 @@
 // The registry: clients, jobs and their ranks, the current plan's timetables, and the queue of
-// changes for the planning thread. Everything here is guarded by the registry's one lock, which
-// no method holds while it calls out: the planning worker (which holds the planner's lock)
-// calls in only between its planning steps, so no thread ever holds both.
+// changes for the planning worker. Everything here is guarded by the registry's one lock, which
+// no method holds while it calls out: the planning worker calls in only while it holds no
+// planner's lock, so no thread ever holds both.
 //
 // The endpoint thread hands it each message (Handle) and the periodic Tick, and sends what it
 // queued (TakeOutbox); the planning worker, told there is work, takes the queued changes
@@ -42,7 +42,7 @@ struct Outgoing {
   const char* type;
 };
 
-// A change for the planning thread.
+// A change for the planning worker.
 struct PlanChange {
   enum Kind { kJoin, kLeave, kReplan } kind;
   uint64_t id;

@@ -1,6 +1,6 @@
 // The schedules a planning round changed. The planner summarizes every job each round; the
 // registry adopts a schedule (AdoptSchedule) under the lock that every report and clock ping
-// also takes, so the planning thread first drops, without any lock, the schedules that are the
+// also takes, so the planning round first drops, without any lock, the schedules that are the
 // same as those it handed over the round before: a round that moved a few jobs of thousands then
 // holds that lock for those few.
 #pragma once

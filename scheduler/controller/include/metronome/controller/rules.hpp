@@ -24,7 +24,7 @@
 //      band against flapping), it follows them down.
 //      Judged only on phases run under the current timetable (16 of them, twice the shim's
 //      median window). A widening that would stretch the job's period (it no longer fits at
-//      its harmonic) is not taken by the planning thread (PlanningAdapter::WidenWindow,
+//      its harmonic) is not taken by the planning round (PlanningAdapter::WidenWindow,
 //      decision `overrun_refused`); the rule then waits for phases longer than the refused
 //      window by `overrun_ratio`, or for a new timetable (JobState::overrun_refused_ns).
 //      A widening is also deferred while a job of higher priority on the job's links runs past
