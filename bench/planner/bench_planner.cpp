@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <numeric>
 #include <random>
 
 #include "metronome/planner/baselines.hpp"
@@ -200,25 +199,17 @@ void ReportHot(benchmark::State& state, const mp::Problem& p, const mp::Plan& pl
 // The jobs' connected parts (jobs that share a link, and so on): how many, and the jobs of the
 // largest. The service plans parts apart (controller.planning_parts); one part is one planner's.
 void ReportConnectedParts(benchmark::State& state, const mp::Problem& p) {
-  std::vector<std::size_t> up(p.jobs.size());
-  std::iota(up.begin(), up.end(), 0);
-  const auto root = [&](std::size_t j) {
-    while (up[j] != j) j = up[j] = up[up[j]];
-    return j;
-  };
-  std::map<mp::LinkId, std::size_t> first_on;  // the first job seen on each link
-  for (std::size_t j = 0; j < p.jobs.size(); ++j) {
-    for (const mp::LinkId l : mp::JobLinks(p.topology, p.jobs[j])) {
-      const auto [it, fresh] = first_on.emplace(l, j);
-      if (!fresh) up[root(j)] = root(it->second);
-    }
-  }
-  std::map<std::size_t, std::size_t> size;
-  for (std::size_t j = 0; j < p.jobs.size(); ++j) ++size[root(j)];
-  std::size_t largest = 0;
-  for (const auto& [r, n] : size) largest = std::max(largest, n);
-  state.counters["parts"] = static_cast<double>(size.size());
-  state.counters["largest_part"] = static_cast<double>(largest);
+  if (p.jobs.empty()) return;
+  std::vector<std::vector<mp::LinkId>> links;
+  links.reserve(p.jobs.size());
+  for (const mp::Job& j : p.jobs) links.push_back(mp::JobLinks(p.topology, j));
+  std::vector<std::size_t> members(p.jobs.size());  // by group
+  for (const std::size_t g : mp::LinkGroups(links)) ++members[g];
+  const auto groups = static_cast<std::size_t>(
+      std::count_if(members.begin(), members.end(), [](std::size_t n) { return n > 0; }));
+  state.counters["parts"] = static_cast<double>(groups);
+  state.counters["largest_part"] =
+      static_cast<double>(*std::max_element(members.begin(), members.end()));
 }
 
 void BmClusterFullPlan(benchmark::State& state) {

@@ -170,29 +170,6 @@ struct PlanningAdapter::Add {
   bool raised = false;  // a planned neighbour whose period follows a newcomer's
 };
 
-// For each job of a batch, how many of the batch's jobs its group holds (jobs connected by the
-// links they cross).
-std::vector<size_t> PlanningAdapter::GroupSizes(const std::vector<Add>& adds) const {
-  std::vector<size_t> up(adds.size());
-  std::iota(up.begin(), up.end(), 0);
-  const auto root = [&](size_t j) {
-    while (up[j] != j) j = up[j] = up[up[j]];
-    return j;
-  };
-  std::unordered_map<pl::LinkId, size_t> first_on;  // the first job of the batch on each link
-  for (size_t j = 0; j < adds.size(); ++j) {
-    for (const pl::LinkId l : pl::JobLinks(impl_->online.GetTopology(), adds[j].job)) {
-      const auto [it, fresh] = first_on.emplace(l, j);
-      if (!fresh) up[root(j)] = root(it->second);
-    }
-  }
-  std::unordered_map<size_t, size_t> size;
-  for (size_t j = 0; j < adds.size(); ++j) ++size[root(j)];
-  std::vector<size_t> out(adds.size());
-  for (size_t j = 0; j < adds.size(); ++j) out[j] = size[root(j)];
-  return out;
-}
-
 PlanningAdapter::PlanningAdapter(const TopologyConfig& topology, const PlanningConfig& config)
     : impl_(std::make_unique<Impl>(topology, config)) {}
 
@@ -295,14 +272,19 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
   // links, and so on), in arrival order: a join beside a burst of joins elsewhere is not placed
   // behind the burst (the service then pushes it with the round's first share, see
   // AddJobs' yield). Groups share no link, so their order changes no job's place.
-  const std::vector<size_t> group = GroupSizes(adds);
+  std::vector<std::vector<pl::LinkId>> links;
+  links.reserve(adds.size());
+  for (const Add& a : adds) links.push_back(pl::JobLinks(impl_->online.GetTopology(), a.job));
+  const std::vector<size_t> group = pl::LinkGroups(links);
+  std::vector<size_t> members(adds.size());  // by group
+  for (const size_t g : group) ++members[g];
   std::vector<size_t> order(adds.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
     if (adds[x].job.priority != adds[y].job.priority) {
       return adds[x].job.priority > adds[y].job.priority;
     }
-    return group[x] < group[y];
+    return members[group[x]] < members[group[y]];
   });
   std::vector<Add> sorted;
   sorted.reserve(adds.size());

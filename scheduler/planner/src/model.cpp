@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "metronome/planner/plan.hpp"
@@ -27,6 +29,28 @@ std::vector<LinkId> JobLinks(const Topology& topology, const Job& job) {
   std::sort(links.begin(), links.end());
   links.erase(std::unique(links.begin(), links.end()), links.end());
   return links;
+}
+
+std::vector<std::size_t> LinkGroups(const std::vector<std::vector<LinkId>>& links) {
+  std::vector<std::size_t> up(links.size());
+  std::iota(up.begin(), up.end(), 0);
+  const auto root = [&](std::size_t j) {
+    while (up[j] != j) j = up[j] = up[up[j]];
+    return j;
+  };
+  std::unordered_map<LinkId, std::size_t> first_on;  // the first job on each link
+  for (std::size_t j = 0; j < links.size(); ++j) {
+    for (const LinkId l : links[j]) {
+      const auto [it, fresh] = first_on.emplace(l, j);
+      if (!fresh) up[root(j)] = root(it->second);
+    }
+  }
+  std::unordered_map<std::size_t, std::size_t> number;  // by root
+  std::vector<std::size_t> group(links.size());
+  for (std::size_t j = 0; j < links.size(); ++j) {
+    group[j] = number.try_emplace(root(j), number.size()).first->second;
+  }
+  return group;
 }
 
 Nanos RoundUpPeriod(Nanos period, Nanos grid) {

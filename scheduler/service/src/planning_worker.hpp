@@ -5,18 +5,19 @@
 // lock, so that a long round in one part (a burst of joins, a repack of a crowded link) does not
 // hold up the pushes of another. Jobs that share a link are always planned in one part
 // (part_map.hpp): a job that would join two parts takes the jobs connected to it from the one
-// into the other first. Jobs that only share a part wait for each other's rounds.
+// into the other first. Jobs that only share a part wait for each other's rounds, a share
+// (10 ms of planning) at a time.
 //
 // The parts' rounds run on a pool of threads (controller.planning_threads). Told by the
 // registry that changes were queued, one thread takes them, sorts them by part, and runs the
 // round of the first idle part with work itself (a join costs one thread wake-up, as with one
 // planner), leaving the rest to the others. A round plans holding only its part's planner lock
 // (and, to take jobs from other parts, theirs, in index order), then hands the plan to the
-// registry. The offline thread runs the background recalculation of each part on a copy of it,
-// without any lock. No thread holds a planner's lock while it calls into the registry.
+// registry. The offline thread runs the background recalculation of one part an interval, in
+// turn, on a copy of it, without any lock. No thread holds a planner's lock while it calls into the
+// registry.
 #pragma once
 
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -37,7 +38,6 @@ namespace metronome::service {
 
 class Registry;
 struct PlanningWork;
-struct PlanningOutcome;
 
 class PlanningWorker {
  public:

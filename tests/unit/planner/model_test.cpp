@@ -43,6 +43,13 @@ TEST(Model, ExplicitLinksJoinTheImpliedOnes) {
   EXPECT_EQ(JobLinks(p.topology, j).size(), 3u);
 }
 
+// Jobs are grouped through the links they share, transitively; a job on no link is alone.
+TEST(Model, LinkGroupsJoinJobsThroughSharedLinks) {
+  const std::vector<std::vector<LinkId>> links{{1, 2}, {5}, {2, 3}, {}, {3, 9}, {5, 6}, {7}};
+  EXPECT_EQ(LinkGroups(links), (std::vector<std::size_t>{0, 1, 0, 2, 0, 1, 3}));
+  EXPECT_TRUE(LinkGroups({}).empty());
+}
+
 TEST(Model, ProfileFromVolume) {
   const JobProfile p = JobProfile::FromVolume(60 * kMs, 4e7, 1e9);  // 40 MB at 1 GB/s
   EXPECT_EQ(p.comm_ns, 40 * kMs);

@@ -181,7 +181,6 @@ class PlanningAdapter {
   struct Add;
   bool PlanInherited(const std::vector<Add>& adds,
                      std::vector<std::pair<uint64_t, std::string>>& refused);
-  std::vector<size_t> GroupSizes(const std::vector<Add>& adds) const;
 
   std::unique_ptr<Impl> impl_;
   uint64_t generation_ = 0;

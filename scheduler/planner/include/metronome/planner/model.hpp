@@ -61,6 +61,11 @@ struct Problem {
 // The links a job crosses: topology.links_crossed(nodes) ∪ extra_links, sorted, unique.
 [[nodiscard]] std::vector<LinkId> JobLinks(const Topology& topology, const Job& job);
 
+// Jobs connected by the links they cross (two jobs on one link, and so on), given each job's
+// links: each job's group, numbered from 0 in the order the groups first appear. Jobs of
+// different groups never meet on a link, so no placement in one moves a job of another.
+[[nodiscard]] std::vector<std::size_t> LinkGroups(const std::vector<std::vector<LinkId>>& links);
+
 // A period rounded up to a grid: multiples of the largest power of ten (in ns) that is at most
 // both `grid` and period/100, so that the rounding never costs more than 1 % of the period.
 // Periods measured to the nanosecond are almost never commensurate, and the planner interleaves
