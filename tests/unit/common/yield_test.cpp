@@ -129,6 +129,28 @@ TEST(RankedGate, WithoutAGapLongEnoughInTimeItStillNeverStartsIntoAWindow) {
   EXPECT_EQ(go.action, GateAction::kGoNow);
 }
 
+TEST(RankedGate, WithoutAGapClearOfEveryWindowItRunsIntoTheLowestRankedOne) {
+  // The set lists the highest-ranked window first: [0, 80) ms of every 280 ms, then a lower-
+  // ranked one, [100, 260). The gaps between them are 20 ms; the need is 60 ms.
+  const YieldSet y =
+      Set(60 * kMs, 300 * kMs, {{280 * kMs, 0, 80 * kMs}, {280 * kMs, 100 * kMs, 160 * kMs}});
+  // At 260 ms the wire is clear of both, but a start there runs into the top window at 280:
+  // the phase waits for that window to close and runs into the lower-ranked one instead.
+  const GateDecision d =
+      DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, kEpoch + 260 * kMs, 1000 * kMs);
+  EXPECT_EQ(d.action, GateAction::kWaitUntil);
+  EXPECT_TRUE(d.yielded);
+  EXPECT_EQ(d.until_ns, kEpoch + 360 * kMs);
+  // Ranked the other way round, the same start runs into the lower-ranked short window only:
+  // it goes at once.
+  const YieldSet swapped =
+      Set(60 * kMs, 300 * kMs, {{280 * kMs, 100 * kMs, 160 * kMs}, {280 * kMs, 0, 80 * kMs}});
+  EXPECT_EQ(
+      DecideRankedGate(AlwaysOpenTimetable(300 * kMs), swapped, kEpoch + 260 * kMs, 1000 * kMs)
+          .action,
+      GateAction::kGoNow);
+}
+
 TEST(RankedGate, NeverWaitsLongerThanItsMaxWaitOrTheCap) {
   const YieldSet y = Set(50 * kMs, 20 * kMs, {{280 * kMs, 0, 80 * kMs}});
   // Inside the window with 50 ms left of it, but max wait 20 ms: goes as the timetable says.

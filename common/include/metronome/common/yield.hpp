@@ -147,23 +147,25 @@ inline constexpr uint32_t kMaxYieldMoves = 4 * kMaxYieldWindows;
 // kInt64Max when there is none (or none found within kMaxYieldMoves). One multiplication per
 // window finds its occurrence at `from`; moving the start on only compares and adds. The scan
 // goes round the windows and stops when `count` of them in a row leave the start where it is.
+// `count`: only the set's first windows, the highest-ranked (at most y.count).
 METRONOME_HD constexpr int64_t NextClearStart(const YieldSet& y, int64_t from, int64_t need,
-                                              int64_t limit) {
+                                              int64_t limit, uint32_t count) {
   // Times are taken from the set's epoch, as doubles exact to the nanosecond: a set more than
   // 2^51 ns (26 days) from `from` is stale, and a time that far from any real clock is garbage.
   constexpr int64_t kSpan = int64_t{1} << 51;
   if (from > kInt64Max / 2 || from < kInt64Min / 2 || limit > kInt64Max / 2) return kInt64Max;
   if (from - y.epoch_ns > kSpan || y.epoch_ns - from > kSpan) return kInt64Max;
-  if (y.count == 0) return from;
+  if (count > y.count) count = y.count;
+  if (count == 0) return from;
   const int64_t span = need > 0 ? need : 1;  // a phase of no length still must not start inside
   int64_t open[kMaxYieldWindows] = {};
-  for (uint32_t i = 0; i < y.count; ++i) {
+  for (uint32_t i = 0; i < count; ++i) {
     open[i] = OccurrenceEndingAfter(y.windows[i], from, from - y.epoch_ns);
   }
   int64_t t = from;
   uint32_t moves = 0;
   uint32_t clear = 0;  // windows in a row that left t where it is
-  for (uint32_t i = 0; clear < y.count; i = i + 1 == y.count ? 0 : i + 1) {
+  for (uint32_t i = 0; clear < count; i = i + 1 == count ? 0 : i + 1) {
     const YieldWindow& w = y.windows[i];
     if (open[i] + w.window_ns <= t) {  // t moved past this occurrence: take the next
       open[i] += w.period_ns;
@@ -178,6 +180,10 @@ METRONOME_HD constexpr int64_t NextClearStart(const YieldSet& y, int64_t from, i
     clear = 0;  // its next occurrence may still be too close: every window again
   }
   return t;
+}
+METRONOME_HD constexpr int64_t NextClearStart(const YieldSet& y, int64_t from, int64_t need,
+                                              int64_t limit) {
+  return NextClearStart(y, from, need, limit, y.count);
 }
 
 // What one gate keeps between its decisions, so that the next finds the same start as
@@ -285,10 +291,42 @@ METRONOME_HD constexpr int64_t ClearStart(const YieldSet& y, YieldCursor* cursor
                            : NextClearStart(y, from, need, limit);
 }
 
+namespace yield_detail {
+
+// The first start in [start, limit] of a gap `need` long in the set's first k windows, the
+// highest-ranked, for the largest k that has one (fewer than all: the caller tried those);
+// kInt64Max when not even the first window leaves one. Leaving windows out only adds gaps, so
+// a binary search finds k in at most four passes. Kept out of line: the gate's usual decision
+// never comes here.
+__attribute__((noinline)) METRONOME_HD constexpr int64_t ClearOfHighestRanked(const YieldSet& y,
+                                                                              int64_t start,
+                                                                              int64_t need,
+                                                                              int64_t limit) {
+  uint32_t lo = 0;        // the most windows known to leave a gap (none always do)
+  uint32_t hi = y.count;  // the fewest known not to
+  int64_t found = kInt64Max;
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    const int64_t t = NextClearStart(y, start, need, limit, mid);
+    if (t == kInt64Max) {
+      hi = mid;
+    } else {
+      lo = mid;
+      found = t;
+    }
+  }
+  return found;
+}
+
+}  // namespace yield_detail
+
 // Where a transfer that may start at `start` (arriving at `now`) and needs `need` on the wire
 // goes: the first start of a gap that long (less the set's tolerance); failing that (within
-// min(max_wait, cap) of now), the first start outside every window; failing that, `start`.
-// With a cursor (the caller's, following this set) the same, sooner.
+// min(max_wait, cap) of now), the first start of a gap that long in the highest-ranked windows
+// alone (the set lists them first; the lowest-ranked left out one at a time), so that a
+// transfer that must run into a window runs into the lowest-ranked one it can; failing that,
+// the first start outside every window; failing that, `start`. With a cursor (the caller's,
+// following this set) the same, sooner.
 METRONOME_HD constexpr int64_t YieldedStart(const YieldSet& y, int64_t now, int64_t start,
                                             int64_t need, int64_t cap_ns,
                                             YieldCursor* cursor = nullptr) {
@@ -297,6 +335,7 @@ METRONOME_HD constexpr int64_t YieldedStart(const YieldSet& y, int64_t now, int6
   int64_t limit = SaturatingAdd(now, wait < 0 ? 0 : wait);
   if (limit < start) limit = start;
   int64_t t = ClearStart(y, cursor, start, need, limit);
+  if (t == kInt64Max) t = yield_detail::ClearOfHighestRanked(y, start, need, limit);
   if (t == kInt64Max) t = ClearStart(y, cursor, start, 0, limit);
   return t == kInt64Max ? start : t;
 }
