@@ -123,7 +123,9 @@ class ControlledScheduler final : public TimeScheduler {
     // Every rank's shim has seen the same phases (one tracker stands for them all): one report,
     // rank by rank.
     const shim::PhaseEstimate estimate = e.tracker.Estimate();
-    e.may_gate = shim::MayGate(estimate);  // as the shim's background thread decides
+    const bool may_gate = shim::MayGate(estimate);  // as the shim's background thread decides
+    if (may_gate != e.may_gate) ++yields_version_;
+    e.may_gate = may_gate;
     proto::ProfileReport report;
     report.job_id = e.job.name;
     shim::FillProfile(e.tracker, estimate, 0, report);
@@ -151,6 +153,7 @@ class ControlledScheduler final : public TimeScheduler {
     if (!policy_.yields) return nullptr;
     return &e.job.yields;
   }
+  [[nodiscard]] std::uint64_t YieldsVersion() const override { return yields_version_; }
   [[nodiscard]] const Timetable* CurrentTimetable(std::size_t index) const override {
     const Entry& e = entries_[index];
     return e.job.planned && !AlwaysOpen(e.job.timetable) ? &e.job.timetable : nullptr;
@@ -293,6 +296,7 @@ class ControlledScheduler final : public TimeScheduler {
   // The plan's timetables to the jobs (Service::ApplyPlan); a simulated shim applies a push at
   // once.
   void ApplyPlan() {
+    ++yields_version_;
     const ctl::PlanSummary plan = planner_.Summary();
     for (const ctl::JobSchedule& s : plan.jobs) {
       if (s.id >= entries_.size() || !entries_[s.id].active) continue;
@@ -354,6 +358,7 @@ class ControlledScheduler final : public TimeScheduler {
   std::vector<Entry> entries_;
   std::vector<Pending> pending_;
   std::int64_t next_offline_ns_ = 0;
+  std::uint64_t yields_version_ = 0;  // YieldsVersion
   SchedulerStats stats_;
 };
 

@@ -133,6 +133,7 @@ class Engine {
         Schedule(jobs_[i]);
       }
       if (placement_needed) PlaceQueued();
+      if (scheduler_ && scheduler_->YieldsVersion() != yields_version_) SplitPhasesInFlight();
       UpdateRates();
       if (options_.progress) {
         const double frac = done_iterations_ / std::max(1.0, total_iterations_);
@@ -278,14 +279,12 @@ class Engine {
     UpdatePace(j.pace, bytes, ToNs(now_ - j.collective_start));
     j.stop_at -= j.collective_bytes;
     if (j.stop_at < 1e-6 * j.collective_bytes) j.stop_at = 0.0;
+    j.collective_start = now_;
     const YieldSet* y = scheduler_->GateYields(j.index);
     if (y == nullptr) return false;
     const double release =
         YieldRelease(j, *y, PacedNeed(*y, j.pace, bytes, static_cast<std::uint64_t>(Gradient(j))));
-    if (release <= now_ + kEps) {
-      j.collective_start = now_;
-      return false;
-    }
+    if (release <= now_ + kEps) return false;
     RemoveFlow(j);
     j.state = State::kYield;
     j.phase_end = release;
@@ -317,14 +316,42 @@ class Engine {
     j.stop_at = 0.0;
     j.pause_s = 0.0;
     j.phase_bytes = j.remaining;
-    if (scheduler_ && scheduler_->GateYields(j.index) != nullptr) {
-      const double collectives = Collectives(j);
-      if (collectives > 1) {
-        j.collective_bytes = j.remaining / collectives;
-        j.stop_at = j.remaining - j.collective_bytes;
-      }
-    }
+    if (scheduler_ && scheduler_->GateYields(j.index) != nullptr) SplitPhase(j);
     AddFlow(j);
+  }
+
+  // The phase in flight as its collectives: the one on the wire ends at its boundary, where
+  // the next one yields (NextCollective). A phase of one collective, or in its last, stays as
+  // it is. A phase that no set held starts as one transfer (the same on the wire while nothing
+  // pauses it, and far fewer events); it is split when a set arrives.
+  void SplitPhase(Job& j) {
+    const double collectives = Collectives(j);
+    if (collectives <= 1 || j.collective_bytes > 0) return;
+    const double part = j.phase_bytes / collectives;
+    const double done = j.phase_bytes - j.remaining;
+    const double boundary = (std::floor(done / part + 1e-9) + 1.0) * part;
+    if (boundary >= j.phase_bytes * (1 - 1e-9)) return;
+    j.collective_bytes = part;
+    j.stop_at = j.phase_bytes - boundary;
+    // When the one on the wire started, at its rate so far (its pace counts from there).
+    j.collective_start = j.rate > 0 ? now_ - (done - (boundary - part)) / j.rate : now_;
+  }
+
+  // Some job's yield set may have changed (a plan, a shim that starts or stops gating): each
+  // phase in flight as one transfer that now has a set is split, so that its next collective
+  // yields, as the shim's next part would (it issues every part through the gate, which reads
+  // the set in force then).
+  void SplitPhasesInFlight() {
+    yields_version_ = scheduler_->YieldsVersion();
+    for (const std::size_t i : running_) {
+      Job& j = jobs_[i];
+      if (j.state != State::kComm || j.collective_bytes > 0 || j.links.empty()) continue;
+      if (scheduler_->GateYields(j.index) == nullptr) continue;
+      j.remaining = std::max(0.0, j.remaining - j.rate * (now_ - j.rate_t));
+      j.rate_t = now_;
+      SplitPhase(j);
+      if (j.collective_bytes > 0) Schedule(j);
+    }
   }
 
   static double Gradient(const Job& j) {
@@ -601,6 +628,7 @@ class Engine {
   LinkTotals totals_;  // the figures per link
   std::vector<double> link_busy_since_;
   double now_ = 0.0;
+  std::uint64_t yields_version_ = 0;  // the scheduler's, when phases in flight were last split
   std::uint64_t events_ = 0;
   double done_iterations_ = 0.0;
   double total_iterations_ = 0.0;

@@ -92,6 +92,10 @@ class TimeScheduler {
   [[nodiscard]] virtual const Timetable* GateTimetable(std::size_t index) = 0;
   // The higher-ranked windows its gate yields to, with that timetable (nullptr: none).
   [[nodiscard]] virtual const YieldSet* GateYields(std::size_t /*index*/) const { return nullptr; }
+  // A count that moves whenever GateYields may answer differently for some job (a plan applied,
+  // a shim that starts or stops gating): a phase in flight then takes the new sets at its next
+  // collective, as the shim's parts do.
+  [[nodiscard]] virtual std::uint64_t YieldsVersion() const { return 0; }
   // The job's current timetable, for reports (nullptr: none).
   [[nodiscard]] virtual const Timetable* CurrentTimetable(std::size_t index) const = 0;
   // Whether the plan marks the job best-effort (ungated, shares bandwidth).
