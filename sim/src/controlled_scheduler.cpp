@@ -29,6 +29,7 @@
 #include "metronome/common/protocol.hpp"
 #include "metronome/controller/config.hpp"
 #include "metronome/controller/job_state.hpp"
+#include "metronome/controller/observer_yields.hpp"
 #include "metronome/controller/planning.hpp"
 #include "metronome/controller/rules.hpp"
 #include "metronome/sim/time_scheduler.hpp"
@@ -99,12 +100,15 @@ class ControlledScheduler final : public TimeScheduler {
       rank.registered_ns = rank.last_seen_ns = now_ns;
     }
     e.next_report_ns = now_ns + ReportInterval();
+    active_.push_back(a.index);
+    RefreshObservers();
   }
 
   void JobFinished(std::size_t index, std::int64_t /*now_ns*/) override {
     Entry& e = entries_[index];
     if (!e.active) return;
     e.active = false;
+    active_.erase(std::find(active_.begin(), active_.end(), index));
     // Without the controller nobody notices that the job left: its windows stay reserved.
     if (!policy_.controller || !e.job.planned) return;
     Timed([&] { planner_.RemoveJob(e.job.id); });
@@ -142,14 +146,15 @@ class ControlledScheduler final : public TimeScheduler {
     if (!pending_.empty()) PlanRound(now_ns);
   }
 
+  // A job not planned yet has a timetable only while it yields (AdoptObserverYields).
   [[nodiscard]] const Timetable* GateTimetable(std::size_t index) override {
     const Entry& e = entries_[index];
-    if (!e.active || !e.job.planned || !e.may_gate) return nullptr;
+    if (!e.active || !e.may_gate || e.job.timetable.version == 0) return nullptr;
     return &e.job.timetable;
   }
   [[nodiscard]] const YieldSet* GateYields(std::size_t index) const override {
     const Entry& e = entries_[index];
-    if (!e.active || !e.job.planned || !e.may_gate || e.job.yields.count == 0) return nullptr;
+    if (!e.active || !e.may_gate || e.job.yields.count == 0) return nullptr;
     if (!policy_.yields) return nullptr;
     return &e.job.yields;
   }
@@ -303,6 +308,40 @@ class ControlledScheduler final : public TimeScheduler {
       uint32_t check = 0;
       (void)ctl::AdoptSchedule(entries_[s.id].job, s, config_.timetable, check);
     }
+    RefreshObservers();
+  }
+
+  // The jobs not planned yet yield to the gated windows of higher priority on their links, as
+  // the service pushes them (Registry::RefreshObservers). The index holds only the planned jobs
+  // that share a link with one of them.
+  void RefreshObservers() {
+    observer_link_.assign(cluster_.links.size(), 0);
+    bool any = false;
+    for (const std::size_t i : active_) {
+      const Entry& e = entries_[i];
+      if (e.job.planned) continue;
+      any = true;
+      for (const std::uint32_t l : e.view.links) observer_link_[l] = 1;
+    }
+    if (!any) return;
+    ctl::GatedJobsByLink gated;
+    for (const std::size_t i : active_) {
+      const Entry& e = entries_[i];
+      if (!e.job.planned) continue;
+      for (const std::uint32_t l : e.view.links) {
+        if (observer_link_[l] != 0) {
+          gated.Add(e.job);
+          break;
+        }
+      }
+    }
+    for (const std::size_t i : active_) {
+      Entry& e = entries_[i];
+      if (e.job.planned) continue;
+      if (ctl::AdoptObserverYields(e.job, gated.YieldsFor(e.job.priority, e.job.links))) {
+        ++yields_version_;
+      }
+    }
   }
 
   // The service's background recalculation (Service::OfflineLoop), at its interval.
@@ -359,6 +398,8 @@ class ControlledScheduler final : public TimeScheduler {
   std::vector<Pending> pending_;
   std::int64_t next_offline_ns_ = 0;
   std::uint64_t yields_version_ = 0;  // YieldsVersion
+  std::vector<std::size_t> active_;   // the entries of the running jobs
+  std::vector<char> observer_link_;   // RefreshObservers: links an unplanned job crosses
   SchedulerStats stats_;
 };
 

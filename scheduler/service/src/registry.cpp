@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "metronome/common/clock.hpp"
+#include "metronome/controller/observer_yields.hpp"
 #include "metronome/controller/rules.hpp"
 
 namespace metronome::service {
@@ -363,7 +364,11 @@ void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t n
       pending_.push_back({PlanChange::kReplan, job.id, "nodes", now});
     }
   }
-  if (job.planned) PushTimetable(job, rank, "register", now);
+  if (job.planned || job.yields.count > 0) PushTimetable(job, rank, "register", now);
+  if (!job.planned) {
+    observers_[job.name].reset();
+    observers_changed_ = true;
+  }
 }
 
 void Registry::PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now) {
@@ -492,6 +497,7 @@ void Registry::RemoveJob(const std::string& name, const char* reason) {
     auto c = clients_.find(rank.identity);
     if (c != clients_.end()) c->second.members.erase({name, r});
   }
+  observers_.erase(name);
   metrics_.JobsRemoved(reason).Increment();
   metrics_.RemoveJob(name);
   job_names_.erase(it->second.id);
@@ -551,6 +557,7 @@ void Registry::ApplyPlan(size_t part, PlanSummary& plan, int64_t trigger_ns, con
       }
       continue;
     }
+    observers_.erase(job.name);
     const Timetable& tt = job.timetable;
     job.links = LinksOf(job);
     before.version = tt.version;
@@ -577,7 +584,48 @@ void Registry::ApplyPlan(size_t part, PlanSummary& plan, int64_t trigger_ns, con
   spdlog::debug("planner: plan v{} applied, {} push(es)", plan_version_, pushed);
 }
 
+void Registry::RefreshObservers(int64_t now) {
+  observed_version_ = plan_version_;
+  observers_changed_ = false;
+  if (observers_.empty()) return;
+  // While nothing is gated anywhere (a cluster starting: thousands of hellos and no plan yet)
+  // there is nothing to yield to, and nothing to work out.
+  const bool any_gated =
+      std::any_of(summary_.links.begin(), summary_.links.end(),
+                  [](const controller::LinkSchedule& l) { return l.gated_jobs > 0; });
+  // The observers' links, then the planned jobs on any of them: one pass over the jobs, a
+  // lookup per link of each.
+  std::set<std::string> watched;
+  if (any_gated) {
+    for (auto& [name, links] : observers_) {
+      if (!links) links = LinksOf(jobs_.at(name));
+      watched.insert(links->begin(), links->end());
+    }
+  }
+  controller::GatedJobsByLink gated;
+  for (const auto& [name, job] : jobs_) {
+    if (watched.empty()) break;
+    if (!job.planned) continue;
+    if (std::any_of(job.links.begin(), job.links.end(),
+                    [&](const std::string& l) { return watched.contains(l); })) {
+      gated.Add(job);
+    }
+  }
+  for (const auto& [name, links] : observers_) {
+    JobState& job = jobs_.at(name);
+    const YieldSet yields =
+        links && !gated.Empty() ? gated.YieldsFor(job.priority, *links) : YieldSet{};
+    if (!controller::AdoptObserverYields(job, yields)) continue;
+    spdlog::debug("registry: job={} not planned yet: yields to {} window(s) (v{})", name,
+                  job.yields.count, job.timetable.version);
+    for (auto& [r, rank] : job.ranks) PushTimetable(job, rank, "observe", now);
+  }
+}
+
 void Registry::TickLocked(int64_t now) {
+  if (!observers_.empty() && (observers_changed_ || observed_version_ != plan_version_)) {
+    RefreshObservers(now);
+  }
   // Silent ranks, then jobs left without ranks. The scan visits every rank (1.7 ms at 65,536,
   // on the endpoint thread), so it runs every twentieth of the timeout, not every tick: a rank
   // is dropped within 5 % (or a tick) of its timeout.

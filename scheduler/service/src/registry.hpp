@@ -136,6 +136,9 @@ class Registry {
   void Queue(const std::string& identity, const proto::Message& m);
   void PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now);
   void RemoveJob(const std::string& name, const char* reason);
+  // The jobs not planned yet: each yields to the gated windows of higher priority on its links
+  // (controller/observer_yields.hpp); their ranks are pushed what changed.
+  void RefreshObservers(int64_t now);
   // Takes part `part`'s plan in: its links and snapshot, and its changed schedules pushed;
   // leaves what it replaces in `plan`.
   void ApplyPlan(size_t part, PlanSummary& plan, int64_t trigger_ns, const char* reason);
@@ -174,6 +177,11 @@ class Registry {
   std::vector<std::shared_ptr<const controller::PlanSnapshot>> part_snapshots_;
   std::vector<int> link_part_;  // the part whose entry summary_.links holds (-1: none yet)
   std::vector<PlanChange> pending_;
+  // The jobs not planned yet, with their links once RefreshObservers needed them (none until
+  // then, and again after a rank's hello: they follow from its ranks' nodes).
+  std::map<std::string, std::optional<std::vector<std::string>>> observers_;
+  uint64_t observed_version_ = 0;   // the plan version their sets were made from
+  bool observers_changed_ = false;  // a rank of one registered: its links may have changed
   std::function<void()> on_work_;
   std::vector<Outgoing> outbox_;
   uint64_t next_job_id_ = 0;

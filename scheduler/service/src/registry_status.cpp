@@ -83,7 +83,7 @@ JobRow RowOf(const JobState& job) {
   r.overrun_refused_ns = job.overrun_refused_ns;
   r.overrun_deferred_to = job.overrun_deferred_to;
   r.timetable = job.timetable;
-  if (job.planned) r.yield_set = job.yields;
+  r.yield_set = job.yields;  // a job not planned yet may yield too (RefreshObservers)
   for (const auto& [rank_id, rank] : job.ranks) {
     r.yields += rank.yielded;
     r.yield_wait_ns += rank.yield_wait_ns;
@@ -135,7 +135,9 @@ json JobSummary(const JobRow& job, int64_t now) {
                                         {"overrun_deferred_to", job.overrun_deferred_to},
                                         {"confidence", job.confidence}}
                                  : json(nullptr);
-  j["timetable"] = job.planned ? TimetableToJson(job, now) : json(nullptr);
+  // What its ranks were pushed: for a job not planned yet, a timetable that holds nothing and
+  // the windows it yields to, if any.
+  j["timetable"] = job.timetable.version > 0 ? TimetableToJson(job, now) : json(nullptr);
   return j;
 }
 
@@ -223,7 +225,7 @@ std::optional<nlohmann::json> Registry::TimetableJson(const std::string& name) {
   std::lock_guard lock(mu_);
   const auto it = jobs_.find(name);
   if (it == jobs_.end()) return std::nullopt;
-  if (!it->second.planned) return json(nullptr);
+  if (it->second.timetable.version == 0) return json(nullptr);
   return TimetableToJson(RowOf(it->second), RealtimeNs());
 }
 

@@ -78,6 +78,18 @@ void ReportProfile(Job2& j, int64_t period, int64_t comm) {
   ASSERT_TRUE(j.r1->Expect<proto::TimetablePush>()) << j.name << " rank 1 got no timetable";
 }
 
+// Both jobs report (300 ms every 100 ms, 170 ms every 60 ms) until the higher one is gated and
+// the lower one has its window to yield to.
+void PlanHighAndLower(Scheduler& s, Job2& hi, Job2& lo) {
+  ReportProfile(hi, 300 * kMs, 100 * kMs);
+  ReportProfile(lo, 170 * kMs, 60 * kMs);
+  ASSERT_TRUE(WaitFor([&] {
+    lo.r0->Poll(50);
+    hi.r0->Poll(1);
+    return lo.r0->yields.count > 0 && hi.r0->timetable && !AlwaysOpen(*hi.r0->timetable);
+  })) << s.Log();
+}
+
 TEST(SchedulerEndpoint, RegistersClientsAndListsThem) {
   Scheduler s;
   ASSERT_TRUE(s.Ready()) << s.Log();
@@ -206,13 +218,7 @@ TEST(SchedulerEndpoint, ALowerPriorityJobIsPushedTheHigherJobsWindowToYieldTo) {
   zmq::context_t ctx;
   auto hi = RegisterJob(ctx, s, "hi", "n0", "n1", 2);
   auto lo = RegisterJob(ctx, s, "lo", "n2", "n3", 0);
-  ReportProfile(hi, 300 * kMs, 100 * kMs);
-  ReportProfile(lo, 170 * kMs, 60 * kMs);
-  ASSERT_TRUE(WaitFor([&] {
-    lo.r0->Poll(50);
-    hi.r0->Poll(1);
-    return lo.r0->yields.count > 0 && hi.r0->timetable && !AlwaysOpen(*hi.r0->timetable);
-  })) << s.Log();
+  PlanHighAndLower(s, hi, lo);
   const Timetable& high = *hi.r0->timetable;
   const YieldSet& y = lo.r0->yields;
   ASSERT_EQ(y.count, 1u);
@@ -224,6 +230,46 @@ TEST(SchedulerEndpoint, ALowerPriorityJobIsPushedTheHigherJobsWindowToYieldTo) {
   const auto tt = s.Get("/api/v1/jobs/lo/timetable");
   ASSERT_TRUE(tt);
   EXPECT_EQ((*tt)["yields"]["windows"].size(), 1u) << tt->dump();
+}
+
+// A job that has registered but not reported a profile yet (its shims are still learning its
+// rhythm) is not planned; on a link where a higher-priority job is gated it is pushed a
+// timetable that holds nothing and that job's window to yield to (decision 0016), then its
+// plan once it reports.
+TEST(SchedulerEndpoint, AJobNotPlannedYetYieldsToTheGatedHigherWindowsOnItsLinks) {
+  Scheduler s;
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  auto hi = RegisterJob(ctx, s, "hi", "n0", "n1", 2);
+  auto mid = RegisterJob(ctx, s, "mid", "n2", "n3", 1);
+  PlanHighAndLower(s, hi, mid);
+  const Timetable high = *hi.r0->timetable;
+  auto lo = RegisterJob(ctx, s, "lo", "n4", "n5", 0);
+  ASSERT_TRUE(WaitFor([&] {
+    lo.r0->Poll(50);
+    return lo.r0->yields.count > 0;
+  })) << s.Log();
+  ASSERT_TRUE(lo.r0->timetable);
+  EXPECT_TRUE(AlwaysOpen(*lo.r0->timetable)) << "a job not planned is never held";
+  const YieldSet& y = lo.r0->yields;
+  // The high job's window first (the highest-ranked), exactly as planned: a job whose phase is
+  // not measured has no need, tolerance or guard.
+  ASSERT_GE(y.count, 1u);
+  EXPECT_EQ(y.windows[0].period_ns, high.period_ns);
+  EXPECT_EQ(y.windows[0].window_ns, high.window_ns);
+  EXPECT_EQ(FloorMod(y.epoch_ns + y.windows[0].offset_ns - high.epoch_ns, high.period_ns),
+            high.offset_ns);
+  EXPECT_EQ(y.need_ns, 0);
+  EXPECT_EQ(y.tolerance_ns, 0);
+  auto job = s.Get("/api/v1/jobs/lo");
+  ASSERT_TRUE(job);
+  EXPECT_FALSE((*job)["planned"].get<bool>());
+  EXPECT_GE((*job)["timetable"]["yields"]["windows"].size(), 1u) << job->dump();
+  // Planned once it reports: a new version, its own slot.
+  const uint64_t observed = lo.r0->timetable->version;
+  ReportProfile(lo, 200 * kMs, 40 * kMs);
+  EXPECT_GT(lo.r0->timetable->version, observed);
+  EXPECT_GE(MetricValue(s.Metrics(), "metronome_timetable_pushes_total{reason=\"observe\"}"), 1);
 }
 
 // The low job's phases overrun its window while the high job on the same uplink runs past its own
