@@ -102,6 +102,9 @@ struct Client {
   uint64_t iterations = 0;
   uint64_t timetable_version = 0;
   metronome::Timetable timetable;
+  // The first push after its job's profile (its plan) reached it. A job not planned yet may be
+  // pushed before that: the higher windows on its links to yield to (reason "observe").
+  bool plan_seen = false;
   int64_t ping_sent = 0;
 };
 
@@ -261,12 +264,11 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
         }
       } else if (const auto* p = std::get_if<proto::TimetablePush>(&d.message)) {
         ++stats.pushes;
-        if (c.timetable_version == 0) {
-          const Job& job = job_list[job_index[c.job]];
-          if (job.profile_sent != 0) {
-            (job.generation == 0 ? stats.push_ms : stats.churn_push_ms)
-                .push_back(static_cast<double>(t - job.profile_sent) * 1e-6);
-          }
+        const Job& job = job_list[job_index[c.job]];
+        if (!c.plan_seen && job.profile_sent != 0) {
+          c.plan_seen = true;
+          (job.generation == 0 ? stats.push_ms : stats.churn_push_ms)
+              .push_back(static_cast<double>(t - job.profile_sent) * 1e-6);
         }
         c.timetable_version = p->timetable.version;
         c.timetable = p->timetable;
@@ -304,6 +306,7 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       c.welcomed = false;
       c.timetable_version = 0;
       c.timetable = {};
+      c.plan_seen = false;
       hello(c);
     }
     job.profile_sent = 0;
@@ -313,8 +316,8 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     const int64_t now = MonoNs();
     if (now >= end_ns) break;
     if (now >= next_churn && jobs > 0 && !burst_served) {
-      burst_served = std::all_of(clients.begin(), clients.end(),
-                                 [](const Client& c) { return c.timetable_version != 0; });
+      burst_served =
+          std::all_of(clients.begin(), clients.end(), [](const Client& c) { return c.plan_seen; });
       if (!burst_served) next_churn = now + 100'000'000;
       if (burst_served) ++steady_threads;
     }
