@@ -207,8 +207,6 @@ TEST(SchedulerEndpoint, ChangedProfileTriggersReplan) {
   EXPECT_EQ(MetricValue(s.Metrics(), "metronome_replans_total{reason=\"profile\"}"), 1);
 }
 
-// The overrun rule end to end. Two jobs on 25 MB/s rack uplinks, 240 and 200 ms on the wire
-// every 500 ms, take turns at 505 ms. The low-priority job's phases then take 230 ms on its
 // Two jobs on one link, of high and low priority: the low one is pushed the high one's gated
 // window to yield to (in the same epoch as its own timetable), and the status API shows it;
 // the high one yields to nothing.
@@ -319,6 +317,8 @@ TEST(SchedulerEndpoint, AnOverrunWideningWaitsWhileAHigherJobSpills) {
   EXPECT_EQ((*job)["profile"]["overrun_deferred_to"], "");
 }
 
+// The overrun rule end to end. Two jobs on 25 MB/s rack uplinks, 240 and 200 ms on the wire
+// every 500 ms, take turns at 505 ms. The low-priority job's phases then take 230 ms on its
 // windows: the controller asks for a 230 ms window, which would fit beside the other's only at
 // twice the period; the planning thread refuses it. Counted, logged, no new timetable, and the
 // status API shows the refused window.
