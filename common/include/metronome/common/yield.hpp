@@ -323,8 +323,8 @@ __attribute__((noinline)) METRONOME_HD constexpr int64_t ClearOfHighestRanked(co
 // Where a transfer that may start at `start` (arriving at `now`) and needs `need` on the wire
 // goes: the first start of a gap that long (less the set's tolerance); failing that (within
 // min(max_wait, cap) of now), the first start of a gap that long in the highest-ranked windows
-// alone (the set lists them first; the lowest-ranked left out one at a time), so that a
-// transfer that must run into a window runs into the lowest-ranked one it can; failing that,
+// alone, for as many of them as leave one (the set lists them by rank), so that a transfer
+// that must run into a window runs into the lowest-ranked one it can; failing that,
 // the first start outside every window; failing that, `start`. With a cursor (the caller's,
 // following this set) the same, sooner.
 METRONOME_HD constexpr int64_t YieldedStart(const YieldSet& y, int64_t now, int64_t start,
