@@ -375,6 +375,28 @@ TEST(Simulator, LowerPriorityNeighboursYieldToTheHighJobsWindow) {
   for (const JobResult& j : without.jobs) EXPECT_EQ(j.yields, 0u);
 }
 
+// A low-priority job arrives beside the high job of kLoadSweep3 and its first neighbour once the
+// high job is gated (it takes turns with the neighbour), and ends before its shims have learned
+// its rhythm (four phases; a profile needs five): it is never planned, yet it yields to the high
+// job's window, as the service pushes a job not planned yet the gated windows above it
+// (controller/observer_yields.hpp, decision 0016).
+TEST(Simulator, AJobNotPlannedYetYieldsToTheGatedWindowAboveIt) {
+  Scenario s = ParseScenario(kLoadSweep3);
+  s.jobs.resize(2);  // the high job and n1
+  JobSpec late = s.jobs.front();
+  late.name = "late";
+  late.priority = kPriorityLow;
+  late.arrival_s = 10.0;
+  late.iterations = 4;
+  late.gradient_mb = 200.0;  // eight buckets: eight collectives a phase
+  late.nodes = {"r1n2", "r2n2"};
+  s.jobs.push_back(late);
+  const RunResult r = Simulate(s, PolicyByName("metronome"));
+  ASSERT_EQ(r.jobs.size(), 3u);
+  EXPECT_EQ(r.jobs[0].yields, 0u) << "the highest priority yields to nobody";
+  EXPECT_GT(r.jobs[2].yields, 0u) << "the unplanned job ran into the high job's window";
+}
+
 TEST(Simulator, ADriftingNeighbourIsStretchedToInterleave) {
   for (const std::uint64_t seed : {1u, 3u, 4u}) {
     Scenario s = ParseScenario(kDriftingNeighbour);
