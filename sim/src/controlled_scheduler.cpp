@@ -338,7 +338,8 @@ class ControlledScheduler final : public TimeScheduler {
     for (const std::size_t i : active_) {
       Entry& e = entries_[i];
       if (e.job.planned) continue;
-      if (ctl::AdoptObserverYields(e.job, gated.YieldsFor(e.job.priority, e.job.links))) {
+      if (ctl::AdoptObserverYields(e.job, gated.YieldsFor(e.job.priority, e.job.links),
+                                   config_.timetable)) {
         ++yields_version_;
       }
     }

@@ -59,7 +59,10 @@ YieldSet GatedJobsByLink::YieldsFor(int32_t priority, const std::vector<std::str
   return y;
 }
 
-bool AdoptObserverYields(JobState& job, const YieldSet& yields) {
+bool AdoptObserverYields(JobState& job, YieldSet yields, const TimetableConfig& config) {
+  if (yields.count > 0) {
+    yields.max_wait_ns = std::min(yields.max_wait_ns, config.max_wait_ms * 1'000'000);
+  }
   if (job.planned || job.yields == yields) return false;
   Timetable tt;
   tt.version = job.timetable.version + 1;

@@ -615,7 +615,7 @@ void Registry::RefreshObservers(int64_t now) {
     JobState& job = jobs_.at(name);
     const YieldSet yields =
         links && !gated.Empty() ? gated.YieldsFor(job.priority, *links) : YieldSet{};
-    if (!controller::AdoptObserverYields(job, yields)) continue;
+    if (!controller::AdoptObserverYields(job, yields, config_.timetable)) continue;
     spdlog::debug("registry: job={} not planned yet: yields to {} window(s) (v{})", name,
                   job.yields.count, job.timetable.version);
     for (auto& [r, rank] : job.ranks) PushTimetable(job, rank, "observe", now);

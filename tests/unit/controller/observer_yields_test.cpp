@@ -60,6 +60,8 @@ TEST(ObserverYields, TheGatedWindowsOfHigherPriorityOnItsLinksHighestRankedFirst
   EXPECT_EQ(gated.YieldsFor(0, {"elsewhere"}).count, 0u);
 }
 
+const TimetableConfig kConfig{};
+
 TEST(ObserverYields, AnUnplannedJobIsPushedAnOpenTimetableWithItsSetUntilPlanned) {
   JobState job;
   job.links = {"up"};
@@ -67,21 +69,21 @@ TEST(ObserverYields, AnUnplannedJobIsPushedAnOpenTimetableWithItsSetUntilPlanned
   GatedJobsByLink gated;
   gated.Add(high);
   const YieldSet y = gated.YieldsFor(job.priority, job.links);
-  ASSERT_TRUE(AdoptObserverYields(job, y));
+  ASSERT_TRUE(AdoptObserverYields(job, y, kConfig));
   EXPECT_FALSE(job.planned);
   EXPECT_EQ(job.timetable.version, 1u);
   EXPECT_TRUE(AlwaysOpen(job.timetable));
   EXPECT_EQ(ValidateTimetable(job.timetable) & kTimetableRejectMask, 0u);
-  EXPECT_EQ(job.yields, y);
-  EXPECT_FALSE(AdoptObserverYields(job, y)) << "nothing changed: nothing to push";
+  EXPECT_EQ(job.yields, y);  // its wait (300 ms) under the configured cap
+  EXPECT_FALSE(AdoptObserverYields(job, y, kConfig)) << "nothing changed: nothing to push";
   // The window left: an empty set is pushed, so that its shims stop yielding.
-  ASSERT_TRUE(AdoptObserverYields(job, YieldSet{}));
+  ASSERT_TRUE(AdoptObserverYields(job, YieldSet{}, kConfig));
   EXPECT_EQ(job.timetable.version, 2u);
   EXPECT_EQ(job.yields.count, 0u);
   EXPECT_TRUE(AlwaysOpen(job.timetable));
-  EXPECT_FALSE(AdoptObserverYields(job, YieldSet{}));
+  EXPECT_FALSE(AdoptObserverYields(job, YieldSet{}, kConfig));
   // Once planned, the plan's schedule is its own; the observer's set no longer applies.
-  ASSERT_TRUE(AdoptObserverYields(job, y));
+  ASSERT_TRUE(AdoptObserverYields(job, y, kConfig));
   JobSchedule s;
   s.id = job.id;
   s.timetable = high.timetable;
@@ -91,8 +93,19 @@ TEST(ObserverYields, AnUnplannedJobIsPushedAnOpenTimetableWithItsSetUntilPlanned
   EXPECT_TRUE(job.planned);
   EXPECT_EQ(job.timetable.version, 4u);
   EXPECT_EQ(job.yields.count, 0u);
-  EXPECT_FALSE(AdoptObserverYields(job, y));
+  EXPECT_FALSE(AdoptObserverYields(job, y, kConfig));
   EXPECT_EQ(job.timetable.version, 4u);
+}
+
+TEST(ObserverYields, TheWaitIsCappedByTheConfiguredMaxWait) {
+  JobState job;
+  const JobState high = Planned(1, 3, {"up"}, 3'000 * kMs, 10 * kMs, 900 * kMs);
+  GatedJobsByLink gated;
+  gated.Add(high);
+  TimetableConfig config;
+  config.max_wait_ms = 500;
+  ASSERT_TRUE(AdoptObserverYields(job, gated.YieldsFor(0, {"up"}), config));
+  EXPECT_EQ(job.yields.max_wait_ns, 500 * kMs);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "metronome/common/yield.hpp"
+#include "metronome/controller/config.hpp"
 #include "metronome/controller/job_state.hpp"
 
 namespace metronome::controller {
@@ -33,9 +34,10 @@ class GatedJobsByLink {
   std::unordered_map<std::string, std::vector<const JobState*>> by_link_;
 };
 
-// An unplanned job takes `yields` with a timetable that never holds a phase, under a new
-// version when either changed (a set that empties is pushed too: the shims stop yielding).
-// True when its ranks must be pushed. A planned job is left as it is (false).
-bool AdoptObserverYields(JobState& job, const YieldSet& yields);
+// An unplanned job takes `yields` (its wait capped by timetable.max_wait_ms, as a planned job's
+// is) with a timetable that never holds a phase, under a new version when either changed (a set
+// that empties is pushed too: the shims stop yielding). True when its ranks must be pushed. A
+// planned job is left as it is (false).
+bool AdoptObserverYields(JobState& job, YieldSet yields, const TimetableConfig& config);
 
 }  // namespace metronome::controller
