@@ -287,15 +287,27 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
     return members[group[x]] < members[group[y]];
   });
   std::vector<Add> sorted;
+  std::vector<size_t> group_size;  // of each sorted add's group
   sorted.reserve(adds.size());
-  for (const size_t i : order) sorted.push_back(std::move(adds[i]));
+  group_size.reserve(adds.size());
+  for (const size_t i : order) {
+    sorted.push_back(std::move(adds[i]));
+    group_size.push_back(members[group[i]]);
+  }
   adds = std::move(sorted);
   size_t placed = 0;
+  size_t largest_placed = 0;  // the largest group placed from so far
   bool yielded = false;
-  for (const Add& a : adds) {
+  for (size_t k = 0; k < adds.size(); ++k) {
+    const Add& a = adds[k];
     // A raised neighbour is placed whatever: it is planned already, and its new period must
-    // follow its newcomer's.
-    if (!a.raised && deferred != nullptr && yield && placed > 0) yielded = yielded || yield();
+    // follow its newcomer's. A round that may yield also ends before a group larger than any it
+    // placed: the small groups placed first (lone joins beside a burst) are pushed at once
+    // rather than after the burst's share.
+    if (!a.raised && deferred != nullptr && yield && placed > 0) {
+      yielded = yielded || group_size[k] > largest_placed || yield();
+    }
+    if (!a.raised) largest_placed = std::max(largest_placed, group_size[k]);
     if (yielded && !a.raised) {
       deferred->push_back(a.job.id);
       continue;

@@ -619,5 +619,40 @@ TEST(PlanningAdapter, AYieldingBatchPlacesSmallGroupsFirstAndDefersTheRest) {
   for (const PlanJob& j : batch) EXPECT_TRUE(q.Contains(j.id));
 }
 
+// A round that may yield ends before a group larger than any it placed, even with time left:
+// the lone join is pushed without waiting for the burst's share. Groups of one size, and a
+// smaller group after a larger one, go on in the same round.
+TEST(PlanningAdapter, AYieldingBatchEndsBeforeALargerGroup) {
+  TopologyConfig topo;
+  topo.unknown_nodes_link.clear();
+  topo.two_tier = TopologyConfig::TwoTier{4, 4, 1.25e9, 2.5e9};
+  const auto never = [] { return false; };
+  std::vector<PlanJob> burst;
+  for (uint64_t id = 1; id <= 5; ++id) {  // one group across racks 0 and 1
+    burst.push_back(Job(id, {"r0n" + std::to_string(id % 4), "r1n" + std::to_string(id % 4)},
+                        200 * kMs, 20 * kMs));
+  }
+  const PlanJob lone = Job(9, {"r3n0", "r3n1"}, 200 * kMs, 20 * kMs);
+  const PlanJob other = Job(8, {"r2n0", "r2n1"}, 200 * kMs, 20 * kMs);
+
+  PlanningAdapter p(topo, {});
+  std::vector<PlanJob> batch = burst;
+  batch.push_back(lone);
+  batch.push_back(other);
+  std::vector<uint64_t> deferred;
+  EXPECT_TRUE(p.AddJobs(batch, never, &deferred).empty());
+  EXPECT_TRUE(p.Contains(9));
+  EXPECT_TRUE(p.Contains(8));  // a group of the same size: the same round
+  EXPECT_EQ(deferred, (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+
+  // The burst outranks the lone jobs: placed first, and the smaller groups after it.
+  PlanningAdapter q(topo, {});
+  for (PlanJob& j : batch) j.priority = j.id < 8 ? 2 : 1;
+  deferred.clear();
+  EXPECT_TRUE(q.AddJobs(batch, never, &deferred).empty());
+  EXPECT_TRUE(deferred.empty());
+  for (const PlanJob& j : batch) EXPECT_TRUE(q.Contains(j.id));
+}
+
 }  // namespace
 }  // namespace metronome::controller

@@ -112,7 +112,9 @@ class PlanningAdapter {
   // planned neighbour is placed before it (the neighbours on its links are placed again around
   // it). Returns the jobs refused, with the reason; the others are planned. With `yield`, asked
   // after each job placed: once it says true, the batch's jobs not placed yet are left out and
-  // listed in `deferred` (the caller plans them in its next round).
+  // listed in `deferred` (the caller plans them in its next round). With `yield` the batch also
+  // ends before a group of jobs sharing links larger than any placed from (within a priority,
+  // small groups go first): lone joins are not held behind a burst.
   std::vector<std::pair<uint64_t, std::string>> AddJobs(const std::vector<PlanJob>& batch,
                                                         const std::function<bool()>& yield = {},
                                                         std::vector<uint64_t>* deferred = nullptr);
