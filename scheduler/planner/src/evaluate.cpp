@@ -52,6 +52,9 @@ double ComputeLinkContention(const Workspace& ws, LinkId l, std::vector<double>*
     random.push_back({Duty(shape), shape.height[pos]});
   }
   const double capacity = ws.topology.GetLink(l).capacity_bps;
+  if (ws.contention_memo.size() < ws.topology.LinkCount()) {
+    ws.contention_memo.resize(ws.topology.LinkCount());
+  }
   Workspace::ContentionMemo& memo = ws.contention_memo[l];
   if (!memo.valid || memo.capacity != capacity || memo.arcs != arcs || memo.random != random) {
     memo.model.emplace(capacity, arcs, random);
@@ -102,6 +105,9 @@ double ComputeLinkContention(const Workspace& ws, LinkId l, std::vector<double>*
 // The cushion of each gated job on a link shared by several, in link_jobs order: memoized
 // (Workspace::SlackMemo) by the link's windows, which are all that the query reads.
 const std::vector<Nanos>& LinkSlacks(const Workspace& ws, LinkId l) {
+  if (ws.slack_memo.size() < ws.topology.LinkCount()) {
+    ws.slack_memo.resize(ws.topology.LinkCount());
+  }
   Workspace::SlackMemo& memo = ws.slack_memo[l];
   const double capacity = ws.topology.GetLink(l).capacity_bps;
   static thread_local std::vector<Workspace::WindowKey> windows;

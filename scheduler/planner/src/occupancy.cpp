@@ -248,15 +248,7 @@ void Workspace::UpdateProfile(LinkId l, std::uint32_t j, double height, double s
   }
   static thread_local Profile next;
   AddWindows(prof, j, sign * height, next);
-  // The scratch trades buffers with the profile it updated, so a buffer sized for a link with
-  // hundreds of jobs would pass on to the next small link it updates (and the large link then
-  // allocates afresh): on a spine crossed by 300 jobs that held 190 MB of profiles after one full
-  // plan. A buffer much larger than the profile is copied out of, not handed over.
-  if (next.seg.capacity() <= 2 * std::max(prof.seg.capacity(), next.seg.size()) + 64) {
-    std::swap(prof.seg, next.seg);
-  } else {
-    prof.seg.assign(next.seg.begin(), next.seg.end());
-  }
+  std::swap(prof.seg, next.seg);
   prof.coalesced = true;
   prof.peaks.clear();
 }

@@ -148,9 +148,7 @@ class Workspace {
     std::vector<double> gated_stretch;   // per arc
     std::vector<double> random_stretch;  // per random load
   };
-  // By link, holding only the links evaluated with drifting traffic: a vector over every link
-  // of a large topology costs tens of milliseconds to grow on first use (the model is large).
-  mutable std::unordered_map<LinkId, ContentionMemo> contention_memo;
+  mutable std::vector<ContentionMemo> contention_memo;
 
   // evaluate()'s memo of each shared link's cushions (late slack of each gated job on it): they
   // depend on the link's gated windows alone, and a change touches a few links, while the
@@ -167,7 +165,7 @@ class Workspace {
     std::vector<WindowKey> windows;  // the link's gated jobs, in link_jobs order
     std::vector<Nanos> slack;        // per gated job, same order
   };
-  mutable std::unordered_map<LinkId, SlackMemo> slack_memo;  // links with shared windows
+  mutable std::vector<SlackMemo> slack_memo;
 
   // Reevaluate()'s memo: the last evaluation of this workspace, by job index and by link, and
   // what it was computed from. A round changes a few jobs' slots; only the links they are on
