@@ -296,7 +296,7 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
   }
   adds = std::move(sorted);
   size_t placed = 0;
-  size_t largest_placed = 0;  // the largest group placed from so far
+  size_t largest_placed = 0;  // the largest group placed from so far (raised neighbours too)
   bool yielded = false;
   for (size_t k = 0; k < adds.size(); ++k) {
     const Add& a = adds[k];
@@ -307,12 +307,12 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
     if (!a.raised && deferred != nullptr && yield && placed > 0) {
       yielded = yielded || group_size[k] > largest_placed || yield();
     }
-    if (!a.raised) largest_placed = std::max(largest_placed, group_size[k]);
     if (yielded && !a.raised) {
       deferred->push_back(a.job.id);
       continue;
     }
     ++placed;
+    largest_placed = std::max(largest_placed, group_size[k]);
     // What the planner is given, after the conversion and the period snapping: the log line
     // that explains a timetable.
     spdlog::info("planner: input job={} P={}ns c={}ns beta={:.0f}B/s sigma={}ns priority={}{}",

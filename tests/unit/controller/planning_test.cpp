@@ -652,6 +652,19 @@ TEST(PlanningAdapter, AYieldingBatchEndsBeforeALargerGroup) {
   EXPECT_TRUE(q.AddJobs(batch, never, &deferred).empty());
   EXPECT_TRUE(deferred.empty());
   for (const PlanJob& j : batch) EXPECT_TRUE(q.Contains(j.id));
+
+  // A planned neighbour of higher priority whose period follows a newcomer's is placed again
+  // first, in the newcomer's group: the newcomer is not a larger group after it.
+  PlanningAdapter r(topo, {});
+  PlanJob above = Job(20, {"r0n0", "r1n0"}, 199 * kMs, 20 * kMs);
+  above.priority = 2;
+  ASSERT_TRUE(r.AddJobs({above}).empty());
+  PlanJob newcomer = Job(21, {"r0n0", "r1n0"}, 200 * kMs, 20 * kMs);
+  newcomer.priority = 1;
+  deferred.clear();
+  EXPECT_TRUE(r.AddJobs({newcomer}, never, &deferred).empty());
+  EXPECT_TRUE(deferred.empty());
+  EXPECT_TRUE(r.Contains(21));
 }
 
 }  // namespace
