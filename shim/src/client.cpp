@@ -21,7 +21,6 @@
 namespace metronome::shim {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kHelloRetryNs = 1000 * kMs;
 constexpr int64_t kMaxPollNs = 50 * kMs;
 constexpr int64_t kRetireGraceNs = 2000 * kMs;

@@ -21,8 +21,6 @@ namespace metronome::extender {
 
 namespace {
 
-using Json = nlohmann::json;
-
 ExtenderResponse Error400(const std::string& message) {
   return {400, Json{{"error", "bad_request"}, {"message", message}}.dump()};
 }

@@ -9,8 +9,6 @@ namespace metronome::extender {
 
 namespace {
 
-using Json = nlohmann::json;
-
 const Json* Member(const Json& obj, const char* key) {
   if (!obj.is_object()) return nullptr;
   const auto it = obj.find(key);

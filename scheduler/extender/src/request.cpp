@@ -7,8 +7,6 @@
 
 namespace metronome::extender {
 
-using Json = nlohmann::json;
-
 Args ParseArgs(std::string_view body, const ExtenderConfig& config) {
   ScannedArgs scanned = ScanArgs(body);
   Args a;

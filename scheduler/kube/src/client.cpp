@@ -88,13 +88,6 @@ Error ErrorFromResponse(int status, const std::string& body, const std::string& 
   return e;
 }
 
-std::string Trim(const std::string& s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  const auto last = s.find_last_not_of(" \t\r\n");
-  return s.substr(first, last - first + 1);
-}
-
 std::unique_ptr<httplib::Client> MakeHttp(const ClientConfig& c,
                                           std::chrono::milliseconds read_timeout) {
   auto cli = std::make_unique<httplib::Client>(c.server);

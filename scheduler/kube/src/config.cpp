@@ -22,16 +22,12 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-namespace {
-
-std::string Trim(std::string s) {
+std::string Trim(const std::string& s) {
   const auto first = s.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) return {};
   const auto last = s.find_last_not_of(" \t\r\n");
   return s.substr(first, last - first + 1);
 }
-
-}  // namespace
 
 Result<ClientConfig> InClusterConfig(const std::string& sa_dir,
                                      const std::function<const char*(const char*)>& getenv_fn) {

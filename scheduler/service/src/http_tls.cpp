@@ -15,14 +15,8 @@
 
 namespace metronome::service {
 
-namespace {
-
-constexpr const char* kCertKey = "http.tls_cert_file";
-constexpr const char* kKeyKey = "http.tls_key_file";
-constexpr const char* kClientCaKey = "http.tls_client_ca_file";
-// How often a handshake may look at the files for a change (a stat of each).
-constexpr auto kCheckInterval = std::chrono::seconds(1);
-
+// OpenSSL objects owned by unique_ptr. Outside the anonymous namespace because Credentials, a
+// member of the header's TlsContext, holds them (GCC's -Wsubobject-linkage in a unity build).
 struct BioFree {
   void operator()(BIO* b) const { BIO_free(b); }
 };
@@ -39,6 +33,14 @@ using BioPtr = std::unique_ptr<BIO, BioFree>;
 using X509Ptr = std::unique_ptr<X509, X509Free>;
 using KeyPtr = std::unique_ptr<EVP_PKEY, KeyFree>;
 using ChainPtr = std::unique_ptr<STACK_OF(X509), ChainFree>;
+
+namespace {
+
+constexpr const char* kCertKey = "http.tls_cert_file";
+constexpr const char* kKeyKey = "http.tls_key_file";
+constexpr const char* kClientCaKey = "http.tls_client_ca_file";
+// How often a handshake may look at the files for a change (a stat of each).
+constexpr auto kCheckInterval = std::chrono::seconds(1);
 
 // OpenSSL's oldest queued error as text (empty when none); clears the queue.
 std::string OpenSslError() {

@@ -8,13 +8,12 @@
 #include <random>
 
 #include "harness.hpp"
+#include "metronome/common/clock.hpp"
 #include "metronome/common/clock_sync.hpp"
 #include "metronome/common/timetable.hpp"
 
 namespace metronome::testing {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 // Two gated timetables never have windows open at the same instant (sampled every 50 µs over
 // several hyperperiods).

@@ -8,11 +8,10 @@
 #include <tuple>
 
 #include "harness.hpp"
+#include "metronome/common/clock.hpp"
 
 namespace metronome::testing {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 std::string Fixture(const std::string& name) {
   return ReadFile(std::string(METRONOME_EXTENDER_FIXTURES) + "/" + name);

@@ -4,11 +4,10 @@
 #include <gtest/gtest.h>
 
 #include "harness.hpp"
+#include "metronome/common/clock.hpp"
 
 namespace metronome::testing {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 bool PortFree(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

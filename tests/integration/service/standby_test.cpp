@@ -14,13 +14,13 @@
 
 #include "../kube/fake_apiserver.hpp"
 #include "harness.hpp"
+#include "metronome/common/clock.hpp"
 #include "metronome/common/timetable.hpp"
 
 namespace metronome::testing {
 namespace {
 
 using kube::testing::FakeApiServer;
-constexpr int64_t kMs = 1'000'000;
 
 int HttpStatus(int port, const std::string& path) {
   httplib::Client c("127.0.0.1", port);

@@ -11,12 +11,11 @@
 #include <regex>
 
 #include "harness.hpp"
+#include "metronome/common/clock.hpp"
 #include "metronome/common/timetable.hpp"
 
 namespace metronome::testing {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 std::string FindChromium() {
   if (const char* env = std::getenv("METRONOME_CHROMIUM")) return env;

@@ -157,7 +157,6 @@ void PushEvery100ms(RawPeer& p, Timetable t, bool no_gate = false, const YieldSe
 // ignored the set's max wait would hold them up to 15 ms, every one beyond 5 ms.
 TEST(ShimSafety, YieldsHoldCollectivesForHigherWindowsWithinTheirMaxWait) {
   constexpr int64_t kPeriod = 20'000'000;
-  constexpr int64_t kMs = 1'000'000;
   YieldSet yields;
   yields.need_ns = 1 * kMs;
   yields.max_wait_ns = 4 * kMs;

@@ -1,4 +1,5 @@
 #include "metronome/common/clock_sync.hpp"
+#include "metronome/common/clock.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +7,6 @@
 
 namespace metronome {
 namespace {
-
-constexpr int64_t kUs = 1'000;
 
 // One exchange against a server whose clock is client + skew, with the given one-way delays and
 // server processing time.

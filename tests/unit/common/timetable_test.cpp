@@ -1,4 +1,5 @@
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/clock.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +7,6 @@
 
 namespace metronome {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 Timetable Make(int64_t epoch, int64_t period, int64_t offset, int64_t window, int64_t slack,
                int64_t max_wait) {

@@ -1,4 +1,5 @@
 #include "metronome/common/yield.hpp"
+#include "metronome/common/clock.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +8,6 @@
 namespace metronome {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kEpoch = 1'700'000'000'000 * kMs / 1000;  // a realistic CLOCK_REALTIME
 
 Timetable AlwaysOpenTimetable(int64_t period) {

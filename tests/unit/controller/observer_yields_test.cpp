@@ -3,12 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include "metronome/common/clock.hpp"
 #include "metronome/controller/rules.hpp"
 
 namespace metronome::controller {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kEpoch = 1'700'000'000'000 * kMs;
 
 JobState Planned(uint64_t id, int32_t priority, std::vector<std::string> links, int64_t period,

@@ -1,11 +1,11 @@
 #include "metronome/controller/overrun.hpp"
+#include "metronome/common/clock.hpp"
 
 #include <gtest/gtest.h>
 
 namespace metronome::controller {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr double kRatio = kDefaultOverrunRatio;
 
 // 100 ms window: phases of 111 ms widen it, 110 ms do not (the ratio is strict).

@@ -5,13 +5,12 @@
 #include <map>
 #include <string>
 
+#include "metronome/common/clock.hpp"
 #include "metronome/controller/plan_snapshot.hpp"
 #include "metronome/controller/planning.hpp"
 
 namespace metronome::controller {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 PlanJob Job(uint64_t id, std::vector<std::string> nodes, int64_t period, int64_t comm,
             int priority = 1) {

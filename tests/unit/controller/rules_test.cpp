@@ -1,12 +1,11 @@
 // The controller's rules, one by one, on a job's state.
 #include <gtest/gtest.h>
 
+#include "metronome/common/clock.hpp"
 #include "metronome/controller/rules.hpp"
 
 namespace metronome::controller {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 struct Fixture {
   JobState job;

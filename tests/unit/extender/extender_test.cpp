@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "metronome/common/clock.hpp"
 #include "metronome/controller/plan_snapshot.hpp"
 #include "metronome/controller/planning.hpp"
 #include "metronome/extender/extender.hpp"
@@ -20,8 +21,6 @@
 namespace metronome::extender {
 namespace {
 
-using Json = nlohmann::json;
-
 std::string Fixture(const std::string& name) {
   std::ifstream in(std::string(METRONOME_EXTENDER_FIXTURES) + "/" + name);
   EXPECT_TRUE(in) << name;
@@ -29,8 +28,6 @@ std::string Fixture(const std::string& name) {
   ss << in.rdbuf();
   return ss.str();
 }
-
-constexpr int64_t kMs = 1'000'000;
 
 ClusterState Cluster() {
   ClusterState s;

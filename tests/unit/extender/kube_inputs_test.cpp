@@ -7,8 +7,6 @@
 namespace metronome::extender {
 namespace {
 
-using Json = nlohmann::json;
-
 Json Node(const std::string& name, const std::string& zone) {
   return {{"kind", "Node"},
           {"metadata", {{"name", name}, {"labels", {{"topology.kubernetes.io/zone", zone}}}}},

@@ -6,8 +6,6 @@
 namespace metronome::extender {
 namespace {
 
-using Json = nlohmann::json;
-
 Json PodWith(Json labels, Json annotations, Json spec = Json::object()) {
   return {{"metadata",
            {{"name", "p"}, {"namespace", "ns"}, {"labels", labels}, {"annotations", annotations}}},

@@ -6,13 +6,12 @@
 #include <cmath>
 #include <sstream>
 
+#include "metronome/common/clock.hpp"
 #include "metronome/service/kubernetes.hpp"
 #include "metronome/service/metrics.hpp"
 
 namespace metronome::service {
 namespace {
-
-constexpr int64_t kMs = 1'000'000;
 
 ClusterView View() {
   ClusterView v;

@@ -14,8 +14,6 @@
 namespace metronome::shim {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-
 Timetable Tt(int64_t epoch, int64_t period, int64_t window, int64_t slack, int64_t max_wait) {
   Timetable t{1, epoch, period, 0, window, slack, max_wait};
   EXPECT_EQ(ValidateTimetable(t) & kTimetableRejectMask, 0u);

@@ -12,11 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include "metronome/common/clock.hpp"
 
 namespace metronome::shim {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kStale = 5000 * kMs;
 constexpr int64_t kT0 = 1'000'000 * kMs;
 

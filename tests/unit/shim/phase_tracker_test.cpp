@@ -7,12 +7,11 @@
 #include <cmath>
 #include <random>
 #include <vector>
+#include "metronome/common/clock.hpp"
 
 namespace metronome::shim {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-constexpr int64_t kUs = 1'000;
 constexpr uint64_t kMiB = 1 << 20;
 
 // Generates iterations: compute (with jitter), then buckets, each bucket preceded by `bucket_gap`

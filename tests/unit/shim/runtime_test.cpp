@@ -10,8 +10,6 @@
 namespace metronome::shim {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-
 struct Fixture {
   explicit Fixture(Mode mode) {
     Config c;

@@ -29,14 +29,13 @@
 #include <random>
 #include <vector>
 
+#include "metronome/common/clock.hpp"
 #include "phase_tracker.hpp"
 #include "rhythm.hpp"
 
 namespace metronome::shim {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
-constexpr int64_t kUs = 1'000;
 constexpr uint32_t kAllReduce = 1;
 constexpr uint32_t kAllGather = 4;
 constexpr uint32_t kReduceScatter = 5;

@@ -8,6 +8,10 @@
 
 namespace metronome {
 
+// Durations in the clock's unit.
+inline constexpr int64_t kUs = 1'000;
+inline constexpr int64_t kMs = 1'000'000;
+
 inline int64_t RealtimeNs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);

@@ -16,6 +16,8 @@
 
 namespace metronome::extender {
 
+using Json = nlohmann::json;
+
 inline constexpr int kPriorityLow = 0;
 inline constexpr int kPriorityNormal = 1;
 inline constexpr int kPriorityHigh = 2;

@@ -40,4 +40,7 @@ Result<ClientConfig> InClusterConfig(
 // Reads a whole file; an error names the path.
 Result<std::string> ReadFile(const std::string& path);
 
+// `s` without leading and trailing whitespace (a token or namespace file ends with a newline).
+std::string Trim(const std::string& s);
+
 }  // namespace metronome::kube
