@@ -15,34 +15,59 @@ cd "$(dirname "$0")/.."
 
 mode=${1:-all}
 shift || true
+
+# Each phase's start, and at the end (also on failure) how long each took: CI should stay well
+# under 30 minutes on two cores, and its log says where they went.
+phases=()
+phase_name=""
+phase_start=$SECONDS
+phase_end() {
+  [[ -z $phase_name ]] || phases+=("$(printf '%5d s  %s' $((SECONDS - phase_start)) "$phase_name")")
+  phase_name=""
+}
+phase() {
+  phase_end
+  phase_name=$1
+  phase_start=$SECONDS
+  echo "=== $1 ($(date -u +%H:%M:%S), ${SECONDS} s in)"
+}
+report_phases() {
+  phase_end
+  echo "=== time by phase (${SECONDS} s in all)"
+  printf '%s\n' "${phases[@]}"
+}
+trap report_phases EXIT
+
+phase "setup: packages"
 bash scripts/setup.sh
 
 run_preset() {
   local preset=$1
   shift
-  echo "=== ${preset}: configure and build"
+  phase "${preset}: configure and build"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset"
-  echo "=== ${preset}: test"
+  phase "${preset}: test"
   ctest --preset "$preset" "$@"
   if [[ $preset == release ]]; then
-    echo "=== release: clang-tidy on what changed since .ci/tidy-base"
+    phase "release: clang-tidy on what changed since .ci/tidy-base"
     bash scripts/tidy.sh --changed
   fi
 }
 
 run_fuzz() {
-  echo "=== fuzz: configure and build (clang)"
+  phase "fuzz: configure and build (clang)"
   cmake --preset fuzz -DMETRONOME_FUZZ_SECONDS="${FUZZ_SECONDS:-20}" >/dev/null
   cmake --build --preset fuzz --target fuzz_protocol_decode fuzz_zmtp_reader fuzz_extender_request \
     fuzz_service_config fuzz_http_routes
-  echo "=== fuzz: run"
+  phase "fuzz: run"
   # Each fuzzer runs for a fixed time on one core: side by side they take the time of one.
   ctest --test-dir build/fuzz -L fuzz --output-on-failure -j "$(nproc)" "$@"
 }
 
 case "$mode" in
   all)
+    phase "source checks"
     bash scripts/check.sh --no-tidy # clang-tidy runs after the release build
     run_preset release "$@"
     run_preset sanitize "$@"
