@@ -1,9 +1,10 @@
 #include "metronome/common/clock_sync.hpp"
-#include "metronome/common/clock.hpp"
 
 #include <gtest/gtest.h>
 
 #include <random>
+
+#include "metronome/common/clock.hpp"
 
 namespace metronome {
 namespace {
