@@ -51,6 +51,11 @@ std::vector<uint64_t> PartMap::MoveConnected(size_t from, uint64_t job,
   std::vector<uint32_t> start = links;
   const auto own = jobs_.find(job);
   if (own != jobs_.end() && own->second.part == from) {
+    // The job itself, also where no link reaches it (planned on none: its ranks on one node).
+    own->second.part = into;
+    --jobs_per_part_[from];
+    ++jobs_per_part_[into];
+    moved.push_back(job);
     start.insert(start.end(), own->second.links.begin(), own->second.links.end());
   }
   std::sort(start.begin(), start.end());

@@ -32,7 +32,7 @@ class PartMap {
   // `job` on `links` in `part`, which must be the only part in PartsOf(job, links).
   void Claim(uint64_t job, const std::vector<uint32_t>& links, size_t part);
   // Moves into `into` the jobs of `from` that `job` (if it is there) and `links` reach through
-  // links they share, with their links; returns them.
+  // links they share, with their links, and `job` itself if it is in `from`; returns them.
   std::vector<uint64_t> MoveConnected(size_t from, uint64_t job, const std::vector<uint32_t>& links,
                                       size_t into);
   // The job is planned nowhere any more: its links are free.

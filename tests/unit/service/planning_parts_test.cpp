@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -48,6 +49,11 @@ TEST(PartMap, JobsThatShareALinkAreInOnePart) {
   // nodes).
   map.Claim(6, {40}, 2);
   EXPECT_EQ(map.MoveConnected(2, 6, {41}, 1), (std::vector<uint64_t>{6}));
+  // A job on no link (its ranks on one node) moves itself.
+  map.Claim(8, {}, 2);
+  EXPECT_EQ(map.MoveConnected(2, 8, {50}, 1), (std::vector<uint64_t>{8}));
+  map.Claim(8, {50}, 1);
+  EXPECT_EQ(map.PartOf(8), 1u);
 
   // A link is free once the last job on it is released.
   map.Release(4);
@@ -84,26 +90,29 @@ class Planning {
   const std::vector<std::string>& PushOrder() const { return pushed_; }
   void Start() { worker_->Start(*registry_, nullptr); }
 
-  // A two-rank job on `n0` and `n1`, registered and profiled: its first plan is queued.
-  void Join(const std::string& job, const std::string& n0, const std::string& n1) {
+  // A two-rank job on `n0` and `n1`, registered and profiled: its first plan is queued. Its
+  // ranks' connections are named job + `again` + rank (`again`: the ranks restarted).
+  void Join(const std::string& job, const std::string& n0, const std::string& n1,
+            const std::string& again = "") {
     for (uint32_t rank = 0; rank < 2; ++rank) {
       proto::Hello h;
       h.job_id = job;
       h.rank = rank;
       h.world_size = 2;
       h.node = rank == 0 ? n0 : n1;
-      Send(job + std::to_string(rank), h);
+      Send(job + again + std::to_string(rank), h);
     }
     proto::ProfileReport r;
     r.job_id = job;
     r.period_ns = 100'000'000;
     r.comm_ns = 30'000'000;
     r.confidence = 1.0;
-    Send(job + "0", r);
+    Send(job + again + "0", r);
   }
 
-  // Waits up to `ms` for a timetable push to rank 0 of `job` (others seen meanwhile are kept).
-  bool Pushed(const std::string& job, int ms) {
+  // Waits up to `ms` for a timetable push to rank 0 of `job` (the connection job + `again` +
+  // "0"; others seen meanwhile are kept).
+  bool Pushed(const std::string& job, int ms, const std::string& again = "") {
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     do {
       for (const Outgoing& o : registry_->TakeOutbox()) {
@@ -113,7 +122,9 @@ class Planning {
           pushed_.push_back(o.identity);
         }
       }
-      if (std::find(pushed_.begin(), pushed_.end(), job + "0") != pushed_.end()) return true;
+      if (std::find(pushed_.begin(), pushed_.end(), job + again + "0") != pushed_.end()) {
+        return true;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     } while (std::chrono::steady_clock::now() < until);
     return false;
@@ -244,6 +255,33 @@ TEST(PlanningParts, AJobAcrossTwoPartsJoinsThem) {
   const int64_t apart = (tc.offset_ns - ta.offset_ns + ta.period_ns) % ta.period_ns;
   EXPECT_GE(apart, ta.window_ns);
   EXPECT_LE(apart + tc.window_ns, ta.period_ns);
+}
+
+// A job planned on no link (its ranks on one node) whose ranks come back on the links of two
+// other parts: the links reach no job of its own part, the job itself moves too.
+TEST(PlanningParts, AJobOnNoLinkThatComesBackAcrossTwoPartsJoinsThem) {
+  Planning p(3);
+  p.Start();
+  p.Join("a", "r0n0", "r0n1");
+  ASSERT_TRUE(p.Pushed("a", 5000));
+  p.Join("b", "r1n0", "r1n1");
+  ASSERT_TRUE(p.Pushed("b", 5000));
+  p.Join("d", "r2n0", "r2n0");  // one node: on no link
+  ASSERT_TRUE(p.Pushed("d", 5000));
+  {
+    const ClusterView v = p.Reg().View({}, {});
+    for (const auto& part : v.plan) ASSERT_EQ(part->jobs.size(), 1u);  // one job a part
+  }
+  p.Join("d", "r0n0", "r1n0", "-again");  // on a's node link and b's
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  size_t together = 0;
+  while (together < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (const auto& part : p.Reg().View({}, {}).plan) {
+      together = std::max(together, part->jobs.size());
+    }
+  }
+  EXPECT_EQ(together, 3u) << "one planner for the three";
 }
 
 // A round that has planned for its share of time pushes what it planned and leaves the rest of
