@@ -2,7 +2,8 @@
 //
 // It starts the scheduler (or uses --endpoint/--http of a running one), then N protocol clients
 // (ZeroMQ DEALERs multiplexed on a few threads), grouped into jobs of R ranks on a two-tier
-// topology. Every client registers (hello → welcome), pings its clock once a second and reports
+// topology. Every client registers (hello → welcome), pings its clock as a settled shim does
+// (ClockPingIntervalNs: every 2 s) and reports
 // `rate` times a second for `duration` seconds; rank 0 of each job reports a profile, which
 // gets the job planned and its timetable pushed to all its ranks. At the end it prints:
 //   - accounting: hellos sent vs welcomes received vs registrations counted by the scheduler;
@@ -51,6 +52,7 @@
 #include <zmq.hpp>
 
 #include "metronome/common/clock.hpp"
+#include "metronome/common/clock_sync.hpp"
 #include "metronome/common/protocol.hpp"
 #include "metronome/common/timetable.hpp"
 
@@ -59,6 +61,9 @@ extern char** environ;
 namespace {
 
 namespace proto = metronome::proto;
+using metronome::ClockPingIntervalNs;
+using metronome::kDefaultSilenceNs;
+using metronome::kSettlingPings;
 using metronome::RealtimeNs;
 using Clock = std::chrono::steady_clock;
 
@@ -218,11 +223,15 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
   };
   for (auto& c : clients) hello(c);
   const int64_t interval = 1'000'000'000 / o.rate;
+  // The shim's pings once its clock estimate has settled, at its default silence bound.
+  const int64_t ping_interval = ClockPingIntervalNs(kSettlingPings, kDefaultSilenceNs);
   for (size_t i = 0; i < clients.size(); ++i) {
     // Stagger the reports evenly over one interval.
     clients[i].next_report =
         start_ns + static_cast<int64_t>(i) * interval / static_cast<int64_t>(clients.size());
-    clients[i].next_ping = clients[i].next_report + interval / 2;
+    clients[i].next_ping =
+        start_ns + interval / 2 +
+        static_cast<int64_t>(i) * ping_interval / static_cast<int64_t>(clients.size());
   }
   // Readiness through epoll on each socket's ZMQ_FD (zmq_poll over hundreds of sockets costs
   // O(n) per call). ZMQ_FD only signals edges, so after every send or receive on a socket its
@@ -365,7 +374,7 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       for (size_t k = 0; k < clients.size() && clients[ping_at].next_ping <= now; ++k) {
         Client& c = clients[ping_at];
         ping_at = ping_at + 1 == clients.size() ? 0 : ping_at + 1;
-        c.next_ping += 1'000'000'000;
+        c.next_ping += ping_interval;
         if (!c.welcomed) continue;
         c.ping_sent = MonoNs();
         if (SendMsg(*c.socket, proto::ClockPing{c.iterations, RealtimeNs()})) ++stats.pings;

@@ -235,11 +235,19 @@ void Client::Handle(const proto::Message& m, int64_t now) {
     }
     ping_t1_[idx] = 0;
     ClockSample s{p->t1_ns, p->t2_ns, p->t3_ns, now};
+    const size_t steps = sync_.Steps();
     if (!sync_.AddSample(s)) {
       rt_.counters.rx_rejected.fetch_add(1);
       return;
     }
     rt_.counters.pongs.fetch_add(1);
+    if (sync_.Steps() != steps) {
+      // A clock stepped: settle the new offset with quick pings again.
+      pings_answered_ = 0;
+      next_ping_ns_ = std::min(next_ping_ns_, now + ClockPingIntervalNs(0, 0));
+      MLOG_WARN("a clock stepped: offset to the scheduler now %lld ns",
+                static_cast<long long>(sync_.OffsetNs()));
+    }
     ++pings_answered_;
     const int64_t offset = sync_.OffsetNs();
     rt_.server_minus_local_ns.store(offset);
@@ -533,7 +541,7 @@ void Client::SendPing(int64_t now) {
   ++ping_seq_;
   ping_t1_[ping_seq_ % 16] = now;
   Send(proto::ClockPing{ping_seq_, now});
-  next_ping_ns_ = now + (pings_answered_ >= 8 ? 1000 * kMs : 200 * kMs);
+  next_ping_ns_ = now + ClockPingIntervalNs(pings_answered_, rt_.GetConfig().silence_ns);
 }
 
 ShareCounters Client::CountersOf(const JobState* job, const std::vector<CommState*>& comms) {

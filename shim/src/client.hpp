@@ -6,8 +6,9 @@
 //   - drains each communicator's event ring into its PhaseTracker and publishes the learned
 //     phase-start threshold back to the caller's path;
 //   - sends a hello per job (job id, rank) until the scheduler welcomes it, clock pings
-//     (5 per second until the clock estimate settles, then one per second) into a ClockSync,
-//     and a profile report per registered job about once a second;
+//     (ClockPingIntervalNs: 5 a second until the estimate settles or after a clock step, then
+//     one every 2 s) into a ClockSync, and a profile report per registered job about once a
+//     second;
 //   - receives timetable pushes: ValidateTimetable, then a newer version replaces the one in
 //     force (TimetableStore, read by the gate without a lock); rejected ones are counted;
 //   - fails open (drops every timetable) when the scheduler has been silent for

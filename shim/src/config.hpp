@@ -6,6 +6,7 @@
 #include <string>
 
 #include "log.hpp"
+#include "metronome/common/clock_sync.hpp"
 #include "metronome/common/timetable.hpp"
 
 namespace metronome::shim {
@@ -23,10 +24,10 @@ struct Config {
   // The pod, from the downward API (METRONOME_NAMESPACE, METRONOME_POD, METRONOME_POD_UID): sent
   // in the hello, where a scheduler with the Kubernetes integration checks them.
   std::string pod_namespace, pod_name, pod_uid;
-  int32_t priority = 1;                  // METRONOME_PRIORITY high|normal|low|<int>
-  LogLevel log_level = LogLevel::kInfo;  // METRONOME_LOG off|error|warn|info|debug
-  int64_t silence_ns = 5'000'000'000;    // METRONOME_FAILOPEN_MS: scheduler silence bound
-  std::string nccl_library;              // METRONOME_NCCL_LIBRARY
+  int32_t priority = 1;                    // METRONOME_PRIORITY high|normal|low|<int>
+  LogLevel log_level = LogLevel::kInfo;    // METRONOME_LOG off|error|warn|info|debug
+  int64_t silence_ns = kDefaultSilenceNs;  // METRONOME_FAILOPEN_MS: scheduler silence bound
+  std::string nccl_library;                // METRONOME_NCCL_LIBRARY
   // METRONOME_NODE_SHARE on|off: the ranks of a job on one node share one registration with the
   // scheduler (node_share.hpp); METRONOME_SHARE_DIR: where their segment lives.
   bool node_share = true;

@@ -61,6 +61,7 @@ TEST(ClockSync, KeepsTheMinimumDelaySampleUnderQueueingNoise) {
   }
   EXPECT_EQ(c.DelayNs(), 40 * kUs);
   EXPECT_EQ(c.OffsetNs(), skew);
+  EXPECT_EQ(c.Steps(), 0u);  // however asymmetric, every sample's interval holds the skew
 }
 
 TEST(ClockSync, ForgetsSamplesOutsideTheWindow) {
@@ -71,6 +72,47 @@ TEST(ClockSync, ForgetsSamplesOutsideTheWindow) {
   }
   // The quick sample has left the window, so the new skew wins.
   EXPECT_EQ(c.OffsetNs(), 900 * kUs);
+}
+
+TEST(ClockSync, AStepReplacesTheSamplesAtOnce) {
+  ClockSync c(16);
+  int64_t t = 0;
+  for (int i = 0; i < 8; ++i, t += 2'000 * kMs) {
+    ASSERT_TRUE(c.AddSample(Exchange(t, 300 * kUs, 20 * kUs, 20 * kUs)));
+  }
+  // NTP steps the client's clock back by 50 ms: the server now reads 50 ms more ahead. One slow
+  // sample is enough to see it; the quick old ones would otherwise win for 16 more pings.
+  ASSERT_TRUE(c.AddSample(Exchange(t, 50'300 * kUs, 400 * kUs, 100 * kUs)));
+  EXPECT_EQ(c.Steps(), 1u);
+  EXPECT_LE(std::abs(c.OffsetNs() - 50'300 * kUs), c.ErrorBoundNs());
+  t += 2'000 * kMs;
+  ASSERT_TRUE(c.AddSample(Exchange(t, 50'300 * kUs, 20 * kUs, 20 * kUs)));
+  EXPECT_EQ(c.OffsetNs(), 50'300 * kUs);
+  EXPECT_EQ(c.Steps(), 1u);
+}
+
+TEST(ClockSync, DriftWithinTheAllowanceIsNoStep) {
+  // The server's clock runs 200 ppm fast: over 16 pings 2 s apart the offset moves by 6.4 ms,
+  // more than the slack, less than the drift allowed for the samples' distance.
+  ClockSync c(16);
+  for (int64_t i = 0; i < 32; ++i) {
+    const int64_t t = i * 2'000 * kMs;
+    ASSERT_TRUE(c.AddSample(Exchange(t, t / 1'000'000 * 200, 30 * kUs, 30 * kUs)));
+  }
+  EXPECT_EQ(c.Steps(), 0u);
+  // A step beyond it is one (smaller steps age out of the window); 12.8 ms: 200 ppm of 64 s.
+  ASSERT_TRUE(c.AddSample(Exchange(64'000 * kMs, 12'800 * kUs + 30 * kMs, 30 * kUs, 30 * kUs)));
+  EXPECT_EQ(c.Steps(), 1u);
+}
+
+TEST(ClockSync, PingsQuicklyUntilSettledThenWithinTheSilenceBound) {
+  EXPECT_EQ(ClockPingIntervalNs(0, kDefaultSilenceNs), 200 * kMs);
+  EXPECT_EQ(ClockPingIntervalNs(kSettlingPings - 1, kDefaultSilenceNs), 200 * kMs);
+  EXPECT_EQ(ClockPingIntervalNs(kSettlingPings, kDefaultSilenceNs), 2'000 * kMs);
+  // A short silence bound keeps two pongs and a half in it; never below the settling pace.
+  EXPECT_EQ(ClockPingIntervalNs(kSettlingPings, 2'000 * kMs), 800 * kMs);
+  EXPECT_EQ(ClockPingIntervalNs(kSettlingPings, 100 * kMs), 200 * kMs);
+  EXPECT_EQ(ClockPingIntervalNs(kSettlingPings, 600'000 * kMs), 2'000 * kMs);
 }
 
 TEST(ClockSync, RejectsInconsistentSamples) {
