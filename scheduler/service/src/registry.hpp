@@ -120,7 +120,8 @@ class Registry {
   std::optional<nlohmann::json> TimetableJson(const std::string& name);
   std::optional<nlohmann::json> PhasesJson(const std::string& name, size_t limit);
   nlohmann::json LinksJson();
-  nlohmann::json TimelineJson(int64_t span_ns);
+  // nullopt, with the name, for a link the plan does not have.
+  std::optional<nlohmann::json> TimelineJson(const TimelineQuery& q, std::string& unknown_link);
   // For a what-if: every job's name by id, and an id no registered job has.
   std::map<uint64_t, std::string> JobNames(uint64_t& free_id);
   void RefreshGauges();

@@ -2,6 +2,7 @@
 // docs/scheduler.md, "HTTP API").
 #include <algorithm>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -273,52 +274,108 @@ nlohmann::json Registry::LinksJson() {
   return json{{"links", out}};
 }
 
-nlohmann::json Registry::TimelineJson(int64_t span_ns) {
+std::optional<nlohmann::json> Registry::TimelineJson(const TimelineQuery& q,
+                                                     std::string& unknown_link) {
   const int64_t now = RealtimeNs();
+  struct Lane {
+    std::string link;
+    double served_load = 0.0;
+    std::vector<size_t> rows;  // into `rows`, the link's jobs
+  };
+  std::vector<Lane> lanes;
   std::vector<JobRow> rows;
-  std::vector<std::pair<std::string, double>> planned;  // each link's, in the plan's order
   std::unordered_map<std::string, double> measured;
   uint64_t plan_version = 0;
+  size_t links_total = 0;
   {
     std::lock_guard lock(mu_);
     plan_version = plan_version_;
+    // Every link's jobs: cheap (names and pointers); the rows, the costly part, are copied for
+    // the links answered only.
+    std::unordered_map<std::string_view, std::vector<const JobState*>> members;
     for (const auto& [name, job] : jobs_) {
-      if (job.links.empty()) continue;
-      JobRow& row = rows.emplace_back(RowOf(job));
-      for (const auto& p : job.phases) {
-        if (p.start_ns + p.duration_ns >= now - span_ns) row.phases.push_back(p);
+      for (const auto& l : job.links) members[l].push_back(&job);
+    }
+    std::vector<Lane> candidates;
+    std::vector<const std::vector<const JobState*>*> jobs_of;
+    if (q.links.empty()) {
+      for (const auto& l : summary_.links) {
+        const auto m = members.find(l.name);
+        if (m == members.end()) continue;
+        candidates.push_back({l.name, l.served_load, {}});
+        jobs_of.push_back(&m->second);
+      }
+    } else {
+      for (const auto& name : q.links) {
+        const auto l = std::find_if(summary_.links.begin(), summary_.links.end(),
+                                    [&](const LinkSchedule& x) { return x.name == name; });
+        if (l == summary_.links.end()) {
+          unknown_link = name;
+          return std::nullopt;
+        }
+        const auto m = members.find(l->name);
+        if (m == members.end()) continue;
+        candidates.push_back({l->name, l->served_load, {}});
+        jobs_of.push_back(&m->second);
+      }
+    }
+    for (const auto& l : summary_.links) links_total += members.count(l.name);
+    // The busiest first (planned utilization, then the most jobs), unless named.
+    std::vector<size_t> order(candidates.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const size_t keep = q.links.empty() ? std::min(q.max_links, order.size()) : order.size();
+    if (q.links.empty()) {
+      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep),
+                        order.end(), [&](size_t a, size_t b) {
+                          if (candidates[a].served_load != candidates[b].served_load) {
+                            return candidates[a].served_load > candidates[b].served_load;
+                          }
+                          if (jobs_of[a]->size() != jobs_of[b]->size()) {
+                            return jobs_of[a]->size() > jobs_of[b]->size();
+                          }
+                          return candidates[a].link < candidates[b].link;
+                        });
+    }
+    std::unordered_map<const JobState*, size_t> row_of;
+    for (size_t k = 0; k < keep; ++k) {
+      Lane& lane = lanes.emplace_back(std::move(candidates[order[k]]));
+      for (const JobState* job : *jobs_of[order[k]]) {
+        const auto [it, added] = row_of.try_emplace(job, rows.size());
+        if (added) {
+          JobRow& row = rows.emplace_back(RowOf(*job));
+          for (const auto& p : job->phases) {
+            if (p.start_ns + p.duration_ns >= now - q.span_ns) row.phases.push_back(p);
+          }
+        }
+        lane.rows.push_back(it->second);
       }
     }
     measured = MeasuredUtilizations();
-    planned.reserve(summary_.links.size());
-    for (const auto& l : summary_.links) planned.emplace_back(l.name, l.served_load);
-  }
-  std::unordered_map<std::string, std::vector<const JobRow*>> members;
-  for (const auto& row : rows) {
-    for (const auto& l : row.links) members[l].push_back(&row);
   }
   json links = json::array();
-  for (const auto& [link, served_load] : planned) {
-    const auto m = members.find(link);
-    if (m == members.end()) continue;
+  for (const Lane& lane : lanes) {
     json jobs = json::array();
-    for (const JobRow* job : m->second) {
-      json entry{{"job", job->name},        {"priority", job->priority},
-                 {"planned", job->planned}, {"best_effort", job->best_effort},
-                 {"yields", job->yields},   {"yield_wait_ns", job->yield_wait_ns}};
-      if (job->planned) entry["timetable"] = TimetableToJson(*job, now);
+    for (const size_t r : lane.rows) {
+      const JobRow& job = rows[r];
+      json entry{{"job", job.name},        {"priority", job.priority},
+                 {"planned", job.planned}, {"best_effort", job.best_effort},
+                 {"yields", job.yields},   {"yield_wait_ns", job.yield_wait_ns}};
+      if (job.planned) entry["timetable"] = TimetableToJson(job, now);
       json phases = json::array();
-      for (const auto& p : job->phases) phases.push_back({p.start_ns, p.duration_ns, p.late});
+      for (const auto& p : job.phases) phases.push_back({p.start_ns, p.duration_ns, p.late});
       entry["phases"] = phases;
       jobs.push_back(entry);
     }
-    links.push_back({{"link", link},
-                     {"planned_utilization", served_load},
-                     {"measured_utilization", measured[link]},
+    links.push_back({{"link", lane.link},
+                     {"planned_utilization", lane.served_load},
+                     {"measured_utilization", measured[lane.link]},
                      {"jobs", jobs}});
   }
-  return json{
-      {"now_ns", now}, {"span_ns", span_ns}, {"plan_version", plan_version}, {"links", links}};
+  return json{{"now_ns", now},
+              {"span_ns", q.span_ns},
+              {"plan_version", plan_version},
+              {"links_total", links_total},
+              {"links", links}};
 }
 
 }  // namespace metronome::service

@@ -146,8 +146,11 @@ std::optional<nlohmann::json> Service::PhasesJson(const std::string& name, size_
 nlohmann::json Service::LinksJson() {
   return registry_->LinksJson();
 }
-nlohmann::json Service::TimelineJson(int64_t span_ns) {
-  return registry_->TimelineJson(span_ns);
+nlohmann::json Service::TimelineJson(const TimelineQuery& query) {
+  std::string unknown;
+  auto j = registry_->TimelineJson(query, unknown);
+  if (!j) throw HttpError(404, "unknown_link", "no link '" + unknown + "' in the plan");
+  return *std::move(j);
 }
 void Service::RefreshGauges() {
   registry_->RefreshGauges();

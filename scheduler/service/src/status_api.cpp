@@ -19,6 +19,27 @@ using controller::WhatIfEntry;
 
 using nlohmann::json;
 
+namespace {
+
+constexpr size_t kMaxNamedLinks = 64;  // link= parameters of one timeline request
+
+// A query parameter that must be a positive integer of at most `max` (`fallback` when absent).
+size_t PositiveParam(const httplib::Request& req, const char* name, size_t fallback, size_t max) {
+  if (!req.has_param(name)) return fallback;
+  const std::string v = req.get_param_value(name);
+  const bool digits =
+      !v.empty() && v.size() <= 7 && v.find_first_not_of("0123456789") == std::string::npos;
+  const size_t n = digits ? std::stoul(v) : 0;
+  if (n == 0 || n > max) {
+    throw HttpError(
+        400, "bad_query",
+        std::string(name) + ": an integer from 1 to " + std::to_string(max) + " is required");
+  }
+  return n;
+}
+
+}  // namespace
+
 nlohmann::json Service::WhatIfJson(const nlohmann::json& req) {
   if (!req.is_object()) throw HttpError(400, "bad_field", "the body must be a JSON object");
   auto need_number = [&](const char* key, double lo, double hi) {
@@ -125,16 +146,7 @@ void StatusRoutes::Register(HttpServer& server) {
   server.Get("job_phases", R"(/api/v1/jobs/([^/]+)/phases)",
              [&s, job_name](const httplib::Request& req, httplib::Response& res) {
                const std::string name = job_name(req);
-               size_t limit = 256;
-               if (req.has_param("limit")) {
-                 const std::string v = req.get_param_value("limit");
-                 if (v.empty() || v.size() > 6 ||
-                     v.find_first_not_of("0123456789") != std::string::npos || std::stoul(v) == 0) {
-                   throw HttpError(400, "bad_query", "limit: a positive integer is required");
-                 }
-                 limit = std::stoul(v);
-               }
-               auto j = s.PhasesJson(name, limit);
+               auto j = s.PhasesJson(name, PositiveParam(req, "limit", 256, 999'999));
                if (!j) throw HttpError(404, "unknown_job", "no job '" + name + "'");
                HttpServer::ReplyJson(res, j->dump());
              });
@@ -143,16 +155,23 @@ void StatusRoutes::Register(HttpServer& server) {
   });
   server.Get("timeline_data", "/api/v1/timeline",
              [&s](const httplib::Request& req, httplib::Response& res) {
-               int64_t span_ms = 5000;
-               if (req.has_param("span_ms")) {
-                 const std::string v = req.get_param_value("span_ms");
-                 if (v.empty() || v.size() > 7 ||
-                     v.find_first_not_of("0123456789") != std::string::npos || std::stol(v) == 0) {
-                   throw HttpError(400, "bad_query", "span_ms: a positive integer is required");
-                 }
-                 span_ms = std::stol(v);
+               TimelineQuery q;
+               q.span_ns =
+                   static_cast<int64_t>(PositiveParam(req, "span_ms", 5000, 9'999'999)) * 1'000'000;
+               q.max_links = PositiveParam(req, "links", q.max_links, 99'999);
+               const size_t named = req.get_param_value_count("link");
+               if (named > kMaxNamedLinks) {
+                 throw HttpError(400, "bad_query",
+                                 "link: at most " + std::to_string(kMaxNamedLinks) + " links");
                }
-               HttpServer::ReplyJson(res, s.TimelineJson(span_ms * 1'000'000).dump());
+               for (size_t i = 0; i < named; ++i) {
+                 std::string v = req.get_param_value("link", i);
+                 if (v.empty() || v.size() > proto::kMaxStringBytes) {
+                   throw HttpError(400, "bad_query", "link: a link's name is required");
+                 }
+                 q.links.push_back(std::move(v));
+               }
+               HttpServer::ReplyJson(res, s.TimelineJson(q).dump());
              });
   server.Post("what_if", "/api/v1/plan/what-if",
               [&s](const httplib::Request& req, httplib::Response& res) {

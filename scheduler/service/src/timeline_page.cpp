@@ -1,5 +1,6 @@
 // The timeline page: one self-contained HTML document (no external script, style or font: the
-// machines may be offline). It polls /api/v1/timeline and draws, per link, one lane per job:
+// machines may be offline). It polls /api/v1/timeline (the busiest 16 links unless told how many
+// or which) and draws, per link, one lane per job:
 // the planned windows (light, with the late slack hatched) and the phases the job actually ran
 // (dark; red when past the cushion). The page records its own script errors in #errors.
 #include "metronome/service/routes.hpp"
@@ -36,6 +37,9 @@ constexpr const char* kHtml = R"HTML(<!DOCTYPE html>
 <label>span <select id="span">
   <option value="2000">2 s</option><option value="5000" selected>5 s</option>
   <option value="20000">20 s</option></select></label>
+<label>links <input type="number" id="top" min="1" max="99999" value="16" size="5"></label>
+<label>only <input type="text" id="only" placeholder="link names, comma-separated" size="30">
+</label>
 <label><input type="checkbox" id="live" checked> live</label>
 <div id="links" data-count="0" data-drawn="0"></div>
 <pre id="errors"></pre>
@@ -181,19 +185,28 @@ constexpr const char* kHtml = R"HTML(<!DOCTYPE html>
     ++draws;
     linksDiv.dataset.count = String(data.links.length);
     linksDiv.dataset.drawn = String(draws);
-    statusDiv.textContent = data.links.length + " link(s) with jobs · plan v" +
+    statusDiv.textContent = data.links.length + " of " + data.links_total +
+        " link(s) with jobs (the busiest first, or those named) · plan v" +
         data.plan_version + " · updated " + new Date(data.now_ns / 1e6).toISOString();
   }
 
   function refresh() {
-    const span = document.getElementById("span").value;
-    return fetch("/api/v1/timeline?span_ms=" + span)
+    const query = new URLSearchParams();
+    query.set("span_ms", document.getElementById("span").value);
+    query.set("links", document.getElementById("top").value || "16");
+    document.getElementById("only").value.split(",").forEach(function (name) {
+      if (name.trim() !== "") query.append("link", name.trim());
+    });
+    return fetch("/api/v1/timeline?" + query.toString())
       .then(function (r) {
-        if (!r.ok) throw new Error("timeline request failed: HTTP " + r.status);
-        return r.json();
+        return r.json().then(function (body) {
+          // The scheduler's JSON errors say what was wrong (an unknown link, a bad count).
+          if (!r.ok) throw new Error("HTTP " + r.status + ": " + (body.message || body.error));
+          return body;
+        });
       })
       .then(render)
-      .catch(function (e) { statusDiv.textContent = "cannot reach the scheduler: " + e.message; });
+      .catch(function (e) { statusDiv.textContent = "timeline request failed: " + e.message; });
   }
 
   refresh();

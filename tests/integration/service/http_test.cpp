@@ -3,6 +3,11 @@
 // and the configuration (defaults, YAML file, flags, errors that name the key, --help).
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "harness.hpp"
 #include "metronome/common/clock.hpp"
 
@@ -209,6 +214,78 @@ TEST(SchedulerHttp, StatusApiAndMetricsDescribeTheCluster) {
   EXPECT_NEAR(MetricValue(m, "metronome_link_measured_utilization{link=\"default\"}"), 0.55, 1e-6);
   EXPECT_GE(MetricValue(m, "metronome_timetable_push_latency_seconds_count"), 4);
   EXPECT_GE(MetricValue(m, "metronome_plan_duration_seconds_count"), 1);
+}
+
+TEST(SchedulerHttp, TimelineAnswersTheBusiestLinksOrTheLinksNamed) {
+  const std::string topo = TempPath("timeline-links-topo.yaml");
+  WriteFile(topo,
+            "racks:\n"
+            "  - {name: r0, uplink_gbps: 10, nodes: [{name: n0, nic_gbps: 25}, {name: n1, "
+            "nic_gbps: 25}]}\n"
+            "  - {name: r1, uplink_gbps: 10, nodes: [{name: n2, nic_gbps: 25}, {name: n3, "
+            "nic_gbps: 25}]}\n");
+  Scheduler s({"--topology", topo});
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  std::vector<std::unique_ptr<ProtoClient>> clients;
+  // job-a within rack r0 (n0, n1); job-b across the racks (n0, n2).
+  const std::vector<std::tuple<std::string, uint32_t, std::string>> ranks = {
+      {"job-a", 0, "n0"}, {"job-a", 1, "n1"}, {"job-b", 0, "n0"}, {"job-b", 1, "n2"}};
+  for (const auto& [job, rank, node] : ranks) {
+    clients.push_back(std::make_unique<ProtoClient>(ctx, s.Endpoint()));
+    ASSERT_TRUE(clients.back()->Register(job, rank, 2, node));
+  }
+  clients[0]->Send(clients[0]->MakeReport("job-a", 0, 100 * kMs, 30 * kMs));
+  clients[2]->Send(clients[2]->MakeReport("job-b", 0, 200 * kMs, 50 * kMs));
+  ASSERT_TRUE(clients[0]->Expect<proto::TimetablePush>());
+  ASSERT_TRUE(clients[2]->Expect<proto::TimetablePush>());
+  auto names = [](const json& t) {
+    std::vector<std::string> out;
+    for (const auto& l : t["links"]) out.push_back(l["link"].get<std::string>());
+    return out;
+  };
+  auto all = s.Get("/api/v1/timeline");
+  ASSERT_TRUE(all);
+  EXPECT_EQ((*all)["links_total"], 5);  // three nodes' uplinks and the two racks'
+  EXPECT_EQ(names(*all).size(), 5u);
+  // The busiest first (planned utilization, then the most jobs): each answer a prefix of the
+  // whole list, in order.
+  double last = 2.0;
+  size_t last_jobs = 0;
+  for (const auto& l : (*all)["links"]) {
+    const double u = l["planned_utilization"].get<double>();
+    EXPECT_TRUE(u < last || (u == last && l["jobs"].size() <= last_jobs)) << all->dump();
+    last = u;
+    last_jobs = l["jobs"].size();
+  }
+  auto top = s.Get("/api/v1/timeline?links=2");
+  ASSERT_TRUE(top);
+  EXPECT_EQ((*top)["links_total"], 5);
+  const auto busiest = names(*top);
+  ASSERT_EQ(busiest.size(), 2u);
+  EXPECT_EQ(busiest, (std::vector<std::string>{names(*all)[0], names(*all)[1]}));
+  // Named links, in the order asked for, whatever their load.
+  auto named = s.Get("/api/v1/timeline?link=n1/up&link=r1/up");
+  ASSERT_TRUE(named);
+  EXPECT_EQ(names(*named), (std::vector<std::string>{"n1/up", "r1/up"}));
+  EXPECT_EQ((*named)["links"][0]["jobs"][0]["job"], "job-a");
+  EXPECT_EQ((*named)["links"][1]["jobs"][0]["job"], "job-b");
+  auto idle = s.Get("/api/v1/timeline?link=n3/up");  // in the plan, no job on it
+  ASSERT_TRUE(idle);
+  EXPECT_TRUE((*idle)["links"].empty());
+  // Bad queries: clear errors.
+  for (const std::string q : {"links=0", "links=abc", "links=100000", "link="}) {
+    const Reply r = Send(s.HttpPort(), "GET", "/api/v1/timeline?" + q, "");
+    EXPECT_EQ(r.status, 400) << q << ": " << r.body;
+    EXPECT_NE(r.body.find("bad_query"), std::string::npos) << q << ": " << r.body;
+  }
+  std::string many;
+  for (int i = 0; i < 65; ++i) many += "link=l" + std::to_string(i) + "&";
+  EXPECT_EQ(Send(s.HttpPort(), "GET", "/api/v1/timeline?" + many, "").status, 400);
+  const Reply unknown = Send(s.HttpPort(), "GET", "/api/v1/timeline?link=r9/up", "");
+  EXPECT_EQ(unknown.status, 404) << unknown.body;
+  EXPECT_NE(unknown.body.find("unknown_link"), std::string::npos) << unknown.body;
+  EXPECT_NE(unknown.body.find("r9/up"), std::string::npos) << unknown.body;
 }
 
 TEST(SchedulerHttp, MetronomectlPrintsTablesAndJson) {

@@ -55,6 +55,15 @@ struct ClusterView {
   std::vector<std::shared_ptr<const controller::PlanSnapshot>> plan;
 };
 
+// What GET /api/v1/timeline answers: the links that carry jobs, each with its jobs' timetables
+// and the phases they ran within the span. On a large cluster all of them are megabytes and
+// most of a second to build, so by default only the busiest few.
+struct TimelineQuery {
+  int64_t span_ns = 5'000'000'000;
+  size_t max_links = 16;           // the busiest: planned utilization, then the most jobs
+  std::vector<std::string> links;  // these instead (unknown names: an error), in this order
+};
+
 class Registry;
 class PlanningWorker;
 class Endpoint;
@@ -112,7 +121,8 @@ class Service {
   std::optional<nlohmann::json> TimetableJson(const std::string& name);
   std::optional<nlohmann::json> PhasesJson(const std::string& name, size_t limit);
   nlohmann::json LinksJson();
-  nlohmann::json TimelineJson(int64_t span_ns);
+  // Throws HttpError (404 unknown_link) for a link the plan does not have.
+  nlohmann::json TimelineJson(const TimelineQuery& query);
   // Throws HttpError on a bad request.
   nlohmann::json WhatIfJson(const nlohmann::json& request);
   void RefreshGauges();
