@@ -18,7 +18,8 @@
 //   - the scheduler's CPU use (cores, from /proc/PID/stat), its CPU time per message handled,
 //     and resident memory (VmRSS, VmHWM);
 //   - with --poll-ms, how long each read of /metrics and the status API took, read in the steady
-//     state as Prometheus and a dashboard would (the pushes and pongs must not wait for them).
+//     state as Prometheus and a dashboard would (the pushes and pongs must not wait for them):
+//     the API's default answers, so the first page of the jobs and the busiest links' timeline.
 // Each thread waits for the replies still in flight before the figures are counted.
 #include <fcntl.h>
 #include <netinet/in.h>

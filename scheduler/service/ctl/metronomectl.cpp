@@ -28,6 +28,7 @@ struct Options {
   std::string server = "http://127.0.0.1:7412";
   bool json_output = false;
   int timeout_s = 5;
+  int page_size = 500;  // jobs per request of `jobs`
   // HTTPS (a https:// server URL): the CA that signed the scheduler's certificate, and a client
   // certificate and key where the scheduler requires one (http.tls_client_ca_file).
   std::string ca_file;
@@ -112,7 +113,7 @@ std::string Join(const json& list) {
 }
 
 // Percent-encodes everything but unreserved characters (RFC 3986) for one path segment.
-std::string EncodePathSegment(const std::string& s) {
+std::string PercentEncode(const std::string& s) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : s) {
@@ -149,8 +150,29 @@ int Status(const Options& o) {
   return 0;
 }
 
+// Every job, page by page (/api/v1/jobs answers a page: 500 jobs unless asked for more).
+json AllJobs(const Options& o) {
+  json jobs = json::array();
+  std::string after;
+  for (;;) {
+    const json page = Call(o, "GET",
+                           "/api/v1/jobs?limit=" + std::to_string(o.page_size) +
+                               (after.empty() ? "" : "&continue=" + PercentEncode(after)));
+    if (!page.contains("jobs") || !page["jobs"].is_array()) {
+      throw Failure(o.server + "/api/v1/jobs: no list of jobs in the answer");
+    }
+    for (const auto& job : page["jobs"]) jobs.push_back(job);
+    if (!page.contains("continue") || !page["continue"].is_string()) break;
+    std::string next = page["continue"].get<std::string>();
+    if (next == after) throw Failure(o.server + "/api/v1/jobs: the pages do not advance");
+    after = std::move(next);
+  }
+  const size_t total = jobs.size();
+  return json{{"jobs", std::move(jobs)}, {"total", total}};
+}
+
 int Jobs(const Options& o) {
-  const json j = Call(o, "GET", "/api/v1/jobs");
+  const json j = AllJobs(o);
   if (o.json_output) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -197,7 +219,7 @@ int Links(const Options& o) {
 }
 
 int TimetableCmd(const Options& o, const std::string& job) {
-  const json j = Call(o, "GET", "/api/v1/jobs/" + EncodePathSegment(job) + "/timetable");
+  const json j = Call(o, "GET", "/api/v1/jobs/" + PercentEncode(job) + "/timetable");
   if (o.json_output) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -265,6 +287,8 @@ int Run(int argc, char** argv) {
   key->needs(cert);
   app.add_option("--timeout", o.timeout_s, "seconds to wait for the server [5]")
       ->check(CLI::Range(1, 600));
+  app.add_option("--page-size", o.page_size, "jobs asked for in one request [500]")
+      ->check(CLI::Range(1, 10'000));
   app.require_subcommand(1);
   auto* status = app.add_subcommand("status", "the scheduler's state at a glance");
   auto* jobs = app.add_subcommand("jobs", "registered jobs, their profiles and timetables");

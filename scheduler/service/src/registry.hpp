@@ -115,7 +115,8 @@ class Registry {
   // Snapshots (thread-safe).
   ClusterView View(const TopologyConfig& topology, const PlanningConfig& planning);
   nlohmann::json StatusJson(int64_t started_ns, const std::string& endpoint, bool curve);
-  nlohmann::json JobsJson();
+  // At most `limit` jobs, in name order, after the job named `after` ("": from the first).
+  nlohmann::json JobsJson(size_t limit, const std::string& after);
   std::optional<nlohmann::json> JobJson(const std::string& name);
   std::optional<nlohmann::json> TimetableJson(const std::string& name);
   std::optional<nlohmann::json> PhasesJson(const std::string& name, size_t limit);

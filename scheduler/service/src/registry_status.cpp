@@ -178,17 +178,23 @@ nlohmann::json Registry::StatusJson(int64_t started_ns, const std::string& endpo
       {"replans", metrics_.CounterTotal("metronome_replans_total")}};
 }
 
-nlohmann::json Registry::JobsJson() {
+nlohmann::json Registry::JobsJson(size_t limit, const std::string& after) {
   std::vector<JobRow> rows;
+  size_t total = 0;
+  bool more = false;
   {
     std::lock_guard lock(mu_);
-    rows.reserve(jobs_.size());
-    for (const auto& [name, job] : jobs_) rows.push_back(RowOf(job));
+    total = jobs_.size();
+    auto it = after.empty() ? jobs_.begin() : jobs_.upper_bound(after);
+    for (; it != jobs_.end() && rows.size() < limit; ++it) rows.push_back(RowOf(it->second));
+    more = it != jobs_.end();
   }
   const int64_t now = RealtimeNs();
   json out = json::array();
   for (const auto& row : rows) out.push_back(JobSummary(row, now));
-  return json{{"jobs", out}};
+  json page{{"jobs", out}, {"total", total}};
+  if (more && !rows.empty()) page["continue"] = rows.back().name;
+  return page;
 }
 
 std::optional<nlohmann::json> Registry::JobJson(const std::string& name) {

@@ -131,8 +131,8 @@ void Service::NotifyPlanListener() {
 nlohmann::json Service::StatusJson() {
   return registry_->StatusJson(started_ns_, ZmqEndpoint(), config_.curve.Enabled());
 }
-nlohmann::json Service::JobsJson() {
-  return registry_->JobsJson();
+nlohmann::json Service::JobsJson(size_t limit, const std::string& after) {
+  return registry_->JobsJson(limit, after);
 }
 std::optional<nlohmann::json> Service::JobJson(const std::string& name) {
   return registry_->JobJson(name);

@@ -22,6 +22,9 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxNamedLinks = 64;  // link= parameters of one timeline request
+// Jobs a page of /api/v1/jobs holds: the list of 8,192 jobs took 0.6-0.9 s to read.
+constexpr size_t kJobsPage = 500;
+constexpr size_t kMaxJobsPage = 10'000;
 
 // A query parameter that must be a positive integer of at most `max` (`fallback` when absent).
 size_t PositiveParam(const httplib::Request& req, const char* name, size_t fallback, size_t max) {
@@ -118,8 +121,13 @@ void StatusRoutes::Register(HttpServer& server) {
   server.Get("status", "/api/v1/status", [&s](const httplib::Request&, httplib::Response& res) {
     HttpServer::ReplyJson(res, s.StatusJson().dump());
   });
-  server.Get("jobs", "/api/v1/jobs", [&s](const httplib::Request&, httplib::Response& res) {
-    HttpServer::ReplyJson(res, s.JobsJson().dump());
+  server.Get("jobs", "/api/v1/jobs", [&s](const httplib::Request& req, httplib::Response& res) {
+    const size_t limit = PositiveParam(req, "limit", kJobsPage, kMaxJobsPage);
+    const std::string after = req.has_param("continue") ? req.get_param_value("continue") : "";
+    if (after.size() > proto::kMaxStringBytes) {
+      throw HttpError(400, "bad_query", "continue: longer than any job's name");
+    }
+    HttpServer::ReplyJson(res, s.JobsJson(limit, after).dump());
   });
   auto job_name = [](const httplib::Request& req) {
     if (req.matches.size() < 2) throw HttpError(400, "bad_path", "no job in the path");

@@ -122,6 +122,11 @@ TEST(SchedulerHttp, MalformedRequestsAtEveryRouteAreRejectedAndCounted) {
                     "phases limit 0");
   expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/timeline?span_ms=-1", ""), 400,
                     "timeline span");
+  expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/jobs?limit=0", ""), 400, "jobs limit 0");
+  expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/jobs?limit=10001", ""), 400,
+                    "jobs limit too large");
+  expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/jobs?continue=" + std::string(300, 'x'), ""),
+                    400, "jobs continue too long");
   expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/jobs/nobody", ""), 404, "unknown job");
   expect_json_error(Send(s.HttpPort(), "GET", "/api/v1/jobs/nobody/timetable", ""), 404,
                     "unknown job timetable");
@@ -200,6 +205,26 @@ TEST(SchedulerHttp, StatusApiAndMetricsDescribeTheCluster) {
   ASSERT_TRUE(tt);
   EXPECT_EQ((*tt)["window_ns"], 50 * kMs);
   EXPECT_GE((*tt)["period_ns"].get<int64_t>(), 200 * kMs);
+  // The jobs in pages, in name order: a page says where the next starts while more remain.
+  auto all = s.Get("/api/v1/jobs");
+  ASSERT_TRUE(all);
+  EXPECT_EQ((*all)["total"], 2);
+  EXPECT_EQ((*all)["jobs"].size(), 2u);
+  EXPECT_FALSE(all->contains("continue"));
+  auto first = s.Get("/api/v1/jobs?limit=1");
+  ASSERT_TRUE(first);
+  ASSERT_EQ((*first)["jobs"].size(), 1u);
+  EXPECT_EQ((*first)["jobs"][0]["job"], "job-a");
+  EXPECT_EQ((*first)["continue"], "job-a");
+  EXPECT_EQ((*first)["total"], 2);
+  auto second = s.Get("/api/v1/jobs?limit=1&continue=job-a");
+  ASSERT_TRUE(second);
+  ASSERT_EQ((*second)["jobs"].size(), 1u);
+  EXPECT_EQ((*second)["jobs"][0]["job"], "job-b");
+  EXPECT_FALSE(second->contains("continue"));
+  auto past = s.Get("/api/v1/jobs?continue=job-b");
+  ASSERT_TRUE(past);
+  EXPECT_TRUE((*past)["jobs"].empty());
   auto timeline = s.Get("/api/v1/timeline?span_ms=2000");
   ASSERT_TRUE(timeline);
   ASSERT_EQ((*timeline)["links"].size(), 1u);
@@ -319,6 +344,10 @@ TEST(SchedulerHttp, MetronomectlPrintsTablesAndJson) {
   EXPECT_EQ(json::parse(out)["window_ns"], 50 * kMs);
   std::tie(rc, out) = ctl({"--json", "jobs"});
   EXPECT_EQ(json::parse(out)["jobs"].size(), 2u);
+  std::tie(rc, out) = ctl({"--json", "--page-size", "1", "jobs"});  // two pages
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_EQ(json::parse(out)["jobs"].size(), 2u) << out;
+  EXPECT_EQ(json::parse(out)["jobs"][1]["job"], "job-b") << out;
   std::tie(rc, out) = ctl({"plan", "--what-if", "--job", "newcomer", "--nodes", "n8,n9",
                            "--period-ms", "100", "--comm-ms", "60", "--priority", "0"});
   EXPECT_EQ(rc, 0) << out;

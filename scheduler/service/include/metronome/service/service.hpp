@@ -116,7 +116,10 @@ class Service {
 
   // Snapshots for the status API (thread-safe).
   nlohmann::json StatusJson();
-  nlohmann::json JobsJson();
+  // A page of the jobs: at most `limit`, in name order, after the job named `after` ("": from
+  // the first); {"jobs", "total", "continue"} ("continue": the name to ask after, while more
+  // remain).
+  nlohmann::json JobsJson(size_t limit, const std::string& after);
   std::optional<nlohmann::json> JobJson(const std::string& name);
   std::optional<nlohmann::json> TimetableJson(const std::string& name);
   std::optional<nlohmann::json> PhasesJson(const std::string& name, size_t limit);
