@@ -87,6 +87,7 @@ class Client {
   uint64_t ping_seq_ = 0;
   int64_t ping_t1_[16] = {};
   uint64_t pings_answered_ = 0;
+  uint64_t step_logs_ = 0;  // clock steps logged
   int64_t next_ping_ns_ = 0;
   int64_t next_report_ns_ = 0;
   int64_t report_interval_ns_ = 1'000'000'000;
