@@ -92,6 +92,19 @@ inline void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path) << text;
 }
 
+// A topology file of two racks (r0: n0, n1; r1: n2, n3; 25 Gbit/s node links, 10 Gbit/s rack
+// uplinks); returns its path.
+inline std::string TwoRackTopology(const std::string& name) {
+  std::string path = TempPath(name);
+  WriteFile(path,
+            "racks:\n"
+            "  - {name: r0, uplink_gbps: 10, nodes: [{name: n0, nic_gbps: 25}, {name: n1, "
+            "nic_gbps: 25}]}\n"
+            "  - {name: r1, uplink_gbps: 10, nodes: [{name: n2, nic_gbps: 25}, {name: n3, "
+            "nic_gbps: 25}]}\n");
+  return path;
+}
+
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;

@@ -242,13 +242,7 @@ TEST(SchedulerHttp, StatusApiAndMetricsDescribeTheCluster) {
 }
 
 TEST(SchedulerHttp, TimelineAnswersTheBusiestLinksOrTheLinksNamed) {
-  const std::string topo = TempPath("timeline-links-topo.yaml");
-  WriteFile(topo,
-            "racks:\n"
-            "  - {name: r0, uplink_gbps: 10, nodes: [{name: n0, nic_gbps: 25}, {name: n1, "
-            "nic_gbps: 25}]}\n"
-            "  - {name: r1, uplink_gbps: 10, nodes: [{name: n2, nic_gbps: 25}, {name: n3, "
-            "nic_gbps: 25}]}\n");
+  const std::string topo = TwoRackTopology("timeline-links-topo.yaml");
   Scheduler s({"--topology", topo});
   ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;

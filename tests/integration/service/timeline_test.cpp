@@ -37,13 +37,7 @@ TEST(TimelinePage, DrawsTheLinksOfARunningClusterWithoutConsoleErrors) {
     GTEST_SKIP() << "chromium is not installed (Debian package `chromium`, installed by "
                     "scripts/setup.sh); the timeline page was not tested";
   }
-  const std::string topo = TempPath("timeline-topo.yaml");
-  WriteFile(topo,
-            "racks:\n"
-            "  - {name: r0, uplink_gbps: 10, nodes: [{name: n0, nic_gbps: 25}, {name: n1, "
-            "nic_gbps: 25}]}\n"
-            "  - {name: r1, uplink_gbps: 10, nodes: [{name: n2, nic_gbps: 25}, {name: n3, "
-            "nic_gbps: 25}]}\n");
+  const std::string topo = TwoRackTopology("timeline-topo.yaml");
   Scheduler s({"--topology", topo});
   ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
