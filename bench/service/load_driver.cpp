@@ -3,9 +3,9 @@
 // It starts the scheduler (or uses --endpoint/--http of a running one), then N protocol clients
 // (ZeroMQ DEALERs multiplexed on a few threads), grouped into jobs of R ranks on a two-tier
 // topology. Every client registers (hello → welcome), pings its clock as a settled shim does
-// (ClockPingIntervalNs: every 2 s) and reports
-// `rate` times a second for `duration` seconds; rank 0 of each job reports a profile, which
-// gets the job planned and its timetable pushed to all its ranks. At the end it prints:
+// (ClockPingIntervalNs: every 2 s) and reports `rate` times a second for `duration` seconds;
+// rank 0 of each job reports a profile, which gets the job planned and its timetable pushed to
+// all its ranks. At the end it prints:
 //   - accounting: hellos sent vs welcomes received vs registrations counted by the scheduler;
 //     reports sent vs reports the scheduler counted; errors and rejections (must be 0);
 //   - p50/p99/max of registration latency (hello → welcome), timetable push latency (the

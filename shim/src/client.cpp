@@ -244,7 +244,8 @@ void Client::Handle(const proto::Message& m, int64_t now) {
     if (sync_.Steps() != steps) {
       // A clock stepped: settle the new offset with quick pings again.
       pings_answered_ = 0;
-      next_ping_ns_ = std::min(next_ping_ns_, now + ClockPingIntervalNs(0, 0));
+      next_ping_ns_ =
+          std::min(next_ping_ns_, now + ClockPingIntervalNs(0, rt_.GetConfig().silence_ns));
       if (step_logs_++ < 10) {  // a clock that keeps jumping must not flood the job's log
         MLOG_WARN("a clock stepped: offset to the scheduler now %lld ns",
                   static_cast<long long>(sync_.OffsetNs()));

@@ -112,7 +112,8 @@ std::string Join(const json& list) {
   return out.empty() ? "-" : out;
 }
 
-// Percent-encodes everything but unreserved characters (RFC 3986) for one path segment.
+// Percent-encodes everything but unreserved characters (RFC 3986): a path segment or a query
+// value.
 std::string PercentEncode(const std::string& s) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
@@ -164,7 +165,8 @@ json AllJobs(const Options& o) {
     for (const auto& job : page["jobs"]) jobs.push_back(job);
     if (!page.contains("continue") || !page["continue"].is_string()) break;
     std::string next = page["continue"].get<std::string>();
-    if (next == after) throw Failure(o.server + "/api/v1/jobs: the pages do not advance");
+    // Names come in order, so a cursor that does not move forward would never end the loop.
+    if (next <= after) throw Failure(o.server + "/api/v1/jobs: the pages do not advance");
     after = std::move(next);
   }
   const size_t total = jobs.size();
