@@ -100,6 +100,8 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
       report.yield_wait_ns > rank.yield_wait_ns ? report.yield_wait_ns - rank.yield_wait_ns : 0;
   rank.yielded = report.yielded;
   rank.yield_wait_ns = report.yield_wait_ns;
+  job.yielded += v.yielded;
+  job.yield_wait_ns += v.yield_wait_ns;
 
   // Profile.
   const bool usable = report.period_ns > 0 && report.comm_ns > 0 &&

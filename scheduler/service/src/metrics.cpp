@@ -171,31 +171,6 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                        .Name("metronome_http_request_duration_seconds")
                        .Help("HTTP request handling time, by route")
                        .Register(r);
-  link_planned_ = &BuildGauge()
-                       .Name("metronome_link_planned_utilization")
-                       .Help("Contention-free share of the link the plan serves (0..1)")
-                       .Register(r);
-  link_measured_ = &BuildGauge()
-                        .Name("metronome_link_measured_utilization")
-                        .Help("Share of the link the jobs' measured profiles use (0..1)")
-                        .Register(r);
-  link_cushion_ = &BuildGauge()
-                       .Name("metronome_link_min_cushion_seconds")
-                       .Help("Smallest gap after a gated window on the link (-1: none)")
-                       .Register(r);
-  link_jobs_ = &BuildGauge().Name("metronome_link_jobs").Help("Jobs crossing the link").Register(r);
-  job_lateness_ = &BuildGauge()
-                       .Name("metronome_job_lateness_seconds")
-                       .Help("Moving average of a job's phase start minus its window opening")
-                       .Register(r);
-  job_yields_ = &BuildCounter()
-                     .Name("metronome_job_yields_total")
-                     .Help("Collectives a job's shims held for higher-priority windows")
-                     .Register(r);
-  job_yield_wait_ = &BuildCounter()
-                         .Name("metronome_job_yield_wait_seconds_total")
-                         .Help("Time a job's collectives waited for higher-priority windows")
-                         .Register(r);
   phases_measured_ = &BuildCounter()
                           .Name("metronome_phases_measured_total")
                           .Help("Communication phases reported by shims")
@@ -243,17 +218,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                          .Help("|phase start - nearest window opening| of measured phases")
                          .Register(r)
                          .Add({}, LatencyBuckets());
-  auto gauge = [&](const char* name, const char* help) {
-    return &BuildGauge().Name(name).Help(help).Register(r).Add({});
-  };
-  jobs_ = gauge("metronome_jobs", "Jobs in the registry");
-  jobs_planned_ = gauge("metronome_jobs_planned", "Jobs with a timetable");
-  jobs_best_effort_ = gauge("metronome_jobs_best_effort", "Jobs planned best-effort (ungated)");
-  ranks_ = gauge("metronome_ranks", "Registered ranks");
-  clients_ = gauge("metronome_clients", "Connected clients (ZeroMQ peers seen)");
-  links_ = gauge("metronome_links", "Links in the topology");
-  leader_ = gauge("metronome_leader",
-                  "1 while this replica plans (the leader, or the only one); 0 on a standby");
+  leader_ = &BuildGauge()
+                 .Name("metronome_leader")
+                 .Help("1 while this replica plans (the leader, or the only one); 0 on a standby")
+                 .Register(r)
+                 .Add({});
 }
 
 std::vector<MetricFamily> Metrics::Collect() const {
@@ -279,6 +248,14 @@ int Metrics::AddCollector(Collector collector) {
 void Metrics::RemoveCollector(int id) {
   std::lock_guard lock(collectors_mu_);
   collectors_.erase(id);
+}
+
+MetricFamily Metrics::Family(const char* name, const char* help, MetricType type) {
+  return MetricFamily{name, help, type, {}};
+}
+
+void Metrics::AddSample(MetricFamily& family, Labels labels, double value) {
+  family.metric.push_back(Sample(std::move(labels), value, family.type));
 }
 
 prometheus::Counter& Metrics::Received(const std::string& type) {
@@ -310,35 +287,6 @@ prometheus::Counter& Metrics::OfflineRuns(const std::string& result) {
 }
 prometheus::Counter& Metrics::TimetablePushes(const std::string& reason) {
   return pushes_->Add({{"reason", reason}});
-}
-prometheus::Gauge& Metrics::LinkPlannedUtilization(const std::string& link) {
-  return link_planned_->Add({{"link", link}});
-}
-prometheus::Gauge& Metrics::LinkMeasuredUtilization(const std::string& link) {
-  return link_measured_->Add({{"link", link}});
-}
-prometheus::Gauge& Metrics::LinkMinCushion(const std::string& link) {
-  return link_cushion_->Add({{"link", link}});
-}
-prometheus::Gauge& Metrics::LinkJobs(const std::string& link) {
-  return link_jobs_->Add({{"link", link}});
-}
-prometheus::Gauge& Metrics::JobLateness(const std::string& job) {
-  return job_lateness_->Add({{"job", job}});
-}
-prometheus::Counter& Metrics::JobYields(const std::string& job) {
-  return job_yields_->Add({{"job", job}});
-}
-prometheus::Counter& Metrics::JobYieldWait(const std::string& job) {
-  return job_yield_wait_->Add({{"job", job}});
-}
-void Metrics::RemoveJob(const std::string& job) {
-  auto& g = job_lateness_->Add({{"job", job}});
-  job_lateness_->Remove(&g);
-  auto& y = job_yields_->Add({{"job", job}});
-  job_yields_->Remove(&y);
-  auto& w = job_yield_wait_->Add({{"job", job}});
-  job_yield_wait_->Remove(&w);
 }
 prometheus::Counter& Metrics::HttpRequests(const std::string& route, int status) {
   return http_requests_->Add({{"route", route}, {"code", std::to_string(status)}});

@@ -159,12 +159,14 @@ ClusterView Registry::View(const TopologyConfig& topology, const PlanningConfig&
   ClusterView v;
   v.topology = topology;  // thousands of links: not under the lock
   v.planning = planning;
-  std::lock_guard lock(mu_);
-  v.plan_version = plan_version_;
-  v.plan = part_snapshots_;
-  v.jobs.reserve(jobs_.size());
-  for (const auto& [name, job] : jobs_) {
-    extender::JobSnapshot j;
+  {
+    std::lock_guard lock(mu_);
+    v.plan_version = plan_version_;
+    v.plan = part_snapshots_;
+    v.jobs.reserve(jobs_.size());
+  }
+  ForEachJobSliced([&](const std::string& name, const JobState& job) {
+    extender::JobSnapshot& j = v.jobs.emplace_back();
     j.id = job.id;
     j.name = name;
     j.priority = job.priority;
@@ -173,8 +175,7 @@ ClusterView Registry::View(const TopologyConfig& topology, const PlanningConfig&
     j.planned = job.planned;
     j.best_effort = job.best_effort;
     j.timetable = job.timetable;
-    v.jobs.push_back(std::move(j));
-  }
+  });
   return v;
 }
 
@@ -424,13 +425,8 @@ void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, 
                                          1e-9);
       }
     }
-    metrics_.JobLateness(job.name).Set(job.lateness_ewma_ns * 1e-9);
   }
   if (v.realigned > 0) metrics_.PhasesRealigned().Increment(static_cast<double>(v.realigned));
-  if (v.yielded > 0) {
-    metrics_.JobYields(job.name).Increment(static_cast<double>(v.yielded));
-    metrics_.JobYieldWait(job.name).Increment(static_cast<double>(v.yield_wait_ns) * 1e-9);
-  }
   if (v.late_phases > 0) {
     metrics_.PhasesLate().Increment(v.late_phases);
     // Logged at info when a streak starts, at debug while it lasts; always counted.
@@ -499,7 +495,6 @@ void Registry::RemoveJob(const std::string& name, const char* reason) {
   }
   observers_.erase(name);
   metrics_.JobsRemoved(reason).Increment();
-  metrics_.RemoveJob(name);
   job_names_.erase(it->second.id);
   spdlog::info("registry: job {} removed ({})", name, reason);
   jobs_.erase(it);
@@ -626,14 +621,18 @@ void Registry::TickLocked(int64_t now) {
   if (!observers_.empty() && (observers_changed_ || observed_version_ != plan_version_)) {
     RefreshObservers(now);
   }
-  // Silent ranks, then jobs left without ranks. The scan visits every rank (1.7 ms at 65,536,
-  // on the endpoint thread), so it runs every twentieth of the timeout, not every tick: a rank
-  // is dropped within 5 % (or a tick) of its timeout.
+  // Silent ranks, then jobs left without ranks. Every rank at once held the endpoint thread for
+  // milliseconds at 65,536 ranks, so each tick visits a share of the jobs, going on from where
+  // the last stopped: every job once in a twentieth of the timeout, so that a rank is dropped
+  // within 5 % (or a tick) of its timeout.
   const int64_t timeout = config_.registry.rank_timeout_ms * 1'000'000;
-  if (now < next_silence_scan_ns_) return;
-  next_silence_scan_ns_ = now + timeout / 20;
+  const int64_t tick = std::max<int64_t>(config_.controller.tick_ms, 1) * 1'000'000;
+  const auto ticks_a_pass = static_cast<size_t>(std::max<int64_t>(timeout / 20 / tick, 1));
+  const size_t share = (jobs_.size() + ticks_a_pass - 1) / ticks_a_pass;
+  auto it = silence_cursor_ ? jobs_.upper_bound(*silence_cursor_) : jobs_.begin();
   std::vector<std::string> empty;
-  for (auto& [name, job] : jobs_) {
+  for (size_t n = 0; n < share && it != jobs_.end(); ++n, ++it) {
+    auto& [name, job] = *it;
     for (auto r = job.ranks.begin(); r != job.ranks.end();) {
       if (now - r->second.last_seen_ns > timeout) {
         spdlog::info("registry: job={} rank={} silent for {} ms: dropped", name, r->first,
@@ -648,7 +647,11 @@ void Registry::TickLocked(int64_t now) {
     }
     if (job.ranks.empty()) empty.push_back(name);
   }
+  const bool pass_done = it == jobs_.end();
+  silence_cursor_.reset();
+  if (!pass_done) silence_cursor_ = std::prev(it)->first;
   for (const auto& name : empty) RemoveJob(name, "timeout");
+  if (!pass_done) return;
   for (auto c = clients_.begin(); c != clients_.end();) {
     if (c->second.members.empty() && now - c->second.last_seen_ns > timeout) {
       c = clients_.erase(c);
@@ -658,20 +661,22 @@ void Registry::TickLocked(int64_t now) {
   }
 }
 
-std::unordered_map<std::string, double> Registry::MeasuredUtilizations() const {
-  // One pass over the jobs (a job adds to each of its links): a scrape of thousands of links
-  // and jobs holds the lock for milliseconds, not a search of every job per link.
-  std::unordered_map<std::string, double> capacity;
-  std::unordered_map<std::string, double> u;
-  for (const auto& l : summary_.links) {
-    capacity[l.name] = l.capacity_bytes_per_s;
-    u[l.name] = 0.0;
+Registry::LinkLoads Registry::CollectLinkLoads() const {
+  LinkLoads out;
+  {
+    std::lock_guard lock(mu_);
+    out.links = summary_.links;
   }
-  for (const auto& [name, job] : jobs_) {
-    if (!job.has_profile || job.profile.period_ns <= 0) continue;
+  std::unordered_map<std::string, double> capacity;
+  for (const auto& l : out.links) {
+    capacity[l.name] = l.capacity_bytes_per_s;
+    out.measured[l.name] = 0.0;
+  }
+  ForEachJobSliced([&](const std::string& name, const JobState& job) {
+    for (const auto& l : job.links) out.jobs[l].push_back(name);
+    if (!job.has_profile || job.profile.period_ns <= 0) return;
     double bytes_per_s = 0.0;  // while communicating
-    const bool known = job.profile.bytes_per_phase > 0 && job.profile.comm_ns > 0;
-    if (known) {
+    if (job.profile.bytes_per_phase > 0 && job.profile.comm_ns > 0) {
       bytes_per_s = static_cast<double>(job.profile.bytes_per_phase) * 1e9 /
                     static_cast<double>(job.profile.comm_ns);
     } else {
@@ -687,54 +692,24 @@ std::unordered_map<std::string, double> Registry::MeasuredUtilizations() const {
     for (const auto& l : job.links) {
       const auto c = capacity.find(l);
       if (c == capacity.end() || c->second <= 0.0) continue;
-      u[l] += std::min(bytes_per_s, c->second) / c->second * duty;
+      out.measured[l] += std::min(bytes_per_s, c->second) / c->second * duty;
     }
-  }
-  return u;
+  });
+  return out;
 }
 
-Registry::Tally Registry::TallyLocked() const {
+Registry::Tally Registry::Count() const {
   Tally t;
-  for (const auto& [name, job] : jobs_) {
+  ForEachJobSliced([&](const std::string&, const JobState& job) {
+    ++t.jobs;
     t.ranks += job.ranks.size();
     if (job.planned) ++t.planned;
     if (job.planned && job.best_effort) ++t.best_effort;
-  }
-  t.jobs = jobs_.size();
+  });
+  std::lock_guard lock(mu_);
   t.clients = clients_.size();
   t.links = summary_.links.size();
   return t;
-}
-
-// The figures are read under the lock and set after it: setting a labelled gauge is a lookup
-// in its family, and at thousands of links those lookups held every report behind a scrape.
-void Registry::RefreshGauges() {
-  Tally t;
-  std::unordered_map<std::string, int> per_link;
-  std::unordered_map<std::string, double> measured;
-  std::vector<controller::LinkSchedule> links;
-  {
-    std::lock_guard lock(mu_);
-    t = TallyLocked();
-    for (const auto& [name, job] : jobs_) {
-      for (const auto& l : job.links) ++per_link[l];
-    }
-    measured = MeasuredUtilizations();
-    links = summary_.links;
-  }
-  metrics_.Jobs().Set(static_cast<double>(t.jobs));
-  metrics_.JobsPlanned().Set(static_cast<double>(t.planned));
-  metrics_.JobsBestEffort().Set(static_cast<double>(t.best_effort));
-  metrics_.Ranks().Set(static_cast<double>(t.ranks));
-  metrics_.Clients().Set(static_cast<double>(t.clients));
-  metrics_.Links().Set(static_cast<double>(t.links));
-  for (const auto& l : links) {
-    metrics_.LinkPlannedUtilization(l.name).Set(l.served_load);
-    metrics_.LinkMeasuredUtilization(l.name).Set(measured[l.name]);
-    metrics_.LinkMinCushion(l.name).Set(
-        l.min_cushion_ns < 0 ? -1.0 : static_cast<double>(l.min_cushion_ns) * 1e-9);
-    metrics_.LinkJobs(l.name).Set(per_link[l.name]);
-  }
 }
 
 }  // namespace metronome::service

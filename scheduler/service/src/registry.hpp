@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -125,7 +126,8 @@ class Registry {
   std::optional<nlohmann::json> TimelineJson(const TimelineQuery& q, std::string& unknown_link);
   // For a what-if: every job's name by id, and an id no registered job has.
   std::map<uint64_t, std::string> JobNames(uint64_t& free_id);
-  void RefreshGauges();
+  // The state's metric families (registry_metrics.cpp): the service's /metrics collector.
+  std::vector<prometheus::MetricFamily> MetricFamilies() const;
 
  private:
   void HandleLocked(const std::vector<std::string>& frames, int64_t t_recv);
@@ -149,13 +151,39 @@ class Registry {
   void Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
               const std::string& detail);
   std::vector<std::string> LinksOf(const JobState& job) const;
-  // Each link's utilization from the jobs' measured profiles (bytes per second x duty cycle).
-  std::unordered_map<std::string, double> MeasuredUtilizations() const;
-  // What the status and the gauges count.
+
+  // Readers of every job (the status API, the gauges, the plan listener) hold the lock for a
+  // slice of this many jobs at a time: at thousands of jobs one pass held every report, ping
+  // and planning round behind it for milliseconds.
+  static constexpr size_t kJobsPerSlice = 256;
+  // f(name, job) for every job, in name order, under the lock a slice at a time: a job that
+  // comes or goes meanwhile may be seen or not; each one seen is seen whole.
+  template <class F>
+  void ForEachJobSliced(F&& f) const {
+    std::string last;
+    for (bool first = true, more = true; more; first = false) {
+      std::lock_guard lock(mu_);
+      auto it = first ? jobs_.begin() : jobs_.upper_bound(last);
+      for (size_t n = 0; it != jobs_.end() && n < kJobsPerSlice; ++it, ++n) {
+        f(it->first, it->second);
+      }
+      more = it != jobs_.end();
+      if (more) last = std::prev(it)->first;
+    }
+  }
+  // What the status and the gauges count, jobs a slice at a time.
   struct Tally {
     size_t jobs = 0, ranks = 0, planned = 0, best_effort = 0, clients = 0, links = 0;
   };
-  Tally TallyLocked() const;
+  Tally Count() const;
+  // Every link with its jobs and their measured load, the jobs read a slice at a time.
+  struct LinkLoads {
+    std::vector<controller::LinkSchedule> links;                     // as the plan has them
+    std::unordered_map<std::string, std::vector<std::string>> jobs;  // link -> job names
+    // Share of the link the jobs' measured profiles use (bytes per second x duty cycle).
+    std::unordered_map<std::string, double> measured;
+  };
+  LinkLoads CollectLinkLoads() const;
 
   const ServiceConfig& config_;
   Metrics& metrics_;
@@ -189,7 +217,7 @@ class Registry {
   uint64_t next_job_id_ = 0;
   uint64_t next_session_ = 0;
   uint64_t plan_version_ = 0;
-  int64_t next_silence_scan_ns_ = 0;
+  std::optional<std::string> silence_cursor_;  // the last job the silence scan visited
   int64_t last_plan_ns_ = 0;
   bool pod_check_ = false;
   std::optional<PodDirectory> pods_;

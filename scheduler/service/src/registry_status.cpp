@@ -49,7 +49,7 @@ struct JobRow {
   uint64_t phases_seen = 0;
   uint64_t phases_late = 0;
   uint64_t replans = 0;
-  uint64_t yields = 0;  // the ranks' collectives held for higher-ranked windows (cumulative)
+  uint64_t yields = 0;  // the collectives its ranks held for higher-ranked windows (cumulative)
   int64_t yield_wait_ns = 0;
   bool has_profile = false;
   controller::MeasuredProfile profile;
@@ -85,10 +85,8 @@ JobRow RowOf(const JobState& job) {
   r.overrun_deferred_to = job.overrun_deferred_to;
   r.timetable = job.timetable;
   r.yield_set = job.yields;  // a job not planned yet may yield too (RefreshObservers)
-  for (const auto& [rank_id, rank] : job.ranks) {
-    r.yields += rank.yielded;
-    r.yield_wait_ns += rank.yield_wait_ns;
-  }
+  r.yields = job.yielded;
+  r.yield_wait_ns = job.yield_wait_ns;
   return r;
 }
 
@@ -145,13 +143,12 @@ json JobSummary(const JobRow& job, int64_t now) {
 }  // namespace
 
 nlohmann::json Registry::StatusJson(int64_t started_ns, const std::string& endpoint, bool curve) {
-  Tally t;
+  const Tally t = Count();
   uint64_t plan_version = 0;
   int64_t last_plan_ns = 0;
   double utilization = 0.0, latency = 0.0, cushion_ns = 0.0;
   {
     std::lock_guard lock(mu_);
-    t = TallyLocked();
     plan_version = plan_version_;
     last_plan_ns = last_plan_ns_;
     utilization = summary_.utilization;
@@ -253,29 +250,19 @@ std::optional<nlohmann::json> Registry::PhasesJson(const std::string& name, size
 }
 
 nlohmann::json Registry::LinksJson() {
-  std::vector<LinkSchedule> links;
-  std::unordered_map<std::string, std::vector<std::string>> members;
-  std::unordered_map<std::string, double> measured;
-  {
-    std::lock_guard lock(mu_);
-    for (const auto& [name, job] : jobs_) {
-      for (const auto& l : job.links) members[l].push_back(name);
-    }
-    measured = MeasuredUtilizations();
-    links = summary_.links;
-  }
+  LinkLoads loads = CollectLinkLoads();
   json out = json::array();
-  for (const auto& l : links) {
+  for (const auto& l : loads.links) {
     out.push_back({{"link", l.name},
                    {"capacity_bytes_per_s", l.capacity_bytes_per_s},
                    {"hyperperiod_ns", l.hyperperiod_ns},
                    {"planned_utilization", l.served_load},
-                   {"measured_utilization", measured[l.name]},
+                   {"measured_utilization", loads.measured[l.name]},
                    {"min_cushion_ns", l.min_cushion_ns},
                    {"contention", l.contention},
                    {"gated_jobs", l.gated_jobs},
                    {"best_effort_jobs", l.best_effort_jobs},
-                   {"jobs", members[l.name]}});
+                   {"jobs", loads.jobs[l.name]}});
   }
   return json{{"links", out}};
 }
@@ -283,80 +270,79 @@ nlohmann::json Registry::LinksJson() {
 std::optional<nlohmann::json> Registry::TimelineJson(const TimelineQuery& q,
                                                      std::string& unknown_link) {
   const int64_t now = RealtimeNs();
-  struct Lane {
-    std::string link;
-    double served_load = 0.0;
-    std::vector<size_t> rows;  // into `rows`, the link's jobs
-  };
-  std::vector<Lane> lanes;
-  std::vector<JobRow> rows;
-  std::unordered_map<std::string, double> measured;
   uint64_t plan_version = 0;
-  size_t links_total = 0;
   {
     std::lock_guard lock(mu_);
     plan_version = plan_version_;
-    // Every link's jobs: cheap (names and pointers); the rows, the costly part, are copied for
-    // the links answered only.
-    std::unordered_map<std::string_view, std::vector<const JobState*>> members;
-    for (const auto& [name, job] : jobs_) {
-      for (const auto& l : job.links) members[l].push_back(&job);
-    }
-    std::vector<Lane> candidates;
-    std::vector<const std::vector<const JobState*>*> jobs_of;
-    if (q.links.empty()) {
-      for (const auto& l : summary_.links) {
-        const auto m = members.find(l.name);
-        if (m == members.end()) continue;
-        candidates.push_back({l.name, l.served_load, {}});
-        jobs_of.push_back(&m->second);
+  }
+  LinkLoads loads = CollectLinkLoads();
+  struct Lane {
+    std::string link;
+    double served_load = 0.0;
+    const std::vector<std::string>* jobs = nullptr;  // the link's, by name
+    std::vector<size_t> rows;                        // into `rows`, those still registered
+  };
+  std::vector<Lane> candidates;
+  const auto add = [&](const LinkSchedule& l) {
+    const auto m = loads.jobs.find(l.name);
+    if (m != loads.jobs.end()) candidates.push_back({l.name, l.served_load, &m->second, {}});
+  };
+  if (q.links.empty()) {
+    for (const auto& l : loads.links) add(l);
+  } else {
+    for (const auto& name : q.links) {
+      const auto l = std::find_if(loads.links.begin(), loads.links.end(),
+                                  [&](const LinkSchedule& x) { return x.name == name; });
+      if (l == loads.links.end()) {
+        unknown_link = name;
+        return std::nullopt;
       }
-    } else {
-      for (const auto& name : q.links) {
-        const auto l = std::find_if(summary_.links.begin(), summary_.links.end(),
-                                    [&](const LinkSchedule& x) { return x.name == name; });
-        if (l == summary_.links.end()) {
-          unknown_link = name;
-          return std::nullopt;
-        }
-        const auto m = members.find(l->name);
-        if (m == members.end()) continue;
-        candidates.push_back({l->name, l->served_load, {}});
-        jobs_of.push_back(&m->second);
+      add(*l);
+    }
+  }
+  size_t links_total = 0;
+  for (const auto& l : loads.links) links_total += loads.jobs.count(l.name);
+  // The busiest first (planned utilization, then the most jobs), unless named.
+  const size_t keep =
+      q.links.empty() ? std::min(q.max_links, candidates.size()) : candidates.size();
+  if (q.links.empty()) {
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
+                      candidates.end(), [](const Lane& a, const Lane& b) {
+                        if (a.served_load != b.served_load) return a.served_load > b.served_load;
+                        if (a.jobs->size() != b.jobs->size()) {
+                          return a.jobs->size() > b.jobs->size();
+                        }
+                        return a.link < b.link;
+                      });
+  }
+  std::vector<Lane> lanes(
+      std::make_move_iterator(candidates.begin()),
+      std::make_move_iterator(candidates.begin() + static_cast<std::ptrdiff_t>(keep)));
+  // The rows of the lanes' jobs (the costly part: only for the links answered), a slice of
+  // jobs under the lock at a time.
+  std::vector<std::string> names;
+  for (const Lane& lane : lanes) names.insert(names.end(), lane.jobs->begin(), lane.jobs->end());
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::vector<JobRow> rows;
+  std::unordered_map<std::string_view, size_t> row_of;
+  for (size_t from = 0; from < names.size(); from += kJobsPerSlice) {
+    std::lock_guard lock(mu_);
+    for (size_t i = from; i < std::min(names.size(), from + kJobsPerSlice); ++i) {
+      const auto job = jobs_.find(names[i]);
+      if (job == jobs_.end()) continue;  // gone meanwhile
+      JobRow& row = rows.emplace_back(RowOf(job->second));
+      for (const auto& p : job->second.phases) {
+        if (p.start_ns + p.duration_ns >= now - q.span_ns) row.phases.push_back(p);
       }
+      row_of.emplace(names[i], rows.size() - 1);
     }
-    for (const auto& l : summary_.links) links_total += members.count(l.name);
-    // The busiest first (planned utilization, then the most jobs), unless named.
-    std::vector<size_t> order(candidates.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    const size_t keep = q.links.empty() ? std::min(q.max_links, order.size()) : order.size();
-    if (q.links.empty()) {
-      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep),
-                        order.end(), [&](size_t a, size_t b) {
-                          if (candidates[a].served_load != candidates[b].served_load) {
-                            return candidates[a].served_load > candidates[b].served_load;
-                          }
-                          if (jobs_of[a]->size() != jobs_of[b]->size()) {
-                            return jobs_of[a]->size() > jobs_of[b]->size();
-                          }
-                          return candidates[a].link < candidates[b].link;
-                        });
+  }
+  for (Lane& lane : lanes) {
+    for (const auto& name : *lane.jobs) {
+      const auto r = row_of.find(name);
+      if (r != row_of.end()) lane.rows.push_back(r->second);
     }
-    std::unordered_map<const JobState*, size_t> row_of;
-    for (size_t k = 0; k < keep; ++k) {
-      Lane& lane = lanes.emplace_back(std::move(candidates[order[k]]));
-      for (const JobState* job : *jobs_of[order[k]]) {
-        const auto [it, added] = row_of.try_emplace(job, rows.size());
-        if (added) {
-          JobRow& row = rows.emplace_back(RowOf(*job));
-          for (const auto& p : job->phases) {
-            if (p.start_ns + p.duration_ns >= now - q.span_ns) row.phases.push_back(p);
-          }
-        }
-        lane.rows.push_back(it->second);
-      }
-    }
-    measured = MeasuredUtilizations();
   }
   json links = json::array();
   for (const Lane& lane : lanes) {
@@ -374,7 +360,7 @@ std::optional<nlohmann::json> Registry::TimelineJson(const TimelineQuery& q,
     }
     links.push_back({{"link", lane.link},
                      {"planned_utilization", lane.served_load},
-                     {"measured_utilization", measured[lane.link]},
+                     {"measured_utilization", loads.measured[lane.link]},
                      {"jobs", jobs}});
   }
   return json{{"now_ns", now},

@@ -32,6 +32,7 @@ Service::Service(ServiceConfig config)
       config_, metrics_, [&worker](const PlanJob& job) { return worker.JobLinks(job); },
       worker.InitialPlan());
   endpoint_ = std::make_unique<Endpoint>(config_, metrics_, *registry_);
+  registry_metrics_ = metrics_.AddCollector([this] { return registry_->MetricFamilies(); });
   // HTTPS when configured, for every user of the library (a bad file: ConfigError).
   if (config_.http_tls.Enabled()) http_->EnableTls(config_.http_tls);
   http_->LimitRate(config_.http_rate_limit);
@@ -41,6 +42,7 @@ Service::Service(ServiceConfig config)
 
 Service::~Service() {
   Stop();
+  metrics_.RemoveCollector(registry_metrics_);
 }
 
 std::string Service::ZmqEndpoint() const {
@@ -53,7 +55,6 @@ void Service::StartStandby() {
   const auto [host, port] = ParseHostPort("http", config_.http);
   http_->Start(host, port);
   http_started_ = true;
-  metrics_.Links().Set(static_cast<double>(worker_->LinkCount()));
   spdlog::info("scheduler: standby, http={}:{}", host, http_->Port());
 }
 
@@ -151,9 +152,6 @@ nlohmann::json Service::TimelineJson(const TimelineQuery& query) {
   auto j = registry_->TimelineJson(query, unknown);
   if (!j) throw HttpError(404, "unknown_link", "no link '" + unknown + "' in the plan");
   return *std::move(j);
-}
-void Service::RefreshGauges() {
-  registry_->RefreshGauges();
 }
 
 }  // namespace metronome::service

@@ -115,7 +115,6 @@ void StatusRoutes::Register(HttpServer& server) {
                           leading ? 200 : 503);
   });
   server.Get("metrics", "/metrics", [&s](const httplib::Request&, httplib::Response& res) {
-    s.RefreshGauges();
     res.set_content(s.GetMetrics().Serialize(), "text/plain; version=0.0.4");
   });
   server.Get("status", "/api/v1/status", [&s](const httplib::Request&, httplib::Response& res) {

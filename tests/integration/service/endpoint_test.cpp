@@ -417,6 +417,38 @@ TEST(SchedulerEndpoint, ReplansWhenJobsJoinAndLeave) {
   EXPECT_EQ((*after)["links"][0]["jobs"], json::array({"job-a"}));
 }
 
+// The silence scan visits a share of the jobs each tick (here every job in five ticks): every
+// silent job still goes, and none that reports.
+TEST(SchedulerEndpoint, TheSilenceScanInSharesDropsEverySilentJobAndNoOther) {
+  const std::string cfg = TempPath("silence-shares.yaml");
+  WriteFile(cfg, "controller:\n  tick_ms: 10\n");
+  Scheduler s({"--config", cfg, "--rank-timeout-ms", "1000"});
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  std::vector<std::unique_ptr<ProtoClient>> silent;
+  for (int i = 0; i < 12; ++i) {
+    silent.push_back(std::make_unique<ProtoClient>(ctx, s.Endpoint()));
+    const std::string id = std::to_string(i);
+    ASSERT_TRUE(silent.back()->Register(std::string("quiet-").append(id), 0, 1,
+                                        std::string("n").append(id)));
+  }
+  ProtoClient keep(ctx, s.Endpoint());
+  ASSERT_TRUE(keep.Register("keeps-reporting", 0, 1, "n20"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        keep.Send(keep.MakeReport("keeps-reporting", 0, 100 * kMs, 10 * kMs));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        return MetricValue(s.Metrics(), "metronome_jobs") == 1;
+      },
+      10000))
+      << s.Metrics();
+  const auto jobs = s.Get("/api/v1/jobs");
+  ASSERT_TRUE(jobs);
+  ASSERT_EQ((*jobs)["jobs"].size(), 1u);
+  EXPECT_EQ((*jobs)["jobs"][0]["job"], "keeps-reporting");
+  EXPECT_EQ(MetricValue(s.Metrics(), "metronome_jobs_removed_total{reason=\"timeout\"}"), 12);
+}
+
 TEST(SchedulerEndpoint, OfflineRecalculationRunsInTheBackground) {
   Scheduler s({"--offline-interval-ms", "200"});
   ASSERT_TRUE(s.Ready()) << s.Log();

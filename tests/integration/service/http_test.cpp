@@ -241,6 +241,40 @@ TEST(SchedulerHttp, StatusApiAndMetricsDescribeTheCluster) {
   EXPECT_GE(MetricValue(m, "metronome_plan_duration_seconds_count"), 1);
 }
 
+// A job's holds for higher-ranked windows are counted per job from its ranks' cumulative
+// counters, and never fall: a shim that restarts counts from 0 again, the holds before stay.
+TEST(SchedulerHttp, MetricsCountEachJobsYieldsAndEachLinksJobs) {
+  Scheduler s;
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  std::vector<std::unique_ptr<ProtoClient>> clients;
+  StartCluster(ctx, s, clients);
+  ProtoClient& b0 = *clients[2];
+  const auto report = [&](uint64_t yielded, int64_t wait_ms) {
+    proto::ProfileReport r = b0.MakeReport("job-b", 0, 200 * kMs, 50 * kMs);
+    r.yielded = yielded;
+    r.yield_wait_ns = wait_ms * kMs;
+    b0.Send(r);
+  };
+  report(3, 40);
+  report(5, 60);  // +2, +20 ms
+  report(1, 5);   // the shim restarted: nothing new yet
+  report(2, 15);  // +1, +10 ms
+  std::string m;
+  ASSERT_TRUE(WaitFor([&] {
+    m = s.Metrics();
+    return MetricValue(m, "metronome_job_yields_total{job=\"job-b\"}") == 6;
+  })) << m;
+  EXPECT_NEAR(MetricValue(m, "metronome_job_yield_wait_seconds_total{job=\"job-b\"}"), 0.070, 1e-9);
+  EXPECT_EQ(MetricValue(m, "metronome_job_yields_total{job=\"job-a\"}"), -1);  // none: no series
+  EXPECT_EQ(MetricValue(m, "metronome_link_jobs{link=\"default\"}"), 2);
+  EXPECT_EQ(MetricValue(m, "metronome_ranks"), 4);
+  auto job = s.Get("/api/v1/jobs/job-b");
+  ASSERT_TRUE(job);
+  EXPECT_EQ((*job)["yields"], 6) << job->dump();
+  EXPECT_EQ((*job)["yield_wait_ns"], 70 * kMs) << job->dump();
+}
+
 TEST(SchedulerHttp, TimelineAnswersTheBusiestLinksOrTheLinksNamed) {
   const std::string topo = TwoRackTopology("timeline-links-topo.yaml");
   Scheduler s({"--topology", topo});

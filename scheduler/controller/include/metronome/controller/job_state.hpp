@@ -90,6 +90,10 @@ struct JobState {
   uint64_t phases_late = 0;
   int64_t last_phase_start_ns = 0;
   uint64_t replans = 0;
+  // Collectives its ranks held for higher-ranked windows, and how long they waited, since it
+  // registered (never falls: a rank that restarts counts from 0 again, its earlier holds stay).
+  uint64_t yielded = 0;
+  int64_t yield_wait_ns = 0;
   std::deque<MeasuredPhase> phases;    // most recent last, bounded by controller.phase_history
   std::vector<std::string> decisions;  // last few controller decisions, for the status API
 };

@@ -1,8 +1,8 @@
 // Every metric the scheduler exports (Prometheus text format at /metrics), in one registry.
-// Counters and histograms are updated where events happen; gauges that describe the state
-// (jobs, links, utilization) are refreshed from the registry just before each scrape. Parts that
-// keep their own counters (the kube-scheduler extender) add a collector that turns them into
-// metric families at scrape time.
+// Counters and histograms are updated where events happen. What describes the state (jobs,
+// links, utilization, a job's yields) is built from the service's registry at each scrape, and
+// parts that keep their own counters (the kube-scheduler extender) do the same: each adds a
+// collector that turns what it holds into metric families.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -54,23 +54,9 @@ class Metrics {
   prometheus::Histogram& PushLatency() { return *push_latency_; }
   prometheus::Histogram& PhaseLateness() { return *phase_lateness_; }
 
-  // State gauges.
-  prometheus::Gauge& Jobs() { return *jobs_; }
-  prometheus::Gauge& JobsPlanned() { return *jobs_planned_; }
-  prometheus::Gauge& JobsBestEffort() { return *jobs_best_effort_; }
-  prometheus::Gauge& Ranks() { return *ranks_; }
-  prometheus::Gauge& Clients() { return *clients_; }
-  prometheus::Gauge& Links() { return *links_; }
+  // 1 while this replica plans. The jobs', links' and ranks' gauges come from the registry's
+  // collector (Registry::MetricFamilies), built from its state at each scrape.
   prometheus::Gauge& Leader() { return *leader_; }
-  prometheus::Gauge& LinkPlannedUtilization(const std::string& link);
-  prometheus::Gauge& LinkMeasuredUtilization(const std::string& link);
-  prometheus::Gauge& LinkMinCushion(const std::string& link);
-  prometheus::Gauge& LinkJobs(const std::string& link);
-  prometheus::Gauge& JobLateness(const std::string& job);
-  // Collectives a job's shims held for higher-ranked windows, and the time they waited.
-  prometheus::Counter& JobYields(const std::string& job);
-  prometheus::Counter& JobYieldWait(const std::string& job);
-  void RemoveJob(const std::string& job);
 
   // HTTP.
   prometheus::Counter& HttpRequests(const std::string& route, int status);
@@ -83,6 +69,11 @@ class Metrics {
   using Collector = std::function<std::vector<prometheus::MetricFamily>()>;
   int AddCollector(Collector collector);
   void RemoveCollector(int id);
+  // A collector's building blocks: a family, and a sample of a gauge or counter family.
+  static prometheus::MetricFamily Family(const char* name, const char* help,
+                                         prometheus::MetricType type);
+  static void AddSample(prometheus::MetricFamily& family,
+                        std::vector<prometheus::ClientMetric::Label> labels, double value);
 
   // The value of a counter family summed over its labels (for tests and the status API).
   double CounterTotal(const std::string& family) const;
@@ -107,13 +98,6 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* http_requests_;
   prometheus::Family<prometheus::Counter>* http_rejected_;
   prometheus::Family<prometheus::Histogram>* http_latency_;
-  prometheus::Family<prometheus::Gauge>* link_planned_;
-  prometheus::Family<prometheus::Gauge>* link_measured_;
-  prometheus::Family<prometheus::Gauge>* link_cushion_;
-  prometheus::Family<prometheus::Gauge>* link_jobs_;
-  prometheus::Family<prometheus::Gauge>* job_lateness_;
-  prometheus::Family<prometheus::Counter>* job_yields_;
-  prometheus::Family<prometheus::Counter>* job_yield_wait_;
   prometheus::Counter* phases_measured_;
   prometheus::Counter* phases_late_;
   prometheus::Counter* phases_realigned_;
@@ -123,12 +107,6 @@ class Metrics {
   prometheus::Histogram* plan_duration_;
   prometheus::Histogram* push_latency_;
   prometheus::Histogram* phase_lateness_;
-  prometheus::Gauge* jobs_;
-  prometheus::Gauge* jobs_planned_;
-  prometheus::Gauge* jobs_best_effort_;
-  prometheus::Gauge* ranks_;
-  prometheus::Gauge* clients_;
-  prometheus::Gauge* links_;
   prometheus::Gauge* leader_;
 };
 

@@ -128,7 +128,6 @@ class Service {
   nlohmann::json TimelineJson(const TimelineQuery& query);
   // Throws HttpError on a bad request.
   nlohmann::json WhatIfJson(const nlohmann::json& request);
-  void RefreshGauges();
 
  private:
   void ListenerLoop();
@@ -140,6 +139,7 @@ class Service {
   std::unique_ptr<PlanningWorker> worker_;
   std::unique_ptr<Registry> registry_;
   std::unique_ptr<Endpoint> endpoint_;
+  int registry_metrics_ = -1;  // the registry's collector in metrics_
   std::atomic<bool> stopping_{false};
   std::atomic<bool> leading_{false};
   bool http_started_ = false;
