@@ -16,6 +16,7 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,7 +29,7 @@ struct Options {
   std::string server = "http://127.0.0.1:7412";
   bool json_output = false;
   int timeout_s = 5;
-  int page_size = 500;  // jobs per request of `jobs`
+  int page_size = 500;  // jobs or links per request of `jobs` and `links`
   // HTTPS (a https:// server URL): the CA that signed the scheduler's certificate, and a client
   // certificate and key where the scheduler requires one (http.tls_client_ca_file).
   std::string ca_file;
@@ -151,30 +152,37 @@ int Status(const Options& o) {
   return 0;
 }
 
-// Every job, page by page (/api/v1/jobs answers a page: 500 jobs unless asked for more).
-json AllJobs(const Options& o) {
-  json jobs = json::array();
+// Every item of a paged list (/api/v1/jobs, /api/v1/links: a page is 500 unless asked for more),
+// page by page: {"<what>": [...], "total": n}.
+json AllPages(const Options& o, const std::string& what) {
+  const std::string path = "/api/v1/" + what;
+  const std::string where = o.server + path;
+  json items = json::array();
   std::string after;
+  std::set<std::string> cursors;
   for (;;) {
     const json page = Call(o, "GET",
-                           "/api/v1/jobs?limit=" + std::to_string(o.page_size) +
+                           path + "?limit=" + std::to_string(o.page_size) +
                                (after.empty() ? "" : "&continue=" + PercentEncode(after)));
-    if (!page.contains("jobs") || !page["jobs"].is_array()) {
-      throw Failure(o.server + "/api/v1/jobs: no list of jobs in the answer");
+    if (!page.contains(what) || !page[what].is_array()) {
+      std::string message = where;
+      message += ": no list of ";
+      message += what;
+      throw Failure(message + " in the answer");
     }
-    for (const auto& job : page["jobs"]) jobs.push_back(job);
+    for (const auto& item : page[what]) items.push_back(item);
     if (!page.contains("continue") || !page["continue"].is_string()) break;
     std::string next = page["continue"].get<std::string>();
-    // Names come in order, so a cursor that does not move forward would never end the loop.
-    if (next <= after) throw Failure(o.server + "/api/v1/jobs: the pages do not advance");
+    // A cursor seen before would never end the loop.
+    if (!cursors.insert(next).second) throw Failure(where + ": the pages do not advance");
     after = std::move(next);
   }
-  const size_t total = jobs.size();
-  return json{{"jobs", std::move(jobs)}, {"total", total}};
+  const size_t total = items.size();
+  return json{{what, std::move(items)}, {"total", total}};
 }
 
 int Jobs(const Options& o) {
-  const json j = AllJobs(o);
+  const json j = AllPages(o, "jobs");
   if (o.json_output) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -202,7 +210,7 @@ int Jobs(const Options& o) {
 }
 
 int Links(const Options& o) {
-  const json j = Call(o, "GET", "/api/v1/links");
+  const json j = AllPages(o, "links");
   if (o.json_output) {
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -289,7 +297,7 @@ int Run(int argc, char** argv) {
   key->needs(cert);
   app.add_option("--timeout", o.timeout_s, "seconds to wait for the server [5]")
       ->check(CLI::Range(1, 600));
-  app.add_option("--page-size", o.page_size, "jobs asked for in one request [500]")
+  app.add_option("--page-size", o.page_size, "jobs or links asked for in one request [500]")
       ->check(CLI::Range(1, 10'000));
   app.require_subcommand(1);
   auto* status = app.add_subcommand("status", "the scheduler's state at a glance");

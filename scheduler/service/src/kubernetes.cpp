@@ -314,7 +314,7 @@ void KubernetesSync::WriterLoop(std::stop_token stop) {
     }
     // Snapshots under the service lock, briefly; the API calls without it.
     const ClusterView view = service_.View();
-    const nlohmann::json links = service_.LinksJson()["links"];
+    const nlohmann::json links = service_.AllLinksJson()["links"];
     const auto outcome = writer.Write(LinkSchedulesOf(view, links));
     if (outcome.failed > 0) {
       spdlog::warn("kubernetes: {} LinkSchedule writes failed (first: {})", outcome.failed,

@@ -288,7 +288,7 @@ int Run(int argc, char** argv) {
     if (check) {
       std::printf("configuration ok: listen=%s http=%s%s links=%zu\n", cfg.listen.c_str(),
                   cfg.http_tls.Enabled() ? "https://" : "", cfg.http.c_str(),
-                  service.LinksJson()["links"].size());
+                  (*service.LinksJson(1, ""))["total"].get<size_t>());
       return 0;
     }
     // The kube-scheduler extender on the same HTTP server, fed on every plan change, and with

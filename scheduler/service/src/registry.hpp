@@ -121,7 +121,9 @@ class Registry {
   std::optional<nlohmann::json> JobJson(const std::string& name);
   std::optional<nlohmann::json> TimetableJson(const std::string& name);
   std::optional<nlohmann::json> PhasesJson(const std::string& name, size_t limit);
-  nlohmann::json LinksJson();
+  // At most `limit` links, in the plan's order, after the link named `after` ("": from the
+  // first); nullopt when the plan has no link named `after`.
+  std::optional<nlohmann::json> LinksJson(size_t limit, const std::string& after);
   // nullopt, with the name, for a link the plan does not have.
   std::optional<nlohmann::json> TimelineJson(const TimelineQuery& q, std::string& unknown_link);
   // For a what-if: every job's name by id, and an id no registered job has.

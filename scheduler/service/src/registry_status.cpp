@@ -249,10 +249,22 @@ std::optional<nlohmann::json> Registry::PhasesJson(const std::string& name, size
   return json{{"job", name}, {"phases", out}};
 }
 
-nlohmann::json Registry::LinksJson() {
+std::optional<nlohmann::json> Registry::LinksJson(size_t limit, const std::string& after) {
   LinkLoads loads = CollectLinkLoads();
+  // In the plan's order (the topology's: a rack's uplink, then its nodes'), which stays put for
+  // the scheduler's life, so a page's last name says where the next begins.
+  auto from = loads.links.begin();
+  if (!after.empty()) {
+    from = std::find_if(loads.links.begin(), loads.links.end(),
+                        [&](const LinkSchedule& l) { return l.name == after; });
+    if (from == loads.links.end()) return std::nullopt;
+    ++from;
+  }
+  const size_t left = static_cast<size_t>(loads.links.end() - from);
+  const auto to = from + static_cast<std::ptrdiff_t>(std::min(limit, left));
   json out = json::array();
-  for (const auto& l : loads.links) {
+  for (auto it = from; it != to; ++it) {
+    const LinkSchedule& l = *it;
     out.push_back({{"link", l.name},
                    {"capacity_bytes_per_s", l.capacity_bytes_per_s},
                    {"hyperperiod_ns", l.hyperperiod_ns},
@@ -264,7 +276,9 @@ nlohmann::json Registry::LinksJson() {
                    {"best_effort_jobs", l.best_effort_jobs},
                    {"jobs", loads.jobs[l.name]}});
   }
-  return json{{"links", out}};
+  json page{{"links", out}, {"total", loads.links.size()}};
+  if (to != loads.links.end() && to != from) page["continue"] = (to - 1)->name;
+  return page;
 }
 
 std::optional<nlohmann::json> Registry::TimelineJson(const TimelineQuery& q,

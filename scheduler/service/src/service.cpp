@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <limits>
 
 #include "endpoint.hpp"
 #include "metronome/common/clock.hpp"
@@ -144,8 +145,11 @@ std::optional<nlohmann::json> Service::TimetableJson(const std::string& name) {
 std::optional<nlohmann::json> Service::PhasesJson(const std::string& name, size_t limit) {
   return registry_->PhasesJson(name, limit);
 }
-nlohmann::json Service::LinksJson() {
-  return registry_->LinksJson();
+std::optional<nlohmann::json> Service::LinksJson(size_t limit, const std::string& after) {
+  return registry_->LinksJson(limit, after);
+}
+nlohmann::json Service::AllLinksJson() {
+  return *registry_->LinksJson(std::numeric_limits<size_t>::max(), "");
 }
 nlohmann::json Service::TimelineJson(const TimelineQuery& query) {
   std::string unknown;

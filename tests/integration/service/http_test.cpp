@@ -521,6 +521,41 @@ TEST(SchedulerConfig, EmbeddedDefaultsYamlFileAndFlags) {
   std::vector<std::string> names;
   for (const auto& l : (*links)["links"]) names.push_back(l["link"]);
   EXPECT_EQ(names, (std::vector<std::string>{"ra/up", "a0/up", "a1/up", "rb/up", "b0/up"}));
+  EXPECT_EQ((*links)["total"], 5);
+  EXPECT_FALSE(links->contains("continue"));
+  // In pages, in the same order: each page's last link is where the next one begins.
+  std::vector<std::string> paged;
+  std::string after;
+  for (int pages = 1;; ++pages) {
+    auto page = s.Get("/api/v1/links?limit=2" + (after.empty() ? "" : "&continue=" + after));
+    ASSERT_TRUE(page);
+    EXPECT_EQ((*page)["total"], 5);
+    EXPECT_LE((*page)["links"].size(), 2u);
+    for (const auto& l : (*page)["links"]) paged.push_back(l["link"]);
+    if (!page->contains("continue")) {
+      EXPECT_EQ(pages, 3);
+      break;
+    }
+    after = (*page)["continue"];
+    EXPECT_EQ(after, paged.back());
+    ASSERT_LT(pages, 3);
+  }
+  EXPECT_EQ(paged, names);
+  // metronomectl pages through them all.
+  std::tie(rc, out) =
+      RunToEnd({METRONOMECTL_BIN, "--server", "http://127.0.0.1:" + std::to_string(s.HttpPort()),
+                "--json", "--page-size", "2", "links"},
+               "ctl-links");
+  ASSERT_EQ(rc, 0) << out;
+  std::vector<std::string> listed;
+  const json all = json::parse(out);
+  for (const auto& l : all["links"]) listed.push_back(l["link"]);
+  EXPECT_EQ(listed, names) << out;
+  for (const std::string q : {"limit=0", "limit=x", "limit=10001", "continue=r9/up"}) {
+    const Reply r = Send(s.HttpPort(), "GET", "/api/v1/links?" + q, "");
+    EXPECT_EQ(r.status, 400) << q << ": " << r.body;
+    EXPECT_NE(r.body.find("bad_query"), std::string::npos) << q << ": " << r.body;
+  }
   zmq::context_t ctx;
   ProtoClient c0(ctx, s.Endpoint()), c1(ctx, s.Endpoint());
   auto w = c0.Register("x", 0, 2, "a0");

@@ -40,7 +40,7 @@ extender::ExtenderConfig ExtenderConfigFor(const KubernetesConfig& cfg);
 // bytes/s; jobs with their measured profile and current timetable).
 extender::ClusterState ToClusterState(const ClusterView& view);
 
-// One LinkSchedule per link of the plan: `links` is Service::LinksJson()["links"].
+// One LinkSchedule per link of the plan: `links` is Service::AllLinksJson()["links"].
 std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> LinkSchedulesOf(
     const ClusterView& view, const nlohmann::json& links);
 

@@ -123,7 +123,10 @@ class Service {
   std::optional<nlohmann::json> JobJson(const std::string& name);
   std::optional<nlohmann::json> TimetableJson(const std::string& name);
   std::optional<nlohmann::json> PhasesJson(const std::string& name, size_t limit);
-  nlohmann::json LinksJson();
+  // At most `limit` links in the plan's order after the one named `after` ("": the first);
+  // {"links", "total", "continue"} as JobsJson; nullopt when no link is named `after`.
+  std::optional<nlohmann::json> LinksJson(size_t limit, const std::string& after);
+  nlohmann::json AllLinksJson();  // every link: {"links", "total"}
   // Throws HttpError (404 unknown_link) for a link the plan does not have.
   nlohmann::json TimelineJson(const TimelineQuery& query);
   // Throws HttpError on a bad request.
