@@ -1,11 +1,12 @@
 // service_load_driver: a bounded load test of metronome-scheduler on loopback (not a ctest test).
 //
-// It starts the scheduler (or uses --endpoint/--http of a running one), then N protocol clients
-// (ZeroMQ DEALERs multiplexed on a few threads), grouped into jobs of R ranks on a two-tier
-// topology. Every client registers (hello → welcome), pings its clock as a settled shim does
-// (ClockPingIntervalNs: every 2 s) and reports `rate` times a second for `duration` seconds;
-// rank 0 of each job reports a profile, which gets the job planned and its timetable pushed to
-// all its ranks. At the end it prints:
+// It starts the scheduler (or uses --endpoint/--http of a running one), then N protocol clients,
+// connected as the shims connect (ZMTP 3.0 over non-blocking TCP, with the shim's own framing and
+// reader, shim/src/zmtp.hpp; no libzmq threads) and multiplexed with epoll on a few threads,
+// grouped into jobs of R ranks on a two-tier topology. Every client registers (hello → welcome),
+// pings its clock as a settled shim does (ClockPingIntervalNs: every 2 s) and reports `rate` times
+// a second for `duration` seconds; rank 0 of each job reports a profile, which gets the job planned
+// and its timetable pushed to all its ranks. At the end it prints:
 //   - accounting: hellos sent vs welcomes received vs registrations counted by the scheduler;
 //     reports sent vs reports the scheduler counted; errors and rejections (must be 0);
 //   - p50/p99/max of registration latency (hello → welcome), timetable push latency (the
@@ -21,8 +22,11 @@
 //     state as Prometheus and a dashboard would (the pushes and pongs must not wait for them):
 //     the API's default answers, so the first page of the jobs and the busiest links' timeline.
 // Each thread waits for the replies still in flight before the figures are counted.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -49,13 +53,14 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
-#include <zmq.hpp>
 
 #include "metronome/common/clock.hpp"
 #include "metronome/common/clock_sync.hpp"
 #include "metronome/common/protocol.hpp"
 #include "metronome/common/timetable.hpp"
+#include "zmtp.hpp"
 
 extern char** environ;
 
@@ -96,8 +101,22 @@ int64_t MonoNs() {
       .count();
 }
 
+// A connection as a shim's (zmtp_transport.cpp): the greeting and READY first, then, once the
+// scheduler's READY came, one frame a message (libzmq drops a peer whose messages come before
+// its handshake is done; a shim sends nothing until then); what the kernel did not take waits in
+// `out` (EPOLLOUT), what arrives goes through the shim's ZMTP reader (which also answers the
+// server's heartbeats).
+struct Conn {
+  int fd = -1;
+  metronome::shim::zmtp::Reader reader;
+  std::string held;  // frames sent before the handshake was done
+  std::string out;
+  bool want_out = false;  // EPOLLOUT registered
+  bool broken = false;
+};
+
 struct Client {
-  std::unique_ptr<zmq::socket_t> socket;
+  Conn conn;
   std::string job;
   uint32_t rank = 0;
   std::string node;
@@ -157,27 +176,88 @@ std::string Name(const char* fmt, A... args) {
   return buf;
 }
 
-bool SendMsg(zmq::socket_t& s, const proto::Message& m) {
-  const std::string bytes = proto::Encode(m);
-  try {
-    return s.send(zmq::buffer(bytes), zmq::send_flags::dontwait).has_value();
-  } catch (const zmq::error_t&) {
-    return false;
+// A tcp://HOST:PORT endpoint as an IPv4 address; throws when it is not one.
+sockaddr_in ParseTcpEndpoint(const std::string& endpoint) {
+  const auto colon = endpoint.rfind(':');
+  if (endpoint.rfind("tcp://", 0) != 0 || colon == std::string::npos || colon < 6) {
+    throw std::runtime_error("endpoint: expected tcp://HOST:PORT, got " + endpoint);
   }
+  const std::string host = endpoint.substr(6, colon - 6);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), endpoint.substr(colon + 1).c_str(), &hints, &found) != 0 ||
+      found == nullptr) {
+    throw std::runtime_error("endpoint: cannot resolve " + endpoint);
+  }
+  sockaddr_in a{};
+  std::memcpy(&a, found->ai_addr, sizeof a);
+  ::freeaddrinfo(found);
+  return a;
 }
 
 // Loopback connections from one address to one port are bounded by the ephemeral port range
 // (about 28,000): past 16,384 clients each block of 16,384 connects from its own loopback
-// source address (127.0.1.K), as many nodes would.
-std::string SourcedEndpoint(const std::string& endpoint, int client, int clients) {
+// source address (127.0.1.K), as many nodes would. "": the kernel's choice.
+std::string SourceAddress(const sockaddr_in& to, int client, int clients) {
   constexpr int kPerSource = 16384;
-  if (clients <= kPerSource || endpoint.rfind("tcp://127.", 0) != 0) return endpoint;
-  return Name("tcp://127.0.1.%d:0;", 1 + client / kPerSource) + endpoint.substr(6);
+  if (clients <= kPerSource || (ntohl(to.sin_addr.s_addr) >> 24) != 127) return "";
+  return Name("127.0.1.%d", 1 + client / kPerSource);
+}
+
+// A non-blocking connect, its greeting and READY queued; throws when the socket cannot be made.
+void Connect(Conn& c, const sockaddr_in& to, const std::string& source) {
+  c.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c.fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (!source.empty()) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    ::inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+    if (::bind(c.fd, reinterpret_cast<const sockaddr*>(&from), sizeof from) != 0) {
+      throw std::runtime_error("bind " + source + ": " + std::strerror(errno));
+    }
+  }
+  if (::connect(c.fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0 &&
+      errno != EINPROGRESS) {
+    throw std::runtime_error(std::string("connect: ") + std::strerror(errno));
+  }
+  c.out = metronome::shim::zmtp::Greeting() + metronome::shim::zmtp::ReadyCommand("DEALER");
+}
+
+// Writes what is pending; false when the connection broke.
+bool Flush(Conn& c) {
+  while (!c.out.empty()) {
+    const ssize_t n = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.out.erase(0, static_cast<size_t>(n));
+    } else if (n < 0 &&
+               (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOTCONN || errno == EINTR)) {
+      return true;  // the rest when the socket is writable (or connected)
+    } else {
+      c.broken = true;
+      return false;
+    }
+  }
+  return true;
+}
+
+// As libzmq's send high-water mark of 1,000 messages would: a connection that has this much
+// unsent refuses more (counted as a send failure).
+constexpr size_t kMaxPendingBytes = 1 << 20;
+
+bool SendMsg(Conn& c, const proto::Message& m) {
+  if (c.broken || c.out.size() + c.held.size() > kMaxPendingBytes) return false;
+  (c.reader.Ready() ? c.out : c.held) +=
+      metronome::shim::zmtp::Frame(proto::Encode(m), false, false);
+  return Flush(c);
 }
 
 // One thread: a share of the jobs (all ranks of a job live on the same thread).
-void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoint, int first_job,
-               int jobs, int64_t start_ns, int64_t end_ns, std::atomic<int>& welcomed_total,
+void RunThread(const Options& o, const sockaddr_in& endpoint, int first_job, int jobs,
+               int64_t start_ns, int64_t end_ns, std::atomic<int>& welcomed_total,
                std::atomic<int>& steady_threads, Stats& stats) {
   std::vector<Client> clients;
   std::vector<Job> job_list(jobs);
@@ -187,10 +267,7 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       if (o.node_share && r % o.ranks_per_node != 0) continue;  // a follower: sends nothing
       const int global = job_id * o.ranks_per_job + r;
       Client c;
-      c.socket = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
-      c.socket->set(zmq::sockopt::linger, 0);
-      c.socket->set(zmq::sockopt::sndhwm, 1000);
-      c.socket->connect(SourcedEndpoint(endpoint, global, o.clients));
+      Connect(c.conn, endpoint, SourceAddress(endpoint, global, o.clients));
       c.job = Name("load-%d", job_id);
       c.rank = static_cast<uint32_t>(r);
       // Ranks of a job on consecutive nodes (ranks_per_node to a node, racks of
@@ -219,7 +296,7 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     h.pid = static_cast<uint32_t>(::getpid());
     h.shim_version = "load";
     c.hello_sent = MonoNs();
-    if (!SendMsg(*c.socket, h)) ++stats.send_failures;
+    if (!SendMsg(c.conn, h)) ++stats.send_failures;
     ++stats.hellos;
   };
   for (auto& c : clients) hello(c);
@@ -234,9 +311,7 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
         start_ns + interval / 2 +
         static_cast<int64_t>(i) * ping_interval / static_cast<int64_t>(clients.size());
   }
-  // Readiness through epoll on each socket's ZMQ_FD (zmq_poll over hundreds of sockets costs
-  // O(n) per call). ZMQ_FD only signals edges, so after every send or receive on a socket its
-  // ZMQ_EVENTS is checked again and the socket drained.
+  // Readiness through epoll on each connection (level-triggered: in, and out while bytes wait).
   const int ep = epoll_create1(0);
   // Reports fall due every 1/(rate x clients) s, below epoll's millisecond timeout: a timerfd
   // armed at the next due time wakes the thread instead (rounding the wait down to 0 ms would
@@ -253,14 +328,48 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = i;
-    epoll_ctl(ep, EPOLL_CTL_ADD, clients[i].socket->get(zmq::sockopt::fd), &ev);
+    epoll_ctl(ep, EPOLL_CTL_ADD, clients[i].conn.fd, &ev);
   }
+  // EPOLLOUT while a connection has bytes the kernel has not taken yet.
+  auto watch_out = [&](size_t i) {
+    Conn& c = clients[i].conn;
+    const bool want = !c.out.empty() && !c.broken;
+    if (want == c.want_out) return;
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want ? EPOLLOUT : 0u);
+    ev.data.u64 = i;
+    epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &ev);
+    c.want_out = want;
+  };
+  auto fail = [&](Client& c, const char* why) {
+    if (c.conn.broken && c.conn.fd < 0) return;
+    c.conn.broken = true;
+    ++stats.errors;
+    std::fprintf(stderr, "connection of %s/%u: %s\n", c.job.c_str(), c.rank, why);
+    epoll_ctl(ep, EPOLL_CTL_DEL, c.conn.fd, nullptr);
+    ::close(c.conn.fd);
+    c.conn.fd = -1;
+  };
+  // Reads what arrived (until the socket has no more) and handles every whole message.
   auto drain = [&](Client& c) {
-    while (c.socket->get(zmq::sockopt::events) & ZMQ_POLLIN) {
-      zmq::message_t msg;
-      if (!c.socket->recv(msg, zmq::recv_flags::dontwait)) break;
+    if (c.conn.fd < 0) return;
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::recv(c.conn.fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) {
+        if (!c.conn.reader.Feed(buf, static_cast<size_t>(n))) return fail(c, "ZMTP protocol error");
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+      return fail(c, n == 0 ? "closed by the scheduler" : std::strerror(errno));
+    }
+    c.conn.out += c.conn.reader.TakeReplies();  // heartbeat PONGs
+    if (c.conn.reader.Ready() && !c.conn.held.empty()) c.conn.out += std::exchange(c.conn.held, {});
+    std::string body;
+    bool multipart = false;
+    while (c.conn.reader.Pop(body, multipart)) {
       const int64_t t = MonoNs();
-      const auto d = proto::Decode(msg.data(), msg.size());
+      const auto d = proto::Decode(body.data(), body.size());
       if (!d.Ok()) {
         ++stats.errors;
         continue;
@@ -290,9 +399,33 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
         std::fprintf(stderr, "error for %s/%u: %s\n", c.job.c_str(), c.rank, e->message.c_str());
       }
     }
+    if (!c.conn.out.empty() && !Flush(c.conn)) fail(c, "send failed");
   };
-  for (auto& c : clients) drain(c);
+  // After a send: what the kernel did not take is written when the socket is writable.
+  auto sent = [&](size_t i, bool ok) {
+    if (!ok && clients[i].conn.broken && clients[i].conn.fd >= 0) fail(clients[i], "send failed");
+    watch_out(i);
+    return ok;
+  };
+  for (size_t i = 0; i < clients.size(); ++i) watch_out(i);
   std::vector<epoll_event> events(clients.size() + 1);
+  // What epoll reported: the timer, bytes to read, room to write what waits.
+  auto handle = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      if (events[i].data.u64 == kTimerTag) {
+        uint64_t expirations = 0;
+        (void)!::read(timer, &expirations, sizeof expirations);
+        continue;
+      }
+      const size_t at = events[i].data.u64;
+      Client& c = clients[at];
+      if ((events[i].events & EPOLLOUT) != 0 && c.conn.fd >= 0 && !Flush(c.conn)) {
+        fail(c, "send failed");
+      }
+      if ((events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) drain(c);
+      if (c.conn.fd >= 0) watch_out(at);
+    }
+  };
   // Churn: from 5 s after the start, once every client of this thread has its first timetable
   // (the start's burst served: thousands of jobs take seconds), this thread replaces one of its
   // jobs every threads/churn seconds, round robin: every rank says bye, then registers again
@@ -311,13 +444,14 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     job_index[name] = static_cast<size_t>(j);
     for (const size_t ci : job.ranks) {
       Client& c = clients[ci];
-      if (SendMsg(*c.socket, proto::Bye{c.job, c.rank, "load churn"})) ++stats.byes;
+      if (SendMsg(c.conn, proto::Bye{c.job, c.rank, "load churn"})) ++stats.byes;
       c.job = name;
       c.welcomed = false;
       c.timetable_version = 0;
       c.timetable = {};
       c.plan_seen = false;
       hello(c);
+      sent(ci, !c.conn.broken);
     }
     job.profile_sent = 0;
   };
@@ -343,7 +477,8 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
     int64_t next_due = std::min(end_ns, next_churn);
     if (now >= start_ns && !clients.empty()) {
       for (size_t k = 0; k < clients.size() && clients[report_at].next_report <= now; ++k) {
-        Client& c = clients[report_at];
+        const size_t at = report_at;
+        Client& c = clients[at];
         report_at = report_at + 1 == clients.size() ? 0 : report_at + 1;
         c.next_report += interval;
         if (!c.welcomed) continue;
@@ -365,21 +500,24 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
           const int64_t open = metronome::WindowOpenAtOrBefore(c.timetable, RealtimeNs());
           r.phase_starts_ns = {open - c.timetable.period_ns + 100'000, open + 100'000};
         }
-        if (SendMsg(*c.socket, r)) {
+        if (sent(at, SendMsg(c.conn, r))) {
           ++stats.reports;
         } else {
           ++stats.send_failures;
         }
-        drain(c);
       }
       for (size_t k = 0; k < clients.size() && clients[ping_at].next_ping <= now; ++k) {
-        Client& c = clients[ping_at];
+        const size_t at = ping_at;
+        Client& c = clients[at];
         ping_at = ping_at + 1 == clients.size() ? 0 : ping_at + 1;
         c.next_ping += ping_interval;
         if (!c.welcomed) continue;
         c.ping_sent = MonoNs();
-        if (SendMsg(*c.socket, proto::ClockPing{c.iterations, RealtimeNs()})) ++stats.pings;
-        drain(c);
+        if (sent(at, SendMsg(c.conn, proto::ClockPing{c.iterations, RealtimeNs()}))) {
+          ++stats.pings;
+        } else {
+          ++stats.send_failures;
+        }
       }
       next_due = std::min({next_due, clients[report_at].next_report, clients[ping_at].next_ping});
     } else {
@@ -393,28 +531,16 @@ void RunThread(zmq::context_t& ctx, const Options& o, const std::string& endpoin
       timerfd_settime(timer, TFD_TIMER_ABSTIME, &due, nullptr);
       wait_ms = 5;
     }
-    const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), wait_ms);
-    for (int i = 0; i < n; ++i) {
-      if (events[i].data.u64 == kTimerTag) {
-        uint64_t expirations = 0;
-        (void)!::read(timer, &expirations, sizeof expirations);
-        continue;
-      }
-      drain(clients[events[i].data.u64]);
-    }
-    if (now < start_ns) {
-      for (auto& c : clients) drain(c);  // welcomes: cheap while there is no load yet
-    }
+    handle(epoll_wait(ep, events.data(), static_cast<int>(events.size()), wait_ms));
   }
   // Replies in flight: every ping's pong and every hello's welcome, for up to 5 s, before the
   // thread's figures are counted.
   const int64_t grace_end = MonoNs() + 5'000'000'000;
   while ((stats.pongs < stats.pings || stats.welcomes < stats.hellos) && MonoNs() < grace_end) {
-    const int n = epoll_wait(ep, events.data(), static_cast<int>(events.size()), 50);
-    for (int i = 0; i < n; ++i) {
-      if (events[i].data.u64 != kTimerTag) drain(clients[events[i].data.u64]);
-    }
-    for (auto& c : clients) drain(c);  // edges an earlier drain consumed
+    handle(epoll_wait(ep, events.data(), static_cast<int>(events.size()), 50));
+  }
+  for (auto& c : clients) {
+    if (c.conn.fd >= 0) ::close(c.conn.fd);
   }
   ::close(timer);
   ::close(ep);
@@ -573,8 +699,8 @@ int Run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (o.threads == 0) {
     // Threads beyond the CPUs it may use only take turns on them: on one core (the scheduler
-    // on the other) four client threads and libzmq's I/O threads switched so often that clock
-    // pongs waited 44-122 ms at the median, against 16-33 ms for one thread.
+    // on the other) four client threads and (then) libzmq's I/O threads switched so often that
+    // clock pongs waited 44-122 ms at the median, against 16-33 ms for one thread.
     cpu_set_t allowed{};
     sched_getaffinity(0, sizeof allowed, &allowed);
     o.threads = std::clamp(CPU_COUNT(&allowed), 1, 64);
@@ -589,8 +715,8 @@ int Run(int argc, char** argv) {
                  "ranks-per-node) and no --spread\n");
     return 2;
   }
-  // Descriptors: each client holds a TCP socket and its mailbox's eventfd here, and the
-  // scheduler (which inherits this limit) a TCP socket per client. Raising the hard limit needs
+  // Descriptors: each client holds a TCP socket here, and the scheduler (which inherits this
+  // limit) a TCP socket and a little more per client. Raising the hard limit needs
   // CAP_SYS_RESOURCE; without it the clients must fit under the hard limit, or the run fails
   // half-way with "Too many open files".
   rlimit lim{};
@@ -671,8 +797,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
-  zmq::context_t ctx(2);
-  ctx.set(zmq::ctxopt::max_sockets, o.Connections() + 64);
+  const sockaddr_in endpoint = ParseTcpEndpoint(o.endpoint);
   const int jobs = o.clients / o.ranks_per_job;
   const int64_t t0 = MonoNs();
   const int64_t start_ns = t0 + 2'000'000'000;  // registration window before the reports
@@ -686,8 +811,8 @@ int Run(int argc, char** argv) {
     const int first = jobs * t / o.threads, last = jobs * (t + 1) / o.threads;
     threads.emplace_back([&, t, first, last] {
       try {
-        RunThread(ctx, o, o.endpoint, first, last - first, start_ns, end_ns, welcomed,
-                  steady_threads, stats[t]);
+        RunThread(o, endpoint, first, last - first, start_ns, end_ns, welcomed, steady_threads,
+                  stats[t]);
       } catch (const std::exception& e) {  // counted, so that the run is not "accounted for"
         std::fprintf(stderr, "client thread %d: %s\n", t, e.what());
         ++stats[t].errors;
