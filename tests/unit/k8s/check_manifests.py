@@ -40,6 +40,7 @@ for kind, name in [("Namespace", "metronome-system"),
                    ("ServiceAccount", "metronome-scheduler"), ("ClusterRole", "metronome-scheduler"),
                    ("ClusterRoleBinding", "metronome-scheduler"), ("Deployment", "metronome-scheduler"),
                    ("Service", "metronome-scheduler"), ("ConfigMap", "metronome-config"),
+                   ("PodDisruptionBudget", "metronome-scheduler"),
                    ("Deployment", "metronome-kube-scheduler"),
                    ("ConfigMap", "metronome-kube-scheduler-config")]:
     check(find(base, kind, name) is not None, f"base has {kind} {name}")
@@ -51,6 +52,14 @@ for o in base:
         check(ns == expected, f"{o['kind']} {o['metadata']['name']} in namespace {expected}", ns)
 
 dep = find(base, "Deployment", "metronome-scheduler")
+pdb = find(base, "PodDisruptionBudget", "metronome-scheduler")
+if dep and pdb:
+    # Two replicas (leader and standby); a drain takes at most one of them at a time.
+    check(dep["spec"].get("replicas") == 2, "scheduler runs two replicas", dep["spec"].get("replicas"))
+    check(pdb["apiVersion"] == "policy/v1" and pdb["spec"].get("minAvailable") == 1,
+          "PodDisruptionBudget policy/v1 keeps one scheduler replica", pdb["spec"])
+    check(pdb["spec"]["selector"] == dep["spec"]["selector"],
+          "PodDisruptionBudget selects the scheduler's pods", pdb["spec"]["selector"])
 if dep:
     pod = dep["spec"]["template"]["spec"]
     check(pod.get("nodeSelector", {}).get("node-role.kubernetes.io/control-plane") == "",
