@@ -9,6 +9,7 @@
 #include <httplib.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -173,8 +174,11 @@ json AllPages(const Options& o, const std::string& what) {
     for (const auto& item : page[what]) items.push_back(item);
     if (!page.contains("continue") || !page["continue"].is_string()) break;
     std::string next = page["continue"].get<std::string>();
-    // A cursor seen before would never end the loop.
-    if (!cursors.insert(next).second) throw Failure(where + ": the pages do not advance");
+    // A cursor seen before, or more pages than the total needs, would never end the loop.
+    const size_t total = page.value("total", size_t{0});
+    if (!cursors.insert(next).second || cursors.size() > total / std::max(o.page_size, 1) + 1) {
+      throw Failure(where + ": the pages do not advance");
+    }
     after = std::move(next);
   }
   const size_t total = items.size();
