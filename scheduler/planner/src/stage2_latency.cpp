@@ -11,15 +11,18 @@
 //   - a new job is packed: the free range that fits it most tightly (best fit), at its start,
 //     against the end of the window before it; stage 3 then spreads the slack;
 //   - a stretch is only worth it when it costs less than running ungated at P would: its own
-//     expected slowdown from the windows it meets plus theirs from its traffic, the harm to
-//     higher-priority jobs counted higher_priority_protection times over. So a lightly loaded
-//     link does not stretch a job by 2/3 to save a neighbour a few percent of contention,
-//     while a higher-priority job's windows stay protected wherever that matters.
+//     expected slowdown from the windows it meets plus theirs from its traffic. The windows of
+//     higher-priority jobs it would yield to (ranked_yields.hpp) cost it the wait for them and
+//     them nothing; only where its phases do not fit between them is it their harm, counted
+//     higher_priority_protection times over. So a lightly loaded link does not stretch a job
+//     by 2/3 to save a neighbour a few percent of contention, nor one that can wait for its
+//     betters' windows to keep out of them.
 //
 // Cost per job: one stay check and one stage-1 query, O(a log a).
 #include <algorithm>
 #include <limits>
 
+#include "metronome/planner/ranked_yields.hpp"
 #include "workspace.hpp"
 
 namespace metronome::planner::detail {
@@ -38,6 +41,11 @@ double MoveCost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset
          static_cast<double>(shape.p);
 }
 
+// A job waits for the higher windows it yields to only where they and its own phases leave a
+// tenth of the time free: closer to a full link its waits grow without bound, as a queue's do
+// near saturation, and it runs into them instead.
+constexpr double kYieldRoom = 0.9;
+
 double UngatedCost(const Workspace& ws, const JobShape& shape) {
   const double d = static_cast<double>(shape.w) / static_cast<double>(shape.p);
   double own = 0.0;
@@ -48,25 +56,48 @@ double UngatedCost(const Workspace& ws, const JobShape& shape) {
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
     const double capacity = ws.topology.GetLink(l).capacity_bps;
-    double busy = 0.0;  // share of time the link carries windows it cannot stack with
+    double busy = 0.0;  // share of time the link carries windows of its peers it would share
+    // The windows ranked above it, which it would yield to (ranked_yields.hpp): its expected
+    // wait for them, the share of time they take, and the harm its traffic would do them if
+    // it could not wait.
+    double yield_wait = 0.0;
+    double higher = 0.0;
+    double higher_harm = 0.0;
     for (const auto& o : ws.link_jobs[l]) {
       if (static_cast<std::int32_t>(o.job) == shape.self ||
           o.height + shape.height[k] <= capacity * (1 + 1e-9)) {
         continue;
       }
       const JobShape& other = ws.jobs[o.job].shape;
-      const Slot& s = ws.slots[o.job];
-      busy += static_cast<double>(other.w) / static_cast<double>(s.period);
-      if (std::find(met.begin(), met.end(), o.job) != met.end()) continue;
-      met.push_back(o.job);
-      const double protect =
-          other.priority > shape.priority ? ws.options.higher_priority_protection : 1.0;
-      others +=
-          protect * other.weight * d * static_cast<double>(other.w) / static_cast<double>(other.p);
+      const auto period = static_cast<double>(ws.slots[o.job].period);
+      const bool first = std::find(met.begin(), met.end(), o.job) == met.end();
+      if (first) met.push_back(o.job);
+      const double duty = static_cast<double>(other.w) / period;
+      // What its traffic would take from the other's phases.
+      const double harm =
+          first ? other.weight * d * static_cast<double>(other.w) / static_cast<double>(other.p)
+                : 0.0;
+      if (!RanksAbove(other.priority, shape.priority)) {
+        busy += duty;
+        others += harm;
+        continue;
+      }
+      // A phase that starts within its window, or whose window opens while it runs, waits for
+      // it to close: with a phase of w, a window of w_o every T_o, (w_o + w)² / 2T_o a phase.
+      const double span = static_cast<double>(other.w + shape.w);
+      yield_wait += span * span / (2 * period);
+      higher += duty;
+      higher_harm += ws.options.higher_priority_protection * harm;
     }
-    own = std::max(own, std::min(1.0, busy));
+    if (higher + d <= kYieldRoom) {
+      own = std::max(
+          own, std::min(1.0, d * std::min(1.0, busy) + yield_wait / static_cast<double>(shape.p)));
+    } else {  // no time to spare between those windows: it runs into them, as into a peer's
+      own = std::max(own, d * std::min(1.0, busy + higher));
+      others += higher_harm;
+    }
   }
-  return shape.weight * d * own + others;
+  return shape.weight * own + others;
 }
 
 Nanos StretchBound(const Workspace& ws, const JobShape& shape) {

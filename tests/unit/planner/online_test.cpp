@@ -4,6 +4,7 @@
 #include <random>
 
 #include "metronome/planner/planner.hpp"
+#include "metronome/planner/ranked_yields.hpp"
 #include "planner_test_util.hpp"
 
 namespace metronome::planner {
@@ -210,7 +211,16 @@ TEST(OnlinePlanner, AddJobFirstGivesTheNewcomerFirstPickOnItsLinksOnly) {
   EXPECT_FEASIBLE((Problem{planner.GetTopology(), planner.Jobs()}), after);
   EXPECT_FALSE(r.job.best_effort);
   EXPECT_EQ(Entry(after, 3).timetable.period_ns, own_period);
-  for (const JobId id : {1u, 2u}) EXPECT_FALSE(Entry(after, id).best_effort) << id;
+  // Jobs 1 and 2 fit around it: gated, or ungated where waiting for its windows costs them
+  // less than a stretch would (stage 2), each then yielding to them.
+  const auto yields = RankedYields(planner.GetTopology(), planner.Jobs(), after, PlannerOptions{});
+  for (std::size_t i = 0; i < after.jobs.size(); ++i) {
+    const JobId id = after.jobs[i].id;
+    if ((id != 1 && id != 2) || !after.jobs[i].best_effort) continue;
+    ASSERT_NE(yields[i].yields, nullptr) << id;
+    EXPECT_EQ(yields[i].yields->count, 1u) << id;
+    EXPECT_EQ(yields[i].yields->windows[0].period_ns, r.job.timetable.period_ns) << id;
+  }
   EXPECT_EQ(Entry(after, 4).timetable.offset_ns, Entry(before, 4).timetable.offset_ns);
   EXPECT_EQ(Entry(after, 4).timetable.period_ns, Entry(before, 4).timetable.period_ns);
 }

@@ -64,6 +64,8 @@ TEST(WhatIf, AgreesWithAddingTheJob) {
   }
 }
 
+// Its phases (30 ms of every 100) leave no time to spare between the higher windows (140 ms of
+// every 200): it could not wait for them, and is stretched to the harmonic period that fits.
 TEST(WhatIf, PredictsStretchWhenOnlyALongerPeriodFits) {
   OnlinePlanner planner(Topology::TwoTier({1, 4, 1e9, 4e9}));
   Job a = PodJob(1, 2, 200, 80);
