@@ -118,13 +118,14 @@ void PackFields(Packer& pk, const TimetablePush& m) {
   pk.pack(open ? int64_t{0} : m.timetable.late_slack_ns);
   pk.pack(open ? int64_t{0} : m.timetable.max_wait_ns);
   pk.pack(static_cast<uint32_t>(open ? 0 : 1));  // the explicit "no gate"
-  // [need, max_wait, tolerance, [[period, offset, window], ...]] (the timetable's epoch); absent
-  // when there is nothing to yield to, so that such a push is what it was before yields. A
-  // decoder reads the first four and ignores what follows (a peer of a newer version may send
-  // more; an earlier build sent a chunk size there, which is now the job's own setting).
+  // [need, max_wait, tolerance, [[period, offset, window], ...], allowance] (the timetable's
+  // epoch); absent when there is nothing to yield to, so that such a push is what it was before
+  // yields, and the allowance left out when it is 0, so that such a set is what it was before
+  // allowances. A decoder reads the first five and ignores what follows (a peer of a newer
+  // version may send more).
   if (y.count == 0) return;
   const uint32_t n = y.count < kMaxYieldWindows ? y.count : kMaxYieldWindows;
-  pk.pack_array(4);
+  pk.pack_array(y.allowance_ns != 0 ? 5 : 4);
   pk.pack(y.need_ns);
   pk.pack(y.max_wait_ns);
   pk.pack(y.tolerance_ns);
@@ -135,6 +136,7 @@ void PackFields(Packer& pk, const TimetablePush& m) {
     pk.pack(y.windows[i].offset_ns);
     pk.pack(y.windows[i].window_ns);
   }
+  if (y.allowance_ns != 0) pk.pack(y.allowance_ns);
 }
 
 void PackFields(Packer& pk, const Bye& m) {
@@ -194,13 +196,15 @@ class FieldReader {
     if (i_ >= f_.size) return true;
     const msgpack::object* o = Next(name);
     if (o->type != msgpack::type::ARRAY || o->via.array.size < 4) {
-      return Fail(name, "is not [need, max_wait, tolerance, windows]");
+      return Fail(name, "is not [need, max_wait, tolerance, windows, (allowance)]");
     }
     const msgpack::object* f = o->via.array.ptr;
     if (!(ConvertInt(name, f[0], y.need_ns) && ConvertInt(name, f[1], y.max_wait_ns) &&
           ConvertInt(name, f[2], y.tolerance_ns))) {
       return false;
     }
+    y.allowance_ns = 0;
+    if (o->via.array.size >= 5 && !ConvertInt(name, f[4], y.allowance_ns)) return false;
     if (f[3].type != msgpack::type::ARRAY) return Fail(name, "has no window list");
     if (f[3].via.array.size > kMaxYieldWindows) return Fail(name, "has more than 16 windows");
     y.count = f[3].via.array.size;
@@ -217,7 +221,7 @@ class FieldReader {
     }
     y.epoch_ns = epoch_ns;
     if ((ValidateYieldSet(y) & kYieldRejectMask) != 0) {
-      return Fail(name, "has a period, window, need or tolerance out of range");
+      return Fail(name, "has a period, window, need, tolerance or allowance out of range");
     }
     return true;
   }

@@ -344,9 +344,10 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
   if (status == DeviceGateStatus::kKernel) {
     CUdeviceptr arg = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot);
     int64_t need = y.need_ns;
+    int64_t rest = y.rest_ns;
     uint32_t mid_phase = y.phase_start ? 0 : 1;
     uint32_t generation = s.slots[slot].cancel;
-    void* params[] = {&arg, &need, &mid_phase, &generation};
+    void* params[] = {&arg, &need, &rest, &mid_phase, &generation};
     const CUresult r =
         s.drv.launch_kernel(e->gate, 1, 1, 1, 32, 1, 1, 0, cu_stream, params, nullptr);
     if (r == CUDA_SUCCESS) return true;
@@ -455,6 +456,7 @@ void DeviceGate::Publish(int slot, const Timetable* tt, const YieldSet& yields,
     g.yield_need_ns = yields.need_ns;
     g.yield_max_wait_ns = yields.max_wait_ns;
     g.yield_tolerance_ns = yields.tolerance_ns;
+    g.yield_allowance_ns = yields.allowance_ns;
     for (uint32_t i = 0; i < n; ++i) {
       g.yield_windows[i][0] = yields.windows[i].period_ns;
       g.yield_windows[i][1] = yields.windows[i].offset_ns;

@@ -38,6 +38,7 @@ struct alignas(128) DeviceGateSlot {
   volatile int64_t yield_need_ns;
   volatile int64_t yield_max_wait_ns;
   volatile int64_t yield_tolerance_ns;
+  volatile int64_t yield_allowance_ns;
   volatile uint32_t yield_count;
   volatile int64_t yield_windows[kMaxYieldWindows][3];  // period, offset, window
   volatile uint64_t yields;  // written by the kernel: collectives it held for them

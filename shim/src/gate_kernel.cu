@@ -17,11 +17,11 @@ __device__ __forceinline__ int64_t GlobalTimerNs() {
 
 // One thread (the launch has 32; the others leave at once).
 extern "C" __global__ void metronome_gate_kernel(metronome::shim::DeviceGateSlot* slot,
-                                                 int64_t need_ns, uint32_t mid_phase,
-                                                 uint32_t generation) {
+                                                 int64_t need_ns, int64_t rest_ns,
+                                                 uint32_t mid_phase, uint32_t generation) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   metronome::shim::RunGateKernel(
-      slot, need_ns, mid_phase, generation, [] { return GlobalTimerNs(); },
+      slot, need_ns, rest_ns, mid_phase, generation, [] { return GlobalTimerNs(); },
       [](int64_t ns) { __nanosleep(static_cast<unsigned>(ns)); }, [] { __threadfence_system(); });
 }
 

@@ -16,13 +16,15 @@ namespace metronome::shim {
 // for a late phase that realigns or a yield, than the cap itself. The gate memory (how many
 // phases ago one realigned) lives in the slot: launches on one communicator's stream run one
 // after another. `need_ns`: the gap the collective needs between higher-ranked windows;
-// `mid_phase` != 0: a collective inside a phase, which yields alone (common's DecideYield).
+// `rest_ns`: its need and that of the phase's collectives after it (common's PhaseRest; -1:
+// unknown); `mid_phase` != 0: a collective inside a phase, which yields alone (DecideYield).
 // `generation`: the slot's cancel count at launch; the kernel leaves as soon as the host's
 // watchdog moves it on. `now()` is the GPU timer, `pause(ns)` a short sleep, `fence()` a
 // system-wide fence.
 template <class Now, class Pause, class Fence>
-METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, uint32_t mid_phase,
-                                       uint32_t generation, Now now, Pause pause, Fence fence) {
+METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, int64_t rest_ns,
+                                       uint32_t mid_phase, uint32_t generation, Now now,
+                                       Pause pause, Fence fence) {
   const int64_t arrival = now();
   slot->launches = slot->launches + 1;
   Timetable tt;
@@ -50,6 +52,7 @@ METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, ui
     yields.need_ns = slot->yield_need_ns;
     yields.max_wait_ns = slot->yield_max_wait_ns;
     yields.tolerance_ns = slot->yield_tolerance_ns;
+    yields.allowance_ns = slot->yield_allowance_ns;
     yields.count = slot->yield_count;
     if (yields.count > kMaxYieldWindows) yields.count = 0;
     for (uint32_t i = 0; i < yields.count; ++i) {
@@ -68,10 +71,11 @@ METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, ui
   const int64_t now_server = SaturatingAdd(arrival, server_minus_gpu);
   GateDecision d;
   if (mid_phase != 0) {
-    d = DecideYield(yields, now_server, need_ns, cap);
+    d = DecideYield(yields, now_server, need_ns, cap, nullptr, rest_ns);
   } else {
     GateMemory memory{slot->since_realign};
-    d = DecideRankedGate(tt, yields, now_server, cap, MustRealign(memory), need_ns);
+    d = DecideRankedGate(tt, yields, now_server, cap, MustRealign(memory), need_ns, nullptr,
+                         rest_ns);
     Remember(memory, d.realigned);
     slot->since_realign = memory.since_realign;
     if (d.realigned) slot->realigned = slot->realigned + 1;

@@ -39,9 +39,9 @@ GateDecision DecideHostGate(const Timetable& tt, const YieldRequest& y, int64_t 
   const int64_t now_server = SaturatingAdd(now_local_ns, server_minus_local_ns);
   const YieldSet& set = y.yields != nullptr ? *y.yields : kNoYields;
   GateDecision d =
-      y.phase_start
-          ? DecideRankedGate(tt, set, now_server, max_wait_cap_ns, realign, y.need_ns, y.cursor)
-          : DecideYield(set, now_server, y.need_ns, max_wait_cap_ns, y.cursor);
+      y.phase_start ? DecideRankedGate(tt, set, now_server, max_wait_cap_ns, realign, y.need_ns,
+                                       y.cursor, y.rest_ns)
+                    : DecideYield(set, now_server, y.need_ns, max_wait_cap_ns, y.cursor, y.rest_ns);
   d.until_ns = d.action == GateAction::kWaitUntil ? SaturatingSub(d.until_ns, server_minus_local_ns)
                                                   : now_local_ns;
   return d;

@@ -46,6 +46,8 @@ struct YieldRequest {
   // The caller's cursor over the windows (common's YieldCursor), following this set
   // (FollowSet); nullptr: none (the same decision, each time from scratch).
   YieldCursor* cursor = nullptr;
+  // Its need and that of the phase's collectives after it (common's PhaseRest); -1: unknown.
+  int64_t rest_ns = -1;
 };
 GateDecision DecideHostGate(const Timetable& tt, const YieldRequest& y, int64_t now_local_ns,
                             int64_t server_minus_local_ns, int64_t max_wait_cap_ns,

@@ -309,6 +309,7 @@ Runtime::CallToken Runtime::BeforeCollective(CommState* st, Op op, uint64_t byte
       phase_start = false;
     }
   }
+  if (phase_start) st->phase_issued = 0;
   if (phase_start) {
     st->phase_starts.store(st->phase_starts.load(std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
@@ -334,6 +335,7 @@ Runtime::CallToken Runtime::BeforeCollective(CommState* st, Op op, uint64_t byte
       tok.start_ns = released;
     }
   }
+  st->phase_issued += bytes;  // after the gate: the rest of the phase it judged began with these
   return tok;
 }
 
@@ -374,8 +376,9 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
   if (set) {
     FollowSet(st->yield_cursor, publication);
     const WirePace pace{st->ns_per_byte.load(std::memory_order_relaxed)};
-    y = {&*set, PacedNeed(*set, pace, bytes, st->phase_bytes.load(std::memory_order_relaxed)),
-         phase_start, &st->yield_cursor};
+    const uint64_t phase_bytes = st->phase_bytes.load(std::memory_order_relaxed);
+    y = {&*set, PacedNeed(*set, pace, bytes, phase_bytes), phase_start, &st->yield_cursor,
+         PhaseRest(*set, pace, bytes, st->phase_issued, phase_bytes)};
   }
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
   if (st->device_gate) {  // also on the legacy default stream (0)

@@ -105,8 +105,10 @@ struct CommState {
   std::atomic<uint64_t> first_key{0};
   std::atomic<int64_t> merge_below_ns{0};
   std::atomic<uint64_t> phase_bytes{0};  // the tracker's bytes per phase (0: not known yet)
-  // Caller's thread: the host gate's cursor over the windows it yields to (placed here, before
-  // the next cache-line aligned member, as it is one itself).
+  // Caller's thread: the bytes of the phase's collectives so far (common's PhaseRest), and the
+  // host gate's cursor over the windows it yields to (placed here, before the next cache-line
+  // aligned member, as it is one itself).
+  uint64_t phase_issued = 0;
   YieldCursor yield_cursor;
   SpscRing<CollEvent, 1024> ring;
   // Background thread only.

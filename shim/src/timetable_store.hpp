@@ -33,7 +33,8 @@ class TimetableStore {
     y_[1].store(yields.need_ns, std::memory_order_relaxed);
     y_[2].store(yields.max_wait_ns, std::memory_order_relaxed);
     y_[3].store(yields.tolerance_ns, std::memory_order_relaxed);
-    y_[4].store(n, std::memory_order_relaxed);
+    y_[4].store(yields.allowance_ns, std::memory_order_relaxed);
+    y_[kYieldCount].store(n, std::memory_order_relaxed);
     for (uint32_t i = 0; i < n; ++i) {
       const YieldWindow& w = yields.windows[i];
       std::atomic<int64_t>* f = &y_[kYieldHeader + kWindowFields * i];
@@ -52,7 +53,7 @@ class TimetableStore {
     seq_.store(s + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
     valid_.store(0, std::memory_order_relaxed);
-    y_[4].store(0, std::memory_order_relaxed);
+    y_[kYieldCount].store(0, std::memory_order_relaxed);
     seq_.store(s + 2, std::memory_order_release);
   }
 
@@ -70,7 +71,7 @@ class TimetableStore {
   // Whether the last published timetable came with windows to yield to: one relaxed load, for
   // the caller's path to skip the yields (and their 600 bytes) when there are none. A stale
   // answer costs one read or one missed yield, never a wrong hold.
-  bool MayYield() const noexcept { return y_[4].load(std::memory_order_relaxed) != 0; }
+  bool MayYield() const noexcept { return y_[kYieldCount].load(std::memory_order_relaxed) != 0; }
 
   uint64_t Version() const noexcept {
     Timetable t;
@@ -105,7 +106,8 @@ class TimetableStore {
     yields.need_ns = y_[1].load(std::memory_order_relaxed);
     yields.max_wait_ns = y_[2].load(std::memory_order_relaxed);
     yields.tolerance_ns = y_[3].load(std::memory_order_relaxed);
-    const auto n = static_cast<uint32_t>(y_[4].load(std::memory_order_relaxed));
+    yields.allowance_ns = y_[4].load(std::memory_order_relaxed);
+    const auto n = static_cast<uint32_t>(y_[kYieldCount].load(std::memory_order_relaxed));
     yields.count = n < kMaxYieldWindows ? n : kMaxYieldWindows;
     for (uint32_t i = 0; i < yields.count; ++i) {
       YieldWindow& w = yields.windows[i];
@@ -120,7 +122,9 @@ class TimetableStore {
   std::atomic<uint32_t> seq_{0};
   std::atomic<int> valid_{0};
   std::atomic<int64_t> f_[7] = {};
-  static constexpr uint32_t kYieldHeader = 5;   // epoch, need, max wait, tolerance, count
+  // epoch, need, max wait, tolerance, allowance, count
+  static constexpr uint32_t kYieldCount = 5;
+  static constexpr uint32_t kYieldHeader = kYieldCount + 1;
   static constexpr uint32_t kWindowFields = 4;  // period, offset, window, 1 / period (bits)
   std::atomic<int64_t> y_[kYieldHeader + kWindowFields * kMaxYieldWindows] = {};
 };

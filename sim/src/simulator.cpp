@@ -207,9 +207,10 @@ class Engine {
     if (yields == nullptr) yields = &kNoYields;
     // The phase's first collective yields for its own share (the rest yield one by one).
     const double collectives = Collectives(j);
-    const auto first_need =
-        PacedNeed(*yields, j.pace, static_cast<std::uint64_t>(Gradient(j) / collectives),
-                  static_cast<std::uint64_t>(Gradient(j)));
+    const auto gradient = static_cast<std::uint64_t>(Gradient(j));
+    const auto first_bytes = static_cast<std::uint64_t>(Gradient(j) / collectives);
+    const auto first_need = PacedNeed(*yields, j.pace, first_bytes, gradient);
+    const std::int64_t rest = PhaseRest(*yields, j.pace, first_bytes, 0, gradient);
     if (!AlwaysOpen(*tt)) {  // the report's gated share counts the phases a gate could hold
       j.sum_period += static_cast<double>(tt->period_ns) * 1e-9;
       ++j.gated_phases;
@@ -225,8 +226,8 @@ class Engine {
     for (std::uint32_t n : j.nodes) {
       const std::int64_t local = now_ns + skew_ns_[n];
       // The shim's gate with its default wait cap (METRONOME_MAX_WAIT_MS).
-      const GateDecision d =
-          DecideRankedGate(*tt, *yields, local, kDefaultMaxWaitCapNs, realign, first_need);
+      const GateDecision d = DecideRankedGate(*tt, *yields, local, kDefaultMaxWaitCapNs, realign,
+                                              first_need, nullptr, rest);
       if (d.yielded) j.obs.yielded = true;
       if (first) {
         j.obs.lateness_ns = d.lateness_ns;
@@ -259,11 +260,12 @@ class Engine {
 
   // The latest release over the job's ranks of the yield of a collective inside its phase
   // (each rank's shim decides on its own node's clock; the all-reduce goes when the last does).
-  double YieldRelease(const Job& j, const YieldSet& y, std::int64_t need) const {
+  double YieldRelease(const Job& j, const YieldSet& y, std::int64_t need, std::int64_t rest) const {
     const std::int64_t now_ns = ToNs(now_);
     std::int64_t release_ns = now_ns;
     for (std::uint32_t n : j.nodes) {
-      const GateDecision d = DecideYield(y, now_ns + skew_ns_[n], need, kDefaultMaxWaitCapNs);
+      const GateDecision d =
+          DecideYield(y, now_ns + skew_ns_[n], need, kDefaultMaxWaitCapNs, nullptr, rest);
       if (d.action == GateAction::kWaitUntil) {
         release_ns = std::max(release_ns, d.until_ns - skew_ns_[n]);
       }
@@ -282,8 +284,12 @@ class Engine {
     j.collective_start = now_;
     const YieldSet* y = scheduler_->GateYields(j.index);
     if (y == nullptr) return false;
-    const double release =
-        YieldRelease(j, *y, PacedNeed(*y, j.pace, bytes, static_cast<std::uint64_t>(Gradient(j))));
+    // What the phase's collectives before this one carried (j.remaining is what is left).
+    const auto gradient = static_cast<std::uint64_t>(Gradient(j));
+    const auto issued =
+        static_cast<std::uint64_t>(Gradient(j) * std::max(0.0, 1.0 - j.remaining / j.volume));
+    const double release = YieldRelease(j, *y, PacedNeed(*y, j.pace, bytes, gradient),
+                                        PhaseRest(*y, j.pace, bytes, issued, gradient));
     if (release <= now_ + kEps) return false;
     RemoveFlow(j);
     j.state = State::kYield;

@@ -73,6 +73,22 @@ class LinkUsers {
   std::vector<std::size_t> user_at_;
 };
 
+// The most jobs ranked below entry a on any of b's links that a crosses: they share its window's
+// allowance (PlannerOptions::yield_allowance).
+std::size_t RankedBelow(const LinkUsers& u, std::size_t a, std::size_t b) {
+  std::size_t most = 1;
+  for (const LinkId l : u.Links(b)) {
+    const auto users = u.Users(l);
+    if (std::find(users.begin(), users.end(), a) == users.end()) continue;
+    const auto below =
+        static_cast<std::size_t>(std::count_if(users.begin(), users.end(), [&](std::size_t x) {
+          return RanksAbove(u.job[a]->priority, u.job[x]->priority);
+        }));
+    most = std::max(most, below);
+  }
+  return most;
+}
+
 // What entry b yields to, and the gated jobs its ungated traffic meets there (by entry), with
 // whether its set holds their windows: RankedYields' yielded_to counts them.
 struct Judgement {
@@ -143,6 +159,11 @@ Judgement Judge(const Topology& topology, const LinkUsers& u, const Plan& plan,
       // A transfer may run into a window by what the least of these cushions absorbs: the
       // job it meets there ends that much late at most, still inside its guard.
       y.tolerance_ns = y.count == 0 ? guard : std::min(y.tolerance_ns, guard);
+      // A phase may end this far into it rather than pause: its share of the window's allowance.
+      const auto allowance =
+          static_cast<Nanos>(options.yield_allowance * static_cast<double>(t.window_ns) /
+                             static_cast<double>(RankedBelow(u, a, b)));
+      y.allowance_ns = y.count == 0 ? allowance : std::min(y.allowance_ns, allowance);
       y.windows[y.count++] = {t.period_ns, t.offset_ns,
                               std::min(t.window_ns + guard, t.period_ns - 1)};
     }

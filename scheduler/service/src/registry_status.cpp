@@ -27,6 +27,7 @@ json YieldsToJson(const YieldSet& y) {
   return json{{"need_ns", y.need_ns},
               {"max_wait_ns", y.max_wait_ns},
               {"tolerance_ns", y.tolerance_ns},
+              {"allowance_ns", y.allowance_ns},
               {"windows", windows}};
 }
 

@@ -220,13 +220,14 @@ CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, un
     auto* slot =
         reinterpret_cast<metronome::shim::DeviceGateSlot*>(*static_cast<CUdeviceptr*>(params[0]));
     const int64_t need = *static_cast<int64_t*>(params[1]);
-    const uint32_t mid_phase = *static_cast<uint32_t*>(params[2]);
-    const uint32_t generation = *static_cast<uint32_t*>(params[3]);
+    const int64_t rest = *static_cast<int64_t*>(params[2]);
+    const uint32_t mid_phase = *static_cast<uint32_t*>(params[3]);
+    const uint32_t generation = *static_cast<uint32_t*>(params[4]);
     const bool hang = KernelHangs();
     StreamOf(stream)->Push([=] {
       const int64_t frozen = GpuNs();
       metronome::shim::RunGateKernel(
-          slot, need, mid_phase, generation, [&] { return hang ? frozen : GpuNs(); }, PauseNs,
+          slot, need, rest, mid_phase, generation, [&] { return hang ? frozen : GpuNs(); }, PauseNs,
           Fence);
     });
     return CUDA_SUCCESS;

@@ -52,6 +52,7 @@ std::vector<Message> OneOfEach() {
   push.yields.need_ns = 60'000'000;
   push.yields.max_wait_ns = 400'000'000;
   push.yields.tolerance_ns = 4'000'000;
+  push.yields.allowance_ns = 5'000'000;
   push.yields.count = 3;
   push.yields.windows[0] = {283'000'000, 12'000'000, 86'000'000};
   push.yields.windows[1] = {517'000'000, 400'000'000, 120'000'000};
@@ -312,25 +313,32 @@ TEST(Protocol, TimetablePushCarriesItsYieldsAndLeavesThemOutWhenNone) {
   EXPECT_EQ(got.yields.epoch_ns, with.timetable.epoch_ns);  // the timetable's, not on the wire
   EXPECT_EQ(got.yields.windows[1].period_ns, 517'000'000);
   EXPECT_EQ(got.yields.tolerance_ns, 4'000'000);
+  EXPECT_EQ(got.yields.allowance_ns, 5'000'000);
   EXPECT_GT(got.yields.windows[1].inv_period, 0.0);  // validated: ready for the gate
-  // Four fields on the wire; a fifth (an earlier build's chunk size, or a newer peer's field) is
-  // ignored.
-  const std::string four = Encode(with);
+  // Five fields on the wire; a sixth (a newer peer's field) is ignored.
+  const std::string five = Encode(with);
+  const msgpack::object_handle h5 = msgpack::unpack(five.data(), five.size());
+  EXPECT_EQ(h5.get().via.array.ptr[2].via.array.ptr[9].via.array.size, 5u);
+  msgpack::zone zone;
+  msgpack::object six(h5.get(), zone);
+  msgpack::object& set = six.via.array.ptr[2].via.array.ptr[9];
+  auto* fields = static_cast<msgpack::object*>(zone.allocate_align(6 * sizeof(msgpack::object)));
+  std::copy(set.via.array.ptr, set.via.array.ptr + 5, fields);
+  fields[5] = msgpack::object(uint64_t{4} << 20);
+  set.via.array.ptr = fields;
+  set.via.array.size = 6;
+  msgpack::sbuffer sb;
+  msgpack::pack(sb, six);
+  const Decoded d6 = Decode(std::string(sb.data(), sb.size()));
+  ASSERT_TRUE(d6.Ok()) << d6.detail;
+  EXPECT_EQ(std::get<TimetablePush>(d6.message).yields, got.yields);
+  // No allowance: four fields, as a peer from before allowances sends and reads them.
+  TimetablePush no_allowance = with;
+  no_allowance.yields.allowance_ns = 0;
+  const std::string four = Encode(no_allowance);
   const msgpack::object_handle h4 = msgpack::unpack(four.data(), four.size());
   EXPECT_EQ(h4.get().via.array.ptr[2].via.array.ptr[9].via.array.size, 4u);
-  msgpack::zone zone;
-  msgpack::object five(h4.get(), zone);
-  msgpack::object& set = five.via.array.ptr[2].via.array.ptr[9];
-  auto* fields = static_cast<msgpack::object*>(zone.allocate_align(5 * sizeof(msgpack::object)));
-  std::copy(set.via.array.ptr, set.via.array.ptr + 4, fields);
-  fields[4] = msgpack::object(uint64_t{4} << 20);
-  set.via.array.ptr = fields;
-  set.via.array.size = 5;
-  msgpack::sbuffer sb;
-  msgpack::pack(sb, five);
-  const Decoded d5 = Decode(std::string(sb.data(), sb.size()));
-  ASSERT_TRUE(d5.Ok()) << d5.detail;
-  EXPECT_EQ(std::get<TimetablePush>(d5.message).yields, got.yields);
+  EXPECT_EQ(std::get<TimetablePush>(Decode(four).message).yields.allowance_ns, 0);
   // No yields: the push is what it was before yields existed (nine fields).
   TimetablePush none = with;
   none.yields = YieldSet{};
@@ -391,6 +399,22 @@ TEST(ProtocolReject, YieldSetsTheGateCannotUse) {
          pk.pack_array(2);
          pk.pack(280'000'000);
          pk.pack(0);
+       })},
+      {"negative allowance", push([](auto& pk) {
+         pk.pack_array(5);
+         pk.pack(1);
+         pk.pack(2);
+         pk.pack(0);
+         pk.pack_array(0);
+         pk.pack(-1);
+       })},
+      {"allowance not a number", push([](auto& pk) {
+         pk.pack_array(5);
+         pk.pack(1);
+         pk.pack(2);
+         pk.pack(0);
+         pk.pack_array(0);
+         pk.pack(std::string("x"));
        })},
       {"negative need", push([](auto& pk) {
          pk.pack_array(4);

@@ -59,6 +59,11 @@ TEST(YieldValidate, RejectsWhatTheGateCannotUse) {
   y.need_ns = -1;
   EXPECT_NE(ValidateYieldSet(y) & kRejectYieldNeed, 0u);
   y.need_ns = 0;
+  y.allowance_ns = -1;
+  EXPECT_NE(ValidateYieldSet(y) & kRejectYieldNeed, 0u);
+  y.allowance_ns = TimetableLimits{}.max_period_ns + 1;
+  EXPECT_NE(ValidateYieldSet(y) & kRejectYieldNeed, 0u);
+  y.allowance_ns = 0;
   y.epoch_ns = kInt64Max;
   EXPECT_NE(ValidateYieldSet(y) & kRejectYieldEpoch, 0u);
 }
@@ -151,6 +156,67 @@ TEST(RankedGate, WithoutAGapClearOfEveryWindowItRunsIntoTheLowestRankedOne) {
       GateAction::kGoNow);
 }
 
+// A phase whose rest would end within the allowance past a higher window's opening finishes
+// instead of pausing for the whole window; each later part of it finds the same end.
+TEST(RankedGate, APhaseEndingWithinTheAllowanceFinishesIntoTheWindow) {
+  // [280, 360) ms of every 280 ms; parts of 3 ms; the phase may end 10 ms into a window.
+  YieldSet y = Set(3 * kMs, 300 * kMs, {{280 * kMs, 0, 80 * kMs}});
+  y.allowance_ns = 10 * kMs;
+  const int64_t at = kEpoch + 278 * kMs;  // 2 ms before the window: the part alone does not fit
+  // 11 ms left of the phase: it ends 9 ms into the window.
+  EXPECT_EQ(DecideYield(y, at, 3 * kMs, 1000 * kMs, nullptr, 11 * kMs).action, GateAction::kGoNow);
+  // Its next part, 4 ms later and inside the window, with 7 ms left: the same end.
+  EXPECT_EQ(DecideYield(y, at + 4 * kMs, 3 * kMs, 1000 * kMs, nullptr, 7 * kMs).action,
+            GateAction::kGoNow);
+  // 13 ms left would end 11 ms into it: the part pauses for the whole window, as without one.
+  GateDecision d = DecideYield(y, at, 3 * kMs, 1000 * kMs, nullptr, 13 * kMs);
+  EXPECT_EQ(d.action, GateAction::kWaitUntil);
+  EXPECT_EQ(d.until_ns, kEpoch + 360 * kMs);
+  // A phase that would start well inside the window waits for it to close, however short.
+  EXPECT_EQ(DecideYield(y, kEpoch + 300 * kMs, 3 * kMs, 1000 * kMs, nullptr, 3 * kMs).action,
+            GateAction::kWaitUntil);
+  // The rest unknown (-1), or no allowance: the part's own need decides.
+  EXPECT_EQ(DecideYield(y, at, 3 * kMs, 1000 * kMs, nullptr, -1).until_ns, kEpoch + 360 * kMs);
+  y.allowance_ns = 0;
+  EXPECT_EQ(DecideYield(y, at, 3 * kMs, 1000 * kMs, nullptr, 11 * kMs).until_ns,
+            kEpoch + 360 * kMs);
+  // At a phase start the same: the timetable's decision, then the rest against the windows.
+  y.allowance_ns = 10 * kMs;
+  EXPECT_EQ(DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, at, 1000 * kMs, false, 3 * kMs,
+                             nullptr, 11 * kMs)
+                .action,
+            GateAction::kGoNow);
+}
+
+// Every window the rest meets must leave it within the allowance, also one already on.
+TEST(RankedGate, TheAllowanceHoldsForEveryWindowTheRestMeets) {
+  // [280, 360) ms and [275, 280) ms of every 280 ms.
+  YieldSet y = Set(3 * kMs, 300 * kMs, {{280 * kMs, 0, 80 * kMs}, {280 * kMs, 275 * kMs, 5 * kMs}});
+  y.allowance_ns = 10 * kMs;
+  // From 278 ms, 9 ms left: 7 ms past the first opening, but 12 ms past the second's (on since
+  // 275 ms).
+  EXPECT_FALSE(AllowedToFinish(y, kEpoch + 278 * kMs, 9 * kMs));
+  y.count = 1;
+  EXPECT_TRUE(AllowedToFinish(y, kEpoch + 278 * kMs, 9 * kMs));
+  EXPECT_FALSE(AllowedToFinish(y, kEpoch + 278 * kMs, 13 * kMs));  // 11 ms past
+  // A rest that meets no window is allowed (the gate goes anyway); garbage is not.
+  EXPECT_TRUE(AllowedToFinish(y, kEpoch + 200 * kMs, 20 * kMs));
+  EXPECT_FALSE(AllowedToFinish(y, kEpoch + 278 * kMs, -1));
+  EXPECT_FALSE(AllowedToFinish(y, kInt64Max, 1 * kMs));
+  EXPECT_FALSE(AllowedToFinish(y, kEpoch + 278 * kMs, kInt64Max));
+}
+
+TEST(PhaseRest, IsWhatIsLeftOfThePhaseFromThisCollectiveOn) {
+  YieldSet y = Set(40 * kMs, 300 * kMs, {{280 * kMs, 0, 80 * kMs}});
+  const WirePace none;
+  EXPECT_EQ(PhaseRest(y, none, 10, 0, 100), 40 * kMs);   // the first of ten: all of it
+  EXPECT_EQ(PhaseRest(y, none, 10, 70, 100), 12 * kMs);  // three tenths left
+  EXPECT_EQ(PhaseRest(y, none, 10, 120, 100), 4 * kMs);  // past the estimate: its own share
+  EXPECT_EQ(PhaseRest(y, none, 10, 0, 0), -1);           // the phase's size not known yet
+  const WirePace slow{1e6};                              // 1 ms a byte: slower than the need
+  EXPECT_EQ(PhaseRest(y, slow, 10, 70, 100), 30 * kMs);
+}
+
 TEST(RankedGate, NeverWaitsLongerThanItsMaxWaitOrTheCap) {
   const YieldSet y = Set(50 * kMs, 20 * kMs, {{280 * kMs, 0, 80 * kMs}});
   // Inside the window with 50 ms left of it, but max wait 20 ms: goes as the timetable says.
@@ -211,6 +277,7 @@ TEST(YieldCursor, DecidesExactlyAsFromScratch) {
     y.need_ns = uniform(0, 100 * kMs);
     y.max_wait_ns = uniform(0, 2'000 * kMs);
     y.tolerance_ns = uniform(0, 2) == 0 ? uniform(0, 5 * kMs) : 0;
+    y.allowance_ns = uniform(0, 1) == 0 ? uniform(0, 20 * kMs) : 0;
     for (uint32_t i = 0; i < y.count; ++i) {
       const int64_t p = uniform(version % 3 == 0 ? 100'000 : 50 * kMs, 500 * kMs);
       y.windows[i] = {p, uniform(0, p - 1), uniform(1, p - 1)};
@@ -225,12 +292,17 @@ TEST(YieldCursor, DecidesExactlyAsFromScratch) {
       const int64_t limit = now + uniform(0, 1'000 * kMs);
       ASSERT_EQ(NextClearStart(y, c, now, need, limit), NextClearStart(y, now, need, limit))
           << "version " << version << " call " << call;
-      const GateDecision fresh = DecideRankedGate(tt, y, now, 1'000 * kMs, false, need);
-      const GateDecision cached = DecideRankedGate(tt, y, now, 1'000 * kMs, false, need, &c);
+      // The cursor now stands at `now`: it answers AllowedToFinish as the windows themselves.
+      const int64_t rest = need + uniform(0, 30 * kMs);
+      ASSERT_EQ(AllowedToFinish(y, now, rest, &c), AllowedToFinish(y, now, rest))
+          << "version " << version << " call " << call;
+      const GateDecision fresh =
+          DecideRankedGate(tt, y, now, 1'000 * kMs, false, need, nullptr, rest);
+      const GateDecision cached = DecideRankedGate(tt, y, now, 1'000 * kMs, false, need, &c, rest);
       ASSERT_EQ(cached.action, fresh.action);
       ASSERT_EQ(cached.until_ns, fresh.until_ns) << "version " << version << " call " << call;
-      ASSERT_EQ(DecideYield(y, now, need, 1'000 * kMs, &c).until_ns,
-                DecideYield(y, now, need, 1'000 * kMs).until_ns);
+      ASSERT_EQ(DecideYield(y, now, need, 1'000 * kMs, &c, rest).until_ns,
+                DecideYield(y, now, need, 1'000 * kMs, nullptr, rest).until_ns);
       waited += fresh.yielded ? 1 : 0;
       ++compared;
       now += uniform(0, 9) == 0 ? -uniform(0, 300 * kMs) : uniform(0, 300 * kMs);

@@ -43,6 +43,31 @@ TEST(RankedYields, ALowerJobYieldsToTheHigherWindow) {
   EXPECT_GE(w.window_ns, 80 * kMs);  // the window and the part of its cushion jitter may take
 }
 
+// A phase may end a fifth of the window past its opening (PlannerOptions::yield_allowance),
+// shared among the jobs ranked below it on the link.
+TEST(RankedYields, TheJobsBelowAWindowShareItsAllowance) {
+  Pair one(1.25e9);
+  auto y = RankedYields(one.topology, one.jobs, one.plan, PlannerOptions{});
+  ASSERT_NE(y[1].yields, nullptr);
+  EXPECT_EQ(y[1].yields->allowance_ns, 16 * kMs);  // 80 ms / 5
+  // Three more below it, of two priorities: four share the window.
+  for (const JobId id : {3u, 4u, 5u}) {
+    one.jobs.push_back(MakeJob(id, id == 3 ? 0 : 1, 300, 100, {0}));
+    one.jobs.back().profile.beta_bps = 1.25e9;
+    JobPlan p = one.plan.jobs[1];
+    p.id = id;
+    one.plan.jobs.push_back(p);
+  }
+  y = RankedYields(one.topology, one.jobs, one.plan, PlannerOptions{});
+  for (std::size_t i = 1; i < y.size(); ++i) {
+    ASSERT_NE(y[i].yields, nullptr) << i;
+    EXPECT_EQ(y[i].yields->allowance_ns, 4 * kMs) << i;
+  }
+  PlannerOptions none;
+  none.yield_allowance = 0.0;
+  EXPECT_EQ(RankedYields(one.topology, one.jobs, one.plan, none)[1].yields->allowance_ns, 0);
+}
+
 TEST(RankedYields, JobsOfOnePriorityDoNotYieldToEachOther) {
   const Pair peers(1.25e9, 3);
   const auto y = RankedYields(peers.topology, peers.jobs, peers.plan, PlannerOptions{});

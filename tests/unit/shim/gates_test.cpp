@@ -79,10 +79,30 @@ TEST(HostGate, ACollectiveInsideAPhaseYieldsForItsOwnShare) {
             GateAction::kGoNow);
 }
 
+// The rest of the phase from a collective on (common's PhaseRest) decides with the set's
+// allowance: a phase that ends a little into the window finishes, one that would end further in
+// pauses for it.
+TEST(HostGate, APhaseThatEndsWithinTheAllowanceFinishesIntoTheWindow) {
+  const Timetable open = Tt(1000 * kMs, 300 * kMs, 300 * kMs, 0, 0);
+  YieldSet y = HigherWindow(120 * kMs, 300 * kMs);
+  y.allowance_ns = 10 * kMs;
+  // At 1275 (5 ms before the window at 1280) a part needing 8 ms with 14 ms of the phase left:
+  // it ends 9 ms into the window, and goes.
+  const GateDecision ends = DecideHostGate(
+      open, YieldRequest{&y, 8 * kMs, false, nullptr, 14 * kMs}, 1275 * kMs, 0, 1000 * kMs, false);
+  EXPECT_EQ(ends.action, GateAction::kGoNow);
+  // 20 ms left: it would end 15 ms in, and waits for the window to pass.
+  const GateDecision waits = DecideHostGate(
+      open, YieldRequest{&y, 8 * kMs, false, nullptr, 20 * kMs}, 1275 * kMs, 0, 1000 * kMs, false);
+  EXPECT_EQ(waits.action, GateAction::kWaitUntil);
+  EXPECT_EQ(waits.until_ns, 1360 * kMs);
+}
+
 TEST(TimetableStore, PublishesTheYieldsWithTheTimetable) {
   TimetableStore store;
   const Timetable t = Tt(1000 * kMs, 300 * kMs, 300 * kMs, 0, 0);
-  const YieldSet y = HigherWindow(50 * kMs, 300 * kMs);
+  YieldSet y = HigherWindow(50 * kMs, 300 * kMs);
+  y.allowance_ns = 7 * kMs;
   store.Publish(t, y);
   Timetable got;
   YieldSet yields;
@@ -90,9 +110,11 @@ TEST(TimetableStore, PublishesTheYieldsWithTheTimetable) {
   EXPECT_EQ(got, t);
   EXPECT_EQ(yields, y);
   EXPECT_EQ(yields.windows[0].inv_period, y.windows[0].inv_period);
+  EXPECT_TRUE(store.MayYield());
   store.Publish(t);  // a timetable without yields clears them
   ASSERT_TRUE(store.Read(got, yields));
   EXPECT_EQ(yields.count, 0u);
+  EXPECT_FALSE(store.MayYield());
 }
 
 // A new scheduler numbers its timetables from 1 again: the host gate's cursor follows the

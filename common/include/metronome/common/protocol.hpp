@@ -118,8 +118,10 @@ struct ProfileReport {
 // window said. In memory the timetable alone says it (AlwaysOpen): no second field to disagree.
 // After it comes the yield set (optional, trailing; absent means none, and the encoder leaves it
 // out when there is none): [need_ns, max_wait_ns,
-// tolerance_ns, [[period_ns, offset_ns, window_ns], ...]] in the timetable's epoch, at most
-// kMaxYieldWindows windows; a set ValidateYieldSet rejects fails the whole message.
+// tolerance_ns, [[period_ns, offset_ns, window_ns], ...], allowance_ns] in the timetable's epoch,
+// at most kMaxYieldWindows windows, the allowance optional (absent: 0; an earlier build sent a
+// chunk size in its place, which a decoder now reads as an allowance of a few milliseconds);
+// a set ValidateYieldSet rejects fails the whole message.
 struct TimetablePush {
   std::string job_id;
   Timetable timetable;

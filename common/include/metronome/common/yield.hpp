@@ -7,10 +7,12 @@
 // and lasts window_ns. The gate holds a phase until the first gap in those windows at least
 // need_ns long (the phase's expected time on the wire), never longer than max_wait_ns; when
 // there is no such gap in time it at least waits for the window it would start into to close,
-// and otherwise goes as the timetable alone says. Inside a phase every further collective
-// yields the same way (DecideYield), for the gap its own share of the phase needs: a lower-
-// ranked phase pauses between its collectives while a higher-ranked window is on the wire, so
-// that lower-ranked jobs sharing what is left cannot run into it together.
+// and otherwise goes as the timetable alone says. A phase whose rest would end within the set's
+// allowance of a window's opening goes on instead of pausing: finishing costs that window's job
+// a few milliseconds, pausing costs this one the whole window. Inside a phase every further
+// collective yields the same way (DecideYield), for the gap its own share of the phase needs: a
+// lower- ranked phase pauses between its collectives while a higher-ranked window is on the wire,
+// so that lower-ranked jobs sharing what is left cannot run into it together.
 //
 // Like timetable.hpp this compiles for the host and, under nvcc, for the device gate kernel: no
 // library, no overflow, no unbounded loop.
@@ -42,12 +44,17 @@ struct YieldSet {
   // How far a transfer may run into the next window rather than wait for the gap after it
   // (what that window's cushion absorbs); in [0, max_period].
   int64_t tolerance_ns = 0;
+  // How far past a window's opening a phase may end rather than pause for the whole window
+  // (AllowedToFinish); in [0, max_period]. The planner shares a fifth of each window among the
+  // jobs ranked below it.
+  int64_t allowance_ns = 0;
   uint32_t count = 0;  // windows in use; at most kMaxYieldWindows
   YieldWindow windows[kMaxYieldWindows] = {};
 
   friend constexpr bool operator==(const YieldSet& a, const YieldSet& b) {
     if (a.epoch_ns != b.epoch_ns || a.need_ns != b.need_ns || a.max_wait_ns != b.max_wait_ns ||
-        a.tolerance_ns != b.tolerance_ns || a.count != b.count) {
+        a.tolerance_ns != b.tolerance_ns || a.allowance_ns != b.allowance_ns ||
+        a.count != b.count) {
       return false;
     }
     for (uint32_t i = 0; i < a.count && i < kMaxYieldWindows; ++i) {
@@ -83,7 +90,7 @@ enum YieldCheck : uint32_t {
   kRejectYieldCount = 1u << 0,   // more than kMaxYieldWindows windows
   kRejectYieldWindow = 1u << 1,  // a period outside the limits, or a window not in (0, period)
   kRejectYieldEpoch = 1u << 2,   // |epoch| beyond max_abs_epoch
-  kRejectYieldNeed = 1u << 3,    // need or tolerance outside [0, max_period]
+  kRejectYieldNeed = 1u << 3,    // need, tolerance or allowance outside [0, max_period]
   kClampYieldOffset = 1u << 8,   // an offset outside [0, period): reduced modulo period
   kClampYieldWait = 1u << 9,     // max wait outside [0, max_wait_cap]
 };
@@ -99,6 +106,7 @@ METRONOME_HD constexpr uint32_t ValidateYieldSet(YieldSet& y, const TimetableLim
   }
   if (y.need_ns < 0 || y.need_ns > lim.max_period_ns) r |= kRejectYieldNeed;
   if (y.tolerance_ns < 0 || y.tolerance_ns > lim.max_period_ns) r |= kRejectYieldNeed;
+  if (y.allowance_ns < 0 || y.allowance_ns > lim.max_period_ns) r |= kRejectYieldNeed;
   for (uint32_t i = 0; i < y.count; ++i) {
     const YieldWindow& w = y.windows[i];
     if (w.period_ns < lim.min_period_ns || w.period_ns > lim.max_period_ns || w.window_ns <= 0 ||
@@ -320,8 +328,39 @@ __attribute__((noinline)) METRONOME_HD constexpr int64_t ClearOfHighestRanked(co
 
 }  // namespace yield_detail
 
+// Whether the rest of a phase, `rest` on the wire from `t`, may go on into the windows it meets:
+// it ends at most the set's allowance past the opening of each (the occurrence of each window
+// ending after t; one in which t lies counts from its opening, so that every part of a phase
+// that went on finds the same end). Only a decision that would wait asks. A cursor standing at
+// t (the gate's, after its search for a gap from t) has those occurrences in the order they
+// open: the first usually decides. Without one, a multiplication per window.
+METRONOME_HD constexpr bool AllowedToFinish(const YieldSet& y, int64_t t, int64_t rest,
+                                            const YieldCursor* cursor = nullptr) {
+  constexpr int64_t kSpan = int64_t{1} << 51;  // as NextClearStart: a stale set, a garbage time
+  if (y.allowance_ns <= 0 || rest < 0 || rest > TimetableLimits{}.max_period_ns) return false;
+  if (t > kInt64Max / 2 || t < kInt64Min / 2) return false;
+  if (t - y.epoch_ns > kSpan || y.epoch_ns - t > kSpan) return false;
+  const int64_t end = t + rest;
+  if (cursor != nullptr && cursor->built && cursor->count == y.count && cursor->from == t) {
+    for (uint32_t k = 0; k < cursor->count; ++k) {
+      const int64_t open = cursor->open[cursor->order[k]];
+      if (open >= end) return true;  // this and every later one open after the end
+      if (end - open > y.allowance_ns) return false;
+    }
+    return true;
+  }
+  for (uint32_t i = 0; i < y.count; ++i) {
+    // An occurrence that opens at or after the end is not met (end − open ≤ 0).
+    const int64_t open = OccurrenceEndingAfter(y.windows[i], t, t - y.epoch_ns);
+    if (end - open > y.allowance_ns) return false;
+  }
+  return true;
+}
+
 // Where a transfer that may start at `start` (arriving at `now`) and needs `need` on the wire
-// goes: the first start of a gap that long (less the set's tolerance); failing that (within
+// goes: `start` when the phase's `rest` (its own need and what follows it in the phase; -1:
+// unknown) may finish there (AllowedToFinish); otherwise the first start of a gap `need` long
+// (less the set's tolerance); failing that (within
 // min(max_wait, cap) of now), the first start of a gap that long in the highest-ranked windows
 // alone, for as many of them as leave one (the set lists them by rank), so that a transfer
 // that must run into a window runs into the lowest-ranked one it can; failing that,
@@ -329,12 +368,13 @@ __attribute__((noinline)) METRONOME_HD constexpr int64_t ClearOfHighestRanked(co
 // following this set) the same, sooner.
 METRONOME_HD constexpr int64_t YieldedStart(const YieldSet& y, int64_t now, int64_t start,
                                             int64_t need, int64_t cap_ns,
-                                            YieldCursor* cursor = nullptr) {
+                                            YieldCursor* cursor = nullptr, int64_t rest = -1) {
   need = need > y.tolerance_ns ? need - y.tolerance_ns : 0;
   const int64_t wait = y.max_wait_ns < cap_ns ? y.max_wait_ns : cap_ns;
   int64_t limit = SaturatingAdd(now, wait < 0 ? 0 : wait);
   if (limit < start) limit = start;
   int64_t t = ClearStart(y, cursor, start, need, limit);
+  if (t != start && AllowedToFinish(y, start, rest, cursor)) return start;
   if (t == kInt64Max) t = yield_detail::ClearOfHighestRanked(y, start, need, limit);
   if (t == kInt64Max) t = ClearStart(y, cursor, start, 0, limit);
   return t == kInt64Max ? start : t;
@@ -374,15 +414,26 @@ METRONOME_HD constexpr int64_t PacedNeed(const YieldSet& y, const WirePace& p, u
   return static_cast<int64_t>(paced < cap ? paced : cap);
 }
 
+// The need of what is left of a phase from a collective of `bytes` on: PacedNeed of the bytes
+// from its first to the phase's last (`phase_bytes` less `issued`, what the phase's collectives
+// before it carried; at least its own); -1 when the phase's size is not known.
+METRONOME_HD constexpr int64_t PhaseRest(const YieldSet& y, const WirePace& p, uint64_t bytes,
+                                         uint64_t issued, uint64_t phase_bytes) {
+  if (phase_bytes == 0) return -1;
+  uint64_t left = issued < phase_bytes ? phase_bytes - issued : 0;
+  if (left < bytes) left = bytes;
+  return PacedNeed(y, p, left, phase_bytes);
+}
+
 // A decision `d` taken at `now`, held further for the higher-ranked windows: YieldedStart from
 // the start `d` gives, for `need`. A decision the yield changed waits (kWaitUntil) and says so
 // (GateDecision::yielded); its lateness stays `d`'s.
 METRONOME_HD constexpr GateDecision ThenYield(GateDecision d, const YieldSet& y, int64_t now,
                                               int64_t need, int64_t cap_ns,
-                                              YieldCursor* cursor = nullptr) {
+                                              YieldCursor* cursor = nullptr, int64_t rest = -1) {
   if (y.count == 0) return d;
   const int64_t start = d.action == GateAction::kWaitUntil ? d.until_ns : now;
-  const int64_t t = YieldedStart(y, now, start, need, cap_ns, cursor);
+  const int64_t t = YieldedStart(y, now, start, need, cap_ns, cursor, rest);
   if (t == start) return d;
   d.action = GateAction::kWaitUntil;
   d.until_ns = t;
@@ -393,10 +444,12 @@ METRONOME_HD constexpr GateDecision ThenYield(GateDecision d, const YieldSet& y,
 // The ranked gate at a phase's start: the timetable's decision (DecideCappedGate), then the
 // higher-ranked windows, for `need` (the whole phase's y.need_ns, or its first collective's
 // share, CollectiveNeed / PacedNeed). `cursor`: the caller's, following tt's set (optional).
+// `rest`: the whole phase's need (PhaseRest), or -1.
 METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const YieldSet& y,
                                                      int64_t now, int64_t cap_ns, bool realign,
-                                                     int64_t need, YieldCursor* cursor = nullptr) {
-  return ThenYield(DecideCappedGate(tt, now, cap_ns, realign), y, now, need, cap_ns, cursor);
+                                                     int64_t need, YieldCursor* cursor = nullptr,
+                                                     int64_t rest = -1) {
+  return ThenYield(DecideCappedGate(tt, now, cap_ns, realign), y, now, need, cap_ns, cursor, rest);
 }
 METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const YieldSet& y,
                                                      int64_t now, int64_t cap_ns,
@@ -405,12 +458,13 @@ METRONOME_HD constexpr GateDecision DecideRankedGate(const Timetable& tt, const 
 }
 
 // A collective inside a phase that its gate let go: it yields alone (no timetable), for its
-// own `need`.
+// own `need`; `rest`: its need and that of the phase's collectives after it (PhaseRest), or -1.
 METRONOME_HD constexpr GateDecision DecideYield(const YieldSet& y, int64_t now, int64_t need,
-                                                int64_t cap_ns, YieldCursor* cursor = nullptr) {
+                                                int64_t cap_ns, YieldCursor* cursor = nullptr,
+                                                int64_t rest = -1) {
   GateDecision go;
   go.until_ns = now;
-  return ThenYield(go, y, now, need, cap_ns, cursor);
+  return ThenYield(go, y, now, need, cap_ns, cursor, rest);
 }
 
 }  // namespace metronome

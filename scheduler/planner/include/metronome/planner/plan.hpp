@@ -86,6 +86,10 @@ struct PlannerOptions {
   // Stretch or run ungated? The harm ungated traffic would do to a higher-priority job's
   // windows counts this many times over (stage 2; see stage2_latency.cpp).
   double higher_priority_protection = 2.0;
+  // A lower-ranked phase that would end a little into a higher-ranked window finishes instead of
+  // pausing for the whole window (YieldSet::allowance_ns): the jobs ranked below a window may
+  // together end this share of its length past its opening (ranked_yields.hpp).
+  double yield_allowance = 0.2;
   // Jitter (docs/planner.md, stage 3: the cushion absorbs jitter and drift). Every gated window
   // is followed by a gap of at least max(min_cushion_ns, jitter_cushion·σ) before another job's
   // window, σ = the job's JobProfile::jitter_ns: windows are never packed tighter than the

@@ -9,7 +9,10 @@
 // kMaxYieldWindows of them, the highest-ranked first (then the longest duty cycle); it needs a
 // gap of its own communication time stretched by the traffic it expects to share that gap with
 // (1 + the duty cycles of the others there that it does not yield to, on its busiest link),
-// waits for one at most its natural period.
+// waits for one at most its natural period. A phase that would end a little into a window
+// finishes instead of pausing for it (YieldSet::allowance_ns): the jobs ranked below a window
+// on a link share a fifth of its length (PlannerOptions::yield_allowance) as how far past its
+// opening each may end (load sweep, docs/decisions/0022).
 #pragma once
 
 #include <memory>
