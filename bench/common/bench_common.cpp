@@ -115,8 +115,9 @@ BENCHMARK(BmGateDecision);
 // The ranked gate with state.range(0) higher-ranked windows of unrelated periods (duty 1/32
 // each: with 16 of them half the time is someone's window, and most arrivals move past one),
 // as the host gate decides: through the communicator's cursor (YieldCursor), arrivals in time
-// order, each the first collective of a phase of 20 ms that may end 1 ms into a window (the
-// allowance: a waiting decision also asks AllowedToFinish, one multiplication per window).
+// order, each the first collective of a phase of 20 ms that may end 1 ms into a window when
+// state.range(1) is 1 (the allowance: a decision that would wait also asks AllowedToFinish; 0:
+// none, as before allowances, for the ratio in one run).
 // BmRankedGateDecisionFromScratch: the same decisions without a cursor (the device kernel's and
 // the simulator's way).
 void RankedGateDecision(benchmark::State& state, bool cursor) {
@@ -125,7 +126,7 @@ void RankedGateDecision(benchmark::State& state, bool cursor) {
   y.epoch_ns = tt.epoch_ns;
   y.need_ns = 20'000'000;
   y.max_wait_ns = 180'000'000;
-  y.allowance_ns = 1'000'000;
+  y.allowance_ns = state.range(1) != 0 ? 1'000'000 : 0;
   y.count = static_cast<uint32_t>(state.range(0));
   for (uint32_t i = 0; i < y.count; ++i) {
     const int64_t period = 150'000'000 + 17'321'113 * i;
@@ -149,8 +150,13 @@ void BmRankedGateDecision(benchmark::State& state) {
 void BmRankedGateDecisionFromScratch(benchmark::State& state) {
   RankedGateDecision(state, false);
 }
-BENCHMARK(BmRankedGateDecision)->Arg(0)->Arg(1)->Arg(4)->Arg(16);
-BENCHMARK(BmRankedGateDecisionFromScratch)->Arg(16);
+BENCHMARK(BmRankedGateDecision)
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({4, 1})
+    ->Args({16, 1})
+    ->Args({16, 0});
+BENCHMARK(BmRankedGateDecisionFromScratch)->Args({16, 1})->Args({16, 0});
 
 void BmValidateTimetable(benchmark::State& state) {
   const Timetable raw{3,        1'700'000'000'000'000'000, 180'000'000, -3'000'000, 400'000'000, -1,
