@@ -309,8 +309,8 @@ Runtime::CallToken Runtime::BeforeCollective(CommState* st, Op op, uint64_t byte
       phase_start = false;
     }
   }
-  if (phase_start) st->phase_issued = 0;
   if (phase_start) {
+    st->phase_issued = 0;
     st->phase_starts.store(st->phase_starts.load(std::memory_order_relaxed) + 1,
                            std::memory_order_relaxed);
     ThreadState& ts = t_state;

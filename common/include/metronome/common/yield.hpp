@@ -10,9 +10,9 @@
 // and otherwise goes as the timetable alone says. A phase whose rest would end within the set's
 // allowance of a window's opening goes on instead of pausing: finishing costs that window's job
 // a few milliseconds, pausing costs this one the whole window. Inside a phase every further
-// collective yields the same way (DecideYield), for the gap its own share of the phase needs: a
-// lower- ranked phase pauses between its collectives while a higher-ranked window is on the wire,
-// so that lower-ranked jobs sharing what is left cannot run into it together.
+// collective yields the same way (DecideYield), for the gap its own share of the phase needs:
+// a lower-ranked phase pauses between its collectives while a higher-ranked window is on the
+// wire, so that lower-ranked jobs sharing what is left cannot run into it together.
 //
 // Like timetable.hpp this compiles for the host and, under nvcc, for the device gate kernel: no
 // library, no overflow, no unbounded loop.
