@@ -117,6 +117,43 @@ TEST(ShimRuntime, GatesOncePerGroup) {
   EXPECT_EQ(f.st->gated.load(), 1u);
 }
 
+// The rest of a phase that the allowance is judged on (common's PhaseRest) counts the bytes the
+// phase's collectives issued before the one at the gate, from the phase's start: its last
+// collective, with little of the phase left, finishes into a higher window opening now; the next
+// phase's first, with all of it left, waits for the window to pass.
+TEST(ShimRuntime, TheRestOfAPhaseCountsItsIssuedBytesFromItsStart) {
+  Fixture f(Mode::kEnforce);
+  constexpr uint64_t kPart = 100;  // ten collectives of 100 bytes a phase
+  f.st->phase_bytes.store(10 * kPart);
+  f.rt->clock_valid.store(true);
+  // Open timetable; one higher window of 80 ms every 300 ms, opening `in_ns` from now. The
+  // phase needs 100 ms (10 ms a collective); an allowance of 10 ms.
+  const auto yield_to_window_in = [&](int64_t in_ns) {
+    const int64_t now = RealtimeNs();
+    const Timetable open{1, now, 300 * kMs, 0, 300 * kMs, 0, 300 * kMs};
+    YieldSet y;
+    y.epoch_ns = now + in_ns;
+    y.need_ns = 100 * kMs;
+    y.max_wait_ns = 150 * kMs;
+    y.allowance_ns = 10 * kMs;
+    y.count = 1;
+    y.windows[0] = {300 * kMs, 0, 80 * kMs};
+    ASSERT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
+    f.st->job->store.Publish(open, y);
+  };
+  yield_to_window_in(200 * kMs);  // far: nine collectives go at once
+  for (int i = 0; i < 9; ++i) EXPECT_LT(f.Call(Op::kAllReduce, kPart), 5 * kMs) << i;
+  // The tenth: 10 ms of the phase left, ending 5 ms into the window: within the allowance.
+  yield_to_window_in(5 * kMs);
+  EXPECT_LT(f.Call(Op::kAllReduce, kPart), 5 * kMs);
+  // A new phase: 100 ms left, 95 ms into the window: it waits for the window's end.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  yield_to_window_in(5 * kMs);
+  const int64_t held = f.Call(Op::kAllReduce, kPart);
+  EXPECT_GE(held, 70 * kMs);
+  EXPECT_LE(held, 160 * kMs);
+}
+
 TEST(ShimRuntime, ObserveNeverWaits) {
   Fixture f(Mode::kObserve);
   f.Call();
