@@ -365,11 +365,40 @@ void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t n
       pending_.push_back({PlanChange::kReplan, job.id, "nodes", now});
     }
   }
+  if (waiting_for_links_.contains(job.name) && !LinksOf(job).empty()) {
+    ReleaseJoin(job, now, "node " + m.node + " gives it links");
+  }
   if (job.planned || job.yields.count > 0) PushTimetable(job, rank, "register", now);
   if (!job.planned) {
     observers_[job.name].reset();
     observers_changed_ = true;
   }
+}
+
+void Registry::WaitForLinks(std::set<std::string> jobs, int64_t until_ns) {
+  std::lock_guard lock(mu_);
+  inherited_ = std::move(jobs);
+  inherited_until_ns_ = until_ns;
+}
+
+void Registry::QueueJoin(JobState& job, int64_t now) {
+  const bool inherited = inherited_.erase(job.name) > 0;
+  if (inherited && now < inherited_until_ns_ && LinksOf(job).empty()) {
+    waiting_for_links_.insert(job.name);
+    Decide(job, "join_held",
+           "ran gated under the previous leader; planned once its ranks' nodes give it links, at "
+           "the latest in " +
+               std::to_string((inherited_until_ns_ - now) / 1'000'000) +
+               " ms (its shims keep their timetable meanwhile)");
+    return;
+  }
+  pending_.push_back({PlanChange::kJoin, job.id, "join", now});
+}
+
+void Registry::ReleaseJoin(JobState& job, int64_t now, const std::string& why) {
+  waiting_for_links_.erase(job.name);
+  Decide(job, "join_released", why);
+  pending_.push_back({PlanChange::kJoin, job.id, "join", now});
 }
 
 void Registry::PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now) {
@@ -448,7 +477,7 @@ void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, 
     spdlog::info("registry: job={} profile period={}ns comm={}ns bytes={} confidence={:.2f}",
                  job.name, job.profile.period_ns, job.profile.comm_ns, job.profile.bytes_per_phase,
                  job.confidence);
-    pending_.push_back({PlanChange::kJoin, job.id, "join", now});
+    QueueJoin(job, now);
   }
   if (v.decision != Decision::kNone) {
     Decide(job, DecisionName(v.decision), v.reason);
@@ -494,6 +523,7 @@ void Registry::RemoveJob(const std::string& name, const char* reason) {
     if (c != clients_.end()) c->second.members.erase({name, r});
   }
   observers_.erase(name);
+  waiting_for_links_.erase(name);
   metrics_.JobsRemoved(reason).Increment();
   job_names_.erase(it->second.id);
   spdlog::info("registry: job {} removed ({})", name, reason);
@@ -618,6 +648,16 @@ void Registry::RefreshObservers(int64_t now) {
 }
 
 void Registry::TickLocked(int64_t now) {
+  if (now >= inherited_until_ns_ && !(inherited_.empty() && waiting_for_links_.empty())) {
+    inherited_.clear();
+    const std::set<std::string> waiting = waiting_for_links_;
+    for (const std::string& name : waiting) {
+      if (auto it = jobs_.find(name); it != jobs_.end()) {
+        ReleaseJoin(it->second, now, "no link known by the end of the wait");
+      }
+    }
+    waiting_for_links_.clear();
+  }
   if (!observers_.empty() && (observers_changed_ || observed_version_ != plan_version_)) {
     RefreshObservers(now);
   }

@@ -113,6 +113,12 @@ class Registry {
   void EnablePodCheck();
   void SetPods(PodDirectory pods);
 
+  // The jobs a previous leader ran gated (Service::InheritPlan). Until `until_ns` (RealtimeNs)
+  // such a job is planned only once its ranks' nodes give it links: its ranks come back one
+  // hello at a time, and a plan made before the second node is known crosses no link, so it
+  // would be an open timetable in place of the job's slot (its shims keep the old one meanwhile).
+  void WaitForLinks(std::set<std::string> jobs, int64_t until_ns);
+
   // Snapshots (thread-safe).
   ClusterView View(const TopologyConfig& topology, const PlanningConfig& planning);
   nlohmann::json StatusJson(int64_t started_ns, const std::string& endpoint, bool curve);
@@ -142,6 +148,9 @@ class Registry {
   void Queue(const std::string& identity, const proto::Message& m);
   void PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now);
   void RemoveJob(const std::string& name, const char* reason);
+  // A job's first profile: its join queued, or held back (WaitForLinks) while it has no links.
+  void QueueJoin(JobState& job, int64_t now);
+  void ReleaseJoin(JobState& job, int64_t now, const std::string& why);
   // The jobs not planned yet: each yields to the gated windows of higher priority on its links
   // (controller/observer_yields.hpp); their ranks are pushed what changed.
   void RefreshObservers(int64_t now);
@@ -223,6 +232,10 @@ class Registry {
   int64_t last_plan_ns_ = 0;
   bool pod_check_ = false;
   std::optional<PodDirectory> pods_;
+  // WaitForLinks: the jobs not joined yet, until when, and those whose join is held back.
+  std::set<std::string> inherited_;
+  int64_t inherited_until_ns_ = 0;
+  std::set<std::string> waiting_for_links_;
 };
 
 }  // namespace metronome::service

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <limits>
+#include <set>
 
 #include "endpoint.hpp"
 #include "metronome/common/clock.hpp"
@@ -89,6 +90,9 @@ void Service::Stop() {
 
 void Service::InheritPlan(const std::map<std::string, Timetable>& timetables, int64_t for_ms) {
   worker_->Inherit(timetables, for_ms);
+  std::set<std::string> names;
+  for (const auto& [name, timetable] : timetables) names.insert(name);
+  registry_->WaitForLinks(std::move(names), RealtimeNs() + for_ms * 1'000'000);
 }
 
 void Service::EnablePodCheck() {
