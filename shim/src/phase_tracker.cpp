@@ -6,6 +6,9 @@
 namespace metronome::shim {
 namespace {
 
+// A normal distribution's standard deviation over its median absolute deviation.
+constexpr double kMadToSigma = 1.4826;
+
 int64_t MedianOf(int64_t* v, size_t n) {
   if (n == 0) return 0;
   std::nth_element(v, v + n / 2, v + n);
@@ -231,7 +234,7 @@ void PhaseTracker::ComputeStats(int64_t* median, int64_t* sigma) const {
   std::copy(gaps, gaps + n, copy);
   *median = MedianOf(copy, n);
   for (size_t i = 0; i < n; ++i) gaps[i] = std::llabs(gaps[i] - *median);
-  *sigma = static_cast<int64_t>(1.4826 * static_cast<double>(MedianOf(gaps, n)));
+  *sigma = static_cast<int64_t>(kMadToSigma * static_cast<double>(MedianOf(gaps, n)));
 }
 
 double PhaseTracker::Regularity() const {
@@ -264,6 +267,15 @@ PhaseEstimate PhaseTracker::Estimate() const {
     e.next_start_ns = e.last_start_ns + e.period_ns;
     const size_t intervals = std::min(starts_.Size() - 1, kPeriodWindow);
     const double fill = static_cast<double>(intervals) / static_cast<double>(kPeriodWindow);
+    // A job whose computes between phases keep their length has a rhythm even while its phases
+    // vary with the traffic they meet, which is what its plan removes: the steadier of the two
+    // judges it (as MayGate judges by the computes, rhythm.hpp). By the period alone, a job
+    // slowed by a crowded link would be planned last, after the jobs it should go before.
+    if (e.compute_ns > 0) {
+      const double compute_spread =
+          static_cast<double>(e.jitter_ns) / kMadToSigma / static_cast<double>(e.compute_ns);
+      spread = std::min(spread, compute_spread);
+    }
     e.confidence = std::clamp(1.0 - 4.0 * spread, 0.0, 1.0) * fill;
   }
   int64_t d[kDurationWindow];

@@ -46,7 +46,7 @@ struct PhaseEstimate {
   int64_t comm_ns = 0;        // median duration of a phase, the gate's pauses inside it left out
   uint64_t bytes = 0;         // bytes moved in the last complete phase
   uint32_t ops = 0;           // collectives in the last complete phase
-  double confidence = 0.0;    // 0..1: how regular the recent periods are
+  double confidence = 0.0;    // 0..1: how regular the recent periods, or the computes, are
   // 0..1: the share of the last (up to 256) computes between phases (a phase's end to the next
   // one's arrival: neither the gate's holds nor the contention of the wire count) within ±10 %
   // of their median. Low when phases of several kinds alternate (FSDP's forward and backward

@@ -94,6 +94,34 @@ TEST(PhaseTracker, DdpBucketsPeriodAndPhaseStart) {
   ExpectWithin(e.comm_ns, comm, 0.05, "phase duration");
 }
 
+// A job on a crowded link: its computes keep their length, its phases take 5 to 150 ms as the
+// traffic they meet comes and goes, and its period varies with them. Its rhythm is still judged
+// confident once the period window is full: what varies is what its plan removes. A job whose
+// computes vary is not, on a quiet link too.
+TEST(PhaseTracker, ConfidentWhenTheComputesAreSteadyAndOnlyThePhasesVary) {
+  // ns per byte of the one 25 MiB bucket: its phase's length, in turn.
+  const double contention[] = {0.2, 5.7, 0.8, 4.6, 0.4, 5.3, 1.5};
+  Workload w;
+  w.buckets = {25 * kMiB};
+  PhaseTracker crowded;
+  Sim sim(3);
+  for (const double ns_per_byte : contention) {
+    w.ns_per_byte = ns_per_byte;
+    sim.Iterate(w, crowded);
+  }
+  EXPECT_GT(crowded.Estimate().confidence, 0.5);
+
+  PhaseTracker erratic;
+  Sim other(4);
+  const int64_t computes_ms[] = {40, 160, 70, 130, 50, 150, 90};
+  w.ns_per_byte = 0.2;  // an uncrowded link
+  for (const int64_t compute_ms : computes_ms) {
+    w.compute_ns = compute_ms * kMs;
+    other.Iterate(w, erratic);
+  }
+  EXPECT_LT(erratic.Estimate().confidence, 0.5);
+}
+
 TEST(PhaseTracker, FoundAfterAFewIterations) {
   Workload w;
   PhaseTracker t;
