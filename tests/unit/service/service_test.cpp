@@ -159,7 +159,7 @@ TEST(Service, AnInheritedJobWaitsForItsLinksAndKeepsItsSlot) {
 // plan expires, on the links it has.
 TEST(Service, AnInheritedJobWithoutLinksIsPlannedWhenTheWaitEnds) {
   Service svc(Embedded());
-  svc.InheritPlan({{"lone", Timetable{0, 0, 100 * kMs, 40 * kMs, 30 * kMs, 0, 100 * kMs}}}, 300);
+  svc.InheritPlan({{"lone", Timetable{0, 0, 100 * kMs, 40 * kMs, 30 * kMs, 0, 100 * kMs}}}, 1000);
   svc.Start();
   zmq::context_t ctx;
   zmq::socket_t s(ctx, zmq::socket_type::dealer);

@@ -127,15 +127,15 @@ TEST(ShimRuntime, TheRestOfAPhaseCountsItsIssuedBytesFromItsStart) {
   f.st->phase_bytes.store(10 * kPart);
   f.rt->clock_valid.store(true);
   // Open timetable; one higher window of 80 ms every 300 ms, opening `in_ns` from now. The
-  // phase needs 100 ms (10 ms a collective); an allowance of 10 ms.
+  // phase needs 400 ms (40 ms a collective); an allowance of 60 ms (room for a slow machine).
   const auto yield_to_window_in = [&](int64_t in_ns) {
     const int64_t now = RealtimeNs();
     const Timetable open{1, now, 300 * kMs, 0, 300 * kMs, 0, 300 * kMs};
     YieldSet y;
     y.epoch_ns = now + in_ns;
-    y.need_ns = 100 * kMs;
+    y.need_ns = 400 * kMs;
     y.max_wait_ns = 150 * kMs;
-    y.allowance_ns = 10 * kMs;
+    y.allowance_ns = 60 * kMs;
     y.count = 1;
     y.windows[0] = {300 * kMs, 0, 80 * kMs};
     ASSERT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
@@ -143,12 +143,12 @@ TEST(ShimRuntime, TheRestOfAPhaseCountsItsIssuedBytesFromItsStart) {
   };
   yield_to_window_in(200 * kMs);  // far: nine collectives go at once
   for (int i = 0; i < 9; ++i) EXPECT_LT(f.Call(Op::kAllReduce, kPart), 5 * kMs) << i;
-  // The tenth: 10 ms of the phase left, ending 5 ms into the window: within the allowance.
-  yield_to_window_in(5 * kMs);
+  // The tenth: 40 ms of the phase left, ending 20 ms into the window: within the allowance.
+  yield_to_window_in(20 * kMs);
   EXPECT_LT(f.Call(Op::kAllReduce, kPart), 5 * kMs);
-  // A new phase: 100 ms left, 95 ms into the window: it waits for the window's end.
+  // A new phase: 400 ms left, 380 ms into the window: it waits for the window's end.
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
-  yield_to_window_in(5 * kMs);
+  yield_to_window_in(20 * kMs);
   const int64_t held = f.Call(Op::kAllReduce, kPart);
   EXPECT_GE(held, 70 * kMs);
   EXPECT_LE(held, 160 * kMs);
