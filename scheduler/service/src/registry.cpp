@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "metronome/common/clock.hpp"
 #include "metronome/controller/observer_yields.hpp"
@@ -650,13 +651,9 @@ void Registry::RefreshObservers(int64_t now) {
 void Registry::TickLocked(int64_t now) {
   if (now >= inherited_until_ns_ && !(inherited_.empty() && waiting_for_links_.empty())) {
     inherited_.clear();
-    const std::set<std::string> waiting = waiting_for_links_;
-    for (const std::string& name : waiting) {
-      if (auto it = jobs_.find(name); it != jobs_.end()) {
-        ReleaseJoin(it->second, now, "no link known by the end of the wait");
-      }
+    for (const std::string& name : std::exchange(waiting_for_links_, {})) {
+      ReleaseJoin(jobs_.at(name), now, "no link known by the end of the wait");
     }
-    waiting_for_links_.clear();
   }
   if (!observers_.empty() && (observers_changed_ || observed_version_ != plan_version_)) {
     RefreshObservers(now);
