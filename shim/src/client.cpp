@@ -28,6 +28,7 @@ constexpr int64_t kFollowPollNs = 5 * kMs;   // how soon a follower adopts a new
 constexpr int64_t kLeadRetryNs = 200 * kMs;  // how soon a follower notices the leader gone
                                              // (and how often it writes its counters)
 constexpr uint64_t kNoPublication = ~0ull;
+constexpr int64_t kRebaseCheckNs = 60'000 * kMs;  // a kept yield set's epoch, looked at (yield.hpp)
 
 const char* const kShimVersion = "0.1.0";
 
@@ -164,6 +165,10 @@ void Client::Loop() {
           next_report_ns_ = now + report_interval_ns_;
         }
         CheckSilence(now);
+      }
+      if (now >= next_rebase_ns_) {
+        RebaseYields(now);
+        next_rebase_ns_ = now + kRebaseCheckNs;
       }
       RetireComms(now);
     } catch (...) {
@@ -308,17 +313,11 @@ void Client::HandleTimetable(const proto::TimetablePush& p) {
 
 void Client::Adopt(JobState* job, const Timetable& t, const YieldSet& yields, uint32_t check) {
   job->accepted_version = t.version;
-  job->store.Publish(t, yields);  // an always-open one too: its version is what is reported
-  for (CommState* c : rt_.LiveComms()) {
-    if (c->job == job && c->device_slot >= 0) {
-      // No gate and nothing to yield to: the kernel's slot holds no timetable (were it
-      // launched, it would go at once).
-      const bool none = AlwaysOpen(t) && yields.count == 0;
-      DeviceGate::Publish(c->device_slot, none ? nullptr : &t, yields, rt_.GetConfig().max_wait_ns);
-    }
-  }
-  rt_.counters.timetables_accepted.fetch_add(1);
   const int64_t now = RealtimeNs();
+  YieldSet kept = yields;
+  RebaseYieldSet(kept, now);  // the gates take times from its epoch (yield.hpp)
+  PublishToGates(job, t, kept);
+  rt_.counters.timetables_accepted.fetch_add(1);
   if (now - last_tt_log_ns_ >= 1000 * kMs) {
     MLOG_INFO(
         "timetable v%llu for job %s rank %u: period=%.3f ms offset=%.3f ms window=%.3f ms "
@@ -334,6 +333,29 @@ void Client::Adopt(JobState* job, const Timetable& t, const YieldSet& yields, ui
     tt_log_suppressed_ = 0;
   } else {
     ++tt_log_suppressed_;
+  }
+}
+
+void Client::PublishToGates(JobState* job, const Timetable& t, const YieldSet& yields) {
+  job->store.Publish(t, yields);  // an always-open one too: its version is what is reported
+  for (CommState* c : rt_.LiveComms()) {
+    if (c->job == job && c->device_slot >= 0) {
+      // No gate and nothing to yield to: the kernel's slot holds no timetable (were it
+      // launched, it would go at once).
+      const bool none = AlwaysOpen(t) && yields.count == 0;
+      DeviceGate::Publish(c->device_slot, none ? nullptr : &t, yields, rt_.GetConfig().max_wait_ns);
+    }
+  }
+}
+
+void Client::RebaseYields(int64_t now) {
+  for (JobState* job : rt_.Jobs()) {
+    if (job->comms.load() == 0) continue;
+    Timetable t;
+    YieldSet yields;
+    if (!job->store.Read(t, yields) || !YieldSetDueForRebase(yields, now)) continue;
+    RebaseYieldSet(yields, now);
+    PublishToGates(job, t, yields);
   }
 }
 

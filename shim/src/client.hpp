@@ -56,6 +56,10 @@ class Client {
   void Follow(JobState* job, int64_t now);
   // A validated timetable into the job's store and its communicators' device slots.
   void Adopt(JobState* job, const Timetable& t, const YieldSet& yields, uint32_t check);
+  // The store's and the device gates' copies of a job's timetable and yields.
+  void PublishToGates(JobState* job, const Timetable& t, const YieldSet& yields);
+  // Moves the epoch of every kept yield set that has grown far from `now` (RebaseYieldSet).
+  void RebaseYields(int64_t now);
   void ClearJob(JobState* job);
   void Send(const proto::Message& m);
   void Receive();
@@ -90,6 +94,7 @@ class Client {
   uint64_t step_logs_ = 0;  // clock steps logged
   int64_t next_ping_ns_ = 0;
   int64_t next_report_ns_ = 0;
+  int64_t next_rebase_ns_ = 0;
   int64_t report_interval_ns_ = 1'000'000'000;
   int64_t last_rx_ns_ = 0;    // last message from the scheduler (0 = never)
   bool failed_open_ = false;  // inside an outage

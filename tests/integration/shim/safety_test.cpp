@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -128,10 +129,10 @@ struct ShimUnderTest {
 };
 
 // From the peer's thread, once the shim has pinged: pushes `t` with its epoch at now, at most
-// every 100 ms (`epoch_ns`, or now when 0); `no_gate` flags it "no gate" on the wire whatever its
-// window (the flag is the encoded push's last byte).
+// every 100 ms (or at `epoch_ns` when given); `no_gate` flags it "no gate" on the wire whatever
+// its window (the flag is the encoded push's last byte).
 void PushEvery100ms(RawPeer& p, Timetable t, bool no_gate = false, const YieldSet& yields = {},
-                    int64_t epoch_ns = 0) {
+                    std::optional<int64_t> epoch_ns = std::nullopt) {
   static thread_local int64_t last = 0;
   const int64_t now = RealtimeNs();
   if (p.Pings() == 0 || now - last < 100'000'000) return;
@@ -139,7 +140,7 @@ void PushEvery100ms(RawPeer& p, Timetable t, bool no_gate = false, const YieldSe
   proto::TimetablePush push;
   push.job_id = p.JobId();
   push.timetable = t;
-  push.timetable.epoch_ns = epoch_ns != 0 ? epoch_ns : now;
+  push.timetable.epoch_ns = epoch_ns.value_or(now);
   push.yields = yields;
   std::string bytes = proto::Encode(push);
   if (no_gate) bytes.back() = '\0';
@@ -154,18 +155,20 @@ void PushEvery100ms(RawPeer& p, Timetable t, bool no_gate = false, const YieldSe
 // (its own clock and offset), so the verdict does not depend on how late a loaded machine wakes
 // the test. The measured holds add that lateness to the decided wait (tens of milliseconds on a
 // CPU-throttled host), so their bound is checked on most holds, not on the worst: a gate that
-// ignored the set's max wait would hold them up to 15 ms, every one beyond 5 ms.
+// ignored the set's max wait would hold them up to 15 ms, every one beyond 5 ms. The push's
+// epoch is the service's default, 0 (the Unix epoch): the shim moves the set's epoch to its
+// clock before its gates use it (a gate taking times from 1970 yielded to nothing).
 TEST(ShimSafety, YieldsHoldCollectivesForHigherWindowsWithinTheirMaxWait) {
   constexpr int64_t kPeriod = 20'000'000;
+  const int64_t epoch = RealtimeNs();  // where the test's windows start, on the shim's clock
   YieldSet yields;
   yields.need_ns = 1 * kMs;
   yields.max_wait_ns = 4 * kMs;
   yields.count = 1;
-  yields.windows[0] = {kPeriod, 0, 15 * kMs};
-  const int64_t epoch = RealtimeNs();
+  yields.windows[0] = {kPeriod, FloorMod(epoch, kPeriod), 15 * kMs};  // from the wire's epoch 0
   RawPeer peer;
   peer.tick = [&](RawPeer& p) {
-    PushEvery100ms(p, Timetable{1, 0, kPeriod, 0, kPeriod, 0, 0}, false, yields, epoch);
+    PushEvery100ms(p, Timetable{1, 0, kPeriod, 0, kPeriod, 0, 0}, false, yields, 0);
   };
   peer.Start();
   ShimUnderTest shim(peer.Endpoint());

@@ -8,7 +8,7 @@
 namespace metronome {
 namespace {
 
-constexpr int64_t kEpoch = 1'700'000'000'000 * kMs / 1000;  // a realistic CLOCK_REALTIME
+constexpr int64_t kEpoch = 1'700'000'000'000 * kMs;  // a CLOCK_REALTIME reading (2023)
 
 Timetable AlwaysOpenTimetable(int64_t period) {
   Timetable t;
@@ -41,6 +41,23 @@ bool Meets(const YieldSet& y, int64_t t, int64_t need) {
     }
   }
   return false;
+}
+
+// `count` windows of unrelated periods (150 to 450 ms), each at any offset from `epoch` and a
+// sixth of its period long; waits up to 2 s.
+YieldSet UnrelatedWindows(std::mt19937_64& rng, int64_t epoch, int64_t need, uint32_t count) {
+  std::uniform_int_distribution<int64_t> period(150 * kMs, 450 * kMs);
+  YieldSet y;
+  y.epoch_ns = epoch;
+  y.need_ns = need;
+  y.max_wait_ns = 2'000 * kMs;
+  y.count = count;
+  for (uint32_t i = 0; i < y.count; ++i) {
+    const int64_t p = period(rng);
+    y.windows[i] = {p, std::uniform_int_distribution<int64_t>(0, p - 1)(rng), p / 6};
+  }
+  EXPECT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
+  return y;
 }
 
 TEST(YieldValidate, RejectsWhatTheGateCannotUse) {
@@ -80,6 +97,42 @@ TEST(YieldValidate, NormalizesOffsetsAndCapsTheWait) {
   EXPECT_NE(r & kClampYieldWait, 0u);
   EXPECT_EQ(y.windows[0].offset_ns, 70 * kMs);
   EXPECT_EQ(y.max_wait_ns, TimetableLimits{}.max_wait_cap_ns);
+}
+
+// The service's default epoch is 0, the Unix epoch: taken from there, times of a real clock are
+// far beyond what the gate's doubles hold exactly, and the gate yields to nothing (the set is
+// stale to it). Moved to the clock, the same windows in time, and the gate yields to them.
+TEST(YieldRebase, KeepsTheWindowsInTimeAndMakesAFarEpochUsable) {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    const YieldSet y = UnrelatedWindows(rng, 0, 20 * kMs, 1 + static_cast<uint32_t>(trial % 4));
+    const int64_t now = kEpoch + std::uniform_int_distribution<int64_t>(0, 10'000 * kMs)(rng);
+    ASSERT_TRUE(YieldSetDueForRebase(y, now));
+    EXPECT_EQ(NextClearStart(y, now, y.need_ns, now + 2'000 * kMs), kInt64Max);  // stale to it
+    YieldSet moved = y;
+    ASSERT_TRUE(RebaseYieldSet(moved, now - 12'345));
+    EXPECT_FALSE(YieldSetDueForRebase(moved, now));
+    for (uint32_t i = 0; i < y.count; ++i) {
+      EXPECT_EQ(moved.windows[i].period_ns, y.windows[i].period_ns);
+      EXPECT_EQ(moved.windows[i].window_ns, y.windows[i].window_ns);
+      EXPECT_GE(moved.windows[i].offset_ns, 0);
+      EXPECT_LT(moved.windows[i].offset_ns, y.windows[i].period_ns);
+    }
+    for (int64_t t = now; t < now + 1'000 * kMs; t += 7 * kMs) {
+      ASSERT_EQ(Meets(moved, t, 1), Meets(y, t, 1)) << "trial " << trial;
+    }
+    const int64_t start = NextClearStart(moved, now, y.need_ns, now + 2'000 * kMs);
+    ASSERT_NE(start, kInt64Max);
+    EXPECT_FALSE(Meets(y, start, y.need_ns)) << "trial " << trial;
+    if (start > now) {
+      EXPECT_TRUE(Meets(y, start - 1, y.need_ns)) << "trial " << trial;
+    }
+  }
+  YieldSet y = Set(10 * kMs, 100 * kMs, {{280 * kMs, 0, 80 * kMs}});
+  EXPECT_FALSE(RebaseYieldSet(y, y.epoch_ns));
+  EXPECT_FALSE(RebaseYieldSet(y, kInt64Max));  // beyond any epoch a timetable may have
+  EXPECT_EQ(y.epoch_ns, kEpoch);
+  EXPECT_FALSE(YieldSetDueForRebase(kNoYields, kEpoch));
 }
 
 TEST(ChunkParts, SplitsWhatIsLargerThanTheChunkAndNoMoreThan64Times) {
@@ -231,18 +284,9 @@ TEST(RankedGate, NeverWaitsLongerThanItsMaxWaitOrTheCap) {
 
 TEST(RankedGate, UnrelatedPeriodsLeaveAGapThatMeetsNone) {
   std::mt19937_64 rng(5);
-  std::uniform_int_distribution<int64_t> period(150 * kMs, 450 * kMs);
   for (int trial = 0; trial < 500; ++trial) {
-    YieldSet y;
-    y.epoch_ns = kEpoch;
-    y.need_ns = std::uniform_int_distribution<int64_t>(0, 40 * kMs)(rng);
-    y.max_wait_ns = 2'000 * kMs;
-    y.count = 1 + static_cast<uint32_t>(trial % 4);
-    for (uint32_t i = 0; i < y.count; ++i) {
-      const int64_t p = period(rng);
-      y.windows[i] = {p, std::uniform_int_distribution<int64_t>(0, p - 1)(rng), p / 6};
-    }
-    ASSERT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
+    const int64_t need = std::uniform_int_distribution<int64_t>(0, 40 * kMs)(rng);
+    const YieldSet y = UnrelatedWindows(rng, kEpoch, need, 1 + static_cast<uint32_t>(trial % 4));
     const int64_t now = kEpoch + std::uniform_int_distribution<int64_t>(0, 10'000 * kMs)(rng);
     const GateDecision d = DecideRankedGate(AlwaysOpenTimetable(300 * kMs), y, now, 2'000 * kMs);
     const int64_t start = d.action == GateAction::kWaitUntil ? d.until_ns : now;

@@ -131,6 +131,36 @@ METRONOME_HD constexpr uint32_t ValidateYieldSet(YieldSet& y, const TimetableLim
   return r;
 }
 
+// The decisions below take times from the set's epoch as doubles, exact only within 2^51 ns (26
+// days) of it; further out they treat the set as stale and yield to nothing. A scheduler's epoch
+// may be anything (the service's default is 0, the Unix epoch, 56 years from any clock reading),
+// so whoever keeps a set for a gate moves its epoch to about the time first, and again before it
+// grows stale: the same windows in time, each offset taken from the new epoch (exactly, with an
+// integer division per window: off the hot path).
+inline constexpr int64_t kYieldRebaseAfterNs = int64_t{1} << 48;  // 3.3 days: well inside 2^51
+
+// Moves a validated set's epoch to `epoch_ns` (|epoch_ns| within the limits' max_abs_epoch;
+// otherwise the set is left as it is). Returns whether it moved.
+METRONOME_HD constexpr bool RebaseYieldSet(YieldSet& y, int64_t epoch_ns,
+                                           const TimetableLimits& lim = {}) {
+  if (epoch_ns > lim.max_abs_epoch_ns || epoch_ns < -lim.max_abs_epoch_ns) return false;
+  if (epoch_ns == y.epoch_ns) return false;
+  const int64_t shift = y.epoch_ns - epoch_ns;  // both within 2^62: no overflow
+  for (uint32_t i = 0; i < y.count && i < kMaxYieldWindows; ++i) {
+    YieldWindow& w = y.windows[i];
+    w.offset_ns = FloorMod(w.offset_ns + FloorMod(shift, w.period_ns), w.period_ns);
+  }
+  y.epoch_ns = epoch_ns;
+  return true;
+}
+
+// Whether a set kept for a gate is due to be moved to `now_ns` (RebaseYieldSet).
+METRONOME_HD constexpr bool YieldSetDueForRebase(const YieldSet& y, int64_t now_ns) {
+  if (y.count == 0) return false;
+  const int64_t d = SaturatingSub(now_ns, y.epoch_ns);
+  return d > kYieldRebaseAfterNs || d < -kYieldRebaseAfterNs;
+}
+
 // The functions below require a set that passed ValidateYieldSet.
 
 // The opening of window w's occurrence that ends after t: the one t lies in, or else the next.
