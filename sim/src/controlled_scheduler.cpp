@@ -101,10 +101,10 @@ class ControlledScheduler final : public TimeScheduler {
     }
     e.next_report_ns = now_ns + ReportInterval();
     active_.push_back(a.index);
-    RefreshObservers();
+    RefreshObservers(now_ns);
   }
 
-  void JobFinished(std::size_t index, std::int64_t /*now_ns*/) override {
+  void JobFinished(std::size_t index, std::int64_t now_ns) override {
     Entry& e = entries_[index];
     if (!e.active) return;
     e.active = false;
@@ -113,7 +113,7 @@ class ControlledScheduler final : public TimeScheduler {
     if (!policy_.controller || !e.job.planned) return;
     Timed([&] { planner_.RemoveJob(e.job.id); });
     ++stats_.removes;
-    ApplyPlan();
+    ApplyPlan(now_ns);
   }
 
   void IterationDone(std::size_t index, const IterationObservation& obs,
@@ -154,9 +154,9 @@ class ControlledScheduler final : public TimeScheduler {
   }
   [[nodiscard]] const YieldSet* GateYields(std::size_t index) const override {
     const Entry& e = entries_[index];
-    if (!e.active || !e.may_gate || e.job.yields.count == 0) return nullptr;
+    if (!e.active || !e.may_gate || e.gate_yields.count == 0) return nullptr;
     if (!policy_.yields) return nullptr;
-    return &e.job.yields;
+    return &e.gate_yields;
   }
   [[nodiscard]] std::uint64_t YieldsVersion() const override { return yields_version_; }
   [[nodiscard]] const Timetable* CurrentTimetable(std::size_t index) const override {
@@ -213,7 +213,8 @@ class ControlledScheduler final : public TimeScheduler {
   struct Entry {
     bool active = false;
     ActiveJob view;
-    ctl::JobState job;  // the service's registry entry for the job
+    ctl::JobState job;     // the service's registry entry for the job
+    YieldSet gate_yields;  // job.yields as its shims keep them (DeliverYields)
     shim::PhaseTracker tracker{};
     bool may_gate = true;  // the shim's rule (rhythm.hpp): no stable rhythm, never held
     std::uint64_t gated = 0, late = 0, failed_open = 0, realigned = 0;  // the shim's counters
@@ -295,12 +296,12 @@ class ControlledScheduler final : public TimeScheduler {
       }
     }
     ++stats_.plans;
-    ApplyPlan();
+    ApplyPlan(now_ns);
   }
 
   // The plan's timetables to the jobs (Service::ApplyPlan); a simulated shim applies a push at
   // once.
-  void ApplyPlan() {
+  void ApplyPlan(std::int64_t now_ns) {
     ++yields_version_;
     const ctl::PlanSummary plan = planner_.Summary();
     for (const ctl::JobSchedule& s : plan.jobs) {
@@ -308,13 +309,13 @@ class ControlledScheduler final : public TimeScheduler {
       uint32_t check = 0;
       (void)ctl::AdoptSchedule(entries_[s.id].job, s, config_.timetable, check);
     }
-    RefreshObservers();
+    RefreshObservers(now_ns);
   }
 
   // The jobs not planned yet yield to the gated windows of higher priority on their links, as
   // the service pushes them (Registry::RefreshObservers). The index holds only the planned jobs
   // that share a link with one of them.
-  void RefreshObservers() {
+  void RefreshObservers(std::int64_t now_ns) {
     observer_link_.assign(cluster_.links.size(), 0);
     bool any = false;
     for (const std::size_t i : active_) {
@@ -323,7 +324,10 @@ class ControlledScheduler final : public TimeScheduler {
       any = true;
       for (const std::uint32_t l : e.view.links) observer_link_[l] = 1;
     }
-    if (!any) return;
+    if (!any) {
+      DeliverYields(now_ns);
+      return;
+    }
     ctl::GatedJobsByLink gated;
     for (const std::size_t i : active_) {
       const Entry& e = entries_[i];
@@ -342,6 +346,16 @@ class ControlledScheduler final : public TimeScheduler {
                                    config_.timetable)) {
         ++yields_version_;
       }
+    }
+    DeliverYields(now_ns);
+  }
+
+  // Each job's yields as its shims keep them (Client::Adopt): the epoch moved to their clock.
+  void DeliverYields(std::int64_t now_ns) {
+    for (const std::size_t i : active_) {
+      Entry& e = entries_[i];
+      e.gate_yields = e.job.yields;
+      RebaseYieldSet(e.gate_yields, now_ns);
     }
   }
 
@@ -364,7 +378,7 @@ class ControlledScheduler final : public TimeScheduler {
     ++stats_.offline_runs;
     if (adopted != ctl::PlanningAdapter::Adoption::kApplied) return;
     ++stats_.offline_adopted;
-    ApplyPlan();
+    ApplyPlan(now_ns);
   }
 
   // A job about to be placed, as the extender would ask about it: its natural profile.

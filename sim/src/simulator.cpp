@@ -39,6 +39,18 @@ std::int64_t ToNs(double s) {
   return std::llround(s * 1e9);
 }
 
+// The clock the simulated shims and scheduler read (TimeScheduler's now_ns, the gates' time):
+// simulated seconds from a CLOCK_REALTIME reading, so that their arithmetic meets the sizes of
+// the real system's clock (a yield set taken from the service's epoch 0 at a time near 0 hid
+// that the gate could not use it at a real one: docs/decisions/0024).
+constexpr std::int64_t kClockBaseNs = 1'800'000'000'000'000'000;  // January 2027
+std::int64_t ClockNs(double s) {
+  return kClockBaseNs + ToNs(s);
+}
+double FromClockNs(std::int64_t ns) {
+  return static_cast<double>(ns - kClockBaseNs) * 1e-9;
+}
+
 class Engine {
  public:
   Engine(const Scenario& s, const PolicyConfig& p, const RunOptions& o)
@@ -217,7 +229,7 @@ class Engine {
     }
     // Every rank runs the shim's gate on its own node's clock; the all-reduce starts when the
     // last rank is released.
-    const std::int64_t now_ns = ToNs(now_);
+    const std::int64_t now_ns = ClockNs(now_);
     std::int64_t release_ns = now_ns;
     bool first = true;
     // The shim's gate memory, one per job (its ranks see the same timetable and lateness).
@@ -245,7 +257,7 @@ class Engine {
     if (j.obs.failed_open) ++j.fail_opens;
     Remember(j.gate_memory, first_realigned);
     j.obs.realigned = first_realigned;
-    const double release = static_cast<double>(release_ns) * 1e-9;
+    const double release = FromClockNs(release_ns);
     if (release <= now_ + kEps) {
       StartComm(j);
       return;
@@ -261,7 +273,7 @@ class Engine {
   // The latest release over the job's ranks of the yield of a collective inside its phase
   // (each rank's shim decides on its own node's clock; the all-reduce goes when the last does).
   double YieldRelease(const Job& j, const YieldSet& y, std::int64_t need, std::int64_t rest) const {
-    const std::int64_t now_ns = ToNs(now_);
+    const std::int64_t now_ns = ClockNs(now_);
     std::int64_t release_ns = now_ns;
     for (std::uint32_t n : j.nodes) {
       const GateDecision d =
@@ -270,7 +282,7 @@ class Engine {
         release_ns = std::max(release_ns, d.until_ns - skew_ns_[n]);
       }
     }
-    return static_cast<double>(release_ns) * 1e-9;
+    return FromClockNs(release_ns);
   }
 
   // One collective of a yielding phase ended: the next one yields to the higher-ranked windows.
@@ -404,7 +416,7 @@ class Engine {
     j.sum_iter += now_ - j.iter_start;
     ++j.iter;
     done_iterations_ += 1.0;
-    if (scheduler_) scheduler_->IterationDone(j.index, j.obs, ToNs(now_));
+    if (scheduler_) scheduler_->IterationDone(j.index, j.obs, ClockNs(now_));
     if (j.iter >= j.spec->iterations) {
       Finish(j);
       return true;
@@ -426,7 +438,7 @@ class Engine {
       if (--link_users_[l] == 0) totals_.busy_s[l] += now_ - link_busy_since_[l];
     }
     running_.erase(std::find(running_.begin(), running_.end(), j.index));
-    if (scheduler_) scheduler_->JobFinished(j.index, ToNs(now_));
+    if (scheduler_) scheduler_->JobFinished(j.index, ClockNs(now_));
   }
 
   void ResolveFigures(Job& j) {
@@ -541,7 +553,7 @@ class Engine {
     }
     j.start_s = now_;
     running_.push_back(j.index);
-    if (scheduler_) scheduler_->JobStarted(View(j), ToNs(now_));
+    if (scheduler_) scheduler_->JobStarted(View(j), ClockNs(now_));
     if (j.start_delay > 0) {
       // Launching: an idle phase that ends in the first compute phase.
       j.state = State::kLaunch;
