@@ -248,6 +248,9 @@ class Demo:
         self.job_procs = procs
         pending = sorted(jobs, key=lambda j: j.arrival_s)
         deadline = res.t0 + self.args.timeout
+        # The scheduler's view of the jobs (yields, waits, decisions), taken while they still run:
+        # a job leaves its status when its ranks say goodbye. The last snapshot that had jobs.
+        next_status = res.t0 + 5.0
         try:
             while pending or any(p.poll() is None for ps in procs.values() for p in ps):
                 now = time.time()
@@ -256,9 +259,12 @@ class Demo:
                     procs[j.name] = self._start_job(j, mode, run_dir, rdv)
                 if now > deadline:
                     raise SystemExit(f"demo: run '{label}' exceeded {self.args.timeout} s")
+                if with_scheduler and now >= next_status:
+                    next_status = now + 5.0
+                    status = self._scheduler_status()
+                    if status and status.get("jobs"):
+                        res.scheduler_status = status
                 time.sleep(0.1)
-            if with_scheduler:
-                res.scheduler_status = self._scheduler_status()
         finally:
             res.t1 = time.time()
             sampler.stop()
