@@ -409,6 +409,32 @@ TEST(PlanningAdapter, APhaseFloorWidensTheWindowAndThePeriod) {
   EXPECT_LT(Find(s, 1).period_ns, 300 * kMs + 250 * kMs + 30 * kMs);
 }
 
+// A saturating job's window is its wire time and the configured margin (15 %), or less where its
+// median phase shows less overhead: that median and 2 %, rounded up to a multiple of 3 %. Two
+// copies whose medians differ a little get the same window.
+TEST(ToPlannerProfile, ASaturatingJobWhosePhasesRunCleanGetsTheMarginTheyShow) {
+  MeasuredProfile m;
+  m.period_ns = 480 * kMs;
+  m.compute_ns = 300 * kMs;
+  m.bytes_per_phase = 4'194'304;
+  m.min_comm_ns = 175 * kMs;
+  m.jitter_ns = 1 * kMs;
+  const double wire_ns = 4'194'304 / 25e6 * 1e9;  // 167.8 ms
+  auto window = [&](int64_t median) {
+    m.comm_ns = median;
+    return static_cast<double>(ToPlannerProfile(m, 2, 25e6, PlanningConfig{}).comm_ns);
+  };
+  EXPECT_NEAR(window(175 * kMs), wire_ns * 1.09, 1e3);  // 4.3 % shown
+  EXPECT_NEAR(window(177 * kMs), wire_ns * 1.09, 1e3);  // 5.5 % shown
+  EXPECT_NEAR(window(182 * kMs), wire_ns * 1.12, 1e3);  // 8.5 % shown
+  EXPECT_NEAR(window(200 * kMs), wire_ns * 1.15, 1e3);  // more than the configured margin
+  EXPECT_NEAR(window(0), wire_ns * 1.15, 1e3);          // no median yet
+  EXPECT_NEAR(window(150 * kMs), wire_ns, 1e3);         // never under the wire time
+  // The period is the compute and that window, rounded up to a millisecond.
+  m.comm_ns = 177 * kMs;
+  EXPECT_EQ(ToPlannerProfile(m, 2, 25e6, PlanningConfig{}).period_ns, 483 * kMs);
+}
+
 // A jitter of 0 is one the shims have not measured yet: the job is planned with 1 % of its
 // period until they have; a measured one is taken as it is.
 TEST(ToPlannerProfile, AnUnmeasuredJitterIsOnePercentOfThePeriod) {
