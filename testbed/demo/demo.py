@@ -362,6 +362,16 @@ def mean_iter_ms(summary: dict) -> float:
     return float(summary["iteration_ms"]["mean"])
 
 
+# A job's weight in the priority-weighted JCT: 1 + its priority level (low 0, normal 1, high 2),
+# as the planner and the simulator weigh it.
+PRIORITY_WEIGHTS = {"low": 1.0, "normal": 2.0, "high": 3.0}
+
+
+def weighted_jct(r: RunResult, jobs: list[Job]) -> float:
+    w = [PRIORITY_WEIGHTS.get(j.priority, 1.0) for j in jobs]
+    return sum(wi * r.summaries[j.name]["completion_s"] for wi, j in zip(w, jobs)) / sum(w)
+
+
 def print_table(jobs: list[Job], solo: dict[str, float], runs: list[RunResult]) -> str:
     lines = []
     head = f"{'job':14} {'prio':7} {'solo ms':>8}"
@@ -381,7 +391,8 @@ def print_table(jobs: list[Job], solo: dict[str, float], runs: list[RunResult]) 
     for r in runs:
         jcts = [r.summaries[j.name]["completion_s"] for j in jobs]
         utils = ", ".join(f"{k} {v * 100:.1f} %" for k, v in r.link_util.items())
-        lines.append(f"{r.label:>8}: mean JCT {statistics.mean(jcts):.1f} s, makespan "
+        lines.append(f"{r.label:>8}: mean JCT {statistics.mean(jcts):.1f} s, priority-weighted "
+                     f"{weighted_jct(r, jobs):.1f} s, makespan "
                      f"{r.t1 - r.t0:.1f} s, wire overlap {wire_overlap(r) * 100:.1f} %, "
                      f"link utilization: {utils}")
         drops = ", ".join(f"{k} {v}" for k, v in r.drops.items())
