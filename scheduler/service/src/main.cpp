@@ -53,7 +53,8 @@ Configuration file keys (YAML, --config; flags override them):
   registry.max_clients: 100000         peers beyond this are rejected
   planning.min_confidence: 0.5         profiles below this confidence are not planned
   planning.saturate_fraction: 0.1      fastest phase's rate >= this x capacity: saturating job
-  planning.wire_margin: 0.15           saturating job's window = wire time of its bytes x (1+this)
+  planning.wire_margin: 0.15           saturating job's window = wire time of its bytes x (1+this),
+                                       at most (less where its median phase shows less overhead)
   planning.period_margin: 0.0          planned period >= measured natural period x (1+this)
   planning.epoch_ns: 0                 reference instant of every timetable (scheduler clock)
   planning.max_stretch: 4.0            a gated job's period is at most this x its own
