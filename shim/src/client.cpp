@@ -28,7 +28,7 @@ constexpr int64_t kFollowPollNs = 5 * kMs;   // how soon a follower adopts a new
 constexpr int64_t kLeadRetryNs = 200 * kMs;  // how soon a follower notices the leader gone
                                              // (and how often it writes its counters)
 constexpr uint64_t kNoPublication = ~0ull;
-constexpr int64_t kRebaseCheckNs = 60'000 * kMs;  // a kept yield set's epoch, looked at (yield.hpp)
+constexpr int64_t kRebaseCheckNs = 60'000 * kMs;  // how often RebaseYields looks at the sets
 
 const char* const kShimVersion = "0.1.0";
 

@@ -214,7 +214,7 @@ class ControlledScheduler final : public TimeScheduler {
     bool active = false;
     ActiveJob view;
     ctl::JobState job;     // the service's registry entry for the job
-    YieldSet gate_yields;  // job.yields as its shims keep them (DeliverYields)
+    YieldSet gate_yields;  // job.yields as its shims keep them (Deliver)
     shim::PhaseTracker tracker{};
     bool may_gate = true;  // the shim's rule (rhythm.hpp): no stable rhythm, never held
     std::uint64_t gated = 0, late = 0, failed_open = 0, realigned = 0;  // the shim's counters
@@ -307,7 +307,9 @@ class ControlledScheduler final : public TimeScheduler {
     for (const ctl::JobSchedule& s : plan.jobs) {
       if (s.id >= entries_.size() || !entries_[s.id].active) continue;
       uint32_t check = 0;
-      (void)ctl::AdoptSchedule(entries_[s.id].job, s, config_.timetable, check);
+      if (ctl::AdoptSchedule(entries_[s.id].job, s, config_.timetable, check)) {
+        Deliver(entries_[s.id], now_ns);
+      }
     }
     RefreshObservers(now_ns);
   }
@@ -324,10 +326,7 @@ class ControlledScheduler final : public TimeScheduler {
       any = true;
       for (const std::uint32_t l : e.view.links) observer_link_[l] = 1;
     }
-    if (!any) {
-      DeliverYields(now_ns);
-      return;
-    }
+    if (!any) return;
     ctl::GatedJobsByLink gated;
     for (const std::size_t i : active_) {
       const Entry& e = entries_[i];
@@ -344,19 +343,16 @@ class ControlledScheduler final : public TimeScheduler {
       if (e.job.planned) continue;
       if (ctl::AdoptObserverYields(e.job, gated.YieldsFor(e.job.priority, e.job.links),
                                    config_.timetable)) {
+        Deliver(e, now_ns);
         ++yields_version_;
       }
     }
-    DeliverYields(now_ns);
   }
 
-  // Each job's yields as its shims keep them (Client::Adopt): the epoch moved to their clock.
-  void DeliverYields(std::int64_t now_ns) {
-    for (const std::size_t i : active_) {
-      Entry& e = entries_[i];
-      e.gate_yields = e.job.yields;
-      RebaseYieldSet(e.gate_yields, now_ns);
-    }
+  // A push the job's shims adopt (Client::Adopt): its yields with their epoch moved to the clock.
+  static void Deliver(Entry& e, std::int64_t now_ns) {
+    e.gate_yields = e.job.yields;
+    RebaseYieldSet(e.gate_yields, now_ns);
   }
 
   // The service's background recalculation (Service::OfflineLoop), at its interval.
