@@ -135,15 +135,16 @@ double HeightOn(const JobShape& shape, LinkId l) {
                                  : shape.height[static_cast<std::size_t>(at - shape.links.begin())];
 }
 
+}  // namespace
+
 // Whether gated job j protects its window from drifting best-effort job b on link l: b ranks
 // below j and would slow it materially there (then b yields to j's window, RankedYields), and b
 // still fits in time around every window it would yield to: its own duty cycle plus those of j
 // and of the gated jobs ranked above b on any of its links at most 1. (Without that bound a job
 // that is on the wire most of its period, yielding to several higher windows, waits most of its
 // time away; heterogeneous-13 lost 10 % priority-weighted that way: docs/decisions/0009.)
-bool ProtectsFrom(const Workspace& ws, std::uint32_t j, std::uint32_t b, LinkId l) {
+bool ProtectsFrom(const Workspace& ws, std::uint32_t j, const JobShape& other, LinkId l) {
   const JobShape& shape = ws.jobs[j].shape;
-  const JobShape& other = ws.jobs[b].shape;
   if (!RanksAbove(shape.priority, other.priority)) return false;
   if (!SlowsMaterially(HeightOn(shape, l), HeightOn(other, l),
                        ws.topology.GetLink(l).capacity_bps)) {
@@ -178,7 +179,7 @@ bool ProtectsFrom(const Workspace& ws, std::uint32_t j, std::uint32_t b, LinkId 
 bool NeedsNoGate(const Workspace& ws, std::uint32_t j) {
   for (const LinkId l : ws.jobs[j].shape.links) {
     for (const std::uint32_t b : ws.link_best_effort[l]) {
-      if (ProtectsFrom(ws, j, b, l)) return false;
+      if (ProtectsFrom(ws, j, ws.jobs[b].shape, l)) return false;
     }
     const auto& gated = ws.link_jobs[l];
     if (gated.size() <= 1) continue;
@@ -188,6 +189,8 @@ bool NeedsNoGate(const Workspace& ws, std::uint32_t j) {
   }
   return true;
 }
+
+namespace {
 
 JobPlan MakeEntry(const Workspace& ws, std::uint32_t j, Nanos slack, double extra) {
   const Slot& s = ws.slots[j];

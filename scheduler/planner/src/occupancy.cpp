@@ -61,6 +61,7 @@ JobShape Workspace::ShapeFor(const Job& job) const {
     const Nanos percent = (headroom * 100 + s.p - 1) / s.p;  // ≤ 100; no overflow below ~1e16
     s.t0 = s.p + (s.p * percent + 99) / 100;
   }
+  s.headroom_t0 = s.t0;
   if (options.cushion) {
     const Nanos jitter_gap = std::llround(options.jitter_cushion * sigma);
     s.gap = std::max(options.min_cushion_ns, jitter_gap);

@@ -124,7 +124,10 @@ std::vector<WhatIfResult> WhatIf(const OnlinePlanner& planner, const Job& job,
     Nanos period = shape.p;  // crosses no link: ungated at its natural pace
     if (!gated) {            // stage 1 as in first_fit, on the cached per-link free segments
       ws.CandidatePeriods(shape, periods);
-      const Nanos bound = detail::StretchBound(ws, shape);
+      const double ungated = detail::UngatedCost(ws, shape);
+      const Nanos bound = detail::HeadroomPays(ws, shape, ungated)
+                              ? detail::StretchBound(ws, shape, ungated)
+                              : 0;  // not worth gating at any period
       for (const Nanos t : periods) {
         if (t > bound) break;
         if (segments.Fits(shape, t)) {

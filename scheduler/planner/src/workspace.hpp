@@ -29,6 +29,7 @@ struct JobShape {
   Nanos p = 0;                 // natural period
   Nanos w = 0;                 // window (communication time)
   Nanos t0 = 0;                // the shortest period it is gated at: P + jitter headroom
+  Nanos headroom_t0 = 0;       // P + jitter headroom, also while a group stretch raises t0
   Nanos gap = 0;               // the least cushion kept free after each of its windows
   Nanos waiting_gap = 0;       // ... when its period is stretched past P + gap (gap_at)
   double weight = 1.0;         // π
@@ -254,9 +255,13 @@ double MoveCost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset
 // The stage-2 cost of running the job ungated at P instead: its own expected slowdown from
 // the windows it would meet, plus what it would cost them (both priority-weighted).
 double UngatedCost(const Workspace& ws, const JobShape& shape);
-// The longest period worth gating the job at: a stretch must cost less than running ungated,
-// unless that would put its traffic on a higher-priority job's windows (then max_stretch).
-Nanos StretchBound(const Workspace& ws, const JobShape& shape);
+// Whether gating the job (not placed) pays for its jitter headroom at all: that headroom, and
+// that of the gated peers whose gates only it would make needed, cost less than `ungated`
+// (UngatedCost). With no one to take turns with (ungated 0) it is gated: its entry opens it.
+bool HeadroomPays(const Workspace& ws, const JobShape& shape, double ungated);
+// The longest period worth gating the job at, given UngatedCost: a stretch beyond the jitter
+// headroom must cost less than running ungated.
+Nanos StretchBound(const Workspace& ws, const JobShape& shape, double ungated);
 // Places job j (stage 1 + 2): stays, moves, or becomes best-effort. Returns true if it changed
 // from its previous position.
 bool PlaceJob(Workspace& ws, std::uint32_t j);
@@ -269,6 +274,10 @@ Plan Evaluate(const Workspace& ws);
 // Reevaluate of this workspace and the entries that read them (Workspace::eval_memo).
 Plan Reevaluate(const Workspace& ws);
 JobPlan JobEntry(const Workspace& ws, std::uint32_t j);
+// Whether gated job j keeps the traffic of a drifting job of this shape out of its window on
+// link l (it yields to j), and whether j's gate protects nothing (its entry then opens it).
+bool ProtectsFrom(const Workspace& ws, std::uint32_t j, const JobShape& other, LinkId l);
+bool NeedsNoGate(const Workspace& ws, std::uint32_t j);
 // Makes the job's present slot its "previous" position (it is running there now).
 void MarkRunning(Workspace& ws, std::uint32_t j);
 

@@ -2,8 +2,11 @@
 // no-cushion ablation) and nearly equal periods. Every plan goes through the checker.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "metronome/planner/planner.hpp"
 #include "metronome/planner/ranked_yields.hpp"
+#include "metronome/planner/what_if.hpp"
 #include "planner_test_util.hpp"
 
 namespace metronome::planner {
@@ -167,6 +170,31 @@ TEST(Jitter, AJobAloneOnItsLinksIsNotGatedAndPaysNoHeadroom) {
   EXPECT_EQ(testing::Entry(plan, 1).timetable.window_ns, 40 * testing::kMs);
   EXPECT_EQ(testing::Entry(plan, 1).timetable.period_ns, alone.timetable.period_ns);
   EXPECT_EQ(testing::Entry(plan, 1).timetable.offset_ns, alone.timetable.offset_ns);
+}
+
+// Two jobs whose 10 ms phases every 100 ms collide a tenth of the time (each would lose some
+// 1 % of its period to sharing) but whose jitter asks for 4 % headroom: taking turns would cost
+// both more than it saves. The second is not gated, so the first has no one to take turns with
+// and runs ungated too. With phases of 40 ms and 1 % headroom, taking turns pays.
+TEST(Jitter, JobsWhoseCollisionsCostLessThanTheirHeadroomAreNotGated) {
+  for (const auto& [comm_ms, sigma_ms, gated] :
+       {std::tuple<Nanos, Nanos, bool>{10, 4, false}, {40, 1, true}}) {
+    const Job a = WithJitter(MakeJob(1, 0, 100, comm_ms, {0}), sigma_ms);
+    const Job b = WithJitter(MakeJob(2, 0, 100, comm_ms, {0}), sigma_ms);
+    OnlinePlanner online(testing::Links(1));
+    online.AddJob(a);
+    // What the extender would be told for the second job is what adding it does.
+    const std::vector<std::vector<NodeId>> here{{}};
+    const auto predicted = WhatIf(online, b, here);
+    online.AddJob(b);
+    const Plan plan = online.Snapshot();
+    EXPECT_FEASIBLE((Problem{testing::Links(1), {a, b}}), plan);
+    EXPECT_EQ(predicted[0].gated, gated) << comm_ms << " ms phases";
+    for (const JobId id : {1, 2}) {
+      const Timetable& t = Entry(plan, id).timetable;
+      EXPECT_EQ(t.window_ns < t.period_ns, gated) << comm_ms << " ms phases, job " << id;
+    }
+  }
 }
 
 TEST(Jitter, JobsThatFitSideBySideOnTheirLinksAreNotGated) {
