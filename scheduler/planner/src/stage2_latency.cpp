@@ -49,6 +49,14 @@ double MoveCost(const Workspace& ws, std::uint32_t j, Nanos period, Nanos offset
 // near saturation, and it runs into them instead.
 constexpr double kYieldRoom = 0.9;
 
+// Whether a gated occupant of the job's k-th link would share the wire with it: another job, too
+// tall to run beside it within the link's capacity.
+bool SharesWire(const Workspace& ws, const JobShape& shape, std::size_t k,
+                const Workspace::Occupant& o) {
+  return static_cast<std::int32_t>(o.job) != shape.self &&
+         o.height + shape.height[k] > ws.topology.GetLink(shape.links[k]).capacity_bps * (1 + 1e-9);
+}
+
 double UngatedCost(const Workspace& ws, const JobShape& shape) {
   const double d = static_cast<double>(shape.w) / static_cast<double>(shape.p);
   double own = 0.0;
@@ -58,7 +66,6 @@ double UngatedCost(const Workspace& ws, const JobShape& shape) {
   met.clear();
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
-    const double capacity = ws.topology.GetLink(l).capacity_bps;
     double busy = 0.0;  // share of time the link carries windows of its peers it would share
     // The windows ranked above it, which it would yield to (ranked_yields.hpp): its expected
     // wait for them, the share of time they take, and the harm its traffic would do them if
@@ -67,10 +74,7 @@ double UngatedCost(const Workspace& ws, const JobShape& shape) {
     double higher = 0.0;
     double higher_harm = 0.0;
     for (const auto& o : ws.link_jobs[l]) {
-      if (static_cast<std::int32_t>(o.job) == shape.self ||
-          o.height + shape.height[k] <= capacity * (1 + 1e-9)) {
-        continue;
-      }
+      if (!SharesWire(ws, shape, k, o)) continue;
       const JobShape& other = ws.jobs[o.job].shape;
       const auto period = static_cast<double>(ws.slots[o.job].period);
       const bool first = std::find(met.begin(), met.end(), o.job) == met.end();
@@ -113,10 +117,8 @@ double PeersHeadroom(const Workspace& ws, const JobShape& shape) {
   counted.clear();
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
-    const double capacity = ws.topology.GetLink(l).capacity_bps;
     for (const auto& o : ws.link_jobs[l]) {
-      if (static_cast<std::int32_t>(o.job) == shape.self ||
-          o.height + shape.height[k] <= capacity * (1 + 1e-9) ||
+      if (!SharesWire(ws, shape, k, o) ||
           std::find(counted.begin(), counted.end(), o.job) != counted.end()) {
         continue;
       }
