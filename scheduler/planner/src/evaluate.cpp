@@ -177,17 +177,24 @@ bool ProtectsFrom(const Workspace& ws, std::uint32_t j, const JobShape& other, L
 // planned windows, and only a link whose windows fit together in any arrangement stays free of
 // overload with them.)
 bool NeedsNoGate(const Workspace& ws, std::uint32_t j) {
-  for (const LinkId l : ws.jobs[j].shape.links) {
+  const auto& links = ws.jobs[j].shape.links;
+  for (const LinkId l : links) {  // the cheap test first: no drifting job is looked at
+    if (GatedOverflow(ws, l)) return false;
+  }
+  for (const LinkId l : links) {
     for (const std::uint32_t b : ws.link_best_effort[l]) {
       if (ProtectsFrom(ws, j, ws.jobs[b].shape, l)) return false;
     }
-    const auto& gated = ws.link_jobs[l];
-    if (gated.size() <= 1) continue;
-    double load = 0.0;
-    for (const auto& o : gated) load += o.height;
-    if (load > ws.topology.GetLink(l).capacity_bps * (1.0 + 1e-9)) return false;
   }
   return true;
+}
+
+bool GatedOverflow(const Workspace& ws, LinkId l) {
+  const auto& gated = ws.link_jobs[l];
+  if (gated.size() <= 1) return false;
+  double load = 0.0;
+  for (const auto& o : gated) load += o.height;
+  return load > ws.topology.GetLink(l).capacity_bps * (1.0 + 1e-9);
 }
 
 namespace {

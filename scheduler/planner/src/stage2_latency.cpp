@@ -110,13 +110,14 @@ double UngatedCost(const Workspace& ws, const JobShape& shape) {
 // The jitter headroom that gating a job of this shape (not placed) would make its peers pay: the
 // gated jobs on its links that its traffic would share the wire with, whose gates protect
 // nothing now (no one to take turns with: their entries open them, NeedsNoGate) and that it,
-// drifting, would not yield to. Gating it gates them too.
-double PeersHeadroom(const Workspace& ws, const JobShape& shape) {
+// drifting, would not yield to. Gating it gates them too. Counted until it reaches `enough`.
+double PeersHeadroom(const Workspace& ws, const JobShape& shape, double enough) {
   double cost = 0.0;
   static thread_local std::vector<std::uint32_t> counted;
   counted.clear();
   for (std::size_t k = 0; k < shape.links.size(); ++k) {
     const LinkId l = shape.links[k];
+    if (GatedOverflow(ws, l)) continue;  // its windows take turns already, with or without it
     for (const auto& o : ws.link_jobs[l]) {
       if (!SharesWire(ws, shape, k, o) ||
           std::find(counted.begin(), counted.end(), o.job) != counted.end()) {
@@ -126,6 +127,7 @@ double PeersHeadroom(const Workspace& ws, const JobShape& shape) {
       if (ProtectsFrom(ws, o.job, shape, l) || !NeedsNoGate(ws, o.job)) continue;
       const JobShape& peer = ws.jobs[o.job].shape;
       cost += StretchCost(peer, peer.headroom_t0);
+      if (cost >= enough) return cost;
     }
   }
   return cost;
@@ -134,8 +136,9 @@ double PeersHeadroom(const Workspace& ws, const JobShape& shape) {
 // A job gated pays its jitter headroom whatever it gains: two DLRM jobs whose phases collided for
 // 2.4 % of their period took turns at 3.5 % over it (1.1 % slower than sharing the link).
 bool HeadroomPays(const Workspace& ws, const JobShape& shape, double ungated) {
-  return ungated <= 0.0 ||
-         StretchCost(shape, shape.headroom_t0) + PeersHeadroom(ws, shape) < ungated;
+  if (ungated <= 0.0) return true;
+  const double own = StretchCost(shape, shape.headroom_t0);
+  return own < ungated && own + PeersHeadroom(ws, shape, ungated - own) < ungated;
 }
 
 Nanos StretchBound(const Workspace& ws, const JobShape& shape, double ungated) {

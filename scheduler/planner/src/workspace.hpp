@@ -258,6 +258,8 @@ double UngatedCost(const Workspace& ws, const JobShape& shape);
 // Whether gating the job (not placed) pays for its jitter headroom at all: that headroom, and
 // that of the gated peers whose gates only it would make needed, cost less than `ungated`
 // (UngatedCost). With no one to take turns with (ungated 0) it is gated: its entry opens it.
+// Cost: O(1) where its own headroom decides; else a pass over its links' gated jobs, and for a
+// peer alone on a link that does not overflow, that peer's links and their drifting jobs.
 bool HeadroomPays(const Workspace& ws, const JobShape& shape, double ungated);
 // The longest period worth gating the job at, given UngatedCost: a stretch beyond the jitter
 // headroom must cost less than running ungated.
@@ -278,6 +280,9 @@ JobPlan JobEntry(const Workspace& ws, std::uint32_t j);
 // link l (it yields to j), and whether j's gate protects nothing (its entry then opens it).
 bool ProtectsFrom(const Workspace& ws, std::uint32_t j, const JobShape& other, LinkId l);
 bool NeedsNoGate(const Workspace& ws, std::uint32_t j);
+// Whether the gated windows on link l could overflow it together (their heights add up to more
+// than it): then they take turns, whatever else is there.
+bool GatedOverflow(const Workspace& ws, LinkId l);
 // Makes the job's present slot its "previous" position (it is running there now).
 void MarkRunning(Workspace& ws, std::uint32_t j);
 
