@@ -42,12 +42,25 @@ for s in two-jobs-one-link testbed-small newcomer-joins-pair mixed-priority-rack
 done
 
 echo "evaluate: heterogeneous-13 over seeds 1-6" >&2
+# Per policy: the priority-weighted JCT, the high class's slowdown, and the share of the weighted
+# JCT that is run time lost to contention (each job's run time × (1 − 1/slowdown), weighted by
+# π = 1 + max(priority, 0)): what time scheduling acts on directly.
+SEED_ROW='
+import json, sys
+d = json.load(sys.stdin)
+def lost(r):
+    w = lambda j: 1 + max(j["priority"], 0)
+    run = sum(w(j) * (j["finish_s"] - j["start_s"]) * (1 - 1 / j["slowdown"]) for j in r["jobs"])
+    return run / sum(w(j) * j["jct_s"] for j in r["jobs"])
+print(json.dumps({"seed": int(sys.argv[1]), **{r["policy"]: {
+    "weighted_jct_s": r["summary"]["weighted_jct_s"],
+    "high": r["by_priority"]["high"]["mean_slowdown"],
+    "contention_share": lost(r)} for r in d["runs"]}}))'
 : > "$OUT/paper-seeds.jsonl"
 for seed in 1 2 3 4 5 6; do
   "$SIM" examples/scenarios/heterogeneous-13.yaml --compare network-aware,metronome,network-aware-qos --seed "$seed" \
     --json --no-progress |
-    "$PY" -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({'seed': $seed, **{r['policy']: {'weighted_jct_s': r['summary']['weighted_jct_s'], 'high': r['by_priority']['high']['mean_slowdown']} for r in d['runs']}}))" \
-    >> "$OUT/paper-seeds.jsonl"
+    "$PY" -c "$SEED_ROW" "$seed" >> "$OUT/paper-seeds.jsonl"
 done
 
 echo "evaluate: model pairs (91 pairs of the 13 models, on A100 and on T4 nodes)" >&2
