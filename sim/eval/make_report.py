@@ -45,8 +45,8 @@ def pct(x):
 
 
 def paper_seeds():
-    """The paper-like scenario over other seeds (arrivals, noise): one draw is one placement
-    history, and a job placed on busier links early changes everything after it."""
+    """The paper-like scenario over other seeds (noise draws; its arrivals are fixed): one draw
+    is one placement history, and a job placed on busier links early changes everything after."""
     path = Path(RUNS_DIR) / "paper-seeds.jsonl"
     if not path.exists():
         return []
@@ -58,7 +58,8 @@ def paper_seeds():
     per = " / ".join(f"{100 * g:+.1f}" for g in gaps)
     high = " / ".join(f"{r['metronome']['high']:.3f}" for r in rows)
     high_na = " / ".join(f"{r['network-aware']['high']:.3f}" for r in rows)
-    out = [f"- **{PAPER_KEY}, seeds {seeds}** (`--seed N`: other arrivals and noise): "
+    out = [f"- **{PAPER_KEY}, seeds {seeds}** (`--seed N`: other draws of the noise; the "
+           "arrivals are the scenario's): "
            f"Metronome's priority-weighted JCT against network-aware {per} % (mean "
            f"{100 * sum(gaps) / len(gaps):+.2f} %); high-priority mean slowdown {high} "
            f"(network-aware {high_na})."]
