@@ -31,6 +31,19 @@ struct OfflineTask {
 
 namespace {
 
+// A job that a previous leader ran gated keeps the window it ran in where its first measurement
+// here asks a longer one (the period shorter by the difference): those first reports hold the
+// phases of the takeover, when no leader held the gates and the jobs' phases collided, and their
+// median gave the wire its full margin (planner_job.cpp's WireMargin). Its period would then
+// exceed the one it ran at, and the job lose its slot to a window it will not need.
+void KeepInheritedWindow(pl::JobProfile& profile, const Timetable& ran) {
+  if (ran.window_ns <= 0 || ran.window_ns >= ran.period_ns || ran.window_ns >= profile.comm_ns) {
+    return;
+  }
+  profile.period_ns -= profile.comm_ns - ran.window_ns;
+  profile.comm_ns = ran.window_ns;
+}
+
 struct OfflinePlan {
   std::vector<pl::Job> jobs;
   pl::Plan plan;
@@ -191,7 +204,7 @@ bool PlanningAdapter::PlanInherited(const std::vector<Add>& adds,
     return false;
   }
   pl::Plan current = impl_->Current(generation_);
-  size_t taken = 0;
+  std::unordered_map<uint64_t, Timetable> ran_in;
   for (const Add& a : adds) {
     const auto it = impl_->inherited.find(a.name);
     if (it == impl_->inherited.end() || current.Find(a.job.id) != nullptr) continue;
@@ -199,18 +212,23 @@ bool PlanningAdapter::PlanInherited(const std::vector<Add>& adds,
     ran.id = a.job.id;
     ran.timetable = it->second;
     current.jobs.push_back(ran);
+    ran_in.emplace(a.job.id, it->second);
     impl_->inherited.erase(it);
-    ++taken;
   }
+  const size_t taken = ran_in.size();
   if (taken == 0) return false;
   std::vector<pl::Job> jobs = impl_->online.Jobs();
   for (const Add& a : adds) {
+    pl::Job job = a.job;
+    if (const auto ran = ran_in.find(job.id); ran != ran_in.end()) {
+      KeepInheritedWindow(job.profile, ran->second);
+    }
     const auto same =
-        std::find_if(jobs.begin(), jobs.end(), [&](const pl::Job& j) { return j.id == a.job.id; });
+        std::find_if(jobs.begin(), jobs.end(), [&](const pl::Job& j) { return j.id == job.id; });
     if (same != jobs.end()) {
-      *same = a.job;
+      *same = job;
     } else {
-      jobs.push_back(a.job);
+      jobs.push_back(job);
     }
   }
   spdlog::info("planner: {} job(s) planned where the previous leader ran them ({} still to come)",

@@ -171,6 +171,26 @@ TEST(PlanningAdapter, AnInheritedJobStaysInItsSlotWhenItsPeriodCouldShrink) {
   }
 }
 
+// The first reports a new leader gets hold the phases of the takeover, when no leader held the
+// gates and the jobs collided: a job measured there with a longer phase (and so a longer period)
+// than the window it ran in keeps that window and its slot.
+TEST(PlanningAdapter, AnInheritedJobKeepsItsWindowWhenItsFirstPhasesHereRanLonger) {
+  const std::map<std::string, Timetable> last = LastLeadersPlan();
+  PlanningAdapter heir(TopologyConfig::Default(), {});
+  heir.Inherit(last, std::chrono::steady_clock::now() + std::chrono::hours(1));
+  for (const auto& [id, name] : {std::pair<uint64_t, std::string>{7, "1"}, {8, "2"}}) {
+    PlanJob j = Rejoining(id, name, 106 * kMs);
+    j.profile.comm_ns = 36 * kMs;
+    heir.AddJob(j);
+  }
+  for (const auto& [id, name] : {std::pair<uint64_t, std::string>{7, "1"}, {8, "2"}}) {
+    const Timetable& ran = last.at(name);
+    EXPECT_EQ(Find(heir.Summary(), id).period_ns, ran.period_ns) << "job " << name;
+    EXPECT_EQ(Find(heir.Summary(), id).offset_ns, ran.offset_ns) << "job " << name;
+    EXPECT_EQ(Find(heir.Summary(), id).window_ns, ran.window_ns) << "job " << name;
+  }
+}
+
 TEST(PlanningAdapter, ExplicitTopologyAndBetaFromBytes) {
   TopologyConfig t;
   t.racks.push_back({"r0", 1e9, {{"n0", 1e9}, {"n1", 1e9}}});
