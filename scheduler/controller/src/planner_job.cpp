@@ -48,7 +48,7 @@ NodeIndex IndexNodes(const pl::Topology& topology, const std::string& unknown_no
 }
 
 pl::Job ToPlannerJob(const PlanJob& j, const pl::Topology& topology, const NodeIndex& nodes,
-                     const PlanningConfig& config) {
+                     const PlanningConfig& config, WireWindow* wire) {
   pl::Job job;
   job.id = j.id;
   job.priority = j.priority;
@@ -66,7 +66,7 @@ pl::Job ToPlannerJob(const PlanJob& j, const pl::Topology& topology, const NodeI
     job.extra_links.push_back(*nodes.unknown_link);
   }
   job.profile = ToPlannerProfile(j.profile, j.nodes.size(),
-                                 Bottleneck(topology, pl::JobLinks(topology, job)), config);
+                                 Bottleneck(topology, pl::JobLinks(topology, job)), config, wire);
   if (j.next_phase_ns != 0) job.next_phase_ns = j.next_phase_ns - config.epoch_ns;
   return job;
 }
@@ -81,7 +81,8 @@ double Bottleneck(const pl::Topology& topology, std::span<const pl::LinkId> link
 }
 
 pl::JobProfile ToPlannerProfile(const MeasuredProfile& m, std::size_t ranks, double bottleneck_bps,
-                                const PlanningConfig& config) {
+                                const PlanningConfig& config, WireWindow* wire) {
+  if (wire != nullptr) *wire = WireWindow{};
   const double min_cap = bottleneck_bps > 0.0 ? bottleneck_bps : kFallbackCapacity;
   int64_t period = std::max<int64_t>(m.period_ns, 1);
   int64_t comm = std::clamp<int64_t>(m.comm_ns, 1, period);
@@ -109,8 +110,9 @@ pl::JobProfile ToPlannerProfile(const MeasuredProfile& m, std::size_t ranks, dou
       // The wire time and a margin, not the fastest phase when that is shorter: identical jobs
       // then get identical windows (and periods), whichever of them happened to run a fast one.
       const double wire_ns = wire_bytes / min_cap * 1e9;
-      const double window_ns = wire_ns * (1.0 + WireMargin(wire_ns, m.comm_ns, config.wire_margin));
-      comm = std::max<int64_t>(static_cast<int64_t>(window_ns), 1);
+      const double margin = WireMargin(wire_ns, m.comm_ns, config.wire_margin);
+      comm = std::max<int64_t>(static_cast<int64_t>(wire_ns * (1.0 + margin)), 1);
+      if (wire != nullptr) *wire = WireWindow{wire_ns, margin};
     }
     // Phases that took persistently longer than that window in a gated slot (traffic the
     // plan does not control slowed them: the controller's overrun rule) get the window they

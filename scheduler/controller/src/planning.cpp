@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <set>
 #include <unordered_map>
@@ -90,6 +91,37 @@ struct PlanningAdapter::Impl {
     return ToPlannerJob(j, online.GetTopology(), nodes, config);
   }
 
+  // What each planned saturating job's own phases make its window of (before ShareMargin): the
+  // margin its copies may share.
+  std::unordered_map<uint64_t, WireWindow> wires;
+  // Copies: saturating jobs whose wire times differ by at most this, at the same bottleneck.
+  static constexpr double kCopyWire = 0.005;
+
+  // Copies of one model on shared links get one window: the least margin that any of them
+  // shows. A copy that ran ungated measured phases that collided with the others', and its
+  // median shows the collisions, not the transport's overhead; with the full margin its period
+  // exceeds the gated copy's and it never fits beside it again (the testbed's normal-priority
+  // copy lost its slot so, and stayed ungated). `job` is `j` converted with `own` (Checked);
+  // `neighbours` the planned jobs on its links. Records `own` for the copies to come.
+  void ShareMargin(const PlanJob& j, const WireWindow& own, const std::vector<pl::Job>& neighbours,
+                   pl::Job& job) {
+    wires[j.id] = own;
+    double least = own.margin;
+    for (const pl::Job& n : neighbours) {
+      const auto it = wires.find(n.id);
+      if (it == wires.end() || it->second.wire_ns <= 0.0 ||
+          n.profile.beta_bps != job.profile.beta_bps ||
+          std::abs(it->second.wire_ns - own.wire_ns) > kCopyWire * own.wire_ns) {
+        continue;
+      }
+      least = std::min(least, it->second.margin);
+    }
+    if (least >= own.margin) return;
+    PlanningConfig shared = config;
+    shared.wire_margin = least;
+    job.profile = ToPlannerJob(j, online.GetTopology(), nodes, shared).profile;
+  }
+
   // The plan as evaluated at `generation` (the adapter's count of changes). Evaluating costs
   // more than a small re-plan on a large cluster, so it is done once per change and shared by
   // ReplanAll (its running state) and Summary(), whose snapshot holds it rather than a copy
@@ -160,14 +192,14 @@ struct PlanningAdapter::Impl {
                        [&](const pl::Job& n) { return n.priority < job.priority; });
   }
 
-  pl::Job Checked(const PlanJob& j) const {
+  pl::Job Checked(const PlanJob& j, WireWindow* wire = nullptr) const {
     const MeasuredProfile& m = j.profile;
     if (m.period_ns <= 0 || m.comm_ns <= 0 || m.comm_ns > m.period_ns) {
       throw PlanningError("job " + j.name + ": profile needs 0 < comm <= period (period " +
                           std::to_string(m.period_ns) + " ns, comm " + std::to_string(m.comm_ns) +
                           " ns)");
     }
-    pl::Job job = ToPlanner(j);
+    pl::Job job = ToPlannerJob(j, online.GetTopology(), nodes, config, wire);
     std::vector<std::string> defects = topology_defects;
     pl::ValidateJob(online.GetTopology(), job, defects);
     if (!defects.empty()) throw PlanningError("job " + j.name + ": " + defects.front());
@@ -258,9 +290,19 @@ std::vector<std::pair<uint64_t, std::string>> PlanningAdapter::AddJobs(
   std::map<uint64_t, pl::Job> raised;  // planned neighbours whose period must follow a newcomer's
   for (const auto& j : batch) {
     try {
-      Add a{impl_->Checked(j), false, j.name};
+      WireWindow wire;
+      Add a{impl_->Checked(j, &wire), false, j.name};
+      std::vector<pl::Job> neighbours;
+      const bool saturates = wire.wire_ns > 0.0;
+      if (saturates) {
+        neighbours = impl_->online.JobsSharingLinks(a.job);
+        impl_->ShareMargin(j, wire, neighbours, a.job);
+      }
       if (Impl::SameInputs(impl_->online.Find(a.job.id), a.job)) continue;  // nothing to re-plan
-      const std::vector<pl::Job> neighbours = impl_->online.JobsSharingLinks(a.job);
+      if (!saturates) {
+        impl_->wires.erase(j.id);
+        neighbours = impl_->online.JobsSharingLinks(a.job);
+      }
       for (pl::Job& n : Impl::SnapPeriod(a.job, neighbours)) {
         auto [it, fresh] = raised.emplace(n.id, n);
         if (!fresh) {
@@ -387,13 +429,22 @@ PlanningAdapter::RoundOutcome PlanningAdapter::PlanRound(const std::vector<PlanJ
 
 void PlanningAdapter::RemoveJob(uint64_t id) {
   impl_->online.RemoveJob(id);
+  impl_->wires.erase(id);
   ++generation_;
 }
 
 void PlanningAdapter::ReplanAll(const std::vector<PlanJob>& jobs) {
   std::vector<pl::Job> pjs;
   pjs.reserve(jobs.size());
-  for (const auto& j : jobs) pjs.push_back(impl_->Checked(j));
+  for (const auto& j : jobs) {
+    WireWindow wire;
+    pjs.push_back(impl_->Checked(j, &wire));
+    if (wire.wire_ns > 0.0) {
+      impl_->ShareMargin(j, wire, impl_->online.JobsSharingLinks(pjs.back()), pjs.back());
+    } else {
+      impl_->wires.erase(j.id);
+    }
+  }
   const pl::Plan& current = impl_->Current(generation_);
   try {
     impl_->online.PlanAll(pjs, &current);

@@ -410,6 +410,49 @@ TEST(PlanningAdapter, SaturatingJobsWindowIsTheWireTimeWhateverTheFastestPhase) 
   EXPECT_FALSE(FindJob(s, 1).best_effort || FindJob(s, 2).best_effort);
 }
 
+// Two copies of one model, one of whose medians shows the collisions it ran into ungated (200 ms
+// for 167.8 ms on the wire: the full 15 % margin) while the other's ran clean in its window
+// (177 ms: 9 %). The copies share the clean margin: one window, one period, both gated, in
+// whichever order their reports arrive. With its own margin the collided copy's period was
+// longer than the other's, and it never fit beside it again.
+TEST(PlanningAdapter, CopiesShareTheLeastMarginAnyOfThemShows) {
+  const auto copy = [](uint64_t id, std::string a, std::string b, int64_t median) {
+    PlanJob j = Saturating(id, std::move(a), std::move(b), 175 * kMs);
+    j.profile.comm_ns = median;
+    j.profile.period_ns = 300 * kMs + median;
+    return j;
+  };
+  const double wire_ns = 4'194'304 / 25e6 * 1e9;
+  {
+    PlanningAdapter p(TwoRacks(), {});
+    (void)p.AddJobs({copy(1, "h1", "h3", 177 * kMs)});
+    (void)p.AddJobs({copy(2, "h2", "h4", 200 * kMs)});
+    const PlanSummary s = p.Summary();
+    EXPECT_NEAR(static_cast<double>(Find(s, 2).window_ns), wire_ns * 1.09, 1e3);
+    EXPECT_EQ(Find(s, 1).window_ns, Find(s, 2).window_ns);
+    EXPECT_EQ(Find(s, 1).period_ns, Find(s, 2).period_ns);
+    EXPECT_FALSE(FindJob(s, 1).best_effort || FindJob(s, 2).best_effort);
+  }
+  {
+    // Both collided first; then the first copy's phases run clean, and the other reports again.
+    PlanningAdapter p(TwoRacks(), {});
+    (void)p.AddJobs({copy(1, "h1", "h3", 200 * kMs), copy(2, "h2", "h4", 200 * kMs)});
+    (void)p.AddJobs({copy(1, "h1", "h3", 177 * kMs)});
+    (void)p.AddJobs({copy(2, "h2", "h4", 200 * kMs)});
+    const PlanSummary s = p.Summary();
+    EXPECT_EQ(Find(s, 1).window_ns, Find(s, 2).window_ns);
+    EXPECT_EQ(Find(s, 1).period_ns, Find(s, 2).period_ns);
+    EXPECT_FALSE(FindJob(s, 1).best_effort || FindJob(s, 2).best_effort);
+  }
+  // A job of other bytes is no copy: it keeps the margin its own phases show.
+  PlanningAdapter p(TwoRacks(), {});
+  PlanJob other = copy(2, "h2", "h4", 240 * kMs);
+  other.profile.bytes_per_phase = 5'000'000;
+  (void)p.AddJobs({copy(1, "h1", "h3", 177 * kMs)});
+  (void)p.AddJobs({other});
+  EXPECT_NEAR(static_cast<double>(Find(p.Summary(), 2).window_ns), 5e6 / 25e6 * 1.15 * 1e9, 1e3);
+}
+
 // Phases that took longer than the wire time in a gated window (the controller's overrun rule)
 // widen the window to what they take, and the period by as much; without a floor, or with one
 // below the wire time, the window is the wire time.

@@ -66,7 +66,8 @@ struct PlanningConfig {
   // job's own phase and its period no longer than its iteration: on the CPU testbed a phase
   // alone takes 1.11 × the wire time, and at 0.1 the high-priority job ran late and lost whole
   // periods in half the runs (docs/decisions/0013). The most a window gets: a job whose median
-  // phase shows less overhead gets that and 2 % (in 3 % steps; WireMargin, planner_job.cpp).
+  // phase shows less overhead gets that and 2 % (in 3 % steps; WireMargin, planner_job.cpp), and
+  // copies of one model on shared links the least any of them shows (ShareMargin, planning.cpp).
   double wire_margin = 0.15;
   // Planned period ≥ measured natural period × (1 + this). 0: the planner already adds a
   // headroom of the jitter (rounded up to whole percents: 1 % for any measurable jitter), and a

@@ -38,16 +38,27 @@ struct NodeIndex {
 [[nodiscard]] NodeIndex IndexNodes(const planner::Topology& topology,
                                    const std::string& unknown_nodes_link);
 
+// What a saturating job's window is made of: the wire time of its bytes at its bottleneck and
+// the margin over it that the conversion gave (the configured one at most). wire_ns 0: the job
+// does not saturate its links (its window is its own pace).
+struct WireWindow {
+  double wire_ns = 0.0;
+  double margin = 0.0;
+};
+
 // A registry job (its measured or declared profile) as the planner's input: node names to ids
 // (unknown ones to the catch-all link), the profile to (P, c, β, σ). The one conversion, used by
-// the adapter for every job it plans and by the extender for jobs not planned yet.
+// the adapter for every job it plans and by the extender for jobs not planned yet. `wire`, where
+// given, receives what its window is made of.
 [[nodiscard]] planner::Job ToPlannerJob(const PlanJob& job, const planner::Topology& topology,
-                                        const NodeIndex& nodes, const PlanningConfig& config);
+                                        const NodeIndex& nodes, const PlanningConfig& config,
+                                        WireWindow* wire = nullptr);
 // Its profile part alone: a profile of a job of `ranks` ranks on links whose narrowest carries
 // `bottleneck_bps` (0: the job crosses no link), for a caller that has the links already.
 [[nodiscard]] planner::JobProfile ToPlannerProfile(const MeasuredProfile& profile,
                                                    std::size_t ranks, double bottleneck_bps,
-                                                   const PlanningConfig& config);
+                                                   const PlanningConfig& config,
+                                                   WireWindow* wire = nullptr);
 // The narrowest capacity among `links` (0: none).
 [[nodiscard]] double Bottleneck(const planner::Topology& topology,
                                 std::span<const planner::LinkId> links);
