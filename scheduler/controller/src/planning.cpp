@@ -124,8 +124,9 @@ struct PlanningAdapter::Impl {
 
   // The plan as evaluated at `generation` (the adapter's count of changes). Evaluating costs
   // more than a small re-plan on a large cluster, so it is done once per change and shared by
-  // ReplanAll (its running state) and Summary(), whose snapshot holds it rather than a copy
-  // (never modified: the next change evaluates a new one).
+  // what needs the running state (a takeover, a widening, moving jobs between adapters) and
+  // Summary(), whose snapshot holds it rather than a copy (never modified: the next change
+  // evaluates a new one).
   mutable std::shared_ptr<const pl::Plan> evaluated;
   mutable uint64_t evaluated_generation = 0;
   const std::shared_ptr<const pl::Plan>& CurrentShared(uint64_t generation) const {
@@ -430,27 +431,6 @@ PlanningAdapter::RoundOutcome PlanningAdapter::PlanRound(const std::vector<PlanJ
 void PlanningAdapter::RemoveJob(uint64_t id) {
   impl_->online.RemoveJob(id);
   impl_->wires.erase(id);
-  ++generation_;
-}
-
-void PlanningAdapter::ReplanAll(const std::vector<PlanJob>& jobs) {
-  std::vector<pl::Job> pjs;
-  pjs.reserve(jobs.size());
-  for (const auto& j : jobs) {
-    WireWindow wire;
-    pjs.push_back(impl_->Checked(j, &wire));
-    if (wire.wire_ns > 0.0) {
-      impl_->ShareMargin(j, wire, impl_->online.JobsSharingLinks(pjs.back()), pjs.back());
-    } else {
-      impl_->wires.erase(j.id);
-    }
-  }
-  const pl::Plan& current = impl_->Current(generation_);
-  try {
-    impl_->online.PlanAll(pjs, &current);
-  } catch (const std::invalid_argument& e) {
-    throw PlanningError(e.what());
-  }
   ++generation_;
 }
 

@@ -133,7 +133,6 @@ class PlanningAdapter {
   };
   RoundOutcome PlanRound(const std::vector<PlanJob>& batch, const std::vector<PlanJob>& widen,
                          const std::function<bool()>& yield = {});
-  void ReplanAll(const std::vector<PlanJob>& jobs);
   bool Contains(uint64_t id) const;
   // Where a previous leader ran its jobs (gated timetables by job name, offsets from the
   // configured epoch), until `until`: a batch with such a job is planned as a whole, each of
