@@ -26,8 +26,6 @@ struct JobPlan {
   Timetable timetable;
   bool best_effort = false;
   double predicted_slowdown = 0.0;  // (iteration time − P) / P expected under this plan
-  // The cushion the plan protects after the window: the late slack of a gated job, 0 otherwise.
-  [[nodiscard]] Nanos CushionNs() const { return best_effort ? 0 : timetable.late_slack_ns; }
 };
 
 struct LinkPlan {
