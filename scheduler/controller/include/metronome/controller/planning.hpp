@@ -87,7 +87,7 @@ struct WhatIfEntry {
   bool hurts_higher_priority = false;
 };
 
-// A background recalculation's input and output (OfflineSearch() runs without any lock).
+// A background recalculation's input and output (RunOffline runs without any lock).
 struct OfflineTask;
 struct OfflineResult {
   bool improved = false;
