@@ -366,12 +366,13 @@ Result<WatchEnd> Client::Watch(const Resource& r, const std::string& ns,
   std::atomic<bool> done{false};
   std::thread stopper;
   if (stop != nullptr) {
+    // Closes the connection until the request returns: a close before the request has opened
+    // it closes nothing, and the watch would then run to the server's timeout.
     stopper = std::thread([&] {
       while (!done.load()) {
         if (stop->load()) {
           cancelled = true;
           http->stop();
-          return;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }

@@ -365,6 +365,26 @@ TEST(KubeClient, WatchEndsAtServerTimeoutWithABookmarkAndStopsOnRequest) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
+// A stop requested while the watch is being set up (the scheduler told to stop just after it
+// started its watches): closing the connection before it is open closes nothing, so the watch
+// must still end at once rather than at the server's timeout.
+TEST(KubeClient, WatchStoppedBeforeItConnectsEndsAtOnce) {
+  FakeApiServer api;
+  Client client(ClientConfigFor(api));
+  WatchOptions w;
+  w.resource_version = std::to_string(api.ResourceVersion());
+  w.timeout_seconds = 60;
+  for (int i = 0; i < 5; ++i) {
+    std::atomic<bool> stop{true};
+    const auto t0 = std::chrono::steady_clock::now();
+    auto stopped = client.Watch(
+        resources::Nodes(), "", w, [](const WatchEvent&) { return true; }, &stop);
+    ASSERT_TRUE(stopped) << stopped.GetError().ToString();
+    EXPECT_TRUE(stopped->stopped);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  }
+}
+
 TEST(KubeClient, TooOldResourceVersionIsGone) {
   FakeApiServer api;
   api.Put("nodes", "", Node("n1", "a"));
