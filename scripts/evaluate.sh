@@ -58,8 +58,8 @@ print(json.dumps({"seed": int(sys.argv[1]), **{r["policy"]: {
     "contention_share": lost(r)} for r in d["runs"]}}))'
 : > "$OUT/paper-seeds.jsonl"
 for seed in 1 2 3 4 5 6; do
-  "$SIM" examples/scenarios/heterogeneous-13.yaml --compare network-aware,metronome,network-aware-qos --seed "$seed" \
-    --json --no-progress |
+  "$SIM" examples/scenarios/heterogeneous-13.yaml --seed "$seed" --json --no-progress \
+    --compare network-aware,metronome,network-aware-qos,network-aware-serial,network-aware-alone |
     "$PY" -c "$SEED_ROW" "$seed" >> "$OUT/paper-seeds.jsonl"
 done
 
@@ -78,7 +78,8 @@ echo "evaluate: load sweep (1 high-priority job and 1-5 neighbours of unrelated 
 : > "$OUT/load-sweep.jsonl"
 for f in "$OUT"/load/load-*.yaml; do
   name="$(basename "$f" .yaml)"
-  "$SIM" "$f" --compare network-aware,metronome,network-aware-qos --json --no-progress |
+  "$SIM" "$f" --compare network-aware,metronome,network-aware-qos,network-aware-serial --json \
+    --no-progress |
     "$PY" -c "import json,sys; d=json.load(sys.stdin); n,s='$name'.split('-')[1:]; print(json.dumps({'neighbours': int(n), 'seed': int(s[1:]), **{r['policy']: {'weighted_jct_s': r['summary']['weighted_jct_s'], 'avg_jct_s': r['summary']['avg_jct_s'], 'high': r['by_priority']['high']['mean_slowdown'], 'yields': sum(j.get('yields', 0) for j in r['jobs'])} for r in d['runs']}}))" \
     >> "$OUT/load-sweep.jsonl"
 done

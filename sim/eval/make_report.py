@@ -77,9 +77,28 @@ def paper_seeds():
         c = [100 * r["network-aware"]["contention_share"] for r in rows]
         out.append(f"  Without time scheduling, the run time that its jobs lose to contention is "
                    f"{' / '.join(f'{x:.1f}' for x in c)} % of the priority-weighted JCT (the rest "
-                   "is solo run time and queueing for GPUs): the part time scheduling acts on "
-                   "directly, all of it won only if every collision were removed at no cost "
-                   "(jobs that finish sooner also shorten the queue behind them).")
+                   "is solo run time and queueing for GPUs).")
+    if all("network-aware-alone" in r and "network-aware-serial" in r for r in rows):
+        def vs(policy):
+            return " / ".join(f"{100 * (r[policy]['weighted_jct_s'] / na - 1):+.1f}"
+                              for r in rows
+                              for na in [r["network-aware"]["weighted_jct_s"]])
+        sh = " / ".join(f"{r['network-aware-serial']['high']:.3f}" for r in rows)
+        out.append("  Two references on the same placement bound what time scheduling can reach. "
+                   "With no collision at all (`network-aware-alone`: every transfer at its rate "
+                   "alone) the priority-weighted JCT against network-aware is "
+                   f"{vs('network-aware-alone')} %: "
+                   "jobs that finish sooner free their GPUs for the queue, so the contention "
+                   "above weighs several times its share. Serving colliding transfers one after "
+                   "the other instead of sharing the link (`network-aware-serial`: each link "
+                   "carries one transfer at a time in the order they started, with none of a "
+                   f"gate's gaps) is {vs('network-aware-serial')} % (high-priority slowdown {sh}): "
+                   "on this mix of phases, from a few milliseconds on the wire (dlrm) to hundreds "
+                   "(bert, xlm), a short phase that arrives behind a long one waits for all of it "
+                   "where sharing would have finished it at once. So taking turns wins here only "
+                   "where phases can follow each other without waiting, at equal or harmonic "
+                   "periods, which the unrelated periods on its shared uplinks do not offer "
+                   "(docs/decisions/0028-what-taking-turns-can-reach-on-heterogeneous-13.md).")
     return out
 
 
@@ -655,17 +674,22 @@ def load_sweep_section(runs_dir):
          "window at each collective (docs/decisions/0004-ranked-yielding.md).", "",
          "| neighbours | load | seed | high-priority slowdown, none | Metronome | "
          "weighted JCT vs none | mean JCT vs none | collectives yielded | "
-         "strict-priority fabric: high / weighted / mean |",
-         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "strict-priority fabric: high / weighted / mean | "
+         "one transfer at a time: high / weighted / mean |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def reference(r, policy):
+        a, q = r["network-aware"], r.get(policy)
+        return (f"{q['high']:.3f} / {q['weighted_jct_s'] / a['weighted_jct_s']:.3f} / "
+                f"{q['avg_jct_s'] / a['avg_jct_s']:.3f}") if q else "-"
+
     for r in sorted(rows, key=lambda r: (r["neighbours"], r["seed"])):
         a, b = r["network-aware"], r["metronome"]
-        q = r.get("network-aware-qos")
-        ref = (f"{q['high']:.3f} / {q['weighted_jct_s'] / a['weighted_jct_s']:.3f} / "
-               f"{q['avg_jct_s'] / a['avg_jct_s']:.3f}") if q else "-"
         L.append(f"| {r['neighbours']} | {loads.get(r['neighbours'], 0):.1f} | {r['seed']} | "
                  f"{a['high']:.3f} | {b['high']:.3f} | "
                  f"{b['weighted_jct_s'] / a['weighted_jct_s']:.3f} | "
-                 f"{b['avg_jct_s'] / a['avg_jct_s']:.3f} | {b['yields']} | {ref} |")
+                 f"{b['avg_jct_s'] / a['avg_jct_s']:.3f} | {b['yields']} | "
+                 f"{reference(r, 'network-aware-qos')} | {reference(r, 'network-aware-serial')} |")
     hi, w, m = sweep_figures(rows)
     lo = [r["network-aware"]["high"] for r in rows]
     L += ["", f"Over the {len(rows)} runs: the high-priority job's slowdown {statistics.mean(lo):.3f} "
@@ -678,7 +702,9 @@ def load_sweep_section(runs_dir):
           "column is the reference `network-aware-qos` (no time scheduling; the fabric serves "
           "the priorities' traffic classes by strict priority, preempting lower classes in "
           "flight): what a gate that can only hold a collective before it starts is measured "
-          "against (docs/decisions/0007-priority-under-load-bounds.md).", ""]
+          "against (docs/decisions/0007-priority-under-load-bounds.md). The column after it is "
+          "the reference `network-aware-serial` (each link carries one transfer at a time, in "
+          "the order they started): taking turns in arrival order, blind to priority.", ""]
     L += load_sweep_seeds(runs_dir, loads)
     return L
 

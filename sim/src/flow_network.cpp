@@ -5,9 +5,9 @@
 
 namespace metronome::sim {
 
-FlowNetwork::FlowNetwork(std::vector<double> capacity, bool by_class)
+FlowNetwork::FlowNetwork(std::vector<double> capacity, Sharing sharing)
     : capacity_(std::move(capacity)),
-      by_class_(by_class),
+      sharing_(sharing),
       on_link_(capacity_.size()),
       link_rate_(capacity_.size(), 0.0),
       link_mark_(capacity_.size(), 0) {}
@@ -29,7 +29,7 @@ void FlowNetwork::Touch(std::uint32_t link) {
 void FlowNetwork::Add(std::uint32_t id, std::span<const std::uint32_t> links, int traffic_class) {
   Remove(id);
   Flow& f = At(id);
-  f = Flow{links, traffic_class, 0.0, true};
+  f = Flow{links, traffic_class, adds_++, 0.0, true};
   for (const std::uint32_t l : links) {
     on_link_[l].push_back(id);
     Touch(l);
@@ -98,10 +98,24 @@ void FlowNetwork::SolveComponent(std::uint32_t seed_link) {
     const Flow& f = flows_[component_flows_[k]];
     specs_[k] = FlowSpec{f.links, kUnlimited, f.traffic_class};
   }
-  if (by_class_) {
-    solver_.SolveByClass(capacity_, specs_, rates_);
-  } else {
-    solver_.Solve(capacity_, specs_, rates_);
+  switch (sharing_) {
+    case Sharing::kMaxMin:
+      solver_.Solve(capacity_, specs_, rates_);
+      break;
+    case Sharing::kByClass:
+      solver_.SolveByClass(capacity_, specs_, rates_);
+      break;
+    case Sharing::kStartOrder:
+      SolveInStartOrder();
+      break;
+    case Sharing::kAlone:
+      rates_.assign(specs_.size(), 0.0);
+      for (std::size_t k = 0; k < specs_.size(); ++k) {
+        double rate = capacity_[specs_[k].links.front()];
+        for (const std::uint32_t l : specs_[k].links) rate = std::min(rate, capacity_[l]);
+        rates_[k] = rate;
+      }
+      break;
   }
   flows_solved_ += component_flows_.size();
   for (std::size_t k = 0; k < component_flows_.size(); ++k) {
@@ -118,6 +132,20 @@ void FlowNetwork::SolveComponent(std::uint32_t seed_link) {
     link_rate_[l] = sum;
     changed_links_.push_back(l);
   }
+}
+
+void FlowNetwork::SolveInStartOrder() {
+  // Strict priority with one class per transfer, the earliest highest: the component's ranks,
+  // so that the classes stay small whatever the count of transfers ever started.
+  order_.resize(specs_.size());
+  for (std::size_t k = 0; k < order_.size(); ++k) order_[k] = k;
+  std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+    return flows_[component_flows_[a]].started < flows_[component_flows_[b]].started;
+  });
+  for (std::size_t rank = 0; rank < order_.size(); ++rank) {
+    specs_[order_[rank]].traffic_class = static_cast<int>(order_.size() - rank);
+  }
+  solver_.SolveByClass(capacity_, specs_, rates_);
 }
 
 }  // namespace metronome::sim

@@ -19,7 +19,9 @@ const std::vector<std::string>& PolicyNames() {
                                                   "metronome-pack",
                                                   "metronome-no-yields",
                                                   "network-aware-qos",
-                                                  "metronome-qos"};
+                                                  "metronome-qos",
+                                                  "network-aware-serial",
+                                                  "network-aware-alone"};
   return kNames;
 }
 
@@ -52,11 +54,18 @@ PolicyConfig PolicyByName(const std::string& name) {
     p.stretch = false;
   } else if (name == "network-aware-qos") {
     // No time scheduling; the traffic classes of the priorities on a fabric that honours them.
-    p.traffic_classes = true;
+    p.sharing = Sharing::kByClass;
   } else if (name == "metronome-qos") {
     // Metronome's time scheduling on network-aware placement, on that fabric.
     p.scheduling = SchedulingKind::kMetronome;
-    p.traffic_classes = true;
+    p.sharing = Sharing::kByClass;
+  } else if (name == "network-aware-serial") {
+    // References for what time scheduling could reach on network-aware placement: colliding
+    // transfers served one after the other (ideal taking turns) ...
+    p.sharing = Sharing::kStartOrder;
+  } else if (name == "network-aware-alone") {
+    // ... and no collision at all.
+    p.sharing = Sharing::kAlone;
   } else if (name == "metronome-no-controller") {
     p.scheduling = SchedulingKind::kMetronome;
     p.controller = false;

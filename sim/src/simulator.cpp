@@ -58,7 +58,7 @@ class Engine {
         policy_(p),
         options_(o),
         cluster_(Cluster::FromScenario(s)),
-        network_(Capacities(cluster_), policy_.traffic_classes) {
+        network_(Capacities(cluster_), policy_.sharing) {
     models_ = DefaultModelLookup();
     free_gpus_.resize(cluster_.nodes.size());
     for (std::size_t n = 0; n < cluster_.nodes.size(); ++n) free_gpus_[n] = cluster_.nodes[n].gpus;

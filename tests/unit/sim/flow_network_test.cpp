@@ -15,31 +15,48 @@ namespace {
 struct Active {
   std::vector<std::uint32_t> links;
   int traffic_class = 0;
+  int started = 0;  // the count of starts before it
 };
 
+// The rates of all active transfers (in id order), solved at once.
 std::vector<double> SolveAll(const std::vector<double>& capacity,
-                             const std::map<std::uint32_t, Active>& active, bool by_class) {
+                             const std::map<std::uint32_t, Active>& active, Sharing sharing) {
   std::vector<FlowSpec> specs;
   specs.reserve(active.size());
   for (const auto& [id, a] : active) {
-    specs.push_back(FlowSpec{a.links, kUnlimited, a.traffic_class});
+    // In start order: one class each, the earliest highest.
+    const int cls = sharing == Sharing::kStartOrder ? -a.started : a.traffic_class;
+    specs.push_back(FlowSpec{a.links, kUnlimited, cls});
   }
   MaxMinSolver solver;
   std::vector<double> rates;
-  if (by_class) {
-    solver.SolveByClass(capacity, specs, rates);
-  } else {
-    solver.Solve(capacity, specs, rates);
+  switch (sharing) {
+    case Sharing::kMaxMin:
+      solver.Solve(capacity, specs, rates);
+      break;
+    case Sharing::kByClass:
+    case Sharing::kStartOrder:
+      solver.SolveByClass(capacity, specs, rates);
+      break;
+    case Sharing::kAlone:
+      for (const FlowSpec& f : specs) {
+        double rate = kUnlimited;
+        for (const std::uint32_t l : f.links) rate = std::min(rate, capacity[l]);
+        rates.push_back(rate);
+      }
+      break;
   }
   return rates;
 }
 
-void Churn(bool by_class, std::uint64_t seed) {
+void Churn(Sharing sharing, std::uint64_t seed) {
+  const bool by_class = sharing == Sharing::kByClass;
   std::mt19937_64 rng(seed);
   // Racks of nodes as the simulator numbers them: most transfers stay in one rack, some cross.
   std::vector<double> capacity(48);
   for (double& c : capacity) c = std::uniform_real_distribution(1.0, 10.0)(rng);
-  FlowNetwork net(capacity, by_class);
+  FlowNetwork net(capacity, sharing);
+  int starts = 0;
   std::map<std::uint32_t, Active> active;
   std::map<std::uint32_t, double> before;
   std::uint64_t whole_solves = 0;  // the flows a solve of all of them would have solved
@@ -65,11 +82,12 @@ void Churn(bool by_class, std::uint64_t seed) {
       }
       a.links.assign(links.begin(), links.end());
       a.traffic_class = by_class ? std::uniform_int_distribution(0, 2)(rng) : 0;
+      a.started = starts++;
       active[id] = a;
       net.Add(id, active[id].links, a.traffic_class);
     }
     net.Resolve();
-    const std::vector<double> want = SolveAll(capacity, active, by_class);
+    const std::vector<double> want = SolveAll(capacity, active, sharing);
     std::set<std::uint32_t> changed(net.ChangedFlows().begin(), net.ChangedFlows().end());
     std::size_t k = 0;
     std::vector<double> link_sum(capacity.size(), 0.0);
@@ -96,15 +114,44 @@ void Churn(bool by_class, std::uint64_t seed) {
 }
 
 TEST(FlowNetwork, RatesEqualASolveOfAllTransfersAfterAnyChurn) {
-  for (std::uint64_t seed = 1; seed <= 4; ++seed) Churn(false, seed);
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) Churn(Sharing::kMaxMin, seed);
 }
 
 TEST(FlowNetwork, ByClassRatesEqualASolveOfAllTransfers) {
-  for (std::uint64_t seed = 1; seed <= 4; ++seed) Churn(true, seed);
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) Churn(Sharing::kByClass, seed);
+}
+
+TEST(FlowNetwork, StartOrderRatesEqualASolveOfAllTransfers) {
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) Churn(Sharing::kStartOrder, seed);
+}
+
+TEST(FlowNetwork, AloneEveryTransferRunsAtItsSlowestLink) {
+  for (std::uint64_t seed = 1; seed <= 2; ++seed) Churn(Sharing::kAlone, seed);
+}
+
+// Two transfers on one link: the earlier one runs at the whole link until it ends, the later
+// one waits; two on different links do not affect each other.
+TEST(FlowNetwork, StartOrderServesOneTransferAtATime) {
+  FlowNetwork net({10.0, 4.0}, Sharing::kStartOrder);
+  const std::vector<std::uint32_t> first = {0};
+  const std::vector<std::uint32_t> both = {0, 1};
+  const std::vector<std::uint32_t> second = {1};
+  net.Add(3, both, 0);
+  net.Add(1, first, 0);  // a lower id, started later
+  net.Resolve();
+  EXPECT_EQ(net.Rate(3), 4.0);  // its slower link
+  EXPECT_EQ(net.Rate(1), 6.0);  // what the earlier one leaves of link 0
+  net.Add(2, second, 0);
+  net.Resolve();
+  EXPECT_EQ(net.Rate(2), 0.0);  // link 1 is the earlier one's
+  net.Remove(3);
+  net.Resolve();
+  EXPECT_EQ(net.Rate(1), 10.0);
+  EXPECT_EQ(net.Rate(2), 4.0);
 }
 
 TEST(FlowNetwork, EndingAnInactiveTransferChangesNothing) {
-  FlowNetwork net({10.0}, false);
+  FlowNetwork net({10.0}, Sharing::kMaxMin);
   const std::vector<std::uint32_t> one = {0};
   net.Add(1, one, 0);
   net.Remove(5);  // never started
@@ -116,7 +163,7 @@ TEST(FlowNetwork, EndingAnInactiveTransferChangesNothing) {
 }
 
 TEST(FlowNetwork, AnEndedTransfersLinksReportNoRate) {
-  FlowNetwork net({10.0, 10.0}, false);
+  FlowNetwork net({10.0, 10.0}, Sharing::kMaxMin);
   const std::vector<std::uint32_t> both = {0, 1};
   net.Add(7, both, 0);
   net.Resolve();

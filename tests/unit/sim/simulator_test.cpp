@@ -269,9 +269,15 @@ topology:
     const RunResult r = Simulate(s, PolicyByName(p));
     for (const JobResult& j : r.jobs) {
       EXPECT_GT(j.finish_s, j.arrival_s) << p << " " << j.name;
-      EXPECT_GE(j.slowdown, 0.999) << p << " " << j.name;
+      if (p == "network-aware-alone") {
+        EXPECT_NEAR(j.slowdown, 1.0, 0.02) << p << " " << j.name;  // its compute jitter only
+      } else {
+        EXPECT_GE(j.slowdown, 0.999) << p << " " << j.name;
+      }
     }
     EXPECT_GT(r.summary.avg_link_utilization, 0.0) << p;
+    // The reference without contention lets a link carry every transfer at its rate alone.
+    if (p == "network-aware-alone") continue;
     EXPECT_LE(r.summary.avg_link_utilization, 1.0 + 1e-9) << p;
   }
 }

@@ -1,5 +1,5 @@
-// The transfers in flight and their max-min fair rates, kept up to date as transfers start and
-// end (the simulator's network).
+// The transfers in flight and their rates (max-min fair, or as a reference fabric shares),
+// kept up to date as transfers start and end (the simulator's network).
 //
 // A transfer's max-min rate depends only on the transfers it reaches through shared links: its
 // component of the flow-link graph. A start or an end therefore re-solves only the components
@@ -17,11 +17,22 @@
 
 namespace metronome::sim {
 
+// How a link divides its capacity among the transfers that cross it.
+enum class Sharing {
+  kMaxMin,   // one max-min fair share for all: what a fabric does by default
+  kByClass,  // traffic classes by strict priority, max-min within a class (SolveByClass)
+  // One transfer at a time, in the order they started; a later one gets only what the earlier
+  // ones leave. Taking turns without a gate's idle gaps or its limits: a reference, not a fabric.
+  kStartOrder,
+  // Every transfer at its rate alone (the slowest link it crosses): no contention at all, the
+  // bound of what removing collisions could win. A reference, not a fabric.
+  kAlone,
+};
+
 class FlowNetwork {
  public:
-  // capacity by link (bytes/s, > 0). by_class: links serve traffic classes by strict priority
-  // (MaxMinSolver::SolveByClass), else one max-min share for all.
-  FlowNetwork(std::vector<double> capacity, bool by_class);
+  // capacity by link (bytes/s, > 0).
+  FlowNetwork(std::vector<double> capacity, Sharing sharing);
 
   // Starts transfer `id` (the caller's number: the tables grow to it) across `links` (sorted,
   // unique, non-empty; the span must stay valid until Remove). One already active is ended
@@ -48,15 +59,18 @@ class FlowNetwork {
   struct Flow {
     std::span<const std::uint32_t> links;
     int traffic_class = 0;
+    std::uint64_t started = 0;  // the count of Adds before it (kStartOrder's rank)
     double rate = 0.0;
     bool active = false;
   };
   Flow& At(std::uint32_t id);
   void Touch(std::uint32_t link);
   void SolveComponent(std::uint32_t seed_link);
+  void SolveInStartOrder();
 
   std::vector<double> capacity_;
-  bool by_class_;
+  Sharing sharing_;
+  std::uint64_t adds_ = 0;
   std::vector<Flow> flows_;                          // by id
   std::vector<std::vector<std::uint32_t>> on_link_;  // active ids crossing each link
   std::vector<double> link_rate_;
@@ -70,6 +84,7 @@ class FlowNetwork {
   std::vector<std::uint32_t> component_links_;
   std::vector<FlowSpec> specs_;
   std::vector<double> rates_;
+  std::vector<std::size_t> order_;  // kStartOrder: the component's transfers, earliest first
   MaxMinSolver solver_;
   std::uint64_t flows_solved_ = 0;
 };

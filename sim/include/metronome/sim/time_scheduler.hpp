@@ -14,6 +14,7 @@
 #include "metronome/common/timetable.hpp"
 #include "metronome/common/yield.hpp"
 #include "metronome/sim/cluster.hpp"
+#include "metronome/sim/flow_network.hpp"
 
 namespace metronome::sim {
 
@@ -75,9 +76,9 @@ struct PolicyConfig {
   double max_stretch = 0.0;     // planner's max_stretch (0: the planner's default)
   bool yields = true;           // false: no job yields (the ablation)
   int offline_iterations = 40;  // offline search iterations per run (scaled down above 50 jobs)
-  // Each job's traffic carries the class of its priority (the shim's METRONOME_TRAFFIC_CLASS)
-  // and the fabric serves classes by strict priority (max_min.hpp, SolveByClass).
-  bool traffic_classes = false;
+  // How links share among transfers. kByClass: each job's traffic carries the class of its
+  // priority (the shim's METRONOME_TRAFFIC_CLASS), served by strict priority.
+  Sharing sharing = Sharing::kMaxMin;
 };
 
 class TimeScheduler {
