@@ -129,8 +129,8 @@ TEST(FlowNetwork, AloneEveryTransferRunsAtItsSlowestLink) {
   for (std::uint64_t seed = 1; seed <= 2; ++seed) Churn(Sharing::kAlone, seed);
 }
 
-// Two transfers on one link: the earlier one runs at the whole link until it ends, the later
-// one waits; two on different links do not affect each other.
+// A later transfer gets what the earlier ones leave of its links: nothing of a link an earlier
+// one fills, the rest of one it does not; when the earlier one ends, the later ones take over.
 TEST(FlowNetwork, StartOrderServesOneTransferAtATime) {
   FlowNetwork net({10.0, 4.0}, Sharing::kStartOrder);
   const std::vector<std::uint32_t> first = {0};
