@@ -53,25 +53,31 @@ def paper_seeds():
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     if not rows:
         return []
-    gaps = [r["metronome"]["weighted_jct_s"] / r["network-aware"]["weighted_jct_s"] - 1 for r in rows]
+    def gaps(policy):
+        """Per seed: the policy's priority-weighted JCT against network-aware, minus 1."""
+        return [r[policy]["weighted_jct_s"] / r["network-aware"]["weighted_jct_s"] - 1
+                for r in rows]
+
+    def per_seed(policy):
+        return " / ".join(f"{100 * g:+.1f}" for g in gaps(policy))
+
+    metronome = gaps("metronome")
     seeds = ", ".join(str(r["seed"]) for r in rows)
-    per = " / ".join(f"{100 * g:+.1f}" for g in gaps)
     high = " / ".join(f"{r['metronome']['high']:.3f}" for r in rows)
     high_na = " / ".join(f"{r['network-aware']['high']:.3f}" for r in rows)
     out = [f"- **{PAPER_KEY}, seeds {seeds}** (`--seed N`: other draws of the noise; the "
            "arrivals are the scenario's): "
-           f"Metronome's priority-weighted JCT against network-aware {per} % (mean "
-           f"{100 * sum(gaps) / len(gaps):+.2f} %); high-priority mean slowdown {high} "
+           f"Metronome's priority-weighted JCT against network-aware {per_seed('metronome')} % "
+           f"(mean {100 * sum(metronome) / len(metronome):+.2f} %); high-priority mean "
+           f"slowdown {high} "
            f"(network-aware {high_na})."]
     if all("network-aware-qos" in r for r in rows):
-        q = [r["network-aware-qos"]["weighted_jct_s"] / r["network-aware"]["weighted_jct_s"] - 1
-             for r in rows]
         qh = " / ".join(f"{r['network-aware-qos']['high']:.3f}" for r in rows)
         out.append(f"  On a fabric that serves the priorities' traffic classes by strict priority "
                    f"(`network-aware-qos`, the reference for what priority can reach: lower "
                    f"classes preempted in flight, no gate), the high-priority slowdown is {qh} "
                    f"and the priority-weighted JCT against network-aware "
-                   f"{' / '.join(f'{100 * g:+.1f}' for g in q)} %: on this cluster even "
+                   f"{per_seed('network-aware-qos')} %: on this cluster even "
                    "preemptive priority costs the lower classes more than the high one gains.")
     if all("contention_share" in r["network-aware"] for r in rows):
         c = [100 * r["network-aware"]["contention_share"] for r in rows]
@@ -79,20 +85,17 @@ def paper_seeds():
                    f"{' / '.join(f'{x:.1f}' for x in c)} % of the priority-weighted JCT (the rest "
                    "is solo run time and queueing for GPUs).")
     if all("network-aware-alone" in r and "network-aware-serial" in r for r in rows):
-        def vs(policy):
-            return " / ".join(f"{100 * (r[policy]['weighted_jct_s'] / na - 1):+.1f}"
-                              for r in rows
-                              for na in [r["network-aware"]["weighted_jct_s"]])
         sh = " / ".join(f"{r['network-aware-serial']['high']:.3f}" for r in rows)
         out.append("  Two references on the same placement bound what time scheduling can reach. "
                    "With no collision at all (`network-aware-alone`: every transfer at its rate "
                    "alone) the priority-weighted JCT against network-aware is "
-                   f"{vs('network-aware-alone')} %: "
+                   f"{per_seed('network-aware-alone')} %: "
                    "jobs that finish sooner free their GPUs for the queue, so the contention "
                    "above weighs several times its share. Serving colliding transfers one after "
                    "the other instead of sharing the link (`network-aware-serial`: each link "
                    "carries one transfer at a time in the order they started, with none of a "
-                   f"gate's gaps) is {vs('network-aware-serial')} % (high-priority slowdown {sh}): "
+                   f"gate's gaps) is {per_seed('network-aware-serial')} % (high-priority "
+                   f"slowdown {sh}): "
                    "on this mix of phases, from a few milliseconds on the wire (dlrm) to hundreds "
                    "(bert, xlm), a short phase that arrives behind a long one waits for all of it "
                    "where sharing would have finished it at once. So taking turns wins here only "
