@@ -304,16 +304,16 @@ TEST(RankedGate, UnrelatedPeriodsLeaveAGapThatMeetsNone) {
 
 // The host gate's cursor is a cache: through it every decision is the one made from scratch
 // (which the device kernel and the simulator make), over random sets of up to 16 windows (periods
-// from 100 µs to 0.5 s, any duty), needs, limits and arrival times, in time order with now and
-// then a step back (a clock step: the cursor starts over), and with a new set under a new
-// version.
+// from 100 µs to 0.5 s, any duty; some windows opening with another, so that occurrences tie),
+// needs, limits and arrival times, in time order with now and then a step back (a clock step:
+// the cursor starts over), and with a new set under a new version.
 TEST(YieldCursor, DecidesExactlyAsFromScratch) {
   std::mt19937_64 rng(11);
   const auto uniform = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
   YieldCursor c;
-  uint64_t compared = 0, waited = 0;
+  uint64_t compared = 0, waited = 0, ranked = 0;
   for (uint64_t version = 1; version <= 3000; ++version) {
     YieldSet y;
     y.epoch_ns = kEpoch + uniform(-kEpoch / 2, kEpoch / 2);
@@ -325,6 +325,10 @@ TEST(YieldCursor, DecidesExactlyAsFromScratch) {
     for (uint32_t i = 0; i < y.count; ++i) {
       const int64_t p = uniform(version % 3 == 0 ? 100'000 : 50 * kMs, 500 * kMs);
       y.windows[i] = {p, uniform(0, p - 1), uniform(1, p - 1)};
+      if (i > 0 && uniform(0, 4) == 0) {  // opens with an earlier window, for as long or not
+        const YieldWindow& twin = y.windows[uniform(0, i - 1)];
+        y.windows[i] = {twin.period_ns, twin.offset_ns, uniform(1, twin.period_ns - 1)};
+      }
     }
     ASSERT_EQ(ValidateYieldSet(y) & kYieldRejectMask, 0u);
     FollowSet(c, version);
@@ -334,8 +338,14 @@ TEST(YieldCursor, DecidesExactlyAsFromScratch) {
     for (int call = 0; call < 50; ++call) {
       const int64_t need = uniform(0, 120 * kMs);
       const int64_t limit = now + uniform(0, 1'000 * kMs);
-      ASSERT_EQ(NextClearStart(y, c, now, need, limit), NextClearStart(y, now, need, limit))
+      const int64_t clear = NextClearStart(y, c, now, need, limit);
+      ASSERT_EQ(clear, NextClearStart(y, now, need, limit))
           << "version " << version << " call " << call;
+      // Standing at `now`, it answers the search in the highest-ranked windows alone too.
+      const int64_t highest = yield_detail::ClearOfHighestRanked(y, now, need, limit, &c);
+      ASSERT_EQ(highest, yield_detail::ClearOfHighestRanked(y, now, need, limit, nullptr))
+          << "version " << version << " call " << call;
+      ranked += clear == kInt64Max && highest != kInt64Max ? 1 : 0;
       // The cursor now stands at `now`: it answers AllowedToFinish as the windows themselves.
       const int64_t rest = need + uniform(0, 30 * kMs);
       ASSERT_EQ(AllowedToFinish(y, now, rest, &c), AllowedToFinish(y, now, rest))
@@ -354,6 +364,7 @@ TEST(YieldCursor, DecidesExactlyAsFromScratch) {
   }
   EXPECT_EQ(compared, 150'000u);
   EXPECT_GT(waited, compared / 4) << "the sets must make most arrivals yield";
+  EXPECT_GT(ranked, compared / 100) << "and some find a gap in the highest-ranked windows only";
 }
 
 TEST(RankedGate, YieldsOnTopOfTheTimetablesOwnWait) {

@@ -177,6 +177,19 @@ METRONOME_HD constexpr int64_t OccurrenceEndingAfter(const YieldWindow& w, int64
   return phase < w.window_ns ? open : open + w.period_ns;
 }
 
+namespace yield_detail {
+
+// Whether a search from `from` up to `limit` can use the set: times are taken from the set's
+// epoch, as doubles exact to the nanosecond (OccurrenceEndingAfter), so a set more than 2^51 ns
+// (26 days) from `from` is stale, and a time that far from any real clock is garbage.
+METRONOME_HD constexpr bool Searchable(const YieldSet& y, int64_t from, int64_t limit) {
+  constexpr int64_t kSpan = int64_t{1} << 51;
+  if (from > kInt64Max / 2 || from < kInt64Min / 2 || limit > kInt64Max / 2) return false;
+  return from - y.epoch_ns <= kSpan && y.epoch_ns - from <= kSpan;
+}
+
+}  // namespace yield_detail
+
 // Moves of the start before NextClearStart gives up (each move takes it past a window's end;
 // more than this many means the windows leave no such gap nearby).
 inline constexpr uint32_t kMaxYieldMoves = 4 * kMaxYieldWindows;
@@ -188,11 +201,7 @@ inline constexpr uint32_t kMaxYieldMoves = 4 * kMaxYieldWindows;
 // `count`: only the set's first windows, the highest-ranked (at most y.count).
 METRONOME_HD constexpr int64_t NextClearStart(const YieldSet& y, int64_t from, int64_t need,
                                               int64_t limit, uint32_t count) {
-  // Times are taken from the set's epoch, as doubles exact to the nanosecond: a set more than
-  // 2^51 ns (26 days) from `from` is stale, and a time that far from any real clock is garbage.
-  constexpr int64_t kSpan = int64_t{1} << 51;
-  if (from > kInt64Max / 2 || from < kInt64Min / 2 || limit > kInt64Max / 2) return kInt64Max;
-  if (from - y.epoch_ns > kSpan || y.epoch_ns - from > kSpan) return kInt64Max;
+  if (!yield_detail::Searchable(y, from, limit)) return kInt64Max;
   if (count > y.count) count = y.count;
   if (count == 0) return from;
   const int64_t span = need > 0 ? need : 1;  // a phase of no length still must not start inside
@@ -226,18 +235,24 @@ METRONOME_HD constexpr int64_t NextClearStart(const YieldSet& y, int64_t from, i
 
 // What one gate keeps between its decisions, so that the next finds the same start as
 // NextClearStart above at a fraction of the cost: each window's occurrence ending after the last
-// decision's time, and the windows in the order those open. A later decision moves the ended
-// occurrences on by a period each (an addition, not a multiplication), and finds the gap in one
-// pass in time order instead of going round all windows after every move. Owned by one caller
-// (the host gate's communicator: NCCL calls a communicator from one thread); valid for one set
-// (FollowSet). Cache-line aligned: it is the gate's working set.
+// decision's time, in the order they open, with the occurrence's end and the window's next
+// opening at hand. A later decision moves the ended occurrences on by a period each (an
+// addition, not a multiplication), and finds the gap in one pass in time order instead of going
+// round all windows after every move. The order is a ring: an ended occurrence leaves its front
+// and its next one, a period later, mostly joins the back without moving the others. Owned by
+// one caller (the host gate's communicator: NCCL calls a communicator from one thread); valid
+// for one set (FollowSet). Cache-line aligned: it is the gate's working set.
 struct alignas(64) YieldCursor {
   uint64_t set_id = 0;  // the set it follows (FollowSet)
   bool built = false;
+  uint8_t head = 0;  // the ring's first place
   uint32_t count = 0;
-  int64_t from = 0;                      // the occurrences end after this
-  int64_t open[kMaxYieldWindows] = {};   // by window
-  uint8_t order[kMaxYieldWindows] = {};  // windows by open[]
+  int64_t from = 0;  // the occurrences end after this
+  // By place in the ring, in the order the occurrences open (ties by window index):
+  int64_t open[kMaxYieldWindows] = {};    // the occurrence's opening
+  int64_t end[kMaxYieldWindows] = {};     // its end (open + window)
+  int64_t next[kMaxYieldWindows] = {};    // the window's next opening (open + period)
+  uint8_t window[kMaxYieldWindows] = {};  // whose
 };
 
 // Points the cursor at set `set_id`, whatever changes whenever the set may have (the shim: the
@@ -251,75 +266,130 @@ METRONOME_HD constexpr void FollowSet(YieldCursor& c, uint64_t set_id) {
 
 namespace yield_detail {
 
-// Window i's occurrence ending after `from`, put in its place in c.order[0..i].
-METRONOME_HD constexpr void Insert(const YieldSet& y, YieldCursor& c, uint32_t i, int64_t from) {
-  c.open[i] = OccurrenceEndingAfter(y.windows[i], from, from - y.epoch_ns);
-  uint32_t k = i;
-  for (; k > 0 && c.open[c.order[k - 1]] > c.open[i]; --k) c.order[k] = c.order[k - 1];
-  c.order[k] = static_cast<uint8_t>(i);
+// The ring's k-th place from its head.
+METRONOME_HD constexpr uint32_t Place(const YieldCursor& c, uint32_t k) {
+  return (c.head + k) & (kMaxYieldWindows - 1);
+}
+static_assert((kMaxYieldWindows & (kMaxYieldWindows - 1)) == 0, "the ring wraps by a mask");
+
+METRONOME_HD constexpr void MovePlace(YieldCursor& c, uint32_t to, uint32_t from) {
+  c.open[to] = c.open[from];
+  c.end[to] = c.end[from];
+  c.next[to] = c.next[from];
+  c.window[to] = c.window[from];
 }
 
-// Brings the cursor to `from` (>= c.from): the occurrences that ended (a prefix of the order:
-// they opened before `from`) take their next one and move to its place.
+// Window i's occurrence opening at `open`, put in its place among the ring's first n places
+// (which has room for it), searching from the back: a next occurrence mostly opens last.
+METRONOME_HD constexpr void PlaceFromBack(const YieldSet& y, YieldCursor& c, uint32_t i,
+                                          int64_t open, uint32_t n) {
+  uint32_t k = n;
+  for (; k > 0; --k) {
+    const uint32_t before = Place(c, k - 1);
+    if (c.open[before] < open || (c.open[before] == open && c.window[before] < i)) break;
+    MovePlace(c, Place(c, k), before);
+  }
+  const uint32_t at = Place(c, k);
+  const YieldWindow& w = y.windows[i];
+  c.open[at] = open;
+  c.end[at] = open + w.window_ns;
+  c.next[at] = open + w.period_ns;
+  c.window[at] = static_cast<uint8_t>(i);
+}
+
+// Builds the cursor at `from`: a multiplication per window, then the windows sorted by their
+// occurrence's opening (ties by index), then the ring filled in that order.
+METRONOME_HD constexpr void Build(const YieldSet& y, YieldCursor& c, int64_t from) {
+  int64_t open[kMaxYieldWindows] = {};
+  uint8_t order[kMaxYieldWindows] = {};
+  for (uint32_t i = 0; i < y.count; ++i) {
+    open[i] = OccurrenceEndingAfter(y.windows[i], from, from - y.epoch_ns);
+    uint32_t k = i;
+    for (; k > 0 && open[order[k - 1]] > open[i]; --k) order[k] = order[k - 1];
+    order[k] = static_cast<uint8_t>(i);
+  }
+  for (uint32_t k = 0; k < y.count; ++k) {
+    const uint32_t i = order[k];
+    c.open[k] = open[i];
+    c.end[k] = open[i] + y.windows[i].window_ns;
+    c.next[k] = open[i] + y.windows[i].period_ns;
+    c.window[k] = static_cast<uint8_t>(i);
+  }
+  c.head = 0;
+  c.count = y.count;
+  c.from = from;
+  c.built = true;
+}
+
+// Brings the cursor to `from` (>= c.from): the occurrences that ended (they opened before
+// `from`: at the front, but for any still on) leave the ring and take their next one, in its
+// place.
 METRONOME_HD constexpr void Advance(const YieldSet& y, YieldCursor& c, int64_t from) {
-  uint32_t k = 0;
+  uint32_t k = 0;  // occurrences still on in front of the one looked at
   while (k < c.count) {
-    const uint32_t i = c.order[k];
-    const YieldWindow& w = y.windows[i];
-    if (c.open[i] >= from) break;
-    if (c.open[i] + w.window_ns > from) {  // still on: stays
+    const uint32_t at = Place(c, k);
+    if (c.open[at] >= from) break;
+    if (c.end[at] > from) {  // still on: stays
       ++k;
       continue;
     }
-    int64_t next = c.open[i] + w.period_ns;
+    const uint32_t i = c.window[at];
+    const YieldWindow& w = y.windows[i];
+    int64_t next = c.next[at];
     if (next + w.window_ns <= from) next = OccurrenceEndingAfter(w, from, from - y.epoch_ns);
-    c.open[i] = next;
-    uint32_t m = k;
-    for (; m + 1 < c.count && c.open[c.order[m + 1]] < next; ++m) c.order[m] = c.order[m + 1];
-    c.order[m] = static_cast<uint8_t>(i);  // order[k] is another window now: look at it next
+    for (uint32_t m = k; m > 0; --m) MovePlace(c, Place(c, m), Place(c, m - 1));
+    c.head = static_cast<uint8_t>(Place(c, 1));  // the ones still on closed the gap
+    PlaceFromBack(y, c, i, next, c.count - 1);
   }
   c.from = from;
 }
 
+// Brings the cursor to `from` (ready for a search), building it if it follows no set yet, has
+// another count, or stands after `from` (a clock step back).
+METRONOME_HD constexpr void StandAt(const YieldSet& y, YieldCursor& c, int64_t from) {
+  if (!c.built || c.count != y.count || from < c.from) {
+    Build(y, c, from);
+  } else {
+    Advance(y, c, from);
+  }
+}
+
+// One pass from `from` over the cursor's occurrences (standing at `from`) in the order they
+// open (kSome: those of windows below `below` only), each that [t, t + span) meets moving t to
+// its end: the earliest t in [from, limit] clear of them (as NextClearStart), kInt64Max when
+// there is none, or kUndecided when the search reaches a window's next opening (a wait longer
+// than the shortest period, or so): then NextClearStart itself answers.
+inline constexpr int64_t kUndecided = kInt64Min;
+template <bool kSome>
+METRONOME_HD constexpr int64_t WalkOnce(const YieldCursor& c, uint32_t below, int64_t from,
+                                        int64_t span, int64_t limit) {
+  int64_t t = from;
+  int64_t horizon = kInt64Max;  // the earliest next opening of a window passed
+  for (uint32_t k = 0; k < c.count; ++k) {
+    const uint32_t at = Place(c, k);
+    if (kSome && c.window[at] >= below) continue;
+    const int64_t open = c.open[at];
+    if (open >= t + span) break;  // [t, t + span) ends before this and every later one opens
+    if (open >= horizon) return t > limit ? kInt64Max : kUndecided;
+    if (c.end[at] > t) t = c.end[at];
+    if (c.next[at] < horizon) horizon = c.next[at];
+  }
+  if (t > limit) return kInt64Max;  // t only grew: past the limit at some step, past it now
+  return t + span <= horizon ? t : kUndecided;
+}
+
 }  // namespace yield_detail
 
-// NextClearStart through a cursor: the same answer. One pass over the occurrences in the order
-// they open decides unless the search reaches a window's next occurrence (a wait longer than
-// the shortest period, or so); then NextClearStart itself answers.
+// NextClearStart through a cursor, which then stands at `from`: the same answer, sooner. One
+// pass over the occurrences in the order they open usually decides; the search from scratch
+// answers when it does not.
 METRONOME_HD constexpr int64_t NextClearStart(const YieldSet& y, YieldCursor& c, int64_t from,
                                               int64_t need, int64_t limit) {
-  constexpr int64_t kSpan = int64_t{1} << 51;  // as NextClearStart
-  if (from > kInt64Max / 2 || from < kInt64Min / 2 || limit > kInt64Max / 2) return kInt64Max;
-  if (from - y.epoch_ns > kSpan || y.epoch_ns - from > kSpan) return kInt64Max;
+  if (!yield_detail::Searchable(y, from, limit)) return kInt64Max;
   if (y.count == 0) return from;
-  if (!c.built || c.count != y.count || from < c.from) {
-    c.count = y.count;
-    for (uint32_t i = 0; i < y.count; ++i) yield_detail::Insert(y, c, i, from);
-    c.from = from;
-    c.built = true;
-  } else {
-    yield_detail::Advance(y, c, from);
-  }
-  const int64_t span = need > 0 ? need : 1;
-  int64_t t = from;
-  int64_t horizon = kInt64Max;  // the earliest next occurrence of a window passed so far
-  bool decided = true;
-  for (uint32_t k = 0; k < c.count; ++k) {
-    const uint32_t i = c.order[k];
-    const int64_t open = c.open[i];
-    if (open >= t + span) break;  // [t, t + need) ends before this and every later one opens
-    if (open >= horizon) {
-      decided = false;
-      break;
-    }
-    const YieldWindow& w = y.windows[i];
-    if (open + w.window_ns > t) {
-      t = open + w.window_ns;
-      if (t > limit) return kInt64Max;
-    }
-    if (open + w.period_ns < horizon) horizon = open + w.period_ns;
-  }
-  return decided && t + span <= horizon ? t : NextClearStart(y, from, need, limit);
+  yield_detail::StandAt(y, c, from);
+  const int64_t t = yield_detail::WalkOnce<false>(c, y.count, from, need > 0 ? need : 1, limit);
+  return t != yield_detail::kUndecided ? t : NextClearStart(y, from, need, limit);
 }
 
 // NextClearStart, through the cursor when there is one.
@@ -334,18 +404,21 @@ namespace yield_detail {
 // The first start in [start, limit] of a gap `need` long in the set's first k windows, the
 // highest-ranked, for the largest k that has one (fewer than all: the caller tried those);
 // kInt64Max when not even the first window leaves one. Leaving windows out only adds gaps, so
-// a binary search finds k in at most four passes. Kept out of line: the gate's usual decision
+// a binary search finds k in at most four searches, each a pass over the cursor when the
+// caller's stands at `start` (and that decides). Kept out of line: the gate's usual decision
 // never comes here.
-__attribute__((noinline)) METRONOME_HD constexpr int64_t ClearOfHighestRanked(const YieldSet& y,
-                                                                              int64_t start,
-                                                                              int64_t need,
-                                                                              int64_t limit) {
+__attribute__((noinline)) METRONOME_HD constexpr int64_t ClearOfHighestRanked(
+    const YieldSet& y, int64_t start, int64_t need, int64_t limit, const YieldCursor* cursor) {
+  const bool standing = cursor != nullptr && cursor->built && cursor->count == y.count &&
+                        cursor->from == start && Searchable(y, start, limit);
   uint32_t lo = 0;        // the most windows known to leave a gap (none always do)
   uint32_t hi = y.count;  // the fewest known not to
   int64_t found = kInt64Max;
   while (hi - lo > 1) {
     const uint32_t mid = lo + (hi - lo) / 2;
-    const int64_t t = NextClearStart(y, start, need, limit, mid);
+    int64_t t =
+        standing ? WalkOnce<true>(*cursor, mid, start, need > 0 ? need : 1, limit) : kUndecided;
+    if (t == kUndecided) t = NextClearStart(y, start, need, limit, mid);
     if (t == kInt64Max) {
       hi = mid;
     } else {
@@ -366,14 +439,12 @@ __attribute__((noinline)) METRONOME_HD constexpr int64_t ClearOfHighestRanked(co
 // open: the first usually decides. Without one, a multiplication per window.
 METRONOME_HD constexpr bool AllowedToFinish(const YieldSet& y, int64_t t, int64_t rest,
                                             const YieldCursor* cursor = nullptr) {
-  constexpr int64_t kSpan = int64_t{1} << 51;  // as NextClearStart: a stale set, a garbage time
   if (y.allowance_ns <= 0 || rest < 0 || rest > TimetableLimits{}.max_period_ns) return false;
-  if (t > kInt64Max / 2 || t < kInt64Min / 2) return false;
-  if (t - y.epoch_ns > kSpan || y.epoch_ns - t > kSpan) return false;
+  if (!yield_detail::Searchable(y, t, t)) return false;
   const int64_t end = t + rest;
   if (cursor != nullptr && cursor->built && cursor->count == y.count && cursor->from == t) {
     for (uint32_t k = 0; k < cursor->count; ++k) {
-      const int64_t open = cursor->open[cursor->order[k]];
+      const int64_t open = cursor->open[yield_detail::Place(*cursor, k)];
       if (open >= end) return true;  // this and every later one open after the end
       if (end - open > y.allowance_ns) return false;
     }
@@ -405,7 +476,7 @@ METRONOME_HD constexpr int64_t YieldedStart(const YieldSet& y, int64_t now, int6
   if (limit < start) limit = start;
   int64_t t = ClearStart(y, cursor, start, need, limit);
   if (t != start && AllowedToFinish(y, start, rest, cursor)) return start;
-  if (t == kInt64Max) t = yield_detail::ClearOfHighestRanked(y, start, need, limit);
+  if (t == kInt64Max) t = yield_detail::ClearOfHighestRanked(y, start, need, limit, cursor);
   if (t == kInt64Max) t = ClearStart(y, cursor, start, 0, limit);
   return t == kInt64Max ? start : t;
 }
