@@ -32,6 +32,7 @@
 #include "metronome/controller/observer_yields.hpp"
 #include "metronome/controller/planning.hpp"
 #include "metronome/controller/rules.hpp"
+#include "metronome/controller/turns.hpp"
 #include "metronome/sim/time_scheduler.hpp"
 #include "phase_tracker.hpp"
 #include "profile_report.hpp"
@@ -101,6 +102,7 @@ class ControlledScheduler final : public TimeScheduler {
     }
     e.next_report_ns = now_ns + ReportInterval();
     active_.push_back(a.index);
+    turns_stale_ = true;
     RefreshObservers(now_ns);
   }
 
@@ -109,6 +111,7 @@ class ControlledScheduler final : public TimeScheduler {
     if (!e.active) return;
     e.active = false;
     active_.erase(std::find(active_.begin(), active_.end(), index));
+    turns_stale_ = true;
     // Without the controller nobody notices that the job left: its windows stay reserved.
     if (!policy_.controller || !e.job.planned) return;
     Timed([&] { planner_.RemoveJob(e.job.id); });
@@ -143,6 +146,7 @@ class ControlledScheduler final : public TimeScheduler {
       report.rank = rank.rank;
       Report(e, report, rank, now_ns);
     }
+    turns_stale_ = true;  // its profile moved
     if (!pending_.empty()) PlanRound(now_ns);
   }
 
@@ -159,6 +163,16 @@ class ControlledScheduler final : public TimeScheduler {
     return &e.gate_yields;
   }
   [[nodiscard]] std::uint64_t YieldsVersion() const override { return yields_version_; }
+  // Whom the job takes turns with on the links it and one other running job cross, from the
+  // controller's registry entries (the service does not push these yet: docs/decisions/0029).
+  // Held, like any hold, only while the shim's MayGate says its rhythm is stable.
+  [[nodiscard]] const TurnSet* GateTurns(std::size_t index) override {
+    if (policy_.turn_relay_ms < 0) return nullptr;
+    if (turns_stale_) RefreshTurns();
+    const Entry& e = entries_[index];
+    if (!e.active || !e.may_gate || e.turns.count == 0) return nullptr;
+    return &e.turns;
+  }
   [[nodiscard]] const Timetable* CurrentTimetable(std::size_t index) const override {
     const Entry& e = entries_[index];
     return e.job.planned && !AlwaysOpen(e.job.timetable) ? &e.job.timetable : nullptr;
@@ -215,6 +229,7 @@ class ControlledScheduler final : public TimeScheduler {
     ActiveJob view;
     ctl::JobState job;     // the service's registry entry for the job
     YieldSet gate_yields;  // job.yields as its shims keep them (Deliver)
+    TurnSet turns;         // whom it takes turns with (RefreshTurns)
     shim::PhaseTracker tracker{};
     bool may_gate = true;  // the shim's rule (rhythm.hpp): no stable rhythm, never held
     std::uint64_t gated = 0, late = 0, failed_open = 0, realigned = 0;  // the shim's counters
@@ -349,6 +364,16 @@ class ControlledScheduler final : public TimeScheduler {
     }
   }
 
+  void RefreshTurns() {
+    turns_stale_ = false;
+    ctl::TwoJobLinks links;
+    for (const std::size_t i : active_) {
+      const Entry& e = entries_[i];
+      links.Add(e.job, ctl::FiguresForTurns(e.job, e.view.beta_bytes_per_s, config_.planning));
+    }
+    for (const std::size_t i : active_) entries_[i].turns = links.TurnsFor(entries_[i].job);
+  }
+
   // A push the job's shims adopt (Client::Adopt): its yields with their epoch moved to the clock.
   static void Deliver(Entry& e, std::int64_t now_ns) {
     e.gate_yields = e.job.yields;
@@ -409,6 +434,7 @@ class ControlledScheduler final : public TimeScheduler {
   std::vector<Pending> pending_;
   std::int64_t next_offline_ns_ = 0;
   std::uint64_t yields_version_ = 0;  // YieldsVersion
+  bool turns_stale_ = false;          // a job came, left or reported since RefreshTurns
   std::vector<std::size_t> active_;   // the entries of the running jobs
   std::vector<char> observer_link_;   // RefreshObservers: links an unplanned job crosses
   SchedulerStats stats_;

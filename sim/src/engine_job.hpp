@@ -78,6 +78,14 @@ struct Job {
   std::uint64_t yields = 0;  // holds for higher-ranked windows, at phase starts and inside
   double sum_yield = 0.0;    // time they held
   GateMemory gate_memory;    // the gate's memory between phases (MustRealign)
+  // Taking turns (common/turn.hpp): its last two phase begins and ends on the wire, latest first
+  // (< 0: none), from which its partners see what was relayed to them; whether its gate holds
+  // the phase for a partner's turn (since when), and how many phases in a row held.
+  double begun[2] = {-1.0, -1.0};
+  double ended[2] = {-1.0, -1.0};
+  bool held_for_turn = false;
+  double turn_hold_start = 0.0;
+  std::uint32_t turns_in_a_row = 0;
   bool best_effort = false;
   Timetable last_tt;
   double sum_period = 0.0;

@@ -77,6 +77,7 @@ int Run(int argc, char** argv) {
   bool list = false;
   double max_stretch = 0.0;
   int offline = -1;
+  double turn_relay_ms = -1.0;
   std::int64_t seed = -1;
   app.add_option("scenario", scenario_path, "scenario YAML file");
   app.add_option("--policy,-p", policy, "policy to run (see --list-policies)");
@@ -94,6 +95,10 @@ int Run(int argc, char** argv) {
                  "offline search iterations after each plan change (metronome with controller; 0: "
                  "off; default: the policy's)")
       ->check(CLI::Range(0, 10000));
+  app.add_option("--turn-relay-ms", turn_relay_ms,
+                 "for metronome-turns: how late a job hears of its partner's phase edges "
+                 "(default: the policy's 2 ms)")
+      ->check(CLI::Range(0.0, 1000.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -124,6 +129,9 @@ int Run(int argc, char** argv) {
       policies.push_back(metronome::sim::PolicyByName(name));
       policies.back().max_stretch = max_stretch;
       if (offline >= 0) policies.back().offline_iterations = offline;
+      if (turn_relay_ms >= 0 && policies.back().turn_relay_ms >= 0) {
+        policies.back().turn_relay_ms = turn_relay_ms;
+      }
     }
   } catch (const std::invalid_argument& e) {
     std::cerr << "metronome-sim: " << e.what() << "\n";

@@ -18,6 +18,7 @@ const std::vector<std::string>& PolicyNames() {
                                                   "metronome-no-controller",
                                                   "metronome-pack",
                                                   "metronome-no-yields",
+                                                  "metronome-turns",
                                                   "network-aware-qos",
                                                   "metronome-qos",
                                                   "network-aware-serial",
@@ -46,6 +47,12 @@ PolicyConfig PolicyByName(const std::string& name) {
     // best-effort ones run at their own pace.
     p.scheduling = SchedulingKind::kMetronome;
     p.yields = false;
+  } else if (name == "metronome-turns") {
+    // Metronome with the two jobs of a link taking turns (common/turn.hpp), each told of the
+    // other's phases 2 ms late (docs/decisions/0029). The scheduler and the shims do not relay
+    // phase edges yet: a preview, not a figure of the system.
+    p.scheduling = SchedulingKind::kMetronome;
+    p.turn_relay_ms = 2.0;
   } else if (name == "metronome-no-cushion") {
     p.scheduling = SchedulingKind::kMetronome;
     p.cushion = false;  // PlannerOptions::cushion: no stage 3, no minimum cushion, no slack

@@ -13,6 +13,7 @@
 
 #include "engine_job.hpp"
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/turn.hpp"
 #include "metronome/common/yield.hpp"
 #include "metronome/sim/flow_network.hpp"
 #include "metronome/sim/placement.hpp"
@@ -95,6 +96,7 @@ class Engine {
     totals_.busy_s.assign(cluster_.links.size(), 0.0);
     link_busy_since_.assign(cluster_.links.size(), 0.0);
     scheduler_ = MakeTimeScheduler(policy_, cluster_, jobs_.size());
+    relay_s_ = scheduler_ ? policy_.turn_relay_ms * 1e-3 : -1.0;
   }
 
   RunResult Run() {
@@ -176,6 +178,7 @@ class Engine {
         EnterGate(j);
         return false;
       case State::kGate:
+        if (HoldForTurn(j)) return false;
         j.sum_gate += now_ - j.gate_enter;
         StartComm(j);
         return false;
@@ -212,7 +215,7 @@ class Engine {
     const Timetable* tt =
         scheduler_ && !j.links.empty() ? scheduler_->GateTimetable(j.index) : nullptr;
     if (tt == nullptr) {
-      StartComm(j);
+      if (!HoldForTurn(j)) StartComm(j);
       return;
     }
     const YieldSet* yields = scheduler_->GateYields(j.index);
@@ -259,7 +262,7 @@ class Engine {
     j.obs.realigned = first_realigned;
     const double release = FromClockNs(release_ns);
     if (release <= now_ + kEps) {
-      StartComm(j);
+      if (!HoldForTurn(j)) StartComm(j);
       return;
     }
     j.state = State::kGate;
@@ -312,13 +315,82 @@ class Engine {
     return false;
   }
 
+  // The gate let the phase go; it still holds for a partner's turn where the shared decision
+  // says so (common/turn.hpp), on the edges relayed to the job by now, and asks again when the
+  // next one arrives (WakeForTurn) or the decision's time runs out. True while it holds.
+  bool HoldForTurn(Job& j) {
+    if (relay_s_ < 0 || j.links.empty()) return false;
+    const TurnSet* turns = scheduler_->GateTurns(j.index);
+    if (turns == nullptr) return false;
+    TurnSet seen = *turns;
+    for (std::uint32_t i = 0; i < seen.count; ++i) {
+      const Job& p = jobs_[seen.partners[i].job];
+      seen.partners[i].begun_ns = SeenEdge(p.begun);
+      seen.partners[i].ended_ns = SeenEdge(p.ended);
+    }
+    const TurnDecision d = DecideTurn(seen, ClockNs(j.gate_enter), ClockNs(now_),
+                                      kDefaultMaxWaitCapNs, j.turns_in_a_row);
+    if (!d.hold) return false;
+    if (!j.held_for_turn) {
+      j.held_for_turn = true;
+      j.turn_hold_start = now_;
+      ++j.yields;
+    }
+    j.state = State::kGate;
+    j.phase_end = FromClockNs(d.until_ns);
+    // A partner's phase end that is on its way asks again when it arrives (later ones:
+    // WakeForTurn).
+    for (std::uint32_t i = 0; i < seen.count; ++i) {
+      const double end = jobs_[seen.partners[i].job].ended[0];
+      if (end >= 0 && end + relay_s_ > now_ + kEps) {
+        j.phase_end = std::min(j.phase_end, end + relay_s_);
+      }
+    }
+    return true;
+  }
+
+  // The latest of a job's two last edges relayed by now (scheduler clock; 0: none).
+  [[nodiscard]] std::int64_t SeenEdge(const double (&edges)[2]) const {
+    for (const double t : edges) {
+      if (t >= 0 && t + relay_s_ <= now_ + kEps) return ClockNs(t);
+    }
+    return 0;
+  }
+
+  // The job's phase ended: a partner holding for its turn asks again when that is relayed.
+  void WakeForTurn(const Job& j) {
+    for (const std::size_t i : running_) {
+      Job& b = jobs_[i];
+      if (b.state != State::kGate || !b.held_for_turn || b.phase_end <= now_ + relay_s_) continue;
+      const TurnSet* turns = scheduler_->GateTurns(b.index);
+      if (turns == nullptr) continue;
+      for (std::uint32_t k = 0; k < turns->count; ++k) {
+        if (turns->partners[k].job != j.index) continue;
+        b.phase_end = now_ + relay_s_;
+        Schedule(b);
+        break;
+      }
+    }
+  }
+
+  static void Edge(double (&edges)[2], double t) {
+    edges[1] = edges[0];
+    edges[0] = t;
+  }
+
   void StartComm(Job& j) {
+    j.turns_in_a_row = j.held_for_turn ? j.turns_in_a_row + 1 : 0;
+    if (j.held_for_turn) {
+      j.sum_yield += now_ - j.turn_hold_start;
+      j.held_for_turn = false;
+    }
     j.comm_start = now_;
     if (j.links.empty()) {
       j.state = State::kLocalComm;
       j.phase_end = now_ + j.volume / cluster_.intra_node_bytes_per_s;
       return;
     }
+    Edge(j.begun, now_);
     j.remaining = j.volume;
     const Noise& noise = scenario_.noise;
     if (noise.slow_phase_p > 0 &&
@@ -405,7 +477,11 @@ class Engine {
   }
 
   bool EndIteration(Job& j) {
-    if (j.state == State::kComm) RemoveFlow(j);
+    if (j.state == State::kComm) {
+      RemoveFlow(j);
+      Edge(j.ended, now_);
+      if (relay_s_ >= 0) WakeForTurn(j);
+    }
     if (j.collective_bytes > 0) {
       UpdatePace(j.pace, CollectiveGradient(j), ToNs(now_ - j.collective_start));
     }
@@ -646,6 +722,7 @@ class Engine {
   LinkTotals totals_;  // the figures per link
   std::vector<double> link_busy_since_;
   double now_ = 0.0;
+  double relay_s_ = -1.0;             // how late partners hear of a phase edge (< 0: no turns)
   std::uint64_t yields_version_ = 0;  // the scheduler's, when phases in flight were last split
   std::uint64_t events_ = 0;
   double done_iterations_ = 0.0;

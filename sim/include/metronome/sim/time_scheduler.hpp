@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/turn.hpp"
 #include "metronome/common/yield.hpp"
 #include "metronome/sim/cluster.hpp"
 #include "metronome/sim/flow_network.hpp"
@@ -79,6 +80,9 @@ struct PolicyConfig {
   // How links share among transfers. kByClass: each job's traffic carries the class of its
   // priority (the shim's METRONOME_TRAFFIC_CLASS), served by strict priority.
   Sharing sharing = Sharing::kMaxMin;
+  // The jobs of a link that two jobs share take turns (common/turn.hpp), each told of the
+  // other's phase edges this many milliseconds late; < 0: they do not.
+  double turn_relay_ms = -1.0;
 };
 
 class TimeScheduler {
@@ -97,6 +101,8 @@ class TimeScheduler {
   // a shim that starts or stops gating): a phase in flight then takes the new sets at its next
   // collective, as the shim's parts do.
   [[nodiscard]] virtual std::uint64_t YieldsVersion() const { return 0; }
+  // The partners the job's gate takes turns with, their edges not filled in (nullptr: none).
+  [[nodiscard]] virtual const TurnSet* GateTurns(std::size_t /*index*/) { return nullptr; }
   // The job's current timetable, for reports (nullptr: none).
   [[nodiscard]] virtual const Timetable* CurrentTimetable(std::size_t index) const = 0;
   // Whether the plan marks the job best-effort (ungated, shares bandwidth).

@@ -1,0 +1,49 @@
+// Who takes turns with whom (common/turn.hpp, docs/decisions/0029): the two jobs of each link
+// that exactly two running jobs cross. The service and the simulator gather their running jobs
+// here, each with its figures, and ask what each one's gate takes turns with.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "metronome/common/turn.hpp"
+#include "metronome/controller/config.hpp"
+#include "metronome/controller/job_state.hpp"
+
+namespace metronome::controller {
+
+// A job's figures for taking turns: its phase on the wire alone and its compute between phases,
+// from its measured profile as the planner reads it (ToPlannerProfile, without the margins the
+// plan adds), and its natural period (their sum).
+struct TurnFigures {
+  int64_t wire_ns = 0;
+  int64_t compute_ns = 0;
+  int64_t period_ns = 0;
+};
+
+// The figures of `job` on links whose narrowest carries `bottleneck_bps`; none while it has no
+// profile (or one that gives no usable figures).
+[[nodiscard]] std::optional<TurnFigures> FiguresForTurns(const JobState& job, double bottleneck_bps,
+                                                         const PlanningConfig& config);
+
+class TwoJobLinks {
+ public:
+  // Counts `job` on each of its links. Without figures it still counts there, but no job takes
+  // turns with it and it takes none. The job must outlive the index.
+  void Add(const JobState& job, const std::optional<TurnFigures>& figures);
+
+  // The partners of `job`: on each of its links that it and exactly one other added job cross,
+  // that job, when it ranks at or above `job` and has figures (at most kMaxTurnPartners, in the
+  // order of `job`'s links). Their edges (begun, ended) are left for whoever keeps the set to
+  // fill in as they are relayed. Empty (count 0) when `job` has no figures or no partner.
+  [[nodiscard]] TurnSet TurnsFor(const JobState& job) const;
+
+ private:
+  std::unordered_map<std::string, std::vector<const JobState*>> by_link_;
+  std::unordered_map<uint64_t, TurnFigures> figures_;
+};
+
+}  // namespace metronome::controller

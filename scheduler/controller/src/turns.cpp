@@ -1,0 +1,67 @@
+#include "metronome/controller/turns.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "metronome/controller/plan_snapshot.hpp"
+#include "metronome/planner/model.hpp"
+#include "metronome/planner/ranked_yields.hpp"
+
+namespace metronome::controller {
+
+std::optional<TurnFigures> FiguresForTurns(const JobState& job, double bottleneck_bps,
+                                           const PlanningConfig& config) {
+  if (!job.has_profile) return std::nullopt;
+  PlanningConfig bare = config;  // the phase itself, not the window the plan gives it
+  bare.wire_margin = 0.0;
+  bare.period_margin = 0.0;
+  WireWindow wire;
+  const std::size_t ranks = job.world_size > 0 ? job.world_size : job.ranks.size();
+  const planner::JobProfile p = ToPlannerProfile(job.profile, ranks, bottleneck_bps, bare, &wire);
+  TurnFigures f;
+  f.wire_ns = wire.wire_ns > 0.0 ? std::llround(wire.wire_ns) : p.comm_ns;
+  const MeasuredProfile& m = job.profile;
+  f.compute_ns = m.compute_ns > 0 ? m.compute_ns : std::max<int64_t>(m.period_ns - m.comm_ns, 0);
+  f.period_ns = f.wire_ns + f.compute_ns;
+  const int64_t max_period = TimetableLimits{}.max_period_ns;
+  if (f.wire_ns <= 0 || f.wire_ns > max_period || f.compute_ns > max_period ||
+      f.period_ns > max_period) {
+    return std::nullopt;
+  }
+  return f;
+}
+
+void TwoJobLinks::Add(const JobState& job, const std::optional<TurnFigures>& figures) {
+  for (const std::string& l : job.links) by_link_[l].push_back(&job);
+  if (figures) figures_[job.id] = *figures;
+}
+
+TurnSet TwoJobLinks::TurnsFor(const JobState& job) const {
+  TurnSet s;
+  const auto own = figures_.find(job.id);
+  if (own == figures_.end()) return s;
+  s.wire_ns = own->second.wire_ns;
+  s.period_ns = own->second.period_ns;
+  for (const std::string& l : job.links) {
+    const auto it = by_link_.find(l);
+    if (it == by_link_.end() || it->second.size() != 2) continue;
+    const JobState* other = it->second[0] == &job ? it->second[1] : it->second[0];
+    if (other == &job || planner::RanksAbove(job.priority, other->priority)) continue;
+    const auto figures = figures_.find(other->id);
+    if (figures == figures_.end()) continue;
+    bool known = false;  // a partner on two of its links is one partner
+    for (uint32_t i = 0; i < s.count; ++i) known |= s.partners[i].job == other->id;
+    if (known) continue;
+    if (s.count == kMaxTurnPartners) break;
+    s.partners[s.count++] = {other->id,
+                             planner::RanksAbove(other->priority, job.priority),
+                             figures->second.wire_ns,
+                             figures->second.compute_ns,
+                             0,
+                             0};
+  }
+  if (s.count == 0 || ValidateTurnSet(s) != kTurnOk) return TurnSet{};
+  return s;
+}
+
+}  // namespace metronome::controller

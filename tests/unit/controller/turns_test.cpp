@@ -1,0 +1,111 @@
+// Who takes turns with whom on the links two jobs share (turns.hpp).
+#include "metronome/controller/turns.hpp"
+
+#include <gtest/gtest.h>
+
+#include "metronome/common/clock.hpp"
+
+namespace metronome::controller {
+namespace {
+
+constexpr double kTenGbit = 10e9 / 8;  // bytes per second
+
+// A 2-rank job that reduces `mb` MB a phase and computes `compute_ms` between phases.
+JobState Measured(uint64_t id, int32_t priority, std::vector<std::string> links, double mb,
+                  int64_t compute_ms) {
+  JobState j;
+  j.id = id;
+  j.name = "job" + std::to_string(id);
+  j.priority = priority;
+  j.world_size = 2;
+  j.links = std::move(links);
+  j.has_profile = true;
+  j.profile.bytes_per_phase = static_cast<uint64_t>(mb * 1e6);
+  j.profile.compute_ns = compute_ms * kMs;
+  // Its phases measured at 90 % of the link: it saturates it.
+  j.profile.min_comm_ns = static_cast<int64_t>(mb * 1e6 / (0.9 * kTenGbit) * 1e9);
+  j.profile.comm_ns = j.profile.min_comm_ns;
+  j.profile.period_ns = j.profile.compute_ns + j.profile.comm_ns;
+  return j;
+}
+
+TurnFigures Figures(const JobState& j) {
+  const auto f = FiguresForTurns(j, kTenGbit, PlanningConfig{});
+  EXPECT_TRUE(f.has_value());
+  return f.value_or(TurnFigures{});
+}
+
+TEST(Turns, FiguresAreThePhaseOnTheWireAloneAndTheComputeWithoutTheMargins) {
+  const JobState j = Measured(1, 1, {"up"}, 100, 200);
+  const TurnFigures f = Figures(j);
+  EXPECT_EQ(f.wire_ns, 80 * kMs);  // 100 MB of a 2-rank ring at 10 Gbit/s
+  EXPECT_EQ(f.compute_ns, 200 * kMs);
+  EXPECT_EQ(f.period_ns, 280 * kMs);
+  JobState unmeasured = j;
+  unmeasured.has_profile = false;
+  EXPECT_FALSE(FiguresForTurns(unmeasured, kTenGbit, PlanningConfig{}).has_value());
+}
+
+TEST(Turns, TheTwoJobsOfALinkTakeTurnsAsTheyRank) {
+  const JobState a = Measured(1, 1, {"up", "down"}, 100, 200);
+  const JobState b = Measured(2, 1, {"up"}, 200, 100);
+  const JobState low = Measured(3, 0, {"down"}, 50, 50);
+  TwoJobLinks links;
+  for (const JobState* j : {&a, &b, &low}) links.Add(*j, Figures(*j));
+
+  // a and b are equals on "up"; low ranks below a on "down".
+  const TurnSet sa = links.TurnsFor(a);
+  ASSERT_EQ(sa.count, 1u);
+  EXPECT_EQ(sa.wire_ns, 80 * kMs);
+  EXPECT_EQ(sa.period_ns, 280 * kMs);
+  EXPECT_EQ(sa.partners[0], (TurnPartner{2, false, 160 * kMs, 100 * kMs, 0, 0}));
+  const TurnSet sb = links.TurnsFor(b);
+  ASSERT_EQ(sb.count, 1u);
+  EXPECT_EQ(sb.partners[0].job, 1u);
+  const TurnSet sl = links.TurnsFor(low);
+  ASSERT_EQ(sl.count, 1u);
+  EXPECT_EQ(sl.partners[0], (TurnPartner{1, true, 80 * kMs, 200 * kMs, 0, 0}));
+}
+
+TEST(Turns, NoTurnsOnACrowdedLinkOrWithAJobNotMeasuredYet) {
+  const JobState a = Measured(1, 1, {"up"}, 100, 200);
+  const JobState b = Measured(2, 1, {"up", "side"}, 100, 200);
+  const JobState c = Measured(3, 1, {"up"}, 100, 200);
+  JobState unmeasured = Measured(4, 1, {"side"}, 100, 200);
+  unmeasured.has_profile = false;
+  TwoJobLinks links;
+  for (const JobState* j : {&a, &b, &c}) links.Add(*j, Figures(*j));
+  links.Add(unmeasured, FiguresForTurns(unmeasured, kTenGbit, PlanningConfig{}));
+  EXPECT_EQ(links.TurnsFor(a).count, 0u);  // three jobs on "up"
+  EXPECT_EQ(links.TurnsFor(b).count, 0u);  // "side": its partner has no figures
+  EXPECT_EQ(links.TurnsFor(unmeasured).count, 0u);
+}
+
+TEST(Turns, APartnerOnTwoLinksIsOnePartner) {
+  const JobState a = Measured(1, 1, {"up", "down"}, 100, 200);
+  const JobState b = Measured(2, 3, {"up", "down"}, 100, 200);
+  TwoJobLinks links;
+  for (const JobState* j : {&a, &b}) links.Add(*j, Figures(*j));
+  const TurnSet s = links.TurnsFor(a);
+  ASSERT_EQ(s.count, 1u);
+  EXPECT_TRUE(s.partners[0].higher);
+  EXPECT_EQ(links.TurnsFor(b).count, 0u);  // nothing ranks at or above it
+}
+
+TEST(Turns, AtMostKMaxTurnPartners) {
+  std::vector<JobState> jobs;
+  std::vector<std::string> own;
+  for (uint64_t i = 0; i < kMaxTurnPartners + 2; ++i) {
+    own.push_back("l" + std::to_string(i));
+    jobs.push_back(Measured(10 + i, 1, {own.back()}, 100, 200));
+  }
+  jobs.push_back(Measured(1, 1, own, 100, 200));
+  TwoJobLinks links;
+  for (const JobState& j : jobs) links.Add(j, Figures(j));
+  const TurnSet s = links.TurnsFor(jobs.back());
+  ASSERT_EQ(s.count, kMaxTurnPartners);
+  for (uint32_t i = 0; i < s.count; ++i) EXPECT_EQ(s.partners[i].job, 10 + i);
+}
+
+}  // namespace
+}  // namespace metronome::controller
