@@ -5,6 +5,7 @@
 #include "metronome/common/clock_sync.hpp"
 #include "metronome/common/protocol.hpp"
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/turn.hpp"
 #include "metronome/common/yield.hpp"
 
 namespace metronome {
@@ -69,6 +70,17 @@ proto::Message Sample(proto::MessageType t) {
       return Bye{"resnet50-job-17", 5, "exit"};
     case MessageType::kError:
       return Error{ErrorCode::kUnexpected, "report before hello"};
+    case MessageType::kPhaseEdge:
+      return PhaseEdge{"resnet50-job-17", 5, true, 1'700'000'000'000'000'000};
+    case MessageType::kTurnPush: {
+      TurnPush p{"resnet50-job-17", 3, true, {}};
+      p.turns = {40'000'000, 180'000'000, 2, {}};
+      p.turns.partners[0] = {8, false, 60'000'000, 120'000'000, 0, 0};
+      p.turns.partners[1] = {11, true, 30'000'000, 200'000'000, 0, 0};
+      return p;
+    }
+    case MessageType::kTurnEdge:
+      return TurnEdge{"resnet50-job-17", 8, false, 1'700'000'000'000'000'000};
   }
   return Bye{};
 }
@@ -84,7 +96,7 @@ void BmEncode(benchmark::State& state) {
   }
   state.SetLabel(std::string(proto::TypeName(type)) + " " + std::to_string(out.size()) + " B");
 }
-BENCHMARK(BmEncode)->DenseRange(1, 8);
+BENCHMARK(BmEncode)->DenseRange(1, 11);
 
 void BmDecode(benchmark::State& state) {
   const auto type = static_cast<proto::MessageType>(state.range(0));
@@ -96,7 +108,29 @@ void BmDecode(benchmark::State& state) {
   }
   state.SetLabel(std::string(proto::TypeName(type)));
 }
-BENCHMARK(BmDecode)->DenseRange(1, 8);
+BENCHMARK(BmDecode)->DenseRange(1, 11);
+
+// The turn decision at a phase start with four partners, two of them seen in a phase (equal and
+// higher), as the gate asks it when its timetable lets a phase go.
+void BmTurnDecision(benchmark::State& state) {
+  constexpr int64_t kT0 = 1'700'000'000'000'000'000;
+  TurnSet s{40'000'000, 180'000'000, 4, {}};
+  s.partners[0] = {1, false, 60'000'000, 120'000'000, kT0 - 30'000'000, kT0 - 200'000'000};
+  s.partners[1] = {2, true, 30'000'000, 200'000'000, kT0 - 80'000'000, kT0 - 50'000'000};
+  s.partners[2] = {3, true, 50'000'000, 90'000'000, kT0 - 10'000'000, kT0 - 90'000'000};
+  s.partners[3] = {4, false, 70'000'000, 150'000'000, kT0 - 300'000'000, kT0 - 100'000'000};
+  if (ValidateTurnSet(s) != kTurnOk) state.SkipWithError("invalid set");
+  int64_t now = kT0;
+  uint32_t in_a_row = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(now);
+    TurnDecision d = DecideTurn(s, now, now, kDefaultMaxWaitCapNs, in_a_row);
+    benchmark::DoNotOptimize(d);
+    now += 7'919;
+    in_a_row = (in_a_row + 1) & 3u;
+  }
+}
+BENCHMARK(BmTurnDecision);
 
 void BmGateDecision(benchmark::State& state) {
   Timetable tt{3,          1'700'000'000'000'000'000, 180'000'000, 3'000'000, 40'000'000, 5'000'000,

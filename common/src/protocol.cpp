@@ -32,12 +32,13 @@ void PackStr(Packer& pk, const std::string& s) {
 }
 
 void PackFields(Packer& pk, const Hello& m) {
-  // The pod fields up to the last one set: a hello without them is as older shims send it.
-  const uint32_t pod_fields = !m.pod_uid.empty()         ? 3
-                              : !m.pod_name.empty()      ? 2
-                              : !m.pod_namespace.empty() ? 1
-                                                         : 0;
-  pk.pack_array(8 + pod_fields);
+  // The pod fields up to the last one set (all of them before features): a hello without them
+  // is as older shims send it.
+  const uint32_t pod_fields = m.features != 0 || !m.pod_uid.empty() ? 3
+                              : !m.pod_name.empty()                 ? 2
+                              : !m.pod_namespace.empty()            ? 1
+                                                                    : 0;
+  pk.pack_array(8 + pod_fields + (m.features != 0 ? 1 : 0));
   PackStr(pk, m.job_id);
   PackStr(pk, m.node);
   pk.pack(m.rank);
@@ -48,13 +49,15 @@ void PackFields(Packer& pk, const Hello& m) {
   PackStr(pk, m.shim_version);
   const std::string* pod[] = {&m.pod_namespace, &m.pod_name, &m.pod_uid};
   for (uint32_t i = 0; i < pod_fields; ++i) PackStr(pk, *pod[i]);
+  if (m.features != 0) pk.pack(m.features);
 }
 
 void PackFields(Packer& pk, const Welcome& m) {
-  pk.pack_array(3);
+  pk.pack_array(m.features != 0 ? 4 : 3);
   pk.pack(m.session);
   pk.pack(m.report_interval_ms);
   pk.pack(m.server_time_ns);
+  if (m.features != 0) pk.pack(m.features);
 }
 
 void PackFields(Packer& pk, const ClockPing& m) {
@@ -146,6 +149,42 @@ void PackFields(Packer& pk, const Bye& m) {
   PackStr(pk, m.reason);
 }
 
+void PackFields(Packer& pk, const PhaseEdge& m) {
+  pk.pack_array(4);
+  PackStr(pk, m.job_id);
+  pk.pack(m.rank);
+  pk.pack(static_cast<uint32_t>(m.begun ? 1 : 0));
+  pk.pack(m.at_ns);
+}
+
+void PackFields(Packer& pk, const TurnPush& m) {
+  const TurnSet& t = m.turns;
+  const uint32_t n = t.count < kMaxTurnPartners ? t.count : kMaxTurnPartners;
+  pk.pack_array(6);
+  PackStr(pk, m.job_id);
+  pk.pack(m.version);
+  pk.pack(static_cast<uint32_t>(m.send_edges ? 1 : 0));
+  pk.pack(n > 0 ? t.wire_ns : int64_t{0});
+  pk.pack(n > 0 ? t.period_ns : int64_t{0});
+  pk.pack_array(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const TurnPartner& p = t.partners[i];
+    pk.pack_array(4);
+    pk.pack(p.job);
+    pk.pack(static_cast<uint32_t>(p.higher ? 1 : 0));
+    pk.pack(p.wire_ns);
+    pk.pack(p.compute_ns);
+  }
+}
+
+void PackFields(Packer& pk, const TurnEdge& m) {
+  pk.pack_array(4);
+  PackStr(pk, m.job_id);
+  pk.pack(m.partner);
+  pk.pack(static_cast<uint32_t>(m.begun ? 1 : 0));
+  pk.pack(m.at_ns);
+}
+
 void PackFields(Packer& pk, const Error& m) {
   pk.pack_array(2);
   pk.pack(static_cast<uint32_t>(m.code));
@@ -226,6 +265,46 @@ class FieldReader {
     return true;
   }
 
+  // A turn set's figures and partners, as TurnPush encodes them, checked by ValidateTurnSet
+  // (an empty list: no turns, figures ignored).
+  bool Turns(TurnSet& t) {
+    if (!(Int("wire_ns", t.wire_ns) && Int("period_ns", t.period_ns))) return false;
+    const msgpack::object* o = Next("partners");
+    if (o == nullptr) return false;
+    if (o->type != msgpack::type::ARRAY) return Fail("partners", "is not an array");
+    if (o->via.array.size > kMaxTurnPartners) return Fail("partners", "has more than 4 partners");
+    t.count = o->via.array.size;
+    for (uint32_t i = 0; i < t.count; ++i) {
+      const msgpack::object& p = o->via.array.ptr[i];
+      if (p.type != msgpack::type::ARRAY || p.via.array.size != 4) {
+        return Fail("partners", "has one that is not [job, higher, wire_ns, compute_ns]");
+      }
+      TurnPartner& tp = t.partners[i];
+      bool higher = false;
+      if (!(ConvertInt("partners", p.via.array.ptr[0], tp.job) &&
+            ConvertFlag("partners", p.via.array.ptr[1], higher) &&
+            ConvertInt("partners", p.via.array.ptr[2], tp.wire_ns) &&
+            ConvertInt("partners", p.via.array.ptr[3], tp.compute_ns))) {
+        return false;
+      }
+      tp.higher = higher;
+    }
+    if (t.count == 0) {
+      t = TurnSet{};
+      return true;
+    }
+    if (ValidateTurnSet(t) != kTurnOk) {
+      return Fail("partners", "has a wire time, compute or period out of range");
+    }
+    return true;
+  }
+
+  bool Flag(const char* name, bool& v) {
+    const msgpack::object* o = Next(name);
+    if (o == nullptr) return false;
+    return ConvertFlag(name, *o, v);
+  }
+
   template <typename T>
   bool Int(const char* name, T& v) {
     static_assert(std::is_integral_v<T>);
@@ -283,6 +362,15 @@ class FieldReader {
     return &f_.ptr[i_++];
   }
 
+  // 0 or 1, as the encoder writes a flag.
+  bool ConvertFlag(const char* name, const msgpack::object& o, bool& v) {
+    uint32_t x = 0;
+    if (!ConvertInt(name, o, x)) return false;
+    if (x > 1) return Fail(name, "is not 0 or 1");
+    v = x == 1;
+    return true;
+  }
+
   template <typename T>
   bool ConvertInt(const char* name, const msgpack::object& o, T& v) {
     if (o.type == msgpack::type::POSITIVE_INTEGER) {
@@ -316,7 +404,7 @@ bool ParseFields(FieldReader& r, Hello& m) {
         r.Int("world_size", m.world_size) && r.Int("priority", m.priority) && r.Int("pid", m.pid) &&
         r.Int("nccl_version", m.nccl_version) && r.Str("shim_version", m.shim_version) &&
         r.OptionalStr("pod_namespace", m.pod_namespace) && r.OptionalStr("pod_name", m.pod_name) &&
-        r.OptionalStr("pod_uid", m.pod_uid))) {
+        r.OptionalStr("pod_uid", m.pod_uid) && r.OptionalInt("features", m.features))) {
     return false;
   }
   if (m.world_size == 0) return r.Fail("world_size", "is zero");
@@ -326,7 +414,7 @@ bool ParseFields(FieldReader& r, Hello& m) {
 
 bool ParseFields(FieldReader& r, Welcome& m) {
   return r.Int("session", m.session) && r.Int("report_interval_ms", m.report_interval_ms) &&
-         r.Int("server_time_ns", m.server_time_ns);
+         r.Int("server_time_ns", m.server_time_ns) && r.OptionalInt("features", m.features);
 }
 
 bool ParseFields(FieldReader& r, ClockPing& m) {
@@ -390,6 +478,29 @@ bool ParseFields(FieldReader& r, TimetablePush& m) {
 
 bool ParseFields(FieldReader& r, Bye& m) {
   return r.Str("job_id", m.job_id, true) && r.Int("rank", m.rank) && r.Str("reason", m.reason);
+}
+
+bool ParseFields(FieldReader& r, PhaseEdge& m) {
+  if (!(r.Str("job_id", m.job_id, true) && r.Int("rank", m.rank) && r.Flag("begun", m.begun) &&
+        r.Int("at_ns", m.at_ns))) {
+    return false;
+  }
+  if (m.at_ns <= 0) return r.Fail("at_ns", "is not positive");
+  return true;
+}
+
+bool ParseFields(FieldReader& r, TurnPush& m) {
+  return r.Str("job_id", m.job_id, true) && r.Int("version", m.version) &&
+         r.Flag("send_edges", m.send_edges) && r.Turns(m.turns);
+}
+
+bool ParseFields(FieldReader& r, TurnEdge& m) {
+  if (!(r.Str("job_id", m.job_id, true) && r.Int("partner", m.partner) &&
+        r.Flag("begun", m.begun) && r.Int("at_ns", m.at_ns))) {
+    return false;
+  }
+  if (m.at_ns <= 0) return r.Fail("at_ns", "is not positive");
+  return true;
 }
 
 bool ParseFields(FieldReader& r, Error& m) {
@@ -478,6 +589,15 @@ Decoded DecodeUnchecked(const char* data, size_t size) {
     case MessageType::kError:
       ParseInto<Error>(fields, out);
       break;
+    case MessageType::kPhaseEdge:
+      ParseInto<PhaseEdge>(fields, out);
+      break;
+    case MessageType::kTurnPush:
+      ParseInto<TurnPush>(fields, out);
+      break;
+    case MessageType::kTurnEdge:
+      ParseInto<TurnEdge>(fields, out);
+      break;
     default:
       return Fail(DecodeError::kUnknownType, "message type " + std::to_string(env[1].via.u64));
   }
@@ -508,6 +628,12 @@ std::string_view TypeName(MessageType t) {
       return "bye";
     case MessageType::kError:
       return "error";
+    case MessageType::kPhaseEdge:
+      return "phase_edge";
+    case MessageType::kTurnPush:
+      return "turn_push";
+    case MessageType::kTurnEdge:
+      return "turn_edge";
   }
   return "unknown";
 }

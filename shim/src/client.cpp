@@ -1,5 +1,6 @@
 #include "client.hpp"
 
+#include <dlfcn.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,13 +25,27 @@ namespace {
 constexpr int64_t kHelloRetryNs = 1000 * kMs;
 constexpr int64_t kMaxPollNs = 50 * kMs;
 constexpr int64_t kRetireGraceNs = 2000 * kMs;
-constexpr int64_t kFollowPollNs = 5 * kMs;   // how soon a follower adopts a new timetable
+constexpr int64_t kFollowPollNs = 5 * kMs;  // how soon a follower adopts a new timetable
+// How often a job whose phase edges the scheduler relays looks for a new one (decision 0029:
+// a relay slower than about 2 ms, end to end, loses pairs again).
+constexpr int64_t kEdgePollNs = 1 * kMs;
 constexpr int64_t kLeadRetryNs = 200 * kMs;  // how soon a follower notices the leader gone
                                              // (and how often it writes its counters)
 constexpr uint64_t kNoPublication = ~0ull;
 constexpr int64_t kRebaseCheckNs = 60'000 * kMs;  // how often RebaseYields looks at the sets
 
 const char* const kShimVersion = "0.1.0";
+
+// Whether this process's collectives complete on the host before they return (the CPU
+// testbed's stand-in): only then are the host's phase edges the phases on the wire. With CUDA in
+// the process (libcuda loaded: NCCL's calls return once they are enqueued) the shim takes no
+// turns; its edges would have to come from events on the stream.
+bool CallsCompleteOnHost() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return true;
+  dlclose(h);
+  return false;
+}
 
 // A timetable and its yields as the gate may use them, from a push or from the node's segment
 // (both written by another process): ValidateTimetable's check; yields that fail are dropped.
@@ -47,6 +62,7 @@ uint32_t Sanitize(Timetable& t, YieldSet& yields) {
 
 Client::Client(Runtime& rt) : rt_(rt) {
   rx_.resize(proto::kMaxMessageBytes + 1);
+  if (rt_.GetMode() == Mode::kEnforce && CallsCompleteOnHost()) features_ = proto::kFeatureTurns;
 }
 
 bool Client::Start() {
@@ -121,7 +137,7 @@ bool Client::Connect() {
 }
 
 void Client::WaitForWork(int64_t now) {
-  int64_t next = now + (following_ ? kFollowPollNs : kMaxPollNs);
+  int64_t next = now + (following_ ? kFollowPollNs : SendsEdges() ? kEdgePollNs : kMaxPollNs);
   if (transport_) next = std::min({next, next_ping_ns_, next_report_ns_});
   next = std::min(next, DeviceGate::ServiceWaits(now));
   const auto timeout_ms = static_cast<int>(std::max<int64_t>(0, (next - now + kMs - 1) / kMs));
@@ -150,6 +166,7 @@ void Client::Loop() {
         now = RealtimeNs();
       }
       DeviceGate::ServiceWaits(now);
+      if (transport_) SendEdges();
       DrainEvents();
       following_ = false;
       for (JobState* job : rt_.Jobs()) {
@@ -226,6 +243,7 @@ void Client::Handle(const proto::Message& m, int64_t now) {
     JobState* job = awaiting_welcome_.front();
     awaiting_welcome_.erase(awaiting_welcome_.begin());
     job->registered = true;
+    scheduler_turns_ = (w->features & proto::kFeatureTurns) != 0;
     const int64_t interval = static_cast<int64_t>(w->report_interval_ms) * kMs;
     report_interval_ns_ = std::clamp<int64_t>(interval, 100 * kMs, 10'000 * kMs);
     next_report_ns_ = std::min(next_report_ns_, now + report_interval_ns_);
@@ -271,6 +289,10 @@ void Client::Handle(const proto::Message& m, int64_t now) {
     }
   } else if (const auto* t = std::get_if<proto::TimetablePush>(&m)) {
     HandleTimetable(*t);
+  } else if (const auto* tp = std::get_if<proto::TurnPush>(&m)) {
+    HandleTurns(*tp);
+  } else if (const auto* te = std::get_if<proto::TurnEdge>(&m)) {
+    HandleTurnEdge(*te);
   } else if (const auto* e = std::get_if<proto::Error>(&m)) {
     if (reject_logs_++ < 20) {
       MLOG_WARN("scheduler error %u: %s", static_cast<unsigned>(e->code), e->message.c_str());
@@ -356,6 +378,72 @@ void Client::RebaseYields(int64_t now) {
     if (!job->store.Read(t, yields) || !YieldSetDueForRebase(yields, now)) continue;
     RebaseYieldSet(yields, now);
     PublishToGates(job, t, yields);
+  }
+}
+
+void Client::HandleTurns(const proto::TurnPush& p) {
+  bool matched = false;
+  for (JobState* job : rt_.Jobs()) {
+    if (job->job_id != p.job_id || job->comms.load() == 0) continue;
+    if (job->share != nullptr && !job->share->Leads()) continue;  // followers take no turns
+    matched = true;
+    if (p.version <= job->turns_version) continue;
+    job->turns_version = p.version;
+    job->send_edges = p.send_edges;
+    job->turn_set = p.turns;  // the decoder validated it; edges start unseen
+    job->turns.Publish(job->turn_set);
+    MLOG_INFO("job %s rank %u takes turns with %u job(s)%s (v%llu)", job->job_id.c_str(), job->rank,
+              p.turns.count, p.send_edges ? ", sends its phase edges" : "",
+              static_cast<unsigned long long>(p.version));
+  }
+  if (!matched) rt_.counters.rx_rejected.fetch_add(1);
+}
+
+void Client::HandleTurnEdge(const proto::TurnEdge& e) {
+  bool matched = false;
+  for (JobState* job : rt_.Jobs()) {
+    if (job->job_id != e.job_id || job->comms.load() == 0) continue;
+    TurnSet& s = job->turn_set;
+    for (uint32_t i = 0; i < s.count; ++i) {
+      TurnPartner& p = s.partners[i];
+      if (p.job != e.partner) continue;
+      matched = true;
+      int64_t& edge = e.begun ? p.begun_ns : p.ended_ns;
+      if (e.at_ns <= edge) break;  // an older edge, or one seen already
+      edge = e.at_ns;
+      job->turns.Publish(s);
+      break;
+    }
+  }
+  if (!matched) rt_.counters.rx_rejected.fetch_add(1);
+}
+
+bool Client::SendsEdges() const {
+  if (!scheduler_turns_) return false;
+  for (JobState* job : rt_.Jobs()) {
+    if (job->send_edges && job->registered) return true;
+  }
+  return false;
+}
+
+void Client::SendEdges() {
+  if (!scheduler_turns_ || !rt_.clock_valid.load()) return;
+  const int64_t offset = rt_.server_minus_local_ns.load();
+  const std::vector<CommState*> comms = rt_.LiveComms();
+  for (JobState* job : rt_.Jobs()) {
+    if (!job->send_edges || !job->registered || job->comms.load() == 0) continue;
+    CommState* c = RhythmOf(job, comms);
+    if (c == nullptr) continue;
+    const int64_t begun = c->edge_begun_ns.load(std::memory_order_relaxed);
+    const int64_t ended = c->edge_ended_ns.load(std::memory_order_relaxed);
+    if (begun != job->sent_begun_ns && begun != 0) {
+      job->sent_begun_ns = begun;
+      Send(proto::PhaseEdge{job->job_id, job->rank, true, begun + offset});
+    }
+    if (ended != job->sent_ended_ns && ended >= begun && ended != 0) {
+      job->sent_ended_ns = ended;
+      Send(proto::PhaseEdge{job->job_id, job->rank, false, ended + offset});
+    }
   }
 }
 
@@ -551,6 +639,7 @@ void Client::SendHellos(int64_t now) {
     h.pod_namespace = rt_.GetConfig().pod_namespace;
     h.pod_name = rt_.GetConfig().pod_name;
     h.pod_uid = rt_.GetConfig().pod_uid;
+    h.features = features_;
     proto::Encode(h, buf_);
     if (!transport_->Send(buf_)) continue;  // not connected
     rt_.counters.hellos_sent.fetch_add(1);
@@ -626,6 +715,8 @@ void Client::MarkUnregistered() {
     job->registered = false;
     job->last_hello_ns = 0;
     job->accepted_version = 0;  // a restarted scheduler numbers its versions afresh
+    job->turns_version = 0;
+    job->send_edges = false;
   }
   awaiting_welcome_.clear();
 }
@@ -639,6 +730,7 @@ void Client::CheckSilence(int64_t now) {
     had_timetable = had_timetable || job->store.Version() != 0;
     job->store.Clear();
     if (job->share != nullptr && job->share->Leads()) job->share->ClearTimetable();
+    job->turns.Clear();  // its partners' edges stop coming too
   }
   for (CommState* c : rt_.LiveComms()) {
     if (c->device_slot >= 0) DeviceGate::Publish(c->device_slot, nullptr, YieldSet{}, 0);

@@ -65,6 +65,12 @@ class Client {
   void Receive();
   void Handle(const proto::Message& m, int64_t now);
   void HandleTimetable(const proto::TimetablePush& p);
+  // Taking turns (common/turn.hpp): a new set, a partner's edge, and this job's own edges sent
+  // while the scheduler asks for them.
+  void HandleTurns(const proto::TurnPush& p);
+  void HandleTurnEdge(const proto::TurnEdge& e);
+  void SendEdges();
+  bool SendsEdges() const;
   void DrainEvents();
   // The job's communicator whose rhythm is gated and reported (ChooseRhythm), or nullptr.
   static CommState* RhythmOf(JobState* job, const std::vector<CommState*>& comms);
@@ -96,8 +102,10 @@ class Client {
   int64_t next_report_ns_ = 0;
   int64_t next_rebase_ns_ = 0;
   int64_t report_interval_ns_ = 1'000'000'000;
-  int64_t last_rx_ns_ = 0;    // last message from the scheduler (0 = never)
-  bool failed_open_ = false;  // inside an outage
+  int64_t last_rx_ns_ = 0;        // last message from the scheduler (0 = never)
+  bool scheduler_turns_ = false;  // its welcome says it relays phase edges
+  uint32_t features_ = 0;         // what this shim's hellos announce (protocol Feature bits)
+  bool failed_open_ = false;      // inside an outage
   std::vector<JobState*> awaiting_welcome_;
   std::string buf_;
   std::string rx_;

@@ -320,11 +320,15 @@ Runtime::CallToken Runtime::BeforeCollective(CommState* st, Op op, uint64_t byte
       if (ts.group_depth > 0) ts.group_gated = true;
       // The phase starts when the gate lets it go: that is what the tracker and the scheduler
       // (which judges phase starts against the windows) must see.
-      const int64_t released = Gate(st, stream, bytes, true);
+      int64_t released = Gate(st, stream, bytes, true);
+      if (const int64_t turned = TakeTurn(st, tok.start_ns); turned != 0) released = turned;
       if (released != 0) {
         tok.hold_ns = std::max<int64_t>(released - tok.start_ns, 0);
         tok.start_ns = released;
       }
+    }
+    if (!st->observe_only.load(std::memory_order_relaxed)) {
+      st->edge_begun_ns.store(tok.start_ns, std::memory_order_relaxed);
     }
   } else if (mode_ == Mode::kEnforce && t_state.group_depth == 0 && st->job->store.MayYield() &&
              !st->observe_only.load(std::memory_order_relaxed)) {
@@ -352,6 +356,13 @@ void Runtime::AfterCollective(const CallToken& t) noexcept {
     st->ns_per_byte.store(pace.ns_per_byte, std::memory_order_relaxed);
   }
   st->calls.store(st->calls.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // The collective that completes the phase's bytes ends the phase (the first such one).
+  const uint64_t phase_bytes = st->phase_bytes.load(std::memory_order_relaxed);
+  if (phase_bytes != 0 && st->phase_issued >= phase_bytes &&
+      st->edge_ended_ns.load(std::memory_order_relaxed) <
+          st->edge_begun_ns.load(std::memory_order_relaxed)) {
+    st->edge_ended_ns.store(end, std::memory_order_relaxed);
+  }
   st->ring.Push(CollEvent{t.start_ns, end, t.op, t.bytes, t.hold_ns});
 }
 
@@ -414,6 +425,38 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
     Count(st, o.action, o.lateness_ns, tt, o.waited_ns, o.realigned);
   }
   return o.action == GateAction::kWaitUntil ? RealtimeNs() : 0;
+}
+
+int64_t Runtime::TakeTurn(CommState* st, int64_t arrival_ns) noexcept {
+  TurnStore& turns = st->job->turns;
+  if (!turns.MayTakeTurns() || !clock_valid.load(std::memory_order_relaxed)) {
+    st->turns_in_a_row = 0;
+    return 0;
+  }
+  // Edges arrive on the background thread: each step reads them again. Bounded twice: by the
+  // decision (one natural period from arrival, within max wait) and by the steps themselves.
+  constexpr int64_t kStepNs = 250'000;
+  const int64_t max_steps =
+      std::min(config_.max_wait_ns, TimetableLimits{}.max_wait_cap_ns) / kStepNs + 2;
+  const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
+  const int64_t start = RealtimeNs();
+  bool held = false;
+  TurnSet s;
+  for (int64_t step = 0; step < max_steps && turns.Read(s); ++step) {
+    const int64_t now = RealtimeNs();
+    const TurnDecision d =
+        DecideTurn(s, SaturatingAdd(arrival_ns, offset), SaturatingAdd(now, offset),
+                   config_.max_wait_ns, st->turns_in_a_row);
+    if (!d.hold) break;
+    held = true;
+    SleepUntilRealtime(std::min(SaturatingSub(d.until_ns, offset), now + kStepNs), 0);
+  }
+  st->turns_in_a_row = held ? st->turns_in_a_row + 1 : 0;
+  if (!held) return 0;
+  const int64_t released = RealtimeNs();
+  st->yielded.fetch_add(1, std::memory_order_relaxed);
+  st->yield_wait_ns.fetch_add(released - start, std::memory_order_relaxed);
+  return released;
 }
 
 void Runtime::Count(CommState* st, GateAction action, int64_t lateness_ns, const Timetable& tt,

@@ -22,6 +22,7 @@
 #include "rhythm.hpp"
 #include "spsc_ring.hpp"
 #include "timetable_store.hpp"
+#include "turn_store.hpp"
 
 namespace metronome::shim {
 
@@ -57,12 +58,20 @@ struct JobState {
   uint32_t world = 0;
   int32_t priority = 1;
   TimetableStore store;
+  TurnStore turns;  // whom it takes turns with, and their edges (common/turn.hpp)
   std::atomic<int> comms{0};
   // Background thread only.
   bool registered = false;
   int64_t last_hello_ns = 0;
   uint64_t accepted_version = 0;
   bool bye_sent = false;
+  // Taking turns: the version of the set in force, the set with the edges relayed so far, and
+  // whether the scheduler asked for this job's own edges (and which it sent last).
+  uint64_t turns_version = 0;
+  TurnSet turn_set;
+  bool send_edges = false;
+  int64_t sent_begun_ns = 0;
+  int64_t sent_ended_ns = 0;
   RhythmChoice rhythm;  // which of its communicators the gate holds (rhythm.hpp)
   // The job's ranks on this node (node_share.hpp): nullptr until opened, or when this rank
   // reports alone. Owned here; never freed while the job has communicators.
@@ -80,6 +89,7 @@ struct CommState {
   std::atomic<uint32_t> nranks{0};
   bool device_gate = false;  // gate with the device gate (else the host gate)
   int device_slot = -1;
+  uint32_t turns_in_a_row = 0;  // caller's thread: its phases just before that held for a turn
   // Revoked or suspended (ncclCommRevoke, ncclCommSuspend): its calls are neither tracked nor
   // gated until it resumes; its state is freed at destroy as any other's.
   std::atomic<bool> paused{false};
@@ -115,6 +125,12 @@ struct CommState {
   PhaseTracker tracker;
   PhaseEstimate estimate;
   int64_t retired_at_ns = 0;
+  // The phase edges of the rhythm it carries, local clock (the background thread sends them
+  // when asked: turn.hpp): the start of its latest phase, and the end of the last collective
+  // that completed a phase's bytes. Written by the caller's thread; last, where they add no
+  // padding before the aligned members above.
+  std::atomic<int64_t> edge_begun_ns{0};
+  std::atomic<int64_t> edge_ended_ns{0};
 };
 
 // How a communicator came to be (for its identity).
@@ -212,6 +228,10 @@ class Runtime {
   // Counts one gate decision made on the host (the host gate's, or a stream wait's).
   static void Count(CommState* st, GateAction action, int64_t lateness_ns, const Timetable& tt,
                     int64_t waited_ns, bool realigned) noexcept;
+  // After the gate let a phase go: holds it while a partner's turn lasts (common's DecideTurn),
+  // in short sleeps that read the edges the background thread keeps. Returns the local release
+  // time when it held the caller, else 0.
+  int64_t TakeTurn(CommState* st, int64_t arrival_ns) noexcept;
   bool Insert(CommState* st) noexcept;
   std::string DeriveJobId(const CommOrigin& o) const;
 

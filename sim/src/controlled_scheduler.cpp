@@ -369,7 +369,8 @@ class ControlledScheduler final : public TimeScheduler {
     ctl::TwoJobLinks links;
     for (const std::size_t i : active_) {
       const Entry& e = entries_[i];
-      links.Add(e.job, ctl::FiguresForTurns(e.job, e.view.beta_bytes_per_s, config_.planning));
+      links.Add(e.job, e.job.links,
+                ctl::FiguresForTurns(e.job, e.view.beta_bytes_per_s, config_.planning));
     }
     for (const std::size_t i : active_) entries_[i].turns = links.TurnsFor(entries_[i].job);
   }

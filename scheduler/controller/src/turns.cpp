@@ -31,32 +31,34 @@ std::optional<TurnFigures> FiguresForTurns(const JobState& job, double bottlenec
   return f;
 }
 
-void TwoJobLinks::Add(const JobState& job, const std::optional<TurnFigures>& figures) {
-  for (const std::string& l : job.links) by_link_[l].push_back(&job);
-  if (figures) figures_[job.id] = *figures;
+void TwoJobLinks::Add(const JobState& job, std::vector<std::string> links,
+                      const std::optional<TurnFigures>& figures) {
+  for (const std::string& l : links) by_link_[l].push_back(&job);
+  jobs_[job.id] = {std::move(links), figures};
 }
 
 TurnSet TwoJobLinks::TurnsFor(const JobState& job) const {
   TurnSet s;
-  const auto own = figures_.find(job.id);
-  if (own == figures_.end()) return s;
-  s.wire_ns = own->second.wire_ns;
-  s.period_ns = own->second.period_ns;
-  for (const std::string& l : job.links) {
+  const auto own = jobs_.find(job.id);
+  if (own == jobs_.end() || !own->second.figures) return s;
+  s.wire_ns = own->second.figures->wire_ns;
+  s.period_ns = own->second.figures->period_ns;
+  for (const std::string& l : own->second.links) {
     const auto it = by_link_.find(l);
     if (it == by_link_.end() || it->second.size() != 2) continue;
     const JobState* other = it->second[0] == &job ? it->second[1] : it->second[0];
     if (other == &job || planner::RanksAbove(job.priority, other->priority)) continue;
-    const auto figures = figures_.find(other->id);
-    if (figures == figures_.end()) continue;
+    const auto entry = jobs_.find(other->id);
+    if (entry == jobs_.end() || !entry->second.figures) continue;
+    const TurnFigures& figures = *entry->second.figures;
     bool known = false;  // a partner on two of its links is one partner
     for (uint32_t i = 0; i < s.count; ++i) known |= s.partners[i].job == other->id;
     if (known) continue;
     if (s.count == kMaxTurnPartners) break;
     s.partners[s.count++] = {other->id,
                              planner::RanksAbove(other->priority, job.priority),
-                             figures->second.wire_ns,
-                             figures->second.compute_ns,
+                             figures.wire_ns,
+                             figures.compute_ns,
                              0,
                              0};
   }

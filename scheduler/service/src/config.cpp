@@ -171,6 +171,7 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
                   {"offline_interval_ms", Int(c.offline_interval_ms, 0, 86'400'000)},
                   {"offline_budget_ms", Int(c.offline_budget_ms, 1, 600'000)},
                   {"offline_max_moves", Int(c.offline_max_moves, 0, 1'000'000)},
+                  {"turns", Bool(c.turns)},
                   {"planning_parts", Int(c.planning_parts, 1, 64)},
                   {"planning_threads", Int(c.planning_threads, 1, 64)},
                   {"phase_history", Int(c.phase_history, 1, 100'000)}});

@@ -159,6 +159,23 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                  .Name("metronome_timetable_pushes_total")
                  .Help("Timetables sent to ranks, by reason (plan, register, stale)")
                  .Register(r);
+  turn_edges_ = &BuildCounter()
+                     .Name("metronome_turn_edges_total")
+                     .Help(
+                         "Phase edges received from shims, by outcome (relayed, no_partner: no "
+                         "job takes turns with it, other_rank: a lower rank speaks for the job, "
+                         "off: controller.turns is false)")
+                     .Register(r);
+  turn_edges_relayed_ = &BuildCounter()
+                             .Name("metronome_turn_edge_messages_total")
+                             .Help("Phase edges sent on to the shims of the jobs taking turns")
+                             .Register(r)
+                             .Add({});
+  turn_pushes_ = &BuildCounter()
+                      .Name("metronome_turn_pushes_total")
+                      .Help("Turn sets (whom a job takes turns with) sent to ranks")
+                      .Register(r)
+                      .Add({});
   http_requests_ = &BuildCounter()
                         .Name("metronome_http_requests_total")
                         .Help("HTTP requests, by route and status code")
@@ -218,6 +235,11 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                          .Help("|phase start - nearest window opening| of measured phases")
                          .Register(r)
                          .Add({}, LatencyBuckets());
+  turn_edge_age_ = &BuildHistogram()
+                        .Name("metronome_turn_edge_age_seconds")
+                        .Help("From a phase edge on its shim (scheduler clock) to its relay")
+                        .Register(r)
+                        .Add({}, LatencyBuckets());
   leader_ = &BuildGauge()
                  .Name("metronome_leader")
                  .Help("1 while this replica plans (the leader, or the only one); 0 on a standby")
@@ -287,6 +309,9 @@ prometheus::Counter& Metrics::OfflineRuns(const std::string& result) {
 }
 prometheus::Counter& Metrics::TimetablePushes(const std::string& reason) {
   return pushes_->Add({{"reason", reason}});
+}
+prometheus::Counter& Metrics::TurnEdges(const std::string& outcome) {
+  return turn_edges_->Add({{"outcome", outcome}});
 }
 prometheus::Counter& Metrics::HttpRequests(const std::string& route, int status) {
   return http_requests_->Add({{"route", route}, {"code", std::to_string(status)}});

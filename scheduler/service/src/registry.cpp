@@ -256,6 +256,9 @@ void Registry::HandleLocked(const std::vector<std::string>& frames, int64_t t_re
     case proto::MessageType::kBye:
       HandleBye(client, std::get<proto::Bye>(d.message), t_recv);
       break;
+    case proto::MessageType::kPhaseEdge:
+      HandleEdge(client, std::get<proto::PhaseEdge>(d.message), t_recv);
+      break;
     case proto::MessageType::kError: {
       const auto& e = std::get<proto::Error>(d.message);
       spdlog::warn("zmq: client {} reports an error: code={} {}", Printable(identity),
@@ -340,6 +343,7 @@ void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t n
   rank.session = ++next_session_;
   rank.pid = m.pid;
   rank.shim_version = m.shim_version;
+  rank.features = m.features;
   rank.registered_ns = now;
   rank.last_seen_ns = now;
   client.members.insert({m.job_id, m.rank});
@@ -352,7 +356,16 @@ void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t n
   w.session = rank.session;
   w.report_interval_ms = config_.registry.report_interval_ms;
   w.server_time_ns = RealtimeNs();
+  if (config_.controller.turns) w.features = proto::kFeatureTurns;
   Queue(client.identity, w);
+  if (config_.controller.turns) {
+    turns_members_changed_ = true;  // its links follow from its ranks' nodes
+    if (job.turns_version > 0 && (rank.features & proto::kFeatureTurns) != 0) {
+      proto::TurnPush t{job.name, job.turns_version, job.sends_edges, job.turns};
+      Queue(client.identity, t);
+      metrics_.TurnPushes().Increment();
+    }
+  }
 
   if (priority > job.priority) {
     job.priority = priority;
@@ -424,16 +437,23 @@ void Registry::Decide(JobState& job, const char* decision, spdlog::level::level_
   if (job.decisions.size() > kMaxDecisions) job.decisions.erase(job.decisions.begin());
 }
 
-void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, int64_t now) {
-  auto it = jobs_.find(m.job_id);
-  if (it == jobs_.end() || !it->second.ranks.contains(m.rank) ||
-      it->second.ranks[m.rank].identity != client.identity) {
+JobState* Registry::Sender(ClientState& client, const std::string& job_id, uint32_t rank,
+                           const char* what) {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end() || !it->second.ranks.contains(rank) ||
+      it->second.ranks[rank].identity != client.identity) {
     Reject(&client, client.identity, proto::ErrorCode::kUnexpected, "unexpected",
-           "report for job " + m.job_id + " rank " + std::to_string(m.rank) +
+           std::string(what) + " for job " + job_id + " rank " + std::to_string(rank) +
                " before its hello (register first)");
-    return;
+    return nullptr;
   }
-  JobState& job = it->second;
+  return &it->second;
+}
+
+void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, int64_t now) {
+  JobState* sender = Sender(client, m.job_id, m.rank, "report");
+  if (sender == nullptr) return;
+  JobState& job = *sender;
   RankState& rank = job.ranks[m.rank];
   const bool was_deferred = !job.overrun_deferred_to.empty();
   const ReportVerdict v = ApplyReport(job, rank, m, config_.controller, config_.planning, now,
@@ -474,6 +494,7 @@ void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, 
                v.overrun_deferred_to +
                " (higher priority, on its links) runs past its cushion: its widening first");
   }
+  if (config_.controller.turns && job.has_profile) turns_profiles_changed_ = true;
   if (v.first_profile) {
     spdlog::info("registry: job={} profile period={}ns comm={}ns bytes={} confidence={:.2f}",
                  job.name, job.profile.period_ns, job.profile.comm_ns, job.profile.bytes_per_phase,
@@ -525,6 +546,8 @@ void Registry::RemoveJob(const std::string& name, const char* reason) {
   }
   observers_.erase(name);
   waiting_for_links_.erase(name);
+  edge_sources_.erase(it->second.id);
+  turns_members_changed_ = config_.controller.turns;
   metrics_.JobsRemoved(reason).Increment();
   job_names_.erase(it->second.id);
   spdlog::info("registry: job {} removed ({})", name, reason);
@@ -657,6 +680,10 @@ void Registry::TickLocked(int64_t now) {
   }
   if (!observers_.empty() && (observers_changed_ || observed_version_ != plan_version_)) {
     RefreshObservers(now);
+  }
+  if (turns_members_changed_ ||
+      (turns_profiles_changed_ && now - turns_refreshed_ns_ >= 1'000'000'000)) {
+    RefreshTurns(now);
   }
   // Silent ranks, then jobs left without ranks. Every rank at once held the endpoint thread for
   // milliseconds at 65,536 ranks, so each tick visits a share of the jobs, going on from where

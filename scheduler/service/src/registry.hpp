@@ -141,8 +141,16 @@ class Registry {
   void HandleLocked(const std::vector<std::string>& frames, int64_t t_recv);
   void TickLocked(int64_t now);
   void HandleHello(ClientState& client, const proto::Hello& m, int64_t now);
+  // The job a message of `client` names, when that client registered the rank it names; else
+  // the message (`what`) is answered and counted as unexpected, and nullptr.
+  JobState* Sender(ClientState& client, const std::string& job_id, uint32_t rank, const char* what);
   void HandleReport(ClientState& client, const proto::ProfileReport& m, int64_t now);
   void HandleBye(ClientState& client, const proto::Bye& m, int64_t now);
+  // Taking turns (controller/turns.hpp): a job's phase edge relayed to the jobs that take turns
+  // with it; the sets recomputed from the jobs' links and profiles, and pushed where they moved.
+  void HandleEdge(ClientState& client, const proto::PhaseEdge& m, int64_t now);
+  void RefreshTurns(int64_t now);
+  void PushTurns(JobState& job);
   void Reject(ClientState* client, const std::string& identity, proto::ErrorCode code,
               const std::string& reason, const std::string& message);
   void Queue(const std::string& identity, const proto::Message& m);
@@ -162,6 +170,9 @@ class Registry {
   void Decide(JobState& job, const char* decision, spdlog::level::level_enum level,
               const std::string& detail);
   std::vector<std::string> LinksOf(const JobState& job) const;
+  // The identities of the job's ranks whose shims take turns, each once (with node sharing
+  // one client speaks for several ranks).
+  std::set<std::string> TurnIdentities(const JobState& job) const;
 
   // Readers of every job (the status API, the gauges, the plan listener) hold the lock for a
   // slice of this many jobs at a time: at thousands of jobs one pass held every report, ping
@@ -236,6 +247,18 @@ class Registry {
   std::set<std::string> inherited_;
   int64_t inherited_until_ns_ = 0;
   std::set<std::string> waiting_for_links_;
+  // Taking turns: the sets are recomputed at a tick after a job came or left, or at most once a
+  // second after reports moved profiles; who listens to each job's edges (by job id); and the
+  // rank whose edges speak for each job (the lowest that sent one in the last second).
+  bool turns_members_changed_ = false;
+  bool turns_profiles_changed_ = false;
+  int64_t turns_refreshed_ns_ = 0;
+  std::unordered_map<uint64_t, std::vector<uint64_t>> edge_listeners_;
+  struct EdgeSource {
+    uint32_t rank = 0;
+    int64_t last_ns = 0;
+  };
+  std::unordered_map<uint64_t, EdgeSource> edge_sources_;
 };
 
 }  // namespace metronome::service

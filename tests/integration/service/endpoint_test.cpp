@@ -32,11 +32,12 @@ struct Job2 {
 };
 
 Job2 RegisterJob(zmq::context_t& ctx, const Scheduler& s, const std::string& name,
-                 const std::string& n0, const std::string& n1, int32_t priority = 1) {
+                 const std::string& n0, const std::string& n1, int32_t priority = 1,
+                 uint32_t features = 0) {
   Job2 j{name, std::make_unique<ProtoClient>(ctx, s.Endpoint()),
          std::make_unique<ProtoClient>(ctx, s.Endpoint())};
-  EXPECT_TRUE(j.r0->Register(name, 0, 2, n0, priority)) << name;
-  EXPECT_TRUE(j.r1->Register(name, 1, 2, n1, priority)) << name;
+  EXPECT_TRUE(j.r0->Register(name, 0, 2, n0, priority, features)) << name;
+  EXPECT_TRUE(j.r1->Register(name, 1, 2, n1, priority, features)) << name;
   return j;
 }
 
@@ -359,6 +360,68 @@ TEST(SchedulerEndpoint, AnOverrunWideningThatWouldDoubleThePeriodIsRefused) {
   EXPECT_EQ((*job)["profile"]["overrun_refused_ns"].get<int64_t>(), 230 * kMs);
   EXPECT_EQ((*job)["profile"]["phase_floor_ns"].get<int64_t>(), 0);
   EXPECT_NE(s.Log().find("decision=overrun_refused"), std::string::npos);
+}
+
+// Two jobs of equal priority on the two racks' uplinks, which only they cross (controller.turns
+// on): each is pushed the other as its partner and asked for its phase edges; an edge of one's
+// rank 0 reaches both ranks of the other at once, the edges of its rank 1 speak for no one
+// (rank 0 does), and everything is counted. With turns off, a welcome announces none and an
+// edge is refused and counted.
+TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed) {
+  Scheduler s({"--config", TwoRackConfig("turns.yaml", "  turns: true\n")});
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "a", "h1", "h3", 1, proto::kFeatureTurns);
+  auto b = RegisterJob(ctx, s, "b", "h2", "h4", 1, proto::kFeatureTurns);
+  ReportPhases(a, 150, 150, {});
+  ReportPhases(b, 100, 100, {});
+  const auto ta = a.r0->Expect<proto::TurnPush>(5000);
+  const auto tb = b.r0->Expect<proto::TurnPush>(5000);
+  ASSERT_TRUE(ta && tb) << s.Log();
+  ASSERT_TRUE(b.r1->Expect<proto::TurnPush>(5000));
+  ASSERT_EQ(ta->turns.count, 1u);
+  ASSERT_EQ(tb->turns.count, 1u);
+  EXPECT_TRUE(ta->send_edges);
+  EXPECT_FALSE(ta->turns.partners[0].higher);
+  // Their wire times from their bytes at 200 Mbit/s (ReportPhases: 150 and 100 ms with a 10 %
+  // margin taken out), the other's compute as reported.
+  EXPECT_NEAR(static_cast<double>(ta->turns.wire_ns), 150e6 / 1.1, 1e6);
+  EXPECT_NEAR(static_cast<double>(ta->turns.partners[0].wire_ns), 100e6 / 1.1, 1e6);
+  EXPECT_EQ(ta->turns.partners[0].compute_ns, 400 * kMs);
+  const uint64_t id_a = tb->turns.partners[0].job;
+
+  const int64_t at = RealtimeNs();
+  a.r0->Send(proto::PhaseEdge{"a", 0, true, at});
+  for (ProtoClient* r : {b.r0.get(), b.r1.get()}) {
+    const auto e = r->Expect<proto::TurnEdge>();
+    ASSERT_TRUE(e) << s.Log();
+    EXPECT_EQ(e->job_id, "b");
+    EXPECT_EQ(e->partner, id_a);
+    EXPECT_TRUE(e->begun);
+    EXPECT_EQ(e->at_ns, at);
+  }
+  a.r1->Send(proto::PhaseEdge{"a", 1, false, at + 1});
+  EXPECT_FALSE(b.r0->Expect<proto::TurnEdge>(300));
+  // A phase edge for a rank that never said hello is refused.
+  auto stranger = std::make_unique<ProtoClient>(ctx, s.Endpoint());
+  stranger->Send(proto::PhaseEdge{"a", 0, false, at + 2});
+  const auto refused = stranger->Expect<proto::Error>();
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->code, proto::ErrorCode::kUnexpected);
+  const std::string m = s.Metrics();
+  EXPECT_NE(m.find("metronome_turn_edges_total{outcome=\"relayed\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("metronome_turn_edges_total{outcome=\"other_rank\"} 1"), std::string::npos);
+  EXPECT_NE(m.find("metronome_turn_edge_messages_total 2"), std::string::npos);
+
+  Scheduler off({"--config", TwoRackConfig("turns-off.yaml")});
+  ASSERT_TRUE(off.Ready()) << off.Log();
+  ProtoClient r(ctx, off.Endpoint());
+  const auto w = r.Register("c", 0, 2, "h1", 1, proto::kFeatureTurns);
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->features, 0u);
+  r.Send(proto::PhaseEdge{"c", 0, true, RealtimeNs()});
+  EXPECT_TRUE(r.Expect<proto::Error>());
+  EXPECT_NE(off.Metrics().find("metronome_turn_edges_total{outcome=\"off\"} 1"), std::string::npos);
 }
 
 TEST(SchedulerEndpoint, ReplansWhenJobsJoinAndLeave) {

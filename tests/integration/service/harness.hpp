@@ -327,7 +327,7 @@ class ProtoClient {
   }
 
   proto::Hello MakeHello(const std::string& job, uint32_t rank, uint32_t world,
-                         const std::string& node, int32_t priority = 1) {
+                         const std::string& node, int32_t priority = 1, uint32_t features = 0) {
     proto::Hello h;
     h.job_id = job;
     h.rank = rank;
@@ -336,12 +336,14 @@ class ProtoClient {
     h.priority = priority;
     h.pid = static_cast<uint32_t>(::getpid());
     h.shim_version = "test";
+    h.features = features;
     return h;
   }
 
   std::optional<proto::Welcome> Register(const std::string& job, uint32_t rank, uint32_t world,
-                                         const std::string& node, int32_t priority = 1) {
-    Send(MakeHello(job, rank, world, node, priority));
+                                         const std::string& node, int32_t priority = 1,
+                                         uint32_t features = 0) {
+    Send(MakeHello(job, rank, world, node, priority, features));
     return Expect<proto::Welcome>();
   }
 

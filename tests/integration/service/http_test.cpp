@@ -428,6 +428,7 @@ TEST(SchedulerConfig, HelpDocumentsEverySetting) {
                           "timetable.max_wait_ms",
                           "timetable.late_slack_scale",
                           "controller.tick_ms",
+                          "controller.turns",
                           "controller.late_reports",
                           "controller.lateness_jitter_us",
                           "controller.late_fraction",

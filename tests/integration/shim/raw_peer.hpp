@@ -56,6 +56,13 @@ class RawPeer {
 
   // Called from the peer thread every millisecond once a shim said hello.
   std::function<void(RawPeer&)> tick;
+  // What its welcomes announce (protocol Feature bits); set before Start.
+  uint32_t welcome_features = 0;
+  // The phase edges the shims sent, in order.
+  std::vector<proto::PhaseEdge> Edges() {
+    std::lock_guard<std::mutex> l(mu_);
+    return edges_;
+  }
 
   // To every shim that said hello (peer thread only).
   void SendRaw(const std::string& bytes) {
@@ -94,6 +101,10 @@ class RawPeer {
           std::lock_guard<std::mutex> l(mu_);
           reports_[r->rank] = *r;
         }
+        if (const auto* e = std::get_if<proto::PhaseEdge>(&d.message)) {
+          std::lock_guard<std::mutex> l(mu_);
+          edges_.push_back(*e);
+        }
         if (const auto* h = std::get_if<proto::Hello>(&d.message)) {
           if (std::find(identities_.begin(), identities_.end(), identity) == identities_.end()) {
             identities_.push_back(identity);
@@ -103,7 +114,7 @@ class RawPeer {
             job_id_ = h->job_id;
           }
           hellos_.fetch_add(1);
-          Reply(identity, proto::Welcome{42, 200, RealtimeNs()});
+          Reply(identity, proto::Welcome{42, 200, RealtimeNs(), welcome_features});
         } else if (const auto* p = std::get_if<proto::ClockPing>(&d.message)) {
           pings_.fetch_add(1);
           const int64_t t = RealtimeNs();
@@ -125,6 +136,7 @@ class RawPeer {
   std::string endpoint_;
   std::vector<std::string> identities_;
   std::map<uint32_t, proto::ProfileReport> reports_;
+  std::vector<proto::PhaseEdge> edges_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<int> hellos_{0};

@@ -225,6 +225,110 @@ TEST(ShimSafety, YieldsHoldCollectivesForHigherWindowsWithinTheirMaxWait) {
   EXPECT_LE(beyond * 2, static_cast<long>(holds.size())) << "held beyond the yields' max wait";
 }
 
+// Taking turns (common/turn.hpp) against a scheduler that relays edges: the shim holds a phase
+// start while a partner is in its phase, as the edges the scheduler relays say, until the
+// partner's end arrives, and a higher partner that never ends holds it one natural period (its
+// bound); without an edge it never holds. It sends its own phases' begin and end, on the
+// scheduler's clock, while the scheduler asks for them; every hold counts as a yield.
+TEST(ShimSafety, TakesTurnsOnTheRelayedEdgesAndSendsItsOwn) {
+  constexpr int64_t kPeriod = 20 * kMs;  // its own natural period: the longest a turn holds
+  std::atomic<int> version{0};           // the set pushed; 2: the partner is of higher priority
+  std::atomic<int64_t> begin_at{0}, end_at{0};
+  RawPeer peer;
+  peer.welcome_features = proto::kFeatureTurns;
+  peer.tick = [&](RawPeer& p) {
+    PushEvery100ms(p, Timetable{1, 0, kPeriod, 0, kPeriod, 0, 0});
+    static thread_local int sent = 0;
+    static thread_local int64_t begun = 0, ended = 0;
+    if (p.Pings() > 0 && version.load() != sent) {
+      sent = version.load();
+      proto::TurnPush t{p.JobId(), static_cast<uint64_t>(sent), true, {}};
+      t.turns = {5 * kMs, kPeriod, 1, {}};
+      t.turns.partners[0] = {7, sent == 2, 6 * kMs, 10 * kMs, 0, 0};
+      p.Send(t);
+    }
+    const int64_t now = RealtimeNs();
+    if (begin_at.load() != begun && now >= begin_at.load()) {
+      begun = begin_at.load();
+      p.Send(proto::TurnEdge{p.JobId(), 7, true, begun});
+    }
+    if (end_at.load() != ended && now >= end_at.load()) {
+      ended = end_at.load();
+      p.Send(proto::TurnEdge{p.JobId(), 7, false, ended});
+    }
+  };
+  peer.Start();
+  ShimUnderTest shim(peer.Endpoint());
+  constexpr int64_t kCompute = 3'300'000;
+  shim.TeachRhythm(peer, {{shim.comm, 0, 20'000, 4096}, {shim.comm, 40'000, 20'000, 4096}},
+                   kCompute + 60'000, 200);
+  version = 1;
+  const CommState* st = shim.rt->Find(shim.comm);
+  ASSERT_NE(st, nullptr);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return shim.Job()->turns.MayTakeTurns() && shim.rt->clock_valid.load() &&
+               !st->observe_only.load();
+      },
+      5s))
+      << "no turns in force";
+  const auto phase = [&] {  // a phase of two collectives; the hold at its start
+    const int64_t hold = shim.Collective();
+    shim.Collective();
+    return hold;
+  };
+  const auto seen = [&](bool begun, int64_t at) {
+    return WaitFor(
+        [&] {
+          TurnSet s;
+          return shim.Job()->turns.Read(s) && s.count == 1 &&
+                 (begun ? s.partners[0].begun_ns : s.partners[0].ended_ns) == at;
+        },
+        2s);
+  };
+  EXPECT_EQ(phase(), 0) << "no partner in a phase: no hold";
+
+  // An equal in its phase: held until its end arrives, 6 ms after its begin.
+  const int64_t b1 = RealtimeNs() + shim.rt->server_minus_local_ns.load();
+  begin_at = b1;
+  ASSERT_TRUE(seen(true, b1));
+  end_at = b1 + 6 * kMs;
+  const int64_t held = phase();
+  EXPECT_GT(held, 3 * kMs);
+  EXPECT_LT(held, kPeriod) << "held past the end's arrival";
+  EXPECT_EQ(phase(), 0) << "the partner's phase has ended";
+
+  // A higher partner that begins and never ends: one natural period at most.
+  version = 2;
+  ASSERT_TRUE(WaitFor([&] { return shim.Job()->turns_version == 2; }, 2s));
+  const int64_t b2 = RealtimeNs() + shim.rt->server_minus_local_ns.load();
+  begin_at = b2;
+  ASSERT_TRUE(seen(true, b2));
+  const int64_t bounded = phase();
+  EXPECT_GE(bounded, kPeriod - 2 * kMs);
+  EXPECT_LT(bounded, 3 * kPeriod);
+  EXPECT_EQ(st->yielded.load(), 2u);
+
+  // Its own edges, begun then ended, each phase's end after its begin.
+  ASSERT_TRUE(WaitFor([&] { return peer.Edges().size() >= 6; }, 2s));
+  peer.Stop();
+  const std::vector<proto::PhaseEdge> edges = peer.Edges();
+  int begins = 0, ends = 0;
+  int64_t last_begin = 0;
+  for (const proto::PhaseEdge& e : edges) {
+    EXPECT_EQ(e.rank, 0u);
+    if (e.begun) {
+      ++begins;
+      last_begin = e.at_ns;
+    } else {
+      ++ends;
+      EXPECT_GE(e.at_ns, last_begin);
+    }
+  }
+  EXPECT_GE(begins, 3);
+  EXPECT_GE(ends, 3);
+}
+
 // A job with two communicators, as tensor plus data parallelism has them: a split one with calls
 // spread through the compute, and the parent with one burst an iteration. Once their rhythms are
 // known only the parent, whose rhythm the timetable describes, is held; the split one is

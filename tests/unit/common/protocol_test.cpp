@@ -4,6 +4,7 @@
 #include <msgpack.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 
 namespace metronome::proto {
@@ -58,15 +59,28 @@ std::vector<Message> OneOfEach() {
   push.yields.windows[1] = {517'000'000, 400'000'000, 120'000'000};
   push.yields.windows[2] = {190'000'000, 0, 30'000'000};
 
+  TurnPush turns;
+  turns.job_id = "bert-large-7";
+  turns.version = 4;
+  turns.send_edges = true;
+  turns.turns.wire_ns = 91'000'000;
+  turns.turns.period_ns = 371'000'000;
+  turns.turns.count = 2;
+  turns.turns.partners[0] = {12, false, 120'000'000, 150'000'000, 0, 0};
+  turns.turns.partners[1] = {31, true, 40'000'000, 300'000'000, 0, 0};
+
   return {
       hello,
-      Welcome{77, 1000, 1'700'000'000'000'000'000},
+      Welcome{77, 1000, 1'700'000'000'000'000'000, kFeatureTurns},
       ClockPing{5, 1'700'000'000'000'000'001},
       ClockPong{5, 1'700'000'000'000'000'001, 1'700'000'000'000'050'000, 1'700'000'000'000'060'000},
       rep,
       push,
       Bye{"bert-large-7", 3, "communicator destroyed"},
-      Error{ErrorCode::kUnexpected, "report before hello"}};
+      Error{ErrorCode::kUnexpected, "report before hello"},
+      PhaseEdge{"bert-large-7", 3, true, 1'700'000'000'000'000'002},
+      turns,
+      TurnEdge{"bert-large-7", 12, false, 1'700'000'000'000'000'003}};
 }
 
 // Field-by-field equality through re-encoding: the encoding is canonical, so equal bytes mean
@@ -155,6 +169,45 @@ TEST(Protocol, HelloCarriesThePodWhenItKnowsIt) {
   d = Decode(Encode(h));
   EXPECT_EQ(d.error, DecodeError::kBadField);
   EXPECT_NE(d.detail.find("'pod_uid'"), std::string::npos) << d.detail;
+}
+
+// Features ride in trailing fields: a hello or welcome without them is as older peers send it
+// (and decodes as none), and a hello with them carries its pod fields, empty or not, before.
+TEST(Protocol, FeaturesAreTrailingFieldsOlderPeersLeaveOut) {
+  Hello h;
+  h.job_id = "j";
+  h.world_size = 2;
+  const std::string plain = Encode(h);
+  h.features = kFeatureTurns;
+  const std::string with = Encode(h);
+  EXPECT_GT(with.size(), plain.size());
+  const Decoded d = Decode(with);
+  ASSERT_TRUE(d.Ok()) << d.detail;
+  EXPECT_EQ(std::get<Hello>(d.message).features, kFeatureTurns);
+  EXPECT_EQ(std::get<Hello>(d.message).pod_uid, "");
+  EXPECT_EQ(std::get<Hello>(Decode(plain).message).features, 0u);
+  EXPECT_EQ(Encode(Welcome{1, 1000, 5, 0}).size() + 1, Encode(Welcome{1, 1000, 5, 1}).size());
+  EXPECT_EQ(std::get<Welcome>(Decode(Encode(Welcome{1, 1000, 5, 0})).message).features, 0u);
+}
+
+TEST(Protocol, ATurnPushCarriesItsPartnersAndAnEmptyOneMeansNoTurns) {
+  const auto msgs = OneOfEach();
+  const Decoded d = Decode(Encode(msgs[9]));
+  ASSERT_TRUE(d.Ok()) << d.detail;
+  const auto& p = std::get<TurnPush>(d.message);
+  EXPECT_EQ(p.version, 4u);
+  EXPECT_TRUE(p.send_edges);
+  EXPECT_EQ(p.turns, std::get<TurnPush>(msgs[9]).turns);
+  TurnPush none;
+  none.job_id = "j";
+  none.version = 5;
+  none.turns.wire_ns = 77;  // no partners: the figures do not go out
+  const Decoded e = Decode(Encode(none));
+  ASSERT_TRUE(e.Ok()) << e.detail;
+  EXPECT_EQ(std::get<TurnPush>(e.message).turns, TurnSet{});
+  const auto& edge = std::get<TurnEdge>(Decode(Encode(msgs[10])).message);
+  EXPECT_EQ(edge.partner, 12u);
+  EXPECT_FALSE(edge.begun);
 }
 
 TEST(Protocol, EncoderTruncatesOverlongFieldsSoTheResultDecodes) {
@@ -471,6 +524,70 @@ TEST(ProtocolReject, WrongVersion) {
   const Decoded d = Decode(v2);
   EXPECT_EQ(d.error, DecodeError::kVersion);
   EXPECT_NE(d.detail.find("version 2"), std::string::npos);
+}
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+TEST(ProtocolReject, TurnsTheGateCannotUse) {
+  auto push = [](const std::function<void(Packer&)>& partners, int64_t wire = 10'000'000) {
+    return Raw(kProtocolVersion, static_cast<uint32_t>(MessageType::kTurnPush), [&](auto& pk) {
+      pk.pack_array(6);
+      pk.pack(std::string("j"));
+      pk.pack(1);
+      pk.pack(0);
+      pk.pack(wire);
+      pk.pack(int64_t{50'000'000});
+      partners(pk);
+    });
+  };
+  auto one = [](int64_t wire, int64_t compute, uint32_t higher = 0) {
+    return [=](Packer& pk) {
+      pk.pack_array(1);
+      pk.pack_array(4);
+      pk.pack(7);
+      pk.pack(higher);
+      pk.pack(wire);
+      pk.pack(compute);
+    };
+  };
+  EXPECT_TRUE(Decode(push(one(5'000'000, 20'000'000))).Ok());
+  for (const std::string& bad :
+       {push(one(0, 20'000'000)), push(one(5'000'000, -1)), push(one(5'000'000, 1, 2)),
+        push(one(5'000'000, 1), 0), push(one(int64_t{4'000'000'000'000}, 1)),
+        push([](Packer& pk) { pk.pack(3); }), push([](Packer& pk) {
+          pk.pack_array(5);
+          for (int i = 0; i < 5; ++i) {
+            pk.pack_array(4);
+            pk.pack(i);
+            pk.pack(0);
+            pk.pack(1'000'000);
+            pk.pack(1'000'000);
+          }
+        }),
+        push([](Packer& pk) {
+          pk.pack_array(1);
+          pk.pack_array(3);
+          pk.pack(1);
+          pk.pack(0);
+          pk.pack(1);
+        })}) {
+    const Decoded d = Decode(bad);
+    EXPECT_EQ(d.error, DecodeError::kBadField) << d.detail;
+  }
+  // Edges at times that are not times, and flags that are not flags.
+  for (const Message& m :
+       {Message{PhaseEdge{"j", 0, true, 0}}, Message{TurnEdge{"j", 1, true, -5}}}) {
+    EXPECT_EQ(Decode(Encode(m)).error, DecodeError::kBadField) << TypeName(TypeOf(m));
+  }
+  const std::string flag =
+      Raw(kProtocolVersion, static_cast<uint32_t>(MessageType::kTurnEdge), [](auto& pk) {
+        pk.pack_array(4);
+        pk.pack(std::string("j"));
+        pk.pack(1);
+        pk.pack(2);
+        pk.pack(5);
+      });
+  EXPECT_EQ(Decode(flag).error, DecodeError::kBadField);
 }
 
 TEST(ProtocolReject, UnknownType) {

@@ -51,7 +51,7 @@ TEST(Turns, TheTwoJobsOfALinkTakeTurnsAsTheyRank) {
   const JobState b = Measured(2, 1, {"up"}, 200, 100);
   const JobState low = Measured(3, 0, {"down"}, 50, 50);
   TwoJobLinks links;
-  for (const JobState* j : {&a, &b, &low}) links.Add(*j, Figures(*j));
+  for (const JobState* j : {&a, &b, &low}) links.Add(*j, j->links, Figures(*j));
 
   // a and b are equals on "up"; low ranks below a on "down".
   const TurnSet sa = links.TurnsFor(a);
@@ -74,8 +74,8 @@ TEST(Turns, NoTurnsOnACrowdedLinkOrWithAJobNotMeasuredYet) {
   JobState unmeasured = Measured(4, 1, {"side"}, 100, 200);
   unmeasured.has_profile = false;
   TwoJobLinks links;
-  for (const JobState* j : {&a, &b, &c}) links.Add(*j, Figures(*j));
-  links.Add(unmeasured, FiguresForTurns(unmeasured, kTenGbit, PlanningConfig{}));
+  for (const JobState* j : {&a, &b, &c}) links.Add(*j, j->links, Figures(*j));
+  links.Add(unmeasured, unmeasured.links, FiguresForTurns(unmeasured, kTenGbit, PlanningConfig{}));
   EXPECT_EQ(links.TurnsFor(a).count, 0u);  // three jobs on "up"
   EXPECT_EQ(links.TurnsFor(b).count, 0u);  // "side": its partner has no figures
   EXPECT_EQ(links.TurnsFor(unmeasured).count, 0u);
@@ -85,7 +85,7 @@ TEST(Turns, APartnerOnTwoLinksIsOnePartner) {
   const JobState a = Measured(1, 1, {"up", "down"}, 100, 200);
   const JobState b = Measured(2, 3, {"up", "down"}, 100, 200);
   TwoJobLinks links;
-  for (const JobState* j : {&a, &b}) links.Add(*j, Figures(*j));
+  for (const JobState* j : {&a, &b}) links.Add(*j, j->links, Figures(*j));
   const TurnSet s = links.TurnsFor(a);
   ASSERT_EQ(s.count, 1u);
   EXPECT_TRUE(s.partners[0].higher);
@@ -101,7 +101,7 @@ TEST(Turns, AtMostKMaxTurnPartners) {
   }
   jobs.push_back(Measured(1, 1, own, 100, 200));
   TwoJobLinks links;
-  for (const JobState& j : jobs) links.Add(j, Figures(j));
+  for (const JobState& j : jobs) links.Add(j, j.links, Figures(j));
   const TurnSet s = links.TurnsFor(jobs.back());
   ASSERT_EQ(s.count, kMaxTurnPartners);
   for (uint32_t i = 0; i < s.count; ++i) EXPECT_EQ(s.partners[i].job, 10 + i);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/turn.hpp"
 #include "metronome/common/yield.hpp"
 
 namespace metronome::proto {
@@ -35,6 +36,18 @@ enum class MessageType : uint32_t {
   kTimetablePush = 6,  // scheduler -> shim: your windows
   kBye = 7,            // shim -> scheduler: communicator destroyed / process exits
   kError = 8,          // either way: your last message was rejected
+  kPhaseEdge = 9,      // shim -> scheduler: a phase of the job began or ended (turns)
+  kTurnPush = 10,      // scheduler -> shim: whom the job takes turns with
+  kTurnEdge = 11,      // scheduler -> shim: a partner's phase began or ended
+};
+
+// What a peer can do beyond the messages every version-1 peer knows, announced in a trailing
+// field of its hello (shim) or welcome (scheduler); absent means none. A peer sends a message
+// of a feature only to one that announced it.
+enum Feature : uint32_t {
+  // Taking turns on the links two jobs share (turn.hpp): a shim that holds for its partners and
+  // sends its phase edges when asked; a scheduler that relays them.
+  kFeatureTurns = 1u << 0,
 };
 
 enum class Priority : int32_t { kLow = 0, kNormal = 1, kHigh = 2 };
@@ -55,12 +68,15 @@ struct Hello {
   std::string pod_namespace;
   std::string pod_name;
   std::string pod_uid;
+  // Optional (trailing, after the pod fields; absent means 0): the Feature bits of this shim.
+  uint32_t features = 0;
 };
 
 struct Welcome {
   uint64_t session = 0;  // the scheduler's id for this registration
   uint32_t report_interval_ms = 1000;
   int64_t server_time_ns = 0;
+  uint32_t features = 0;  // optional (trailing; absent means 0): the scheduler's Feature bits
 };
 
 struct ClockPing {
@@ -134,6 +150,34 @@ struct Bye {
   std::string reason;
 };
 
+// A phase of the job began or ended on the wire, as rank `rank` saw it (scheduler clock). A
+// shim sends them only while the job's latest TurnPush asks for them.
+struct PhaseEdge {
+  std::string job_id;
+  uint32_t rank = 0;
+  bool begun = false;  // began (else ended)
+  int64_t at_ns = 0;   // > 0
+};
+
+// Whom the job takes turns with (turn.hpp), replacing what came before under a lower version;
+// the partners' edges start unseen. On the wire: [job_id, version, send_edges, wire_ns,
+// period_ns, [[job, higher, wire_ns, compute_ns], ...]]; an empty partner list (figures 0)
+// means no turns, and a set ValidateTurnSet rejects fails the whole message.
+struct TurnPush {
+  std::string job_id;
+  uint64_t version = 0;
+  bool send_edges = false;  // the job is some job's partner: send its PhaseEdges
+  TurnSet turns;            // begun/ended 0
+};
+
+// A partner's phase began or ended (scheduler clock), relayed to the job `job_id`.
+struct TurnEdge {
+  std::string job_id;
+  uint64_t partner = 0;  // TurnPartner::job
+  bool begun = false;
+  int64_t at_ns = 0;  // > 0
+};
+
 enum class ErrorCode : uint32_t {
   kMalformed = 1,   // not decodable
   kVersion = 2,     // unsupported protocol version
@@ -147,8 +191,8 @@ struct Error {
   std::string message;
 };
 
-using Message =
-    std::variant<Hello, Welcome, ClockPing, ClockPong, ProfileReport, TimetablePush, Bye, Error>;
+using Message = std::variant<Hello, Welcome, ClockPing, ClockPong, ProfileReport, TimetablePush,
+                             Bye, Error, PhaseEdge, TurnPush, TurnEdge>;
 
 MessageType TypeOf(const Message& m);
 std::string_view TypeName(MessageType t);

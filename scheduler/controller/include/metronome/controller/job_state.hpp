@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/turn.hpp"
 #include "metronome/common/yield.hpp"
 #include "metronome/controller/profile.hpp"
 
@@ -24,6 +25,7 @@ struct RankState {
   uint64_t session = 0;
   uint32_t pid = 0;
   std::string shim_version;
+  uint32_t features = 0;  // its hello's (protocol Feature bits)
   int64_t registered_ns = 0;
   int64_t last_seen_ns = 0;
   uint64_t reports = 0;
@@ -78,6 +80,11 @@ struct JobState {
   YieldSet yields;          // pushed with the timetable, under its version
   bool yielded_to = false;  // every transfer on its links that could meet it yields to it
   std::vector<std::string> links;
+  // Whom it takes turns with on the links it and one other job cross (turns.hpp), under its
+  // own version; and whether it is some job's partner (its shims then send their phase edges).
+  TurnSet turns;
+  bool sends_edges = false;
+  uint64_t turns_version = 0;
 
   // Controller.
   uint32_t consecutive_late_reports = 0;

@@ -31,19 +31,25 @@ struct TurnFigures {
 
 class TwoJobLinks {
  public:
-  // Counts `job` on each of its links. Without figures it still counts there, but no job takes
-  // turns with it and it takes none. The job must outlive the index.
-  void Add(const JobState& job, const std::optional<TurnFigures>& figures);
+  // Counts `job` on each of `links` (the links it crosses). Without figures it still counts
+  // there, but no job takes turns with it and it takes none. The job must outlive the index.
+  void Add(const JobState& job, std::vector<std::string> links,
+           const std::optional<TurnFigures>& figures);
 
-  // The partners of `job`: on each of its links that it and exactly one other added job cross,
-  // that job, when it ranks at or above `job` and has figures (at most kMaxTurnPartners, in the
-  // order of `job`'s links). Their edges (begun, ended) are left for whoever keeps the set to
-  // fill in as they are relayed. Empty (count 0) when `job` has no figures or no partner.
+  // The partners of the added `job`: on each of its links that it and exactly one other added
+  // job cross, that job, when it ranks at or above `job` and has figures (at most
+  // kMaxTurnPartners, in the order of `job`'s links). Their edges (begun, ended) are left for
+  // whoever keeps the set to fill in as they are relayed. Empty (count 0) when `job` has no
+  // figures or no partner.
   [[nodiscard]] TurnSet TurnsFor(const JobState& job) const;
 
  private:
+  struct Entry {
+    std::vector<std::string> links;
+    std::optional<TurnFigures> figures;
+  };
   std::unordered_map<std::string, std::vector<const JobState*>> by_link_;
-  std::unordered_map<uint64_t, TurnFigures> figures_;
+  std::unordered_map<uint64_t, Entry> jobs_;
 };
 
 }  // namespace metronome::controller

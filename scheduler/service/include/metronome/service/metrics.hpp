@@ -53,6 +53,12 @@ class Metrics {
   prometheus::Histogram& PlanDuration() { return *plan_duration_; }
   prometheus::Histogram& PushLatency() { return *push_latency_; }
   prometheus::Histogram& PhaseLateness() { return *phase_lateness_; }
+  // Taking turns: phase edges by what became of them (relayed, no_partner, other_rank, off),
+  // the relayed messages, the sets pushed, and how old an edge was when it was relayed.
+  prometheus::Counter& TurnEdges(const std::string& outcome);
+  prometheus::Counter& TurnEdgesRelayed() { return *turn_edges_relayed_; }
+  prometheus::Counter& TurnPushes() { return *turn_pushes_; }
+  prometheus::Histogram& TurnEdgeAge() { return *turn_edge_age_; }
 
   // 1 while this replica plans. The jobs', links' and ranks' gauges come from the registry's
   // collector (Registry::MetricFamilies), built from its state at each scrape.
@@ -95,6 +101,10 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* decisions_;
   prometheus::Family<prometheus::Counter>* offline_runs_;
   prometheus::Family<prometheus::Counter>* pushes_;
+  prometheus::Family<prometheus::Counter>* turn_edges_;
+  prometheus::Counter* turn_edges_relayed_;
+  prometheus::Counter* turn_pushes_;
+  prometheus::Histogram* turn_edge_age_;
   prometheus::Family<prometheus::Counter>* http_requests_;
   prometheus::Family<prometheus::Counter>* http_rejected_;
   prometheus::Family<prometheus::Histogram>* http_latency_;
