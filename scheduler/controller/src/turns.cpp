@@ -37,6 +37,16 @@ void TwoJobLinks::Add(const JobState& job, std::vector<std::string> links,
   jobs_[job.id] = {std::move(links), figures};
 }
 
+namespace {
+
+// Its plan holds its phases to a window: the plan keeps it apart from the jobs it interleaves
+// with, and the jobs ranked below it yield to that window (ranked_yields.hpp).
+bool Gated(const JobState& job) {
+  return job.planned && !job.best_effort && !AlwaysOpen(job.timetable);
+}
+
+}  // namespace
+
 TurnSet TwoJobLinks::TurnsFor(const JobState& job) const {
   TurnSet s;
   const auto own = jobs_.find(job.id);
@@ -48,6 +58,9 @@ TurnSet TwoJobLinks::TurnsFor(const JobState& job) const {
     if (it == by_link_.end() || it->second.size() != 2) continue;
     const JobState* other = it->second[0] == &job ? it->second[1] : it->second[0];
     if (other == &job || planner::RanksAbove(job.priority, other->priority)) continue;
+    if (Gated(*other) && (Gated(job) || planner::RanksAbove(other->priority, job.priority))) {
+      continue;
+    }
     const auto entry = jobs_.find(other->id);
     if (entry == jobs_.end() || !entry->second.figures) continue;
     const TurnFigures& figures = *entry->second.figures;

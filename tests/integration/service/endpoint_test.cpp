@@ -363,18 +363,21 @@ TEST(SchedulerEndpoint, AnOverrunWideningThatWouldDoubleThePeriodIsRefused) {
 }
 
 // Two jobs of equal priority on the two racks' uplinks, which only they cross (controller.turns
-// on): each is pushed the other as its partner and asked for its phase edges; an edge of one's
+// on), together on the wire for longer than their period (no stretching: one of them runs
+// best-effort, and no timetable keeps them apart): each is pushed the other as its partner and
+// asked for its phase edges; an edge of one's
 // rank 0 reaches both ranks of the other at once, the edges of its rank 1 speak for no one
 // (rank 0 does), and everything is counted. With turns off, a welcome announces none and an
 // edge is refused and counted.
 TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed) {
-  Scheduler s({"--config", TwoRackConfig("turns.yaml", "  turns: true\n")});
+  Scheduler s(
+      {"--config", TwoRackConfig("turns.yaml", "  turns: true\nplanning:\n  max_stretch: 1.0\n")});
   ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "a", "h1", "h3", 1, proto::kFeatureTurns);
   auto b = RegisterJob(ctx, s, "b", "h2", "h4", 1, proto::kFeatureTurns);
-  ReportPhases(a, 150, 150, {});
-  ReportPhases(b, 100, 100, {});
+  ReportPhases(a, 300, 300, {});
+  ReportPhases(b, 250, 250, {});
   const auto ta = a.r0->Expect<proto::TurnPush>(5000);
   const auto tb = b.r0->Expect<proto::TurnPush>(5000);
   ASSERT_TRUE(ta && tb) << s.Log();
@@ -383,11 +386,11 @@ TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed)
   ASSERT_EQ(tb->turns.count, 1u);
   EXPECT_TRUE(ta->send_edges);
   EXPECT_FALSE(ta->turns.partners[0].higher);
-  // Their wire times from their bytes at 200 Mbit/s (ReportPhases: 150 and 100 ms with a 10 %
+  // Their wire times from their bytes at 200 Mbit/s (ReportPhases: 300 and 250 ms with a 10 %
   // margin taken out), the other's compute as reported.
-  EXPECT_NEAR(static_cast<double>(ta->turns.wire_ns), 150e6 / 1.1, 1e6);
-  EXPECT_NEAR(static_cast<double>(ta->turns.partners[0].wire_ns), 100e6 / 1.1, 1e6);
-  EXPECT_EQ(ta->turns.partners[0].compute_ns, 400 * kMs);
+  EXPECT_NEAR(static_cast<double>(ta->turns.wire_ns), 300e6 / 1.1, 1e6);
+  EXPECT_NEAR(static_cast<double>(ta->turns.partners[0].wire_ns), 250e6 / 1.1, 1e6);
+  EXPECT_EQ(ta->turns.partners[0].compute_ns, 250 * kMs);
   const uint64_t id_a = tb->turns.partners[0].job;
 
   const int64_t at = RealtimeNs();

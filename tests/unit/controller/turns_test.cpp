@@ -92,6 +92,33 @@ TEST(Turns, APartnerOnTwoLinksIsOnePartner) {
   EXPECT_EQ(links.TurnsFor(b).count, 0u);  // nothing ranks at or above it
 }
 
+// Where the plan keeps two jobs apart they take no turns: a gated job ranked above is what the
+// other yields to already, and two gated jobs are interleaved by their timetables. A gated job
+// still takes turns with an ungated equal (the plan does not keep that one out of its way).
+TEST(Turns, NoTurnsWhereThePlanKeepsThemApart) {
+  const auto gated = [](JobState j) {
+    j.planned = true;
+    j.timetable = {1, 0, 500 * kMs, 0, 100 * kMs, 5 * kMs, 400 * kMs};
+    return j;
+  };
+  const JobState high = gated(Measured(1, 3, {"up"}, 100, 200));
+  const JobState low = Measured(2, 1, {"up"}, 100, 200);
+  const JobState g1 = gated(Measured(3, 1, {"side"}, 100, 200));
+  const JobState g2 = gated(Measured(4, 1, {"side"}, 100, 200));
+  const JobState g3 = gated(Measured(5, 1, {"down"}, 100, 200));
+  const JobState free = Measured(6, 1, {"down"}, 100, 200);
+  TwoJobLinks links;
+  for (const JobState* j : {&high, &low, &g1, &g2, &g3, &free}) {
+    links.Add(*j, j->links, Figures(*j));
+  }
+  EXPECT_EQ(links.TurnsFor(low).count, 0u) << "it yields to the high job's window";
+  EXPECT_EQ(links.TurnsFor(g1).count, 0u) << "their timetables interleave them";
+  ASSERT_EQ(links.TurnsFor(g3).count, 1u);
+  EXPECT_EQ(links.TurnsFor(g3).partners[0].job, 6u);
+  ASSERT_EQ(links.TurnsFor(free).count, 1u);
+  EXPECT_EQ(links.TurnsFor(free).partners[0].job, 5u);
+}
+
 TEST(Turns, AtMostKMaxTurnPartners) {
   std::vector<JobState> jobs;
   std::vector<std::string> own;

@@ -37,8 +37,10 @@ class TwoJobLinks {
            const std::optional<TurnFigures>& figures);
 
   // The partners of the added `job`: on each of its links that it and exactly one other added
-  // job cross, that job, when it ranks at or above `job` and has figures (at most
-  // kMaxTurnPartners, in the order of `job`'s links). Their edges (begun, ended) are left for
+  // job cross, that job, when it ranks at or above `job`, has figures, and the plan does not
+  // keep the two apart already (a gated job ranked above: `job` yields to its window; both
+  // gated: their timetables interleave them); at most kMaxTurnPartners, in the order of `job`'s
+  // links. Their edges (begun, ended) are left for
   // whoever keeps the set to fill in as they are relayed. Empty (count 0) when `job` has no
   // figures or no partner.
   [[nodiscard]] TurnSet TurnsFor(const JobState& job) const;
