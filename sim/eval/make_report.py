@@ -617,7 +617,9 @@ def pairs_section(rows, rel):
     gpus = sorted({r["gpu"] for r in rows})
     for g in gpus + ["all"]:
         sel = [r for r in rows if g == "all" or r["gpu"] == g]
-        for pol in ("cassini", "metronome"):
+        for pol in ("cassini", "metronome", "metronome-turns"):
+            if any(pol not in r for r in sel):
+                continue
             jct = sorted(pair_figures(r, pol)[0] for r in sel)
             util = [pair_figures(r, pol)[1] for r in sel]
             med = statistics.median(jct)
@@ -647,7 +649,13 @@ def pairs_section(rows, rel):
           "gain little: the planner stretches one job to a harmonic of the other only when that "
           "costs less than the contention it avoids, and otherwise lets it run best-effort. "
           "DLRM's phases are too short to matter. A best over 182 runs is a best over many "
-          "chances; the mean and the count of losing pairs say more.", ""]
+          "chances; the mean and the count of losing pairs say more.", "",
+          "`metronome-turns` is Metronome with the two jobs of a link taking turns on each "
+          "other's phase edges, relayed 2 ms late (`controller.turns`; docs/decisions/0030): the "
+          "pairs no timetable serves gain there. The service relays the edges and the shim "
+          "holds on them only where its calls complete on the host (the CPU testbed); on GPUs "
+          "the edges must come from events on the stream and the hold from the device gate, "
+          "which are not built yet, so these figures are not yet what a GPU cluster gets.", ""]
     return L
 
 

@@ -164,7 +164,7 @@ class ControlledScheduler final : public TimeScheduler {
   }
   [[nodiscard]] std::uint64_t YieldsVersion() const override { return yields_version_; }
   // Whom the job takes turns with on the links it and one other running job cross, from the
-  // controller's registry entries (the service does not push these yet: docs/decisions/0029).
+  // controller's registry entries, as the service pushes them (Registry::RefreshTurns).
   // Held, like any hold, only while the shim's MayGate says its rhythm is stable.
   [[nodiscard]] const TurnSet* GateTurns(std::size_t index) override {
     if (policy_.turn_relay_ms < 0) return nullptr;
@@ -372,7 +372,11 @@ class ControlledScheduler final : public TimeScheduler {
       links.Add(e.job, e.job.links,
                 ctl::FiguresForTurns(e.job, e.view.beta_bytes_per_s, config_.planning));
     }
-    for (const std::size_t i : active_) entries_[i].turns = links.TurnsFor(entries_[i].job);
+    for (const std::size_t i : active_) {
+      Entry& e = entries_[i];
+      const TurnSet t = links.TurnsFor(e.job);
+      if (ctl::TurnsMoved(t, e.turns)) e.turns = t;  // as the service pushes a set that moved
+    }
   }
 
   // A push the job's shims adopt (Client::Adopt): its yields with their epoch moved to the clock.

@@ -49,8 +49,8 @@ PolicyConfig PolicyByName(const std::string& name) {
     p.yields = false;
   } else if (name == "metronome-turns") {
     // Metronome with the two jobs of a link taking turns (common/turn.hpp), each told of the
-    // other's phases 2 ms late (docs/decisions/0029). The scheduler and the shims do not relay
-    // phase edges yet: a preview, not a figure of the system.
+    // other's phases 2 ms late: the service with controller.turns and shims whose calls complete
+    // on the host (on GPUs the shims take no turns yet: docs/decisions/0030).
     p.scheduling = SchedulingKind::kMetronome;
     p.turn_relay_ms = 2.0;
   } else if (name == "metronome-no-cushion") {

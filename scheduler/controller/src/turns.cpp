@@ -31,6 +31,30 @@ std::optional<TurnFigures> FiguresForTurns(const JobState& job, double bottlenec
   return f;
 }
 
+namespace {
+
+bool Moved(int64_t a, int64_t b) {
+  return std::abs(static_cast<double>(a - b)) > 0.05 * static_cast<double>(std::max(a, b));
+}
+
+}  // namespace
+
+bool TurnsMoved(const TurnSet& now, const TurnSet& before) {
+  if (now.count != before.count || Moved(now.wire_ns, before.wire_ns) ||
+      Moved(now.period_ns, before.period_ns)) {
+    return true;
+  }
+  for (uint32_t i = 0; i < now.count; ++i) {
+    const TurnPartner& p = now.partners[i];
+    const TurnPartner& q = before.partners[i];
+    if (p.job != q.job || p.higher != q.higher || Moved(p.wire_ns, q.wire_ns) ||
+        Moved(p.compute_ns, q.compute_ns)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 void TwoJobLinks::Add(const JobState& job, std::vector<std::string> links,
                       const std::optional<TurnFigures>& figures) {
   for (const std::string& l : links) by_link_[l].push_back(&job);

@@ -15,30 +15,6 @@
 
 namespace metronome::service {
 
-namespace {
-
-// A figure moved enough to push the set again (a profile moves a little with every report).
-bool Moved(int64_t a, int64_t b) {
-  return std::abs(static_cast<double>(a - b)) > 0.05 * static_cast<double>(std::max(a, b));
-}
-
-bool SetMoved(const TurnSet& a, const TurnSet& b) {
-  if (a.count != b.count || Moved(a.wire_ns, b.wire_ns) || Moved(a.period_ns, b.period_ns)) {
-    return true;
-  }
-  for (uint32_t i = 0; i < a.count; ++i) {
-    const TurnPartner& p = a.partners[i];
-    const TurnPartner& q = b.partners[i];
-    if (p.job != q.job || p.higher != q.higher || Moved(p.wire_ns, q.wire_ns) ||
-        Moved(p.compute_ns, q.compute_ns)) {
-      return true;
-    }
-  }
-  return false;
-}
-
-}  // namespace
-
 std::set<std::string> Registry::TurnIdentities(const JobState& job) const {
   std::set<std::string> out;
   for (const auto& [r, rank] : job.ranks) {
@@ -86,7 +62,10 @@ void Registry::RefreshTurns(int64_t now) {
   for (auto& [name, job] : jobs_) {
     const TurnSet& t = sets.at(job.id);
     const bool sends = edge_listeners_.contains(job.id);
-    if (job.turns_version > 0 && !SetMoved(t, job.turns) && sends == job.sends_edges) continue;
+    if (job.turns_version > 0 && !controller::TurnsMoved(t, job.turns) &&
+        sends == job.sends_edges) {
+      continue;
+    }
     if (job.turns_version == 0 && t.count == 0 && !sends) continue;  // never took turns
     job.turns = t;
     job.sends_edges = sends;

@@ -29,6 +29,10 @@ struct TurnFigures {
 [[nodiscard]] std::optional<TurnFigures> FiguresForTurns(const JobState& job, double bottleneck_bps,
                                                          const PlanningConfig& config);
 
+// Whether a job's set moved enough from the one it has to be given the new one: other partners,
+// or a figure by more than 5 % (a profile moves a little with every report).
+[[nodiscard]] bool TurnsMoved(const TurnSet& now, const TurnSet& before);
+
 class TwoJobLinks {
  public:
   // Counts `job` on each of `links` (the links it crosses). Without figures it still counts
