@@ -205,7 +205,9 @@ TEST(Protocol, ATurnPushCarriesItsPartnersAndAnEmptyOneMeansNoTurns) {
   const Decoded e = Decode(Encode(none));
   ASSERT_TRUE(e.Ok()) << e.detail;
   EXPECT_EQ(std::get<TurnPush>(e.message).turns, TurnSet{});
-  const auto& edge = std::get<TurnEdge>(Decode(Encode(msgs[10])).message);
+  const Decoded relayed = Decode(Encode(msgs[10]));
+  ASSERT_TRUE(relayed.Ok()) << relayed.detail;
+  const auto& edge = std::get<TurnEdge>(relayed.message);
   EXPECT_EQ(edge.partner, 12u);
   EXPECT_FALSE(edge.begun);
 }
