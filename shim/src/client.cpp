@@ -38,8 +38,8 @@ const char* const kShimVersion = "0.1.0";
 
 // Whether this process's collectives complete on the host before they return (the CPU
 // testbed's stand-in): only then are the host's phase edges the phases on the wire. With CUDA in
-// the process (libcuda loaded: NCCL's calls return once they are enqueued) the shim takes no
-// turns; its edges would have to come from events on the stream.
+// the process (libcuda loaded: NCCL's calls return once they are enqueued) the gate kernel takes
+// the turns and stamps the edges on the stream, or, without it, the shim takes no turns.
 bool CallsCompleteOnHost() {
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (h == nullptr) return true;
@@ -62,7 +62,11 @@ uint32_t Sanitize(Timetable& t, YieldSet& yields) {
 
 Client::Client(Runtime& rt) : rt_(rt) {
   rx_.resize(proto::kMaxMessageBytes + 1);
-  if (rt_.GetMode() == Mode::kEnforce && CallsCompleteOnHost()) features_ = proto::kFeatureTurns;
+  rt_.calls_complete_on_host.store(CallsCompleteOnHost());
+  if (rt_.GetMode() == Mode::kEnforce &&
+      (rt_.calls_complete_on_host.load() || DeviceGate::Status() == DeviceGateStatus::kKernel)) {
+    features_ = proto::kFeatureTurns;
+  }
 }
 
 bool Client::Start() {
@@ -390,8 +394,9 @@ void Client::HandleTurns(const proto::TurnPush& p) {
     if (p.version <= job->turns_version) continue;
     job->turns_version = p.version;
     job->send_edges = p.send_edges;
+    job->edges_asked.store(p.send_edges);
     job->turn_set = p.turns;  // the decoder validated it; edges start unseen
-    job->turns.Publish(job->turn_set);
+    PublishTurns(job);
     MLOG_INFO("job %s rank %u takes turns with %u job(s)%s (v%llu)", job->job_id.c_str(), job->rank,
               p.turns.count, p.send_edges ? ", sends its phase edges" : "",
               static_cast<unsigned long long>(p.version));
@@ -411,7 +416,7 @@ void Client::HandleTurnEdge(const proto::TurnEdge& e) {
       int64_t& edge = e.begun ? p.begun_ns : p.ended_ns;
       if (e.at_ns <= edge) break;  // an older edge, or one seen already
       edge = e.at_ns;
-      job->turns.Publish(s);
+      PublishTurns(job);
       break;
     }
   }
@@ -434,8 +439,10 @@ void Client::SendEdges() {
     if (!job->send_edges || !job->registered || job->comms.load() == 0) continue;
     CommState* c = RhythmOf(job, comms);
     if (c == nullptr) continue;
-    const int64_t begun = c->edge_begun_ns.load(std::memory_order_relaxed);
-    const int64_t ended = c->edge_ended_ns.load(std::memory_order_relaxed);
+    int64_t begun = c->edge_begun_ns.load(std::memory_order_relaxed);
+    int64_t ended = c->edge_ended_ns.load(std::memory_order_relaxed);
+    // On the device gate the kernels stamped them when the stream got there.
+    if (c->device_gate) DeviceGate::Edges(c->device_slot, begun, ended);
     if (begun != job->sent_begun_ns && begun != 0) {
       job->sent_begun_ns = begun;
       Send(proto::PhaseEdge{job->job_id, job->rank, true, begun + offset});
@@ -443,6 +450,18 @@ void Client::SendEdges() {
     if (ended != job->sent_ended_ns && ended >= begun && ended != 0) {
       job->sent_ended_ns = ended;
       Send(proto::PhaseEdge{job->job_id, job->rank, false, ended + offset});
+    }
+  }
+}
+
+void Client::PublishTurns(JobState* job) {
+  job->turns.Publish(job->turn_set);
+  // The gate kernels get them once the clock is common (the edges are moved onto the GPU timer).
+  const bool clock = rt_.clock_valid.load();
+  for (CommState* c : rt_.LiveComms()) {
+    if (c->job == job && c->device_slot >= 0) {
+      DeviceGate::PublishTurns(c->device_slot, clock ? &job->turn_set : nullptr,
+                               rt_.GetConfig().max_wait_ns);
     }
   }
 }
@@ -677,6 +696,7 @@ ShareCounters Client::CountersOf(const JobState* job, const std::vector<CommStat
       k.failed_open += d.failed_open;
       k.realigned += d.realigned;
       k.yielded += d.yields;
+      k.yield_wait_ns += d.turn_wait_ns;
     }
   }
   return k;
@@ -717,6 +737,7 @@ void Client::MarkUnregistered() {
     job->accepted_version = 0;  // a restarted scheduler numbers its versions afresh
     job->turns_version = 0;
     job->send_edges = false;
+    job->edges_asked.store(false);
   }
   awaiting_welcome_.clear();
 }
@@ -730,7 +751,8 @@ void Client::CheckSilence(int64_t now) {
     had_timetable = had_timetable || job->store.Version() != 0;
     job->store.Clear();
     if (job->share != nullptr && job->share->Leads()) job->share->ClearTimetable();
-    job->turns.Clear();  // its partners' edges stop coming too
+    job->turn_set = TurnSet{};  // its partners' edges stop coming too
+    PublishTurns(job);
   }
   for (CommState* c : rt_.LiveComms()) {
     if (c->device_slot >= 0) DeviceGate::Publish(c->device_slot, nullptr, YieldSet{}, 0);

@@ -69,6 +69,8 @@ class Client {
   // while the scheduler asks for them.
   void HandleTurns(const proto::TurnPush& p);
   void HandleTurnEdge(const proto::TurnEdge& e);
+  // The job's turn set (JobState::turn_set) to its gates: the host's store and its kernels' slots.
+  void PublishTurns(JobState* job);
   void SendEdges();
   bool SendsEdges() const;
   void DrainEvents();

@@ -56,6 +56,7 @@ struct ContextEntry {
   // driver fails or a kernel overstays, never raised again.
   std::atomic<DeviceGateStatus> status{DeviceGateStatus::kUnavailable};
   CUfunction gate = nullptr;
+  CUfunction edge = nullptr;  // the end-edge kernel
   int64_t host_minus_gpu_ns = 0;
 };
 
@@ -229,7 +230,8 @@ ContextEntry* EntryFor(State& s, CUcontext ctx) {
   if (major * 10 + minor >= 75) {
     CUmodule mod = nullptr;
     if (d.module_load_data(&mod, kGateFatbin) == CUDA_SUCCESS &&
-        d.module_get_function(&e->gate, mod, "metronome_gate_kernel") == CUDA_SUCCESS) {
+        d.module_get_function(&e->gate, mod, "metronome_gate_kernel") == CUDA_SUCCESS &&
+        d.module_get_function(&e->edge, mod, "metronome_edge_kernel") == CUDA_SUCCESS) {
       e->status.store(DeviceGateStatus::kKernel);
       e->host_minus_gpu_ns = Calibrate(s, mod);
       MLOG_INFO("device gate: spin kernel loaded for sm_%d%d", major, minor);
@@ -248,6 +250,31 @@ ContextEntry* EntryFor(State& s, CUcontext ctx) {
   return e;
 }
 
+// The slot's context while it gates with the kernel; nullptr otherwise (or for no slot).
+ContextEntry* KernelContext(State& s, int slot) {
+  if (slot < 0 || slot >= DeviceGate::kMaxSlots || s.slots == nullptr) return nullptr;
+  ContextEntry* e = s.slot_ctx[slot];
+  if (e == nullptr || e->status.load(std::memory_order_relaxed) != DeviceGateStatus::kKernel) {
+    return nullptr;
+  }
+  return e;
+}
+
+CUdeviceptr SlotOnDevice(const State& s, int slot) {
+  return s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot);
+}
+
+// One block of 32 threads of `f` on `stream` (the kernels use one). A launch that fails lowers
+// the context's gate (Degrade) and returns false.
+bool Launch(State& s, ContextEntry& e, CUfunction f, cudaStream_t stream, void** params,
+            const char* why) {
+  const CUresult r = s.drv.launch_kernel(f, 1, 1, 1, 32, 1, 1, 0,
+                                         reinterpret_cast<CUstream>(stream), params, nullptr);
+  if (r == CUDA_SUCCESS) return true;
+  Degrade(s, e, why, static_cast<int>(r));
+  return false;
+}
+
 void WriteServerOffset(State& s, int slot) {
   const ContextEntry* e = s.slot_ctx[slot];
   if (e == nullptr) return;
@@ -262,7 +289,7 @@ void WriteServerOffset(State& s, int slot) {
 
 }  // namespace
 
-int DeviceGate::Prepare(ncclComm_t comm) noexcept {
+int DeviceGate::Prepare(ncclComm_t comm, int64_t max_wait_cap_ns) noexcept {
   (void)comm;
   State& s = S();
   if (s.disabled.load()) return -1;
@@ -306,6 +333,13 @@ int DeviceGate::Prepare(ncclComm_t comm) noexcept {
     g.valid = 0;
     g.since_realign = GateMemory{}.since_realign;
     g.realigned = 0;
+    g.max_wait_cap_ns = max_wait_cap_ns;
+    g.turn_seq = g.turn_seq + 2;
+    g.turn_count = 0;
+    g.turns_in_a_row = 0;
+    g.turn_wait_ns = 0;
+    g.edge_begun_gpu_ns = 0;
+    g.edge_ended_gpu_ns = 0;
     g.release = s.issued[i].load();
     WriteServerOffset(s, i);
     s.any.store(true);
@@ -333,7 +367,7 @@ DeviceGateStatus DeviceGate::Status() noexcept {
 
 bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, const YieldRequest& y,
                          int64_t server_minus_local_ns, int64_t max_wait_ns, GateMemory& memory,
-                         HostDecision& decided) noexcept {
+                         HostDecision& decided, bool turns) noexcept {
   decided = HostDecision{};
   State& s = S();
   if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return false;
@@ -342,17 +376,14 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
   auto* cu_stream = reinterpret_cast<CUstream>(stream);
   const DeviceGateStatus status = e->status.load(std::memory_order_relaxed);
   if (status == DeviceGateStatus::kKernel) {
-    CUdeviceptr arg = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot);
+    CUdeviceptr arg = SlotOnDevice(s, slot);
     int64_t need = y.need_ns;
     int64_t rest = y.rest_ns;
-    uint32_t mid_phase = y.phase_start ? 0 : 1;
+    uint32_t what = kGateDecide | (y.phase_start ? (turns ? kGateTurns : 0u) : kGateMidPhase);
     uint32_t generation = s.slots[slot].cancel;
-    void* params[] = {&arg, &need, &rest, &mid_phase, &generation};
-    const CUresult r =
-        s.drv.launch_kernel(e->gate, 1, 1, 1, 32, 1, 1, 0, cu_stream, params, nullptr);
-    if (r == CUDA_SUCCESS) return true;
-    Degrade(s, *e, "the gate kernel does not launch", static_cast<int>(r));
-    return false;  // this collective: the host gate
+    void* params[] = {&arg, &need, &rest, &what, &generation};
+    // A launch that fails leaves this collective to the host gate.
+    return Launch(s, *e, e->gate, stream, params, "the gate kernel does not launch");
   }
   if (status != DeviceGateStatus::kWaitValue || StreamIsCapturing(stream)) return false;
   // Decided here, at the call: the host's gate memory serves (the kernel keeps its own).
@@ -367,8 +398,7 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
     return true;
   }
   const uint32_t ticket = s.issued[slot].fetch_add(1) + 1;
-  CUdeviceptr flag = s.slots_dev + static_cast<CUdeviceptr>(slot) * sizeof(DeviceGateSlot) +
-                     offsetof(DeviceGateSlot, release);
+  const CUdeviceptr flag = SlotOnDevice(s, slot) + offsetof(DeviceGateSlot, release);
   const CUresult r = s.drv.stream_wait_value32(cu_stream, flag, ticket, CU_STREAM_WAIT_VALUE_GEQ);
   if (r != CUDA_SUCCESS) {
     s.slots[slot].release = ticket;
@@ -386,6 +416,28 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
     (void)w;
   }
   return true;
+}
+
+bool DeviceGate::EnqueueTurns(int slot, cudaStream_t stream) noexcept {
+  State& s = S();
+  ContextEntry* e = KernelContext(s, slot);
+  if (e == nullptr) return false;
+  CUdeviceptr arg = SlotOnDevice(s, slot);
+  int64_t need = 0;
+  int64_t rest = -1;
+  uint32_t what = kGateTurns;
+  uint32_t generation = s.slots[slot].cancel;
+  void* params[] = {&arg, &need, &rest, &what, &generation};
+  return Launch(s, *e, e->gate, stream, params, "the gate kernel does not launch");
+}
+
+bool DeviceGate::EnqueueEndEdge(int slot, cudaStream_t stream) noexcept {
+  State& s = S();
+  ContextEntry* e = KernelContext(s, slot);
+  if (e == nullptr) return false;
+  CUdeviceptr arg = SlotOnDevice(s, slot);
+  void* params[] = {&arg};
+  return Launch(s, *e, e->edge, stream, params, "the edge kernel does not launch");
 }
 
 bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
@@ -479,6 +531,51 @@ void DeviceGate::SetServerMinusLocal(int64_t v) noexcept {
   }
 }
 
+void DeviceGate::PublishTurns(int slot, const TurnSet* turns, int64_t max_wait_ns) noexcept {
+  State& s = S();
+  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr || s.disabled.load()) return;
+  const ContextEntry* e = s.slot_ctx[slot];
+  if (e == nullptr) return;
+  // Scheduler clock to the GPU's timer; an edge not seen yet stays 0.
+  const int64_t server_minus_gpu = s.server_minus_local.load() + e->host_minus_gpu_ns;
+  const auto on_gpu = [&](int64_t t) { return t == 0 ? 0 : SaturatingSub(t, server_minus_gpu); };
+  DeviceGateSlot& g = s.slots[slot];
+  g.turn_seq = g.turn_seq + 1;
+  __sync_synchronize();
+  const uint32_t n = turns == nullptr ? 0 : std::min(turns->count, kMaxTurnPartners);
+  if (turns != nullptr) {
+    g.turn_wire_ns = turns->wire_ns;
+    g.turn_period_ns = turns->period_ns;
+    g.turn_max_wait_ns = max_wait_ns;
+    for (uint32_t i = 0; i < n; ++i) {
+      const TurnPartner& p = turns->partners[i];
+      g.turn_partners[i][0] = p.higher ? 1 : 0;
+      g.turn_partners[i][1] = p.wire_ns;
+      g.turn_partners[i][2] = p.compute_ns;
+      g.turn_partners[i][3] = on_gpu(p.begun_ns);
+      g.turn_partners[i][4] = on_gpu(p.ended_ns);
+    }
+  }
+  g.turn_count = n;
+  __sync_synchronize();
+  g.turn_seq = g.turn_seq + 1;
+}
+
+bool DeviceGate::Edges(int slot, int64_t& begun_local_ns, int64_t& ended_local_ns) noexcept {
+  State& s = S();
+  begun_local_ns = 0;
+  ended_local_ns = 0;
+  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr || s.disabled.load()) return false;
+  const ContextEntry* e = s.slot_ctx[slot];
+  if (e == nullptr) return false;
+  // Each stamp is one aligned 8-byte store by the GPU: read whole.
+  const int64_t begun = s.slots[slot].edge_begun_gpu_ns;
+  const int64_t ended = s.slots[slot].edge_ended_gpu_ns;
+  if (begun != 0) begun_local_ns = SaturatingAdd(begun, e->host_minus_gpu_ns);
+  if (ended != 0) ended_local_ns = SaturatingAdd(ended, e->host_minus_gpu_ns);
+  return true;
+}
+
 int64_t DeviceGate::ServiceWaits(int64_t now) noexcept {
   State& s = S();
   if (!s.any.load(std::memory_order_relaxed) || s.slots == nullptr) return INT64_MAX;
@@ -564,6 +661,7 @@ DeviceGate::Counters DeviceGate::KernelCounters(int slot) noexcept {
   c.failed_open = s.slots[slot].failed_open;
   c.realigned = s.slots[slot].realigned;
   c.yields = s.slots[slot].yields;
+  c.turn_wait_ns = s.slots[slot].turn_wait_ns;
   return c;
 }
 

@@ -12,6 +12,11 @@
 // a stream memory operation: cuStreamWaitValue32 on a host-pinned word that the background thread
 // writes when the window opens (always within max wait).
 //
+// The gate kernel also takes turns (common/turn.hpp): at a phase start it holds its stream while
+// a partner's turn lasts, reading the relayed edges from mapped memory, and stamps the phase's
+// begin; a second one-thread kernel after the phase's last collective stamps its end. The
+// background thread sends those stamps as the job's phase edges.
+//
 // Without libcuda.so.1 or a GPU the shim says so once and uses the host gate.
 #pragma once
 
@@ -22,6 +27,7 @@
 #include "device_gate_slot.hpp"
 #include "host_gate.hpp"
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/turn.hpp"
 #include "metronome/common/yield.hpp"
 
 namespace metronome::shim {
@@ -38,7 +44,8 @@ class DeviceGate {
 
   // At communicator creation, on the creating thread (its CUDA context is current). Returns the
   // slot for the communicator, or -1 when the device gate cannot be used (logged once).
-  static int Prepare(ncclComm_t comm) noexcept;
+  // `max_wait_cap_ns`: METRONOME_MAX_WAIT_MS, the longest any launch holds its stream.
+  static int Prepare(ncclComm_t comm, int64_t max_wait_cap_ns) noexcept;
   static void ReleaseSlot(int slot) noexcept;
   static DeviceGateStatus Status() noexcept;
 
@@ -53,9 +60,18 @@ class DeviceGate {
   // now). Where the host decides, it uses and updates `memory`; the kernel keeps its own in the
   // slot. `y`: the windows to yield to, the gap the collective needs, and whether it starts a phase
   // (inside a phase it yields alone; the gate memory is left as it is).
+  // `turns`: at a phase start, the kernel also holds for the partners' turns and stamps the
+  // begin edge (the kernel gate only; stream waits take no turns).
   static bool Enqueue(int slot, cudaStream_t stream, const Timetable& tt, const YieldRequest& y,
                       int64_t server_minus_local_ns, int64_t max_wait_ns, GateMemory& memory,
-                      HostDecision& decided) noexcept;
+                      HostDecision& decided, bool turns = false) noexcept;
+
+  // Taking turns on the stream (common/turn.hpp), where the calls return once enqueued: at a
+  // phase start that the gate did not put a kernel before, a kernel that holds for the partners'
+  // turns and stamps the phase's begin; after the collective that completes the phase's bytes,
+  // one that stamps its end. False where the context has no gate kernel (nothing enqueued).
+  static bool EnqueueTurns(int slot, cudaStream_t stream) noexcept;
+  static bool EnqueueEndEdge(int slot, cudaStream_t stream) noexcept;
 
   // Whether `stream` is being captured into a CUDA graph (false when no CUDA is loaded).
   static bool StreamIsCapturing(cudaStream_t stream) noexcept;
@@ -65,6 +81,11 @@ class DeviceGate {
   static void Publish(int slot, const Timetable* tt, const YieldSet& yields,
                       int64_t max_wait_cap_ns) noexcept;
   static void SetServerMinusLocal(int64_t server_minus_local_ns) noexcept;
+  // The job's turn set (scheduler clock; nullptr: none), written for the kernel with the
+  // partners' edges on the GPU's timer. `max_wait_ns`: the longest a turn holds.
+  static void PublishTurns(int slot, const TurnSet* turns, int64_t max_wait_ns) noexcept;
+  // The phase edges the kernels stamped, on the local clock (0: none yet). False: no slot.
+  static bool Edges(int slot, int64_t& begun_local_ns, int64_t& ended_local_ns) noexcept;
   // Releases due stream waits and watches the gate kernels (Watch); returns the local time it
   // wants to run again (INT64_MAX: nothing to do).
   static int64_t ServiceWaits(int64_t now_local_ns) noexcept;
@@ -83,7 +104,8 @@ class DeviceGate {
     uint64_t waits = 0;
     uint64_t failed_open = 0;
     uint64_t realigned = 0;
-    uint64_t yields = 0;  // collectives held for higher-ranked windows
+    uint64_t yields = 0;       // collectives held for higher-ranked windows or partners' turns
+    int64_t turn_wait_ns = 0;  // the time held for turns
   };
   static Counters KernelCounters(int slot) noexcept;
 

@@ -4,9 +4,17 @@
 
 #include <cstdint>
 
+#include "metronome/common/turn.hpp"
 #include "metronome/common/yield.hpp"
 
 namespace metronome::shim {
+
+// What one gate launch does (the kernel's `what`).
+enum GateLaunch : uint32_t {
+  kGateDecide = 1u << 0,    // decide with the timetable and its yields, and hold as they say
+  kGateMidPhase = 1u << 1,  // a collective inside a phase: the yields alone
+  kGateTurns = 1u << 2,     // a phase start: hold for the partners' turns, stamp the begin edge
+};
 
 struct alignas(128) DeviceGateSlot {
   volatile uint32_t seq;    // sequence lock, odd while the host writes
@@ -47,6 +55,22 @@ struct alignas(128) DeviceGateSlot {
   // Written by the host's watchdog: a kernel launched with an older generation leaves at once
   // (one stuck past its bound, and every one queued behind it on the stream).
   volatile uint32_t cancel;
+  // Taking turns (common's TurnSet), under a sequence lock of their own (edges arrive often and
+  // must not make the timetable's readers retry). The host writes the partners' edges already on
+  // the GPU's timer (0: none seen); `turn_count` 0: no turns.
+  volatile uint32_t turn_seq;
+  volatile uint32_t turn_count;
+  volatile int64_t turn_wire_ns;
+  volatile int64_t turn_period_ns;
+  volatile int64_t turn_max_wait_ns;
+  volatile int64_t turn_partners[kMaxTurnPartners][5];  // higher, wire, compute, begun, ended
+  // Written by the kernel: its phases just before this one that held for a turn, the time it
+  // held for turns, and the job's own phase edges on the wire (GPU timer): the begin when a
+  // phase-start gate leaves, the end when the edge kernel after the phase's last collective runs.
+  volatile uint32_t turns_in_a_row;
+  volatile int64_t turn_wait_ns;
+  volatile int64_t edge_begun_gpu_ns;
+  volatile int64_t edge_ended_gpu_ns;
 };
 
 }  // namespace metronome::shim

@@ -155,7 +155,10 @@ METRONOME_EXPORT ncclResult_t ncclGroupEnd() {
   const ncclResult_t r = ms::Forward<Fn::kGroupEnd>();
   // NCCL closes the group even when it reports an error.
   if (ts.group_depth > 0) --ts.group_depth;
-  if (ts.group_depth == 0) ts.group_gated = false;
+  if (ts.group_depth == 0) {
+    ts.group_gated = false;
+    ms::Runtime::AfterGroup(ts);
+  }
   --ts.depth;
   return r;
 }

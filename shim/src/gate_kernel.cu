@@ -17,12 +17,18 @@ __device__ __forceinline__ int64_t GlobalTimerNs() {
 
 // One thread (the launch has 32; the others leave at once).
 extern "C" __global__ void metronome_gate_kernel(metronome::shim::DeviceGateSlot* slot,
-                                                 int64_t need_ns, int64_t rest_ns,
-                                                 uint32_t mid_phase, uint32_t generation) {
+                                                 int64_t need_ns, int64_t rest_ns, uint32_t what,
+                                                 uint32_t generation) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   metronome::shim::RunGateKernel(
-      slot, need_ns, rest_ns, mid_phase, generation, [] { return GlobalTimerNs(); },
+      slot, need_ns, rest_ns, what, generation, [] { return GlobalTimerNs(); },
       [](int64_t ns) { __nanosleep(static_cast<unsigned>(ns)); }, [] { __threadfence_system(); });
+}
+
+extern "C" __global__ void metronome_edge_kernel(metronome::shim::DeviceGateSlot* slot) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  metronome::shim::RunEdgeKernel(
+      slot, [] { return GlobalTimerNs(); }, [] { __threadfence_system(); });
 }
 
 extern "C" __global__ void metronome_timer_kernel(volatile int64_t* out, volatile uint32_t* stop,

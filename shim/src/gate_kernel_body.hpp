@@ -7,6 +7,7 @@
 
 #include "device_gate_slot.hpp"
 #include "metronome/common/timetable.hpp"
+#include "metronome/common/turn.hpp"
 #include "metronome/common/yield.hpp"
 
 namespace metronome::shim {
@@ -17,16 +18,13 @@ namespace metronome::shim {
 // phases ago one realigned) lives in the slot: launches on one communicator's stream run one
 // after another. `need_ns`: the gap the collective needs between higher-ranked windows;
 // `rest_ns`: its need and that of the phase's collectives after it (common's PhaseRest; -1:
-// unknown); `mid_phase` != 0: a collective inside a phase, which yields alone (DecideYield).
-// `generation`: the slot's cancel count at launch; the kernel leaves as soon as the host's
-// watchdog moves it on. `now()` is the GPU timer, `pause(ns)` a short sleep, `fence()` a
-// system-wide fence.
+// unknown); `mid_phase`: a collective inside a phase, which yields alone (DecideYield).
+// `arrival`: when the stream reached the launch. `now()` is the GPU timer, `pause(ns)` a short
+// sleep, `fence()` a system-wide fence.
 template <class Now, class Pause, class Fence>
-METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, int64_t rest_ns,
-                                       uint32_t mid_phase, uint32_t generation, Now now,
-                                       Pause pause, Fence fence) {
-  const int64_t arrival = now();
-  slot->launches = slot->launches + 1;
+METRONOME_HD inline void HoldForGate(DeviceGateSlot* slot, int64_t need_ns, int64_t rest_ns,
+                                     bool mid_phase, uint32_t generation, int64_t arrival, Now now,
+                                     Pause pause, Fence fence) {
   Timetable tt;
   YieldSet yields;
   int64_t server_minus_gpu = 0;
@@ -63,14 +61,11 @@ METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, in
     fence();
     ok = slot->seq == s1;
   }
-  if (!ok || tt.period_ns <= 0) {
-    slot->finished = slot->finished + 1;
-    return;
-  }
+  if (!ok || tt.period_ns <= 0) return;
   if ((ValidateYieldSet(yields) & kYieldRejectMask) != 0) yields.count = 0;
   const int64_t now_server = SaturatingAdd(arrival, server_minus_gpu);
   GateDecision d;
-  if (mid_phase != 0) {
+  if (mid_phase) {
     d = DecideYield(yields, now_server, need_ns, cap, nullptr, rest_ns);
   } else {
     GateMemory memory{slot->since_realign};
@@ -88,7 +83,7 @@ METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, in
     const int64_t bound = SaturatingAdd(arrival, longest);
     if (target > bound) target = bound;
     slot->last_target_gpu_ns = target;
-    if (mid_phase == 0) slot->waits = slot->waits + 1;
+    if (!mid_phase) slot->waits = slot->waits + 1;
     int64_t t = now();
     while (t < target && slot->cancel == generation) {
       if (target - t > 8000) pause(4000);
@@ -96,8 +91,88 @@ METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, in
     }
     slot->last_release_gpu_ns = t;
   }
+}
+
+// The partners' turns as the host last wrote them; false: no turns (none, a set that fails
+// ValidateTurnSet, or the host kept writing through all the tries).
+template <class Fence>
+METRONOME_HD inline bool ReadTurns(const DeviceGateSlot* slot, TurnSet& s, int64_t& max_wait_ns,
+                                   Fence fence) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    const uint32_t s1 = slot->turn_seq;
+    fence();
+    if (s1 & 1u) continue;
+    s.count = slot->turn_count;
+    if (s.count == 0 || s.count > kMaxTurnPartners) return false;
+    s.wire_ns = slot->turn_wire_ns;
+    s.period_ns = slot->turn_period_ns;
+    max_wait_ns = slot->turn_max_wait_ns;
+    for (uint32_t i = 0; i < s.count; ++i) {
+      TurnPartner& p = s.partners[i];
+      p.higher = slot->turn_partners[i][0] != 0;
+      p.wire_ns = slot->turn_partners[i][1];
+      p.compute_ns = slot->turn_partners[i][2];
+      p.begun_ns = slot->turn_partners[i][3];
+      p.ended_ns = slot->turn_partners[i][4];
+    }
+    fence();
+    if (slot->turn_seq == s1) return ValidateTurnSet(s) == kTurnOk;
+  }
+  return false;
+}
+
+// After the gate let a phase go: holds it while a partner's turn lasts (common's DecideTurn, on
+// the GPU timer: the host wrote the edges on it), reading the edges again every few
+// microseconds, then stamps the phase's begin. Bounded by the decision (one natural period from
+// the arrival, within max wait), by a step count, and by the watchdog's cancel.
+template <class Now, class Pause, class Fence>
+METRONOME_HD inline void HoldForTurns(DeviceGateSlot* slot, int64_t arrival, uint32_t generation,
+                                      Now now, Pause pause, Fence fence) {
+  constexpr int64_t kStepNs = 4000;
+  TurnSet s;
+  int64_t max_wait = 0;
+  const int64_t start = now();
+  int64_t t = start;
+  bool held = false;
+  const int64_t max_steps = TimetableLimits{}.max_wait_cap_ns / kStepNs + 2;
+  for (int64_t step = 0;
+       step < max_steps && slot->cancel == generation && ReadTurns(slot, s, max_wait, fence);
+       ++step) {
+    if (!DecideTurn(s, arrival, t, max_wait, slot->turns_in_a_row).hold) break;
+    held = true;
+    pause(kStepNs);
+    t = now();
+  }
+  slot->turns_in_a_row = held ? slot->turns_in_a_row + 1 : 0;
+  if (held) {
+    slot->yields = slot->yields + 1;
+    slot->turn_wait_ns = slot->turn_wait_ns + (t - start);
+  }
+  slot->edge_begun_gpu_ns = t;
+}
+
+// One gate launch (GateLaunch says what it does). `generation`: the slot's cancel count at
+// launch; the kernel leaves as soon as the host's watchdog moves it on.
+template <class Now, class Pause, class Fence>
+METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, int64_t rest_ns,
+                                       uint32_t what, uint32_t generation, Now now, Pause pause,
+                                       Fence fence) {
+  const int64_t arrival = now();
+  slot->launches = slot->launches + 1;
+  if ((what & kGateDecide) != 0) {
+    HoldForGate(slot, need_ns, rest_ns, (what & kGateMidPhase) != 0, generation, arrival, now,
+                pause, fence);
+  }
+  if ((what & kGateTurns) != 0) HoldForTurns(slot, arrival, generation, now, pause, fence);
   fence();
   slot->finished = slot->finished + 1;
+}
+
+// After the collective that completes a phase's bytes: the phase's end on the wire.
+template <class Now, class Fence>
+METRONOME_HD inline void RunEdgeKernel(DeviceGateSlot* slot, Now now, Fence fence) {
+  slot->edge_ended_gpu_ns = now();
+  fence();
 }
 
 // Calibration: keeps writing the GPU timer into mapped memory until told to stop, or for

@@ -175,7 +175,7 @@ CommState* Runtime::OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noe
 
     // The device gate is prepared here, where the communicator's CUDA context is current.
     if (mode_ == Mode::kEnforce && config_.gate != GateKind::kHost) {
-      st->device_slot = DeviceGate::Prepare(comm);
+      st->device_slot = DeviceGate::Prepare(comm, config_.max_wait_ns);
       st->device_gate = st->device_slot >= 0;
       if (!st->device_gate && config_.gate == GateKind::kDevice && !no_gpu_logged_) {
         MLOG_WARN("METRONOME_GATE=device but the device gate is unavailable: using the host gate");
@@ -296,6 +296,7 @@ Runtime::CallToken Runtime::BeforeCollective(CommState* st, Op op, uint64_t byte
   tok.st = st;
   tok.op = static_cast<uint32_t>(op);
   tok.bytes = bytes;
+  tok.stream = stream;
   tok.start_ns = RealtimeNs();
   const int64_t gap = tok.start_ns - st->last_end_ns.load(std::memory_order_relaxed);
   const uint64_t calls = st->calls.load(std::memory_order_relaxed);
@@ -320,8 +321,13 @@ Runtime::CallToken Runtime::BeforeCollective(CommState* st, Op op, uint64_t byte
       if (ts.group_depth > 0) ts.group_gated = true;
       // The phase starts when the gate lets it go: that is what the tracker and the scheduler
       // (which judges phase starts against the windows) must see.
-      int64_t released = Gate(st, stream, bytes, true);
-      if (const int64_t turned = TakeTurn(st, tok.start_ns); turned != 0) released = turned;
+      bool turns_on_stream = false;
+      int64_t released = Gate(st, stream, bytes, true, &turns_on_stream);
+      if (!turns_on_stream) {
+        if (const int64_t turned = TakeTurn(st, stream, tok.start_ns); turned != 0) {
+          released = turned;
+        }
+      }
       if (released != 0) {
         tok.hold_ns = std::max<int64_t>(released - tok.start_ns, 0);
         tok.start_ns = released;
@@ -362,12 +368,35 @@ void Runtime::AfterCollective(const CallToken& t) noexcept {
       st->edge_ended_ns.load(std::memory_order_relaxed) <
           st->edge_begun_ns.load(std::memory_order_relaxed)) {
     st->edge_ended_ns.store(end, std::memory_order_relaxed);
+    // On a GPU the call returned once enqueued: the phase ends on the wire when the stream gets
+    // past this collective, which a kernel enqueued after it stamps (after its group, if any).
+    if (st->device_gate && st->job->edges_asked.load(std::memory_order_relaxed)) {
+      ThreadState& ts = t_state;
+      if (ts.group_depth > 0) {
+        ts.end_edge_slot = st->device_slot;
+        ts.end_edge_stream = t.stream;
+      } else {
+        DeviceGate::EnqueueEndEdge(st->device_slot, t.stream);
+      }
+    }
   }
   st->ring.Push(CollEvent{t.start_ns, end, t.op, t.bytes, t.hold_ns});
 }
 
-int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
-                      bool phase_start) noexcept {
+void Runtime::AfterGroup(ThreadState& ts) noexcept {
+  if (ts.end_edge_slot < 0) return;
+  DeviceGate::EnqueueEndEdge(ts.end_edge_slot, ts.end_edge_stream);
+  ts.end_edge_slot = -1;
+  ts.end_edge_stream = nullptr;
+}
+
+bool Runtime::TurnsOnStream(const CommState* st) noexcept {
+  return st->device_gate &&
+         (st->job->turns.MayTakeTurns() || st->job->edges_asked.load(std::memory_order_relaxed));
+}
+
+int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes, bool phase_start,
+                      bool* turns_on_stream) noexcept {
   Timetable tt;
   // Most jobs yield to nothing: the set (600 bytes) is neither read nor even zeroed for them.
   std::optional<YieldSet> set;
@@ -394,8 +423,10 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
   const int64_t offset = server_minus_local_ns.load(std::memory_order_relaxed);
   if (st->device_gate) {  // also on the legacy default stream (0)
     DeviceGate::HostDecision host;
+    const bool turns = phase_start && turns_on_stream != nullptr && TurnsOnStream(st);
     if (DeviceGate::Enqueue(st->device_slot, stream, tt, y, offset, config_.max_wait_ns,
-                            st->gate_memory, host)) {
+                            st->gate_memory, host, turns)) {
+      if (!host.decided && turns) *turns_on_stream = true;
       // The kernel counts its own decisions; a stream wait's are counted here, as the host
       // gate's (the wait itself happens on the stream, so no waited time).
       if (host.decided) {
@@ -427,7 +458,12 @@ int64_t Runtime::Gate(CommState* st, cudaStream_t stream, uint64_t bytes,
   return o.action == GateAction::kWaitUntil ? RealtimeNs() : 0;
 }
 
-int64_t Runtime::TakeTurn(CommState* st, int64_t arrival_ns) noexcept {
+int64_t Runtime::TakeTurn(CommState* st, cudaStream_t stream, int64_t arrival_ns) noexcept {
+  if (st->device_gate) {
+    if (TurnsOnStream(st)) DeviceGate::EnqueueTurns(st->device_slot, stream);
+    return 0;
+  }
+  if (!calls_complete_on_host.load(std::memory_order_relaxed)) return 0;
   TurnStore& turns = st->job->turns;
   if (!turns.MayTakeTurns() || !clock_valid.load(std::memory_order_relaxed)) {
     st->turns_in_a_row = 0;

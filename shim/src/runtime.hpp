@@ -46,6 +46,10 @@ struct ThreadState {
   int depth = 0;
   int group_depth = 0;
   bool group_gated = false;  // the current outermost group already passed its gate
+  // A phase that ended inside a group: its end-edge kernel is enqueued once the group is
+  // (NCCL launches a group's collectives at its end).
+  int end_edge_slot = -1;
+  cudaStream_t end_edge_stream = nullptr;
 };
 ThreadState& Tls() noexcept;
 
@@ -70,6 +74,8 @@ struct JobState {
   uint64_t turns_version = 0;
   TurnSet turn_set;
   bool send_edges = false;
+  // The same, for the caller's path: a job that sends its edges stamps them on the stream.
+  std::atomic<bool> edges_asked{false};
   int64_t sent_begun_ns = 0;
   int64_t sent_ended_ns = 0;
   RhythmChoice rhythm;  // which of its communicators the gate holds (rhythm.hpp)
@@ -184,12 +190,15 @@ class Runtime {
     int64_t hold_ns = 0;   // how long the gate held it
     uint32_t op = 0;
     uint64_t bytes = 0;
+    cudaStream_t stream = nullptr;
   };
   CallToken BeforeCollective(ncclComm_t comm, Op op, uint64_t bytes, cudaStream_t stream) noexcept {
     return BeforeCollective(Find(comm), op, bytes, stream);
   }
   CallToken BeforeCollective(CommState* st, Op op, uint64_t bytes, cudaStream_t stream) noexcept;
   void AfterCollective(const CallToken& t) noexcept;
+  // The outermost group of this thread ended (its collectives are on their streams).
+  static void AfterGroup(ThreadState& ts) noexcept;
   // How many parts an element-wise collective of `bytes` is issued in: common's ChunkParts with
   // METRONOME_CHUNK_KIB in enforce mode outside groups, else 1. Every rank of a communicator
   // must issue the same calls, so this depends on nothing that differs between ranks (a
@@ -199,6 +208,10 @@ class Runtime {
   // Clock: scheduler time = local time + offset. Valid once a ping/pong exchange succeeded.
   std::atomic<int64_t> server_minus_local_ns{0};
   std::atomic<bool> clock_valid{false};
+  // Whether the collectives complete on the host before they return (no CUDA in the process:
+  // the CPU testbed): only then does the host gate take turns (elsewhere the gate kernel does).
+  // Set before the background thread starts.
+  std::atomic<bool> calls_complete_on_host{false};
 
   RuntimeCounters counters;
 
@@ -224,14 +237,19 @@ class Runtime {
   // Returns the local time the host gate released the caller, or 0 when it did not hold it.
   // The gate for one collective of `bytes`: at a phase start the timetable and the yields,
   // inside a phase the yields alone. Returns the local release time when it held the caller.
-  int64_t Gate(CommState* st, cudaStream_t stream, uint64_t bytes, bool phase_start) noexcept;
+  // `turns_on_stream`: set when the gate kernel it enqueued also takes the phase's turns.
+  int64_t Gate(CommState* st, cudaStream_t stream, uint64_t bytes, bool phase_start,
+               bool* turns_on_stream = nullptr) noexcept;
   // Counts one gate decision made on the host (the host gate's, or a stream wait's).
   static void Count(CommState* st, GateAction action, int64_t lateness_ns, const Timetable& tt,
                     int64_t waited_ns, bool realigned) noexcept;
   // After the gate let a phase go: holds it while a partner's turn lasts (common's DecideTurn),
   // in short sleeps that read the edges the background thread keeps. Returns the local release
-  // time when it held the caller, else 0.
-  int64_t TakeTurn(CommState* st, int64_t arrival_ns) noexcept;
+  // time when it held the caller, else 0. With the device gate the hold is a kernel on `stream`
+  // instead (the caller is not held).
+  int64_t TakeTurn(CommState* st, cudaStream_t stream, int64_t arrival_ns) noexcept;
+  // Whether a device-gated communicator's phase starts need the kernel for turns or edges.
+  static bool TurnsOnStream(const CommState* st) noexcept;
   bool Insert(CommState* st) noexcept;
   std::string DeriveJobId(const CommOrigin& o) const;
 

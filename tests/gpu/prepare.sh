@@ -10,7 +10,7 @@
 # OUT (emptied first):
 #   lib/      the shim's install bundle: libmetronome.so (gate fatbin inside), libzmq.so.5 and
 #             every library it needs beyond glibc, RUNPATH $ORIGIN
-#   bin/      device_gate_check, collective_cost (nvcc), gpu_scheduler: DT_RPATH $ORIGIN/../lib,
+#   bin/      device_gate_check, collective_cost, turns_check (nvcc), gpu_scheduler: DT_RPATH $ORIGIN/../lib,
 #             so that their libzmq (and libstdc++) are the bundle's
 #   py/       ddp_world1.py
 #   run.sh    the GPU run;  NEEDED: the libraries it must find on the GPU machine (libcudart,
@@ -45,7 +45,7 @@ fi
 if [ $do_build -eq 1 ]; then
   cmake --build "$build" --target metronome_shim metronome_gpu_checks -j"${PREPARE_JOBS:-1}"
 fi
-progs=(device_gate_check collective_cost gpu_scheduler)
+progs=(device_gate_check collective_cost turns_check gpu_scheduler)
 for f in "$build/shim/libmetronome.so" "${progs[@]/#/$build/tests/gpu/bin/}"; do
   [ -x "$f" ] || { echo "prepare.sh: $f is not built (target metronome_gpu_checks)" >&2; exit 1; }
 done

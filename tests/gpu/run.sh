@@ -9,9 +9,10 @@
 # 2. No GPU (nvidia-smi absent or failing): says "no GPU" and exits 77.
 # 3. The checks, each under a timeout, all within about 4.5 minutes: the device gate's release
 #    error and the shim's timer calibration (device_gate_check), late phases (the same, max wait
-#    10 ms), the shim's cost per collective (collective_cost: no shim, off, observe, enforce),
-#    PyTorch DDP unchanged (ddp_world1.py with and without the shim), and DDP under a forced hold
-#    of its NCCL stream (gpu_scheduler + ddp_world1.py --hold-period-ms). One table at the end.
+#    10 ms), taking turns on the stream (turns_check), the shim's cost per collective
+#    (collective_cost: no shim, off, observe, enforce), PyTorch DDP unchanged (ddp_world1.py with
+#    and without the shim), and DDP under a forced hold of its NCCL stream (gpu_scheduler +
+#    ddp_world1.py --hold-period-ms). One table at the end.
 # Exit: 0 every check passed; 1 a check failed or could not run; 2 a library is missing; 77 no GPU.
 # Logs: DIR/logs (or METRONOME_GPU_LOGS), the table in logs/table.txt.
 set -uo pipefail
@@ -217,6 +218,19 @@ r=$logs/realign.out
 row "late phases realign / fail open" \
   "late $(kv "$r" device_gate_realign late), realigned $(kv "$r" device_gate_realign realigned), failed open $(kv "$r" device_gate_realign failed_open), closest realignments $(kv "$r" device_gate_realign min_gap_phases) phases apart (>= 4); shim: $(grep -o 'failed_open=[0-9]* realigned=[0-9]*' "$logs/realign.err" | tail -1)" \
   "$(yes_no "$([ $rc -eq 0 ] && echo 1)" PASS "FAIL ($(why realign))")"
+
+# Taking turns on the stream: the gate kernel holds for a partner's relayed turn and stamps the
+# job's own edges (turns_check: every other phase has the partner in its phase).
+ep=$(port)
+step turns 60 "${shim_env[@]}" METRONOME_SCHEDULER="$ep" "$dir/bin/turns_check" "$ep" 40
+rc=$?
+t=$logs/turns.out
+row "turns: the stream waits for the partner's end" \
+  "held $(kv "$t" turns held) of $(kv "$t" turns partner_phases) phases with the partner in its phase; went on $(kv "$t" turns after_end_us_p50) µs (p50), $(kv "$t" turns after_end_us_max) µs (max) after its end went out (limit p50 < 2000); free phases $(kv "$t" turns free_us_p50) µs (p50); host held p50 $(kv "$t" turns host_held_us_p50) µs" \
+  "$(yes_no "$([ $rc -eq 0 ] && echo 1)" PASS "FAIL ($(why turns))")"
+row "turns: the job's own edges from the stream" \
+  "begin vs release stamp $(kv "$t" turns begin_edge_err_us_p50) µs (p50), $(kv "$t" turns begin_edge_err_us_max) µs (max); end vs burst done $(kv "$t" turns end_edge_err_us_p50) µs (p50), $(kv "$t" turns end_edge_err_us_max) µs (max); $(kv "$t" turns edges) edges (limits: p50 < 50 µs)" \
+  "$(yes_no "$([ $rc -eq 0 ] && echo 1)" PASS "FAIL ($(why turns))")"
 
 # Cost per collective: no shim, off, observe, and enforce in an always-open window.
 step cost_none 60 env LD_LIBRARY_PATH="$llp" "$dir/bin/collective_cost" none

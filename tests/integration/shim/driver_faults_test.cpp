@@ -78,6 +78,37 @@ void StampOnStream(void* p) {
   static_cast<std::atomic<int64_t>*>(p)->store(RealtimeNs());
 }
 
+// The shim's core as a CUDA process has it (the device gate on auto), talking to `endpoint`, with
+// one communicator at `address`: rank 0 of 2.
+struct ShimCore {
+  Runtime* rt = nullptr;
+  ncclComm_t comm = nullptr;
+  CommState* st = nullptr;
+};
+ShimCore StartShim(const std::string& endpoint, uintptr_t address) {
+  Config c;
+  c.scheduler = endpoint;
+  c.max_wait_ns = kCapNs;
+  c.gate = GateKind::kAuto;
+  c.log_level = LogLevel::kInfo;
+  c.node = "test-node";
+  c.node_share = false;  // this rank talks to the test's scheduler itself
+  ShimCore s;
+  s.rt = new Runtime(c);  // leaked on purpose, like the real one
+  Runtime::InstallForTesting(s.rt);
+  s.comm = reinterpret_cast<ncclComm_t>(address);
+  ncclUniqueId id{};
+  id.internal[0] = static_cast<char>(address >> 8);
+  CommOrigin origin;
+  origin.how = "test";
+  origin.id = &id;
+  origin.nranks = 2;
+  origin.rank = 0;
+  s.st = s.rt->OnCommCreated(s.comm, origin);
+  EXPECT_NE(s.st, nullptr);
+  return s;
+}
+
 // The child's work: the shim's core with the device gate on, phases through its caller path
 // on a stream of the stand-in.
 Observed GatePhases() {
@@ -98,24 +129,9 @@ Observed GatePhases() {
   EXPECT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
   const int threads_before = CountThreads();
   {
-    Config c;
-    c.scheduler = peer.Endpoint();
-    c.max_wait_ns = kCapNs;
-    c.gate = GateKind::kAuto;
-    c.log_level = LogLevel::kInfo;
-    c.node = "test-node";
-    c.node_share = false;       // this rank talks to the test's scheduler itself
-    auto* rt = new Runtime(c);  // leaked on purpose, like the real one
-    Runtime::InstallForTesting(rt);
-    auto* comm = reinterpret_cast<ncclComm_t>(0x7000);
-    ncclUniqueId id{};
-    id.internal[0] = 7;
-    CommOrigin origin;
-    origin.how = "test";
-    origin.id = &id;
-    origin.nranks = 2;
-    origin.rank = 0;
-    EXPECT_NE(rt->OnCommCreated(comm, origin), nullptr);
+    const ShimCore shim = StartShim(peer.Endpoint(), 0x7000);
+    Runtime* rt = shim.rt;
+    ncclComm_t comm = shim.comm;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
     while (std::chrono::steady_clock::now() < deadline) {
       auto jobs = rt->Jobs();
@@ -158,11 +174,69 @@ Observed GatePhases() {
   return o;
 }
 
-// Runs one fault in a child process, bounded to 30 s, and checks what it saw. The child is this
-// test program again, exec'd on the one test (a fork alone would inherit the shim's after-fork
-// state, in which the device gate is off).
+bool InChild() {
+  return std::getenv("METRONOME_DRIVER_FAULTS_CHILD") != nullptr;
+}
+
+[[noreturn]] void EndChild() {
+  std::fflush(nullptr);
+  _exit(::testing::Test::HasFailure() ? 1 : 0);
+}
+
+// Runs the current test again in a child process, with the stand-in's `faults` and `kernel`,
+// bounded to 30 s; the child does the test's work (InChild) and ends with EndChild. The child is
+// this test program again, exec'd on the one test (a fork alone would inherit the shim's
+// after-fork state, in which the device gate is off). Returns the child's log (the shim's).
+std::string RunChild(const char* faults, const char* kernel) {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter =
+      std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name();
+  std::fflush(nullptr);
+  char log_path[] = "/tmp/metronome-driver-faults-XXXXXX";
+  const int log_fd = mkstemp(log_path);
+  EXPECT_GE(log_fd, 0);
+  if (log_fd < 0) return "";
+  const pid_t child = fork();
+  EXPECT_GE(child, 0);
+  if (child == 0) {
+    setenv("METRONOME_DRIVER_FAULTS_CHILD", "1", 1);
+    setenv("METRONOME_FAKE_CUDA_FAIL", faults, 1);
+    if (kernel != nullptr) setenv("METRONOME_FAKE_CUDA_KERNEL", kernel, 1);
+    dup2(log_fd, 2);  // the shim's log, for the parent to read
+    execl("/proc/self/exe", "shim_driver_faults_test", filter.c_str(), "--gtest_brief=1",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  pid_t done = 0;
+  while (child > 0 && (done = waitpid(child, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (child > 0 && done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+  }
+  std::string log;
+  char buf[4096];
+  ssize_t n = 0;
+  lseek(log_fd, 0, SEEK_SET);
+  while ((n = read(log_fd, buf, sizeof(buf))) > 0) log.append(buf, static_cast<std::size_t>(n));
+  close(log_fd);
+  unlink(log_path);
+  EXPECT_NE(done, 0) << "the child hung\n" << log;
+  if (done != 0) {
+    EXPECT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status) << "\n"
+                                   << log;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << log;
+  }
+  return log;
+}
+
+// Runs one fault in a child process and checks what it saw.
 void ExpectFallback(const char* faults, const char* kernel, const Expected& want) {
-  if (std::getenv("METRONOME_DRIVER_FAULTS_CHILD") != nullptr) {
+  if (InChild()) {
     const Observed o = GatePhases();
     std::printf(
         "faults=%s kernel=%s: status=%d worst=%.2f ms caller_held=%d stream_held=%d "
@@ -192,48 +266,9 @@ void ExpectFallback(const char* faults, const char* kernel, const Expected& want
       // tests/gpu.
       EXPECT_LT(std::abs(o.calibration_error_ns), 10'000'000) << "timer calibration";
     }
-    std::fflush(nullptr);
-    _exit(::testing::Test::HasFailure() ? 1 : 0);
+    EndChild();
   }
-  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string filter =
-      std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name();
-  std::fflush(nullptr);
-  char log_path[] = "/tmp/metronome-driver-faults-XXXXXX";
-  const int log_fd = mkstemp(log_path);
-  ASSERT_GE(log_fd, 0);
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    setenv("METRONOME_DRIVER_FAULTS_CHILD", "1", 1);
-    setenv("METRONOME_FAKE_CUDA_FAIL", faults, 1);
-    if (kernel != nullptr) setenv("METRONOME_FAKE_CUDA_KERNEL", kernel, 1);
-    dup2(log_fd, 2);  // the shim's log, for the parent to read
-    execl("/proc/self/exe", "shim_driver_faults_test", filter.c_str(), "--gtest_brief=1",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  pid_t done = 0;
-  while ((done = waitpid(child, &status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (done == 0) {
-    kill(child, SIGKILL);
-    waitpid(child, &status, 0);
-  }
-  std::string log;
-  char buf[4096];
-  ssize_t n = 0;
-  lseek(log_fd, 0, SEEK_SET);
-  while ((n = read(log_fd, buf, sizeof(buf))) > 0) log.append(buf, static_cast<std::size_t>(n));
-  close(log_fd);
-  unlink(log_path);
-  ASSERT_NE(done, 0) << "the child hung\n" << log;
-  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status) << "\n" << log;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << log;
+  const std::string log = RunChild(faults, kernel);
   EXPECT_EQ(FallbackLines(log), want.fallback_lines) << log;
 }
 
@@ -276,6 +311,227 @@ TEST(DriverFaults, CaptureQueryFailsObserves) {
 
 TEST(DriverFaults, AKernelThatNeverReturnsIsReleasedAndStreamWaitsTakeOver) {
   ExpectFallback("", "hang", {DeviceGateStatus::kWaitValue, false, true, 1});
+}
+
+// Taking turns where the calls return once enqueued: a job with an equal partner on its link,
+// no gate of its own (an always-open timetable), phases of two collectives on a stream of the
+// stand-in. The gate kernel holds the stream (never the caller) while the partner's relayed
+// turn lasts, and stamps the phase's begin when the stream goes on; the edge kernel after the
+// phase's last collective stamps its end; the background thread sends both as the job's edges.
+void TakeTurnsOnTheStream() {
+  constexpr int64_t kPeriod = 20'000'000;  // its natural period: the longest a turn holds
+  constexpr int64_t kMs = 1'000'000;
+  std::atomic<int64_t> begin_at{0}, end_at{0};
+  RawPeer peer;
+  peer.welcome_features = proto::kFeatureTurns;
+  peer.tick = [&](RawPeer& p) {
+    static int64_t last = 0, begun = 0, ended = 0;
+    static bool pushed = false;
+    const int64_t now = RealtimeNs();
+    if (p.Pings() == 0) return;
+    if (now - last >= 100 * kMs) {
+      last = now;
+      proto::TimetablePush push;
+      push.job_id = p.JobId();
+      push.timetable = Timetable{1, now, kPeriod, 0, kPeriod, 0, kPeriod};
+      p.SendRaw(proto::Encode(push));
+    }
+    if (!pushed) {
+      pushed = true;
+      proto::TurnPush t{p.JobId(), 1, true, {}};
+      t.turns = {5 * kMs, kPeriod, 1, {}};
+      // Its compute is long so that it is not taken as quiet (twice its period after its begin)
+      // however slowly a loaded machine gets to the phase that waits for it.
+      t.turns.partners[0] = {7, false, 6 * kMs, 100 * kMs, 0, 0};
+      p.Send(t);
+    }
+    if (begin_at.load() != begun && now >= begin_at.load()) {
+      begun = begin_at.load();
+      p.Send(proto::TurnEdge{p.JobId(), 7, true, begun});
+    }
+    if (end_at.load() != ended && now >= end_at.load()) {
+      ended = end_at.load();
+      p.Send(proto::TurnEdge{p.JobId(), 7, false, ended});
+    }
+  };
+  peer.Start();
+  CUstream stream = nullptr;
+  ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+  const ShimCore shim = StartShim(peer.Endpoint(), 0x7100);
+  Runtime* rt = shim.rt;
+  ncclComm_t comm = shim.comm;
+  CommState* st = shim.st;
+  ASSERT_NE(st, nullptr);
+  ASSERT_TRUE(st->device_gate);
+  // Its rhythm, taught through the event ring as the caller's path records it: phases of two
+  // 4 KiB collectives every 20 ms.
+  const int64_t base = RealtimeNs() - 201 * kPeriod;
+  for (int i = 0; i < 200; ++i) {
+    for (int k = 0; k < 2; ++k) {
+      const int64_t at = base + i * kPeriod + int64_t{k} * 40'000;
+      ASSERT_TRUE(st->ring.Push(CollEvent{at, at + 20'000, 0, 4096, 0}));
+    }
+  }
+  JobState* job = st->job;
+  const auto wait_for = [](const auto& cond, int64_t within_ns) {
+    const int64_t deadline = RealtimeNs() + within_ns;
+    while (!cond() && RealtimeNs() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return cond();
+  };
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return job->turns.MayTakeTurns() && rt->clock_valid.load() && st->phase_bytes.load() != 0 &&
+               !st->observe_only.load();
+      },
+      5'000'000'000))
+      << "no turns in force";
+  EXPECT_NE(peer.HelloFeatures() & proto::kFeatureTurns, 0u) << "the shim announced turns";
+  // One phase; returns when the stream reached its first collective, from the call, and how long
+  // the caller was held.
+  struct Phase {
+    int64_t called = 0;
+    int64_t held_on_stream = 0;
+    int64_t caller_held = 0;
+    int64_t first_on_stream = 0;
+    int64_t last_done_on_stream = 0;
+    int64_t synchronized = 0;
+  };
+  const auto phase = [&] {
+    Phase p;
+    std::atomic<int64_t> first{0}, last{0};
+    const int64_t start = RealtimeNs();
+    p.called = start;
+    auto tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream);
+    cuLaunchHostFunc(stream, StampOnStream, &first);  // "NCCL"
+    rt->AfterCollective(tok);
+    p.caller_held += tok.hold_ns;
+    tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream);
+    cuLaunchHostFunc(stream, StampOnStream, &last);
+    rt->AfterCollective(tok);
+    p.caller_held += tok.hold_ns;
+    cuStreamSynchronize(stream);
+    p.synchronized = RealtimeNs();
+    p.first_on_stream = first.load();
+    p.last_done_on_stream = last.load();
+    p.held_on_stream = first.load() - start;
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(10));  // compute: the next call starts a phase
+    return p;
+  };
+  const auto seen = [&](bool begun, int64_t at) {
+    return wait_for(
+        [&] {
+          TurnSet s;
+          return job->turns.Read(s) && s.count == 1 &&
+                 (begun ? s.partners[0].begun_ns : s.partners[0].ended_ns) == at;
+        },
+        2'000'000'000);
+  };
+  // Whether the kernel held a phase is read from its counters: a loaded machine can be slow to
+  // run the stand-in's stream thread, which a wall-clock bound would take for a hold.
+  const Phase free = phase();
+  EXPECT_EQ(DeviceGate::KernelCounters(st->device_slot).yields, 0u) << "no partner in a phase";
+
+  // An equal in its phase: the stream waits until its end arrives, sent 6 ms after the phase's
+  // call.
+  const int64_t offset = rt->server_minus_local_ns.load();
+  const int64_t b1 = RealtimeNs() + offset;
+  begin_at = b1;
+  ASSERT_TRUE(seen(true, b1));
+  end_at = RealtimeNs() + offset + 6 * kMs;
+  Phase held = phase();
+  EXPECT_GT(held.held_on_stream, 3 * kMs);
+  EXPECT_EQ(held.caller_held, 0) << "the stream waits, not the caller";
+  const DeviceGate::Counters k = DeviceGate::KernelCounters(st->device_slot);
+  EXPECT_EQ(k.yields, 1u);
+  EXPECT_GT(k.turn_wait_ns, 3 * kMs);
+  EXPECT_LT(k.turn_wait_ns, kPeriod) << "held past the end's arrival";
+  const Phase after = phase();
+  EXPECT_EQ(DeviceGate::KernelCounters(st->device_slot).yields, 1u) << "the partner's phase ended";
+
+  // A phase issued as one group: NCCL launches the group's collectives at its end, so the end
+  // edge's kernel waits for the group to end (as ncclGroupEnd has the runtime do).
+  {
+    ThreadState& ts = Tls();
+    ++ts.group_depth;
+    for (int i = 0; i < 2; ++i) {
+      rt->AfterCollective(rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream));
+    }
+    EXPECT_EQ(ts.end_edge_slot, st->device_slot) << "the end edge waits for the group's end";
+    --ts.group_depth;
+    Runtime::AfterGroup(ts);
+    EXPECT_EQ(ts.end_edge_slot, -1);
+    cuStreamSynchronize(stream);
+  }
+
+  // Its own edges: the held phase's begin is when its stream went on (after the partner's end
+  // arrived), not when the call was made; its end is when the stream got past the phase's last
+  // collective. The edges carry the shim's timer calibration, whose error the test knows (the
+  // stand-in's timer is exactly an hour behind; on a loaded machine the error reaches a few ms),
+  // and the stand-in's stream thread may be descheduled between two operations (so bounds, not
+  // points).
+  constexpr int64_t kCalibrationNs = 3 * kMs;  // the slack around the bounds
+  const int64_t cal = DeviceGate::HostMinusGpuNs() - 3'600'000'000'000;
+  held.called += cal;
+  held.first_on_stream += cal;
+  held.last_done_on_stream += cal;
+  held.synchronized += cal;
+  ASSERT_TRUE(wait_for([&] { return peer.Edges().size() >= 6; }, 2'000'000'000));
+  const std::vector<proto::PhaseEdge> edges = peer.Edges();
+  bool found = false;
+  int64_t last_begin = 0;
+  for (std::size_t i = 0; i < edges.size(); ++i) {
+    const proto::PhaseEdge& e = edges[i];
+    if (!e.begun) {
+      EXPECT_GE(e.at_ns, last_begin) << "an end before its begin";
+      continue;
+    }
+    last_begin = e.at_ns;
+    if (e.at_ns < held.called + offset - kCalibrationNs ||
+        e.at_ns > held.first_on_stream + offset + kCalibrationNs) {
+      continue;
+    }
+    found = true;
+    EXPECT_GE(e.at_ns, end_at.load() + cal - kCalibrationNs) << "stamped before the hold ended";
+    ASSERT_LT(i + 1, edges.size());
+    EXPECT_FALSE(edges[i + 1].begun);
+    EXPECT_GE(edges[i + 1].at_ns, held.last_done_on_stream + offset - kCalibrationNs)
+        << "an end stamped before the phase's last collective was done";
+    EXPECT_LE(edges[i + 1].at_ns, held.synchronized + offset + kCalibrationNs);
+  }
+  if (!found) {
+    ADD_FAILURE() << "no begin edge at the held phase's start on the stream";
+    const int64_t called = held.called + offset;
+    const int64_t first = held.first_on_stream + offset;
+    std::printf("held phase: called %lld, first on stream %lld (calibration error %lld ns added)\n",
+                static_cast<long long>(called), static_cast<long long>(first),
+                static_cast<long long>(cal));
+    for (const proto::PhaseEdge& e : edges) {
+      std::printf("  edge %s at %lld\n", e.begun ? "begun" : "ended",
+                  static_cast<long long>(e.at_ns));
+    }
+  }
+  std::printf(
+      "turns on the stream: free phase held %.2f ms, held phase %.2f ms (caller %.2f ms), "
+      "after it %.2f ms; kernel yields %llu, turn wait %.2f ms; %zu edges\n",
+      static_cast<double>(free.held_on_stream) / 1e6,
+      static_cast<double>(held.held_on_stream) / 1e6, static_cast<double>(held.caller_held) / 1e6,
+      static_cast<double>(after.held_on_stream) / 1e6, static_cast<unsigned long long>(k.yields),
+      static_cast<double>(k.turn_wait_ns) / 1e6, edges.size());
+  rt->OnCommDestroyed(comm, "destroyed");
+  rt->StopClient(1'000'000'000);
+  cuStreamDestroy(stream);
+  peer.Stop();
+}
+
+TEST(DeviceTurns, TheKernelHoldsTheStreamForAPartnersTurnAndStampsTheEdges) {
+  if (InChild()) {
+    TakeTurnsOnTheStream();
+    EndChild();
+  }
+  RunChild("", nullptr);
 }
 
 }  // namespace

@@ -122,9 +122,10 @@ Stream* StreamOf(CUstream s) {
   return legacy;
 }
 
-enum class Kernel { kGate, kTimer };
+enum class Kernel { kGate, kTimer, kEdge };
 Kernel gate_kernel = Kernel::kGate;
 Kernel timer_kernel = Kernel::kTimer;
+Kernel edge_kernel = Kernel::kEdge;
 int context_token = 0;
 int module_token = 0;
 
@@ -171,6 +172,8 @@ CUresult cuModuleGetFunction(CUfunction* f, CUmodule, const char* name) {
     *f = reinterpret_cast<CUfunction>(&gate_kernel);
   } else if (std::strcmp(name, "metronome_timer_kernel") == 0) {
     *f = reinterpret_cast<CUfunction>(&timer_kernel);
+  } else if (std::strcmp(name, "metronome_edge_kernel") == 0) {
+    *f = reinterpret_cast<CUfunction>(&edge_kernel);
   } else {
     return CUDA_ERROR_NOT_FOUND;
   }
@@ -221,15 +224,21 @@ CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, un
         reinterpret_cast<metronome::shim::DeviceGateSlot*>(*static_cast<CUdeviceptr*>(params[0]));
     const int64_t need = *static_cast<int64_t*>(params[1]);
     const int64_t rest = *static_cast<int64_t*>(params[2]);
-    const uint32_t mid_phase = *static_cast<uint32_t*>(params[3]);
+    const uint32_t what = *static_cast<uint32_t*>(params[3]);
     const uint32_t generation = *static_cast<uint32_t*>(params[4]);
     const bool hang = KernelHangs();
     StreamOf(stream)->Push([=] {
       const int64_t frozen = GpuNs();
       metronome::shim::RunGateKernel(
-          slot, need, rest, mid_phase, generation, [&] { return hang ? frozen : GpuNs(); }, PauseNs,
+          slot, need, rest, what, generation, [&] { return hang ? frozen : GpuNs(); }, PauseNs,
           Fence);
     });
+    return CUDA_SUCCESS;
+  }
+  if (k == Kernel::kEdge) {
+    auto* slot =
+        reinterpret_cast<metronome::shim::DeviceGateSlot*>(*static_cast<CUdeviceptr*>(params[0]));
+    StreamOf(stream)->Push([=] { metronome::shim::RunEdgeKernel(slot, GpuNs, Fence); });
     return CUDA_SUCCESS;
   }
   auto* out = reinterpret_cast<volatile int64_t*>(*static_cast<CUdeviceptr*>(params[0]));

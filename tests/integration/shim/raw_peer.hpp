@@ -49,6 +49,7 @@ class RawPeer {
   const std::string& Endpoint() const { return endpoint_; }
   int Hellos() const { return hellos_.load(); }
   int Pings() const { return pings_.load(); }
+  uint32_t HelloFeatures() const { return hello_features_.load(); }  // of the latest hello
   std::string JobId() {
     std::lock_guard<std::mutex> l(mu_);
     return job_id_;
@@ -113,6 +114,7 @@ class RawPeer {
             std::lock_guard<std::mutex> l(mu_);
             job_id_ = h->job_id;
           }
+          hello_features_.store(h->features);
           hellos_.fetch_add(1);
           Reply(identity, proto::Welcome{42, 200, RealtimeNs(), welcome_features});
         } else if (const auto* p = std::get_if<proto::ClockPing>(&d.message)) {
@@ -141,6 +143,7 @@ class RawPeer {
   std::atomic<bool> stop_{false};
   std::atomic<int> hellos_{0};
   std::atomic<int> pings_{0};
+  std::atomic<uint32_t> hello_features_{0};
   std::mutex mu_;
   std::string job_id_;
 };

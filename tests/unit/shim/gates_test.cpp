@@ -1,11 +1,15 @@
-// Host gate decisions and waits, the timetable store, the event ring, the GPU timer calibration.
+// Host gate decisions and waits, the timetable store, the event ring, the GPU timer calibration,
+// and the gate kernels' turns on a simulated GPU timer.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "device_gate.hpp"
+#include "gate_kernel_body.hpp"
 #include "host_gate.hpp"
 #include "metronome/common/clock.hpp"
 #include "spsc_ring.hpp"
@@ -277,7 +281,7 @@ TEST(DeviceGate, CalibrationTakesTheFreshestRead) {
 
 TEST(DeviceGate, UnavailableWithoutAGpuDriver) {
   // This machine has no libcuda.so.1 loaded: no slot, host gate.
-  EXPECT_EQ(DeviceGate::Prepare(nullptr), -1);
+  EXPECT_EQ(DeviceGate::Prepare(nullptr, 50'000'000), -1);
   EXPECT_EQ(DeviceGate::Status(), DeviceGateStatus::kUnavailable);
   EXPECT_FALSE(DeviceGate::StreamIsCapturing(nullptr));
   EXPECT_EQ(DeviceGate::ServiceWaits(RealtimeNs()), INT64_MAX);
@@ -285,8 +289,140 @@ TEST(DeviceGate, UnavailableWithoutAGpuDriver) {
 
 TEST(DeviceGate, SlotLayoutIsStable) {
   // The kernel and the host agree on this layout (both compile device_gate_slot.hpp).
-  EXPECT_EQ(sizeof(DeviceGateSlot), 640u);
+  EXPECT_EQ(sizeof(DeviceGateSlot), 896u);
   EXPECT_EQ(alignof(DeviceGateSlot), 128u);
+}
+
+// The gate kernel's turns, run on the host with a simulated GPU timer that moves only when the
+// kernel pauses (so the times below are exact): `at(t)` is called as the timer passes t, where a
+// test writes what the host would relay meanwhile.
+struct KernelRun {
+  DeviceGateSlot slot{};
+  int64_t t = 1'000'000'000;
+  std::vector<std::pair<int64_t, std::function<void(DeviceGateSlot&)>>> at;
+
+  void Turns(const TurnSet& s, int64_t max_wait_ns) {
+    slot.turn_seq = slot.turn_seq + 1;
+    slot.turn_wire_ns = s.wire_ns;
+    slot.turn_period_ns = s.period_ns;
+    slot.turn_max_wait_ns = max_wait_ns;
+    for (uint32_t i = 0; i < s.count; ++i) {
+      const TurnPartner& p = s.partners[i];
+      slot.turn_partners[i][0] = p.higher ? 1 : 0;
+      slot.turn_partners[i][1] = p.wire_ns;
+      slot.turn_partners[i][2] = p.compute_ns;
+      slot.turn_partners[i][3] = p.begun_ns;
+      slot.turn_partners[i][4] = p.ended_ns;
+    }
+    slot.turn_count = s.count;
+    slot.turn_seq = slot.turn_seq + 1;
+  }
+  // One phase-start launch that only takes turns; returns how long the stream was held.
+  int64_t Phase() {
+    const int64_t start = t;
+    RunGateKernel(
+        &slot, 0, -1, kGateTurns, slot.cancel, [&] { return t; },
+        [&](int64_t ns) {
+          t += ns;
+          for (auto& [when, what] : at) {
+            if (when != 0 && t >= when) {
+              what(slot);
+              when = 0;
+            }
+          }
+        },
+        [] {});
+    return t - start;
+  }
+};
+
+constexpr int64_t kMsNs = 1'000'000;
+
+TEST(GateKernelTurns, NoPartnerInAPhaseNoHoldAndTheBeginIsStamped) {
+  KernelRun k;
+  EXPECT_EQ(k.Phase(), 0);
+  EXPECT_EQ(k.slot.edge_begun_gpu_ns, k.t) << "stamped without turns too";
+  TurnSet s{5 * kMsNs, 20 * kMsNs, 1, {}};
+  s.partners[0] = {7, false, 6 * kMsNs, 10 * kMsNs, k.t - 9 * kMsNs, k.t - 4 * kMsNs};
+  k.Turns(s, 50 * kMsNs);
+  EXPECT_EQ(k.Phase(), 0) << "the partner's phase ended";
+  EXPECT_EQ(k.slot.yields, 0u);
+  EXPECT_EQ(k.slot.launches, k.slot.finished);
+}
+
+TEST(GateKernelTurns, HoldsTheStreamUntilAnEqualsEndIsRelayed) {
+  KernelRun k;
+  TurnSet s{5 * kMsNs, 20 * kMsNs, 1, {}};
+  s.partners[0] = {7, false, 6 * kMsNs, 10 * kMsNs, k.t - 1 * kMsNs, 0};
+  k.Turns(s, 50 * kMsNs);
+  const int64_t end = k.t + 3 * kMsNs;  // relayed as the timer passes it
+  k.at.emplace_back(end, [&](DeviceGateSlot& g) {
+    g.turn_seq = g.turn_seq + 1;
+    g.turn_partners[0][4] = end;
+    g.turn_seq = g.turn_seq + 1;
+  });
+  const int64_t held = k.Phase();
+  EXPECT_GE(held, 3 * kMsNs);
+  EXPECT_LT(held, 3 * kMsNs + 10'000) << "left within a step of the end's arrival";
+  EXPECT_EQ(k.slot.edge_begun_gpu_ns, k.t) << "the begin is when the stream went on";
+  EXPECT_EQ(k.slot.yields, 1u);
+  EXPECT_EQ(k.slot.turn_wait_ns, held);
+  EXPECT_EQ(k.slot.turns_in_a_row, 1u);
+  EXPECT_EQ(k.Phase(), 0);
+  EXPECT_EQ(k.slot.turns_in_a_row, 0u);
+}
+
+TEST(GateKernelTurns, AHigherPartnerThatNeverEndsHoldsOneNaturalPeriodWithinMaxWait) {
+  KernelRun k;
+  TurnSet s{5 * kMsNs, 20 * kMsNs, 1, {}};
+  s.partners[0] = {7, true, 30 * kMsNs, 40 * kMsNs, k.t - 1 * kMsNs, 0};
+  k.Turns(s, 50 * kMsNs);
+  const int64_t held = k.Phase();
+  EXPECT_GE(held, 20 * kMsNs);
+  EXPECT_LT(held, 20 * kMsNs + 10'000);
+  k.slot.turn_partners[0][3] = k.t;  // it begins again: max wait 8 ms bounds the hold now
+  k.slot.turn_max_wait_ns = 8 * kMsNs;
+  EXPECT_LT(k.Phase(), 8 * kMsNs + 10'000);
+}
+
+TEST(GateKernelTurns, AnEqualIsNotWaitedForAFourthPhaseInARow) {
+  KernelRun k;
+  TurnSet s{5 * kMsNs, 20 * kMsNs, 1, {}};
+  s.partners[0] = {7, false, 6 * kMsNs, 10 * kMsNs, 0, 0};
+  k.Turns(s, 50 * kMsNs);
+  for (int i = 0; i < 4; ++i) {
+    k.slot.turn_partners[0][3] = k.t;  // begun just now, never ended: held to its rest
+    const int64_t held = k.Phase();
+    if (i < 3) {
+      EXPECT_GT(held, 0) << i;
+    } else {
+      EXPECT_EQ(held, 0) << "three in a row";
+    }
+  }
+}
+
+TEST(GateKernelTurns, ACancelledLaunchLeavesAtOnceAndABadSetIsNotUsed) {
+  KernelRun k;
+  TurnSet s{5 * kMsNs, 20 * kMsNs, 1, {}};
+  s.partners[0] = {7, true, 6 * kMsNs, 10 * kMsNs, k.t, 0};
+  k.Turns(s, 50 * kMsNs);
+  const int64_t start = k.t;
+  RunGateKernel(
+      &k.slot, 0, -1, kGateTurns, k.slot.cancel + 1, [&] { return k.t; },
+      [&](int64_t ns) { k.t += ns; }, [] {});
+  EXPECT_EQ(k.t, start) << "an older generation: no hold";
+  k.slot.turn_wire_ns = 0;  // fails ValidateTurnSet
+  EXPECT_EQ(k.Phase(), 0);
+  k.slot.turn_wire_ns = 5 * kMsNs;
+  k.slot.turn_count = kMaxTurnPartners + 1;
+  EXPECT_EQ(k.Phase(), 0);
+}
+
+TEST(GateKernelTurns, TheEdgeKernelStampsThePhasesEnd) {
+  DeviceGateSlot slot{};
+  RunEdgeKernel(
+      &slot, [] { return int64_t{42}; }, [] {});
+  EXPECT_EQ(slot.edge_ended_gpu_ns, 42);
 }
 
 }  // namespace
