@@ -102,8 +102,9 @@ class ControlledScheduler final : public TimeScheduler {
     }
     e.next_report_ns = now_ns + ReportInterval();
     active_.push_back(a.index);
-    turns_stale_ = true;
+    turns_refresh_.JobsChanged();
     RefreshObservers(now_ns);
+    RefreshTurnsIfDue(now_ns);
   }
 
   void JobFinished(std::size_t index, std::int64_t now_ns) override {
@@ -111,17 +112,22 @@ class ControlledScheduler final : public TimeScheduler {
     if (!e.active) return;
     e.active = false;
     active_.erase(std::find(active_.begin(), active_.end(), index));
-    turns_stale_ = true;
+    turns_refresh_.JobsChanged();
     // Without the controller nobody notices that the job left: its windows stay reserved.
-    if (!policy_.controller || !e.job.planned) return;
-    Timed([&] { planner_.RemoveJob(e.job.id); });
-    ++stats_.removes;
-    ApplyPlan(now_ns);
+    if (policy_.controller && e.job.planned) {
+      Timed([&] { planner_.RemoveJob(e.job.id); });
+      ++stats_.removes;
+      ApplyPlan(now_ns);
+    }
+    RefreshTurnsIfDue(now_ns);
   }
 
   void IterationDone(std::size_t index, const IterationObservation& obs,
                      std::int64_t now_ns) override {
-    if (policy_.controller && now_ns >= next_offline_ns_) Offline(now_ns);
+    if (policy_.controller && now_ns >= next_offline_ns_) {
+      Offline(now_ns);
+      RefreshTurnsIfDue(now_ns);
+    }
     Entry& e = entries_[index];
     if (!e.active) return;
     Shim(e, obs, now_ns);
@@ -146,8 +152,9 @@ class ControlledScheduler final : public TimeScheduler {
       report.rank = rank.rank;
       Report(e, report, rank, now_ns);
     }
-    turns_stale_ = true;  // its profile moved
+    if (e.job.has_profile) turns_refresh_.ProfilesMoved();
     if (!pending_.empty()) PlanRound(now_ns);
+    RefreshTurnsIfDue(now_ns);
   }
 
   // A job not planned yet has a timetable only while it yields (AdoptObserverYields).
@@ -168,7 +175,6 @@ class ControlledScheduler final : public TimeScheduler {
   // Held, like any hold, only while the shim's MayGate says its rhythm is stable.
   [[nodiscard]] const TurnSet* GateTurns(std::size_t index) override {
     if (policy_.turn_relay_ms < 0) return nullptr;
-    if (turns_stale_) RefreshTurns();
     const Entry& e = entries_[index];
     if (!e.active || !e.may_gate || e.turns.count == 0) return nullptr;
     return &e.turns;
@@ -322,9 +328,11 @@ class ControlledScheduler final : public TimeScheduler {
     for (const ctl::JobSchedule& s : plan.jobs) {
       if (s.id >= entries_.size() || !entries_[s.id].active) continue;
       uint32_t check = 0;
+      const bool was_held = ctl::HeldToAWindow(entries_[s.id].job);
       if (ctl::AdoptSchedule(entries_[s.id].job, s, config_.timetable, check)) {
         Deliver(entries_[s.id], now_ns);
       }
+      if (ctl::HeldToAWindow(entries_[s.id].job) != was_held) turns_refresh_.JobsChanged();
     }
     RefreshObservers(now_ns);
   }
@@ -364,8 +372,10 @@ class ControlledScheduler final : public TimeScheduler {
     }
   }
 
-  void RefreshTurns() {
-    turns_stale_ = false;
+  // At the moments the service's tick would (controller::TurnsRefresh).
+  void RefreshTurnsIfDue(std::int64_t now_ns) {
+    if (policy_.turn_relay_ms < 0 || !turns_refresh_.Due(now_ns)) return;
+    turns_refresh_.Refreshed(now_ns);
     ctl::TwoJobLinks links;
     for (const std::size_t i : active_) {
       const Entry& e = entries_[i];
@@ -439,7 +449,7 @@ class ControlledScheduler final : public TimeScheduler {
   std::vector<Pending> pending_;
   std::int64_t next_offline_ns_ = 0;
   std::uint64_t yields_version_ = 0;  // YieldsVersion
-  bool turns_stale_ = false;          // a job came, left or reported since RefreshTurns
+  ctl::TurnsRefresh turns_refresh_;   // when the turn sets are computed again
   std::vector<std::size_t> active_;   // the entries of the running jobs
   std::vector<char> observer_link_;   // RefreshObservers: links an unplanned job crosses
   SchedulerStats stats_;

@@ -61,15 +61,9 @@ void TwoJobLinks::Add(const JobState& job, std::vector<std::string> links,
   jobs_[job.id] = {std::move(links), figures};
 }
 
-namespace {
-
-// Its plan holds its phases to a window: the plan keeps it apart from the jobs it interleaves
-// with, and the jobs ranked below it yield to that window (ranked_yields.hpp).
-bool Gated(const JobState& job) {
+bool HeldToAWindow(const JobState& job) {
   return job.planned && !job.best_effort && !AlwaysOpen(job.timetable);
 }
-
-}  // namespace
 
 TurnSet TwoJobLinks::TurnsFor(const JobState& job) const {
   TurnSet s;
@@ -82,7 +76,8 @@ TurnSet TwoJobLinks::TurnsFor(const JobState& job) const {
     if (it == by_link_.end() || it->second.size() != 2) continue;
     const JobState* other = it->second[0] == &job ? it->second[1] : it->second[0];
     if (other == &job || planner::RanksAbove(job.priority, other->priority)) continue;
-    if (Gated(*other) && (Gated(job) || planner::RanksAbove(other->priority, job.priority))) {
+    if (HeldToAWindow(*other) &&
+        (HeldToAWindow(job) || planner::RanksAbove(other->priority, job.priority))) {
       continue;
     }
     const auto entry = jobs_.find(other->id);

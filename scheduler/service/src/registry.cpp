@@ -359,7 +359,7 @@ void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t n
   if (config_.controller.turns) w.features = proto::kFeatureTurns;
   Queue(client.identity, w);
   if (config_.controller.turns) {
-    turns_members_changed_ = true;  // its links follow from its ranks' nodes
+    turns_refresh_.JobsChanged();  // its links follow from its ranks' nodes
     if (job.turns_version > 0 && (rank.features & proto::kFeatureTurns) != 0) {
       proto::TurnPush t{job.name, job.turns_version, job.sends_edges, job.turns};
       Queue(client.identity, t);
@@ -494,7 +494,7 @@ void Registry::HandleReport(ClientState& client, const proto::ProfileReport& m, 
                v.overrun_deferred_to +
                " (higher priority, on its links) runs past its cushion: its widening first");
   }
-  if (config_.controller.turns && job.has_profile) turns_profiles_changed_ = true;
+  if (config_.controller.turns && job.has_profile) turns_refresh_.ProfilesMoved();
   if (v.first_profile) {
     spdlog::info("registry: job={} profile period={}ns comm={}ns bytes={} confidence={:.2f}",
                  job.name, job.profile.period_ns, job.profile.comm_ns, job.profile.bytes_per_phase,
@@ -547,7 +547,7 @@ void Registry::RemoveJob(const std::string& name, const char* reason) {
   observers_.erase(name);
   waiting_for_links_.erase(name);
   edge_sources_.erase(it->second.id);
-  turns_members_changed_ = config_.controller.turns;
+  if (config_.controller.turns) turns_refresh_.JobsChanged();
   metrics_.JobsRemoved(reason).Increment();
   job_names_.erase(it->second.id);
   spdlog::info("registry: job {} removed ({})", name, reason);
@@ -597,6 +597,7 @@ void Registry::ApplyPlan(size_t part, PlanSummary& plan, int64_t trigger_ns, con
     JobState& job = jobs_.at(name->second);
     const bool was_planned = job.planned;
     const bool was_best_effort = job.best_effort;
+    const bool was_held = controller::HeldToAWindow(job);
     Timetable before = job.timetable;
     uint32_t check = 0;
     if (!AdoptSchedule(job, s, config_.timetable, check)) {
@@ -607,6 +608,9 @@ void Registry::ApplyPlan(size_t part, PlanSummary& plan, int64_t trigger_ns, con
       continue;
     }
     observers_.erase(job.name);
+    if (config_.controller.turns && controller::HeldToAWindow(job) != was_held) {
+      turns_refresh_.JobsChanged();  // who may take turns with whom moved
+    }
     const Timetable& tt = job.timetable;
     job.links = LinksOf(job);
     before.version = tt.version;
@@ -681,10 +685,7 @@ void Registry::TickLocked(int64_t now) {
   if (!observers_.empty() && (observers_changed_ || observed_version_ != plan_version_)) {
     RefreshObservers(now);
   }
-  if (turns_members_changed_ ||
-      (turns_profiles_changed_ && now - turns_refreshed_ns_ >= 1'000'000'000)) {
-    RefreshTurns(now);
-  }
+  if (turns_refresh_.Due(now)) RefreshTurns(now);
   // Silent ranks, then jobs left without ranks. Every rank at once held the endpoint thread for
   // milliseconds at 65,536 ranks, so each tick visits a share of the jobs, going on from where
   // the last stopped: every job once in a twentieth of the timeout, so that a rank is dropped

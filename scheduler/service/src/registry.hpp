@@ -28,6 +28,7 @@
 
 #include "metronome/common/protocol.hpp"
 #include "metronome/controller/planning.hpp"
+#include "metronome/controller/turns.hpp"
 #include "metronome/service/config.hpp"
 #include "metronome/service/metrics.hpp"
 #include "metronome/service/service.hpp"
@@ -247,12 +248,10 @@ class Registry {
   std::set<std::string> inherited_;
   int64_t inherited_until_ns_ = 0;
   std::set<std::string> waiting_for_links_;
-  // Taking turns: the sets are recomputed at a tick after a job came or left, or at most once a
-  // second after reports moved profiles; who listens to each job's edges (by job id); and the
-  // rank whose edges speak for each job (the lowest that sent one in the last second).
-  bool turns_members_changed_ = false;
-  bool turns_profiles_changed_ = false;
-  int64_t turns_refreshed_ns_ = 0;
+  // Taking turns: when the sets are recomputed (at a tick: controller::TurnsRefresh); who listens
+  // to each job's edges (by job id); and the rank whose edges speak for each job (the lowest that
+  // sent one in the last second).
+  controller::TurnsRefresh turns_refresh_;
   std::unordered_map<uint64_t, std::vector<uint64_t>> edge_listeners_;
   struct EdgeSource {
     uint32_t rank = 0;

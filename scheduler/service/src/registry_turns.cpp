@@ -32,9 +32,7 @@ void Registry::PushTurns(JobState& job) {
 }
 
 void Registry::RefreshTurns(int64_t now) {
-  turns_members_changed_ = false;
-  turns_profiles_changed_ = false;
-  turns_refreshed_ns_ = now;
+  turns_refresh_.Refreshed(now);
   std::unordered_map<std::string, double> capacity;
   for (const controller::LinkSchedule& l : summary_.links) {
     capacity[l.name] = l.capacity_bytes_per_s;

@@ -134,5 +134,32 @@ TEST(Turns, AtMostKMaxTurnPartners) {
   for (uint32_t i = 0; i < s.count; ++i) EXPECT_EQ(s.partners[i].job, 10 + i);
 }
 
+TEST(Turns, HeldToAWindowIsAPlannedGatedJobThatIsNotBestEffort) {
+  JobState j = Measured(1, 1, {"up"}, 100, 200);
+  EXPECT_FALSE(HeldToAWindow(j)) << "not planned";
+  j.planned = true;
+  j.timetable = {1, 0, 500 * kMs, 0, 500 * kMs, 0, 0};
+  EXPECT_FALSE(HeldToAWindow(j)) << "always open";
+  j.timetable.window_ns = 100 * kMs;
+  EXPECT_TRUE(HeldToAWindow(j));
+  j.best_effort = true;
+  EXPECT_FALSE(HeldToAWindow(j));
+}
+
+TEST(Turns, SetsAreRefreshedAtOnceForJobsAndAtMostOnceASecondForProfiles) {
+  TurnsRefresh r;
+  EXPECT_FALSE(r.Due(0));
+  r.ProfilesMoved();
+  EXPECT_TRUE(r.Due(TurnsRefresh::kProfilesEveryNs)) << "a second after the last refresh (0)";
+  r.Refreshed(5'000 * kMs);
+  r.ProfilesMoved();
+  EXPECT_FALSE(r.Due(5'000 * kMs + 999 * kMs));
+  EXPECT_TRUE(r.Due(6'000 * kMs));
+  r.JobsChanged();
+  EXPECT_TRUE(r.Due(5'000 * kMs + 1)) << "a job came, left, or its hold moved: at once";
+  r.Refreshed(5'000 * kMs + 1);
+  EXPECT_FALSE(r.Due(7'000 * kMs)) << "nothing moved since";
+}
+
 }  // namespace
 }  // namespace metronome::controller

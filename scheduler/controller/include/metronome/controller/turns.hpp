@@ -33,6 +33,35 @@ struct TurnFigures {
 // or a figure by more than 5 % (a profile moves a little with every report).
 [[nodiscard]] bool TurnsMoved(const TurnSet& now, const TurnSet& before);
 
+// Whether the plan holds `job`'s phases to a window (planned, not best-effort, gated): the jobs
+// ranked below it on its links yield to that window, and two such jobs are interleaved by their
+// timetables (TwoJobLinks::TurnsFor gives neither kind of pair turns).
+[[nodiscard]] bool HeldToAWindow(const JobState& job);
+
+// When the sets are computed again, by the service and the simulator alike: at once after a
+// job came or left or a plan moved a job's hold to a window (the sets follow from those), and
+// at most once a second while profiles move (every report moves them a little; TurnsMoved keeps
+// the sets from following every move).
+class TurnsRefresh {
+ public:
+  static constexpr int64_t kProfilesEveryNs = 1'000'000'000;
+  void JobsChanged() { jobs_ = true; }
+  void ProfilesMoved() { profiles_ = true; }
+  [[nodiscard]] bool Due(int64_t now_ns) const {
+    return jobs_ || (profiles_ && now_ns - refreshed_ns_ >= kProfilesEveryNs);
+  }
+  void Refreshed(int64_t now_ns) {
+    jobs_ = false;
+    profiles_ = false;
+    refreshed_ns_ = now_ns;
+  }
+
+ private:
+  bool jobs_ = false;
+  bool profiles_ = false;
+  int64_t refreshed_ns_ = 0;
+};
+
 class TwoJobLinks {
  public:
   // Counts `job` on each of `links` (the links it crosses). Without figures it still counts
