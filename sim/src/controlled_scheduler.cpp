@@ -23,6 +23,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,7 @@ class ControlledScheduler final : public TimeScheduler {
     if (planner_.LinkCount() != cluster.links.size()) {
       throw std::logic_error("simulated scheduler: the topology's links differ from the cluster's");
     }
+    for (const Cluster::Link& l : cluster.links) link_capacity_[l.name] = l.capacity_bytes_per_s;
   }
 
   void JobStarted(const ActiveJob& a, std::int64_t now_ns) override {
@@ -376,7 +378,7 @@ class ControlledScheduler final : public TimeScheduler {
   void RefreshTurnsIfDue(std::int64_t now_ns) {
     if (policy_.turn_relay_ms < 0 || !turns_refresh_.Due(now_ns)) return;
     turns_refresh_.Refreshed(now_ns);
-    ctl::TwoJobLinks links;
+    ctl::TwoJobLinks links(link_capacity_);
     for (const std::size_t i : active_) {
       const Entry& e = entries_[i];
       links.Add(e.job, e.job.links,
@@ -448,10 +450,11 @@ class ControlledScheduler final : public TimeScheduler {
   std::vector<Entry> entries_;
   std::vector<Pending> pending_;
   std::int64_t next_offline_ns_ = 0;
-  std::uint64_t yields_version_ = 0;  // YieldsVersion
-  ctl::TurnsRefresh turns_refresh_;   // when the turn sets are computed again
-  std::vector<std::size_t> active_;   // the entries of the running jobs
-  std::vector<char> observer_link_;   // RefreshObservers: links an unplanned job crosses
+  std::uint64_t yields_version_ = 0;                       // YieldsVersion
+  ctl::TurnsRefresh turns_refresh_;                        // when the turn sets are computed again
+  std::unordered_map<std::string, double> link_capacity_;  // by name, as the plan has them
+  std::vector<std::size_t> active_;                        // the entries of the running jobs
+  std::vector<char> observer_link_;  // RefreshObservers: links an unplanned job crosses
   SchedulerStats stats_;
 };
 

@@ -23,6 +23,7 @@ std::optional<TurnFigures> FiguresForTurns(const JobState& job, double bottlenec
   const MeasuredProfile& m = job.profile;
   f.compute_ns = m.compute_ns > 0 ? m.compute_ns : std::max<int64_t>(m.period_ns - m.comm_ns, 0);
   f.period_ns = f.wire_ns + f.compute_ns;
+  f.beta_bps = p.beta_bps;
   const int64_t max_period = TimetableLimits{}.max_period_ns;
   if (f.wire_ns <= 0 || f.wire_ns > max_period || f.compute_ns > max_period ||
       f.period_ns > max_period) {
@@ -61,6 +62,14 @@ void TwoJobLinks::Add(const JobState& job, std::vector<std::string> links,
   jobs_[job.id] = {std::move(links), figures};
 }
 
+bool TwoJobLinks::BothFill(const std::string& link, const TurnFigures& a,
+                           const TurnFigures& b) const {
+  const auto c = capacity_bps_.find(link);
+  if (c == capacity_bps_.end() || c->second <= 0.0) return true;
+  const double least = kTurnsLinkShare * c->second;
+  return a.beta_bps >= least && b.beta_bps >= least;
+}
+
 bool HeldToAWindow(const JobState& job) {
   return job.planned && !job.best_effort && !AlwaysOpen(job.timetable);
 }
@@ -83,6 +92,7 @@ TurnSet TwoJobLinks::TurnsFor(const JobState& job) const {
     const auto entry = jobs_.find(other->id);
     if (entry == jobs_.end() || !entry->second.figures) continue;
     const TurnFigures& figures = *entry->second.figures;
+    if (!BothFill(l, *own->second.figures, figures)) continue;
     bool known = false;  // a partner on two of its links is one partner
     for (uint32_t i = 0; i < s.count; ++i) known |= s.partners[i].job == other->id;
     if (known) continue;

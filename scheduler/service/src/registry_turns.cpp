@@ -37,7 +37,7 @@ void Registry::RefreshTurns(int64_t now) {
   for (const controller::LinkSchedule& l : summary_.links) {
     capacity[l.name] = l.capacity_bytes_per_s;
   }
-  controller::TwoJobLinks index;
+  controller::TwoJobLinks index(capacity);
   for (const auto& [name, job] : jobs_) {
     std::vector<std::string> links = job.planned ? job.links : LinksOf(job);
     double bottleneck = 0.0;

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <unordered_map>
+
 #include "metronome/common/clock.hpp"
 
 namespace metronome::controller {
@@ -159,6 +162,30 @@ TEST(Turns, SetsAreRefreshedAtOnceForJobsAndAtMostOnceASecondForProfiles) {
   EXPECT_TRUE(r.Due(5'000 * kMs + 1)) << "a job came, left, or its hold moved: at once";
   r.Refreshed(5'000 * kMs + 1);
   EXPECT_FALSE(r.Due(7'000 * kMs)) << "nothing moved since";
+}
+
+TEST(Turns, OnlyWhereBothJobsAloneFillTheLink) {
+  // Both saturate a 10 Gbit/s link (their β is its capacity). On a 10 Gbit/s "up" they fill it
+  // and take turns; on a 40 Gbit/s "wide" each uses a quarter and sharing costs them nothing.
+  const JobState a = Measured(1, 1, {"up", "wide"}, 100, 200);
+  const JobState b = Measured(2, 1, {"up"}, 100, 200);
+  const JobState c = Measured(3, 1, {"wide"}, 100, 200);
+  const std::unordered_map<std::string, double> capacity = {{"up", kTenGbit},
+                                                            {"wide", 4 * kTenGbit}};
+  TwoJobLinks links(capacity);
+  for (const JobState* j : {&a, &b, &c}) links.Add(*j, j->links, Figures(*j));
+  EXPECT_DOUBLE_EQ(Figures(a).beta_bps, kTenGbit);
+  const TurnSet s = links.TurnsFor(a);
+  ASSERT_EQ(s.count, 1u);
+  EXPECT_EQ(s.partners[0].job, 2u);
+  EXPECT_EQ(links.TurnsFor(c).count, 0u) << "a quarter of the link each: no turns";
+  // Just above and just below kTurnsLinkShare of the link.
+  for (const double share : {kTurnsLinkShare * 0.99, kTurnsLinkShare * 1.01}) {
+    TwoJobLinks at({{"wide", kTenGbit / share}});
+    at.Add(a, {"wide"}, Figures(a));
+    at.Add(c, {"wide"}, Figures(c));
+    EXPECT_EQ(at.TurnsFor(c).count, share >= kTurnsLinkShare ? 1u : 0u) << share;
+  }
 }
 
 }  // namespace

@@ -17,12 +17,20 @@ namespace metronome::controller {
 
 // A job's figures for taking turns: its phase on the wire alone and its compute between phases,
 // from its measured profile as the planner reads it (ToPlannerProfile, without the margins the
-// plan adds), and its natural period (their sum).
+// plan adds), its natural period (their sum), and the pace of its phase alone (the planner's β).
 struct TurnFigures {
   int64_t wire_ns = 0;
   int64_t compute_ns = 0;
   int64_t period_ns = 0;
+  double beta_bps = 0.0;  // bytes per second
 };
+
+// Two jobs take turns on a link only where each alone uses at least this share of it. Served
+// one after the other, the first finishes early by what sharing would have cost it and the
+// second waits for the first's whole phase; that pays only while sharing would have slowed both
+// nearly by half: for two equal phases at pace β on a link of capacity C, the sum of their ends
+// is 3V/β in turn against 4V/C shared (from β = C/2 up, max-min), so turns win from β > 3C/4.
+inline constexpr double kTurnsLinkShare = 0.75;
 
 // The figures of `job` on links whose narrowest carries `bottleneck_bps`; none while it has no
 // profile (or one that gives no usable figures).
@@ -64,17 +72,22 @@ class TurnsRefresh {
 
 class TwoJobLinks {
  public:
+  // `capacity_bps`: the links' capacities (bytes per second) by name; a link without one is
+  // taken as one that both of its jobs fill.
+  explicit TwoJobLinks(std::unordered_map<std::string, double> capacity_bps = {})
+      : capacity_bps_(std::move(capacity_bps)) {}
+
   // Counts `job` on each of `links` (the links it crosses). Without figures it still counts
   // there, but no job takes turns with it and it takes none. The job must outlive the index.
   void Add(const JobState& job, std::vector<std::string> links,
            const std::optional<TurnFigures>& figures);
 
   // The partners of the added `job`: on each of its links that it and exactly one other added
-  // job cross, that job, when it ranks at or above `job`, has figures, and the plan does not
-  // keep the two apart already (a gated job ranked above: `job` yields to its window; both
-  // gated: their timetables interleave them); at most kMaxTurnPartners, in the order of `job`'s
-  // links. Their edges (begun, ended) are left for
-  // whoever keeps the set to fill in as they are relayed. Empty (count 0) when `job` has no
+  // job cross, that job, when it ranks at or above `job`, has figures, each of the two alone
+  // uses kTurnsLinkShare of the link, and the plan does not keep the two apart already (a gated
+  // job ranked above: `job` yields to its window; both gated: their timetables interleave them);
+  // at most kMaxTurnPartners, in the order of `job`'s links. Their edges (begun, ended) are left
+  // for whoever keeps the set to fill in as they are relayed. Empty (count 0) when `job` has no
   // figures or no partner.
   [[nodiscard]] TurnSet TurnsFor(const JobState& job) const;
 
@@ -83,6 +96,11 @@ class TwoJobLinks {
     std::vector<std::string> links;
     std::optional<TurnFigures> figures;
   };
+  // Whether each of two jobs alone fills `link` enough for turns to pay (kTurnsLinkShare).
+  [[nodiscard]] bool BothFill(const std::string& link, const TurnFigures& a,
+                              const TurnFigures& b) const;
+
+  std::unordered_map<std::string, double> capacity_bps_;
   std::unordered_map<std::string, std::vector<const JobState*>> by_link_;
   std::unordered_map<uint64_t, Entry> jobs_;
 };
