@@ -68,7 +68,7 @@ echo "evaluate: model pairs (91 pairs of the 13 models, on A100 and on T4 nodes)
 : > "$OUT/pairs.jsonl"
 for f in "$OUT"/pairs/pair-*.yaml; do
   name="$(basename "$f" .yaml)"
-  "$SIM" "$f" --compare k8s-default,cassini,metronome,metronome-turns --json --no-progress |
+  "$SIM" "$f" --compare k8s-default,cassini,metronome,metronome-no-turns --json --no-progress |
     "$PY" -c "import json,sys; d=json.load(sys.stdin); g,a,b='$name'.split('-')[1:]; print(json.dumps({'gpu': g, 'a': a, 'b': b, **{r['policy']: {'avg_jct_s': r['summary']['avg_jct_s'], 'util': r['summary']['avg_link_utilization'], 'overlap': r['summary']['overlap_fraction']} for r in d['runs']}}))" \
     >> "$OUT/pairs.jsonl"
 done

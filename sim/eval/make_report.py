@@ -617,7 +617,7 @@ def pairs_section(rows, rel):
     gpus = sorted({r["gpu"] for r in rows})
     for g in gpus + ["all"]:
         sel = [r for r in rows if g == "all" or r["gpu"] == g]
-        for pol in ("cassini", "metronome", "metronome-turns"):
+        for pol in ("cassini", "metronome-no-turns", "metronome"):
             if any(pol not in r for r in sel):
                 continue
             jct = sorted(pair_figures(r, pol)[0] for r in sel)
@@ -650,12 +650,12 @@ def pairs_section(rows, rel):
           "costs less than the contention it avoids, and otherwise lets it run best-effort. "
           "DLRM's phases are too short to matter. A best over 182 runs is a best over many "
           "chances; the mean and the count of losing pairs say more.", "",
-          "`metronome-turns` is Metronome with the two jobs of a link taking turns on each "
-          "other's phase edges, relayed 2 ms late (`controller.turns`; docs/decisions/0030): the "
-          "pairs no timetable serves gain there. The service relays the edges and the shim "
-          "holds on them only where its calls complete on the host (the CPU testbed); on GPUs "
-          "the edges must come from events on the stream and the hold from the device gate, "
-          "which are not built yet, so these figures are not yet what a GPU cluster gets.", ""]
+          "Metronome takes turns by default (`controller.turns`; docs/decisions/0031): the two "
+          "jobs of a link that each fill it hold a phase that meets the other's, on each "
+          "other's phase edges relayed 2 ms late; the pairs no timetable serves gain there. "
+          "`metronome-no-turns` is Metronome without (the ablation). On GPUs the shim takes "
+          "its turns in the device gate's kernel and stamps its edges on the stream; the GPU "
+          "check of that path (tests/gpu, `turns_check`) has not run yet.", ""]
     return L
 
 

@@ -96,8 +96,8 @@ int Run(int argc, char** argv) {
                  "off; default: the policy's)")
       ->check(CLI::Range(0, 10000));
   app.add_option("--turn-relay-ms", turn_relay_ms,
-                 "for metronome-turns: how late a job hears of its partner's phase edges "
-                 "(default: the policy's 2 ms)")
+                 "for the metronome policies: how late a job hears of its partner's phase edges "
+                 "(default: 2 ms; metronome-no-turns takes no turns)")
       ->check(CLI::Range(0.0, 1000.0));
   try {
     app.parse(argc, argv);

@@ -18,7 +18,7 @@ const std::vector<std::string>& PolicyNames() {
                                                   "metronome-no-controller",
                                                   "metronome-pack",
                                                   "metronome-no-yields",
-                                                  "metronome-turns",
+                                                  "metronome-no-turns",
                                                   "network-aware-qos",
                                                   "metronome-qos",
                                                   "network-aware-serial",
@@ -38,21 +38,16 @@ PolicyConfig PolicyByName(const std::string& name) {
   } else if (name == "network-aware") {
   } else if (name == "cassini") {
     p.scheduling = SchedulingKind::kCassini;
-  } else if (name == "metronome" || name == "metronome-pack") {
+  } else if (name == "metronome" || name == "metronome-pack" || name == "metronome-no-turns") {
     // metronome-pack: Metronome's time scheduling on network-aware placement (no what-if
-    // scoring; its placement is set above).
+    // scoring; its placement is set above). metronome-no-turns: an ablation, no job takes
+    // turns (controller.turns: false; below).
     p.scheduling = SchedulingKind::kMetronome;
   } else if (name == "metronome-no-yields") {
     // An ablation: no job yields to the windows ranked above it (ranked_yields.hpp); the
     // best-effort ones run at their own pace.
     p.scheduling = SchedulingKind::kMetronome;
     p.yields = false;
-  } else if (name == "metronome-turns") {
-    // Metronome with the two jobs of a link taking turns (common/turn.hpp), each told of the
-    // other's phases 2 ms late: the service with controller.turns and shims whose calls complete
-    // on the host (on GPUs the shims take no turns yet: docs/decisions/0030).
-    p.scheduling = SchedulingKind::kMetronome;
-    p.turn_relay_ms = 2.0;
   } else if (name == "metronome-no-cushion") {
     p.scheduling = SchedulingKind::kMetronome;
     p.cushion = false;  // PlannerOptions::cushion: no stage 3, no minimum cushion, no slack
@@ -80,6 +75,11 @@ PolicyConfig PolicyByName(const std::string& name) {
     std::string all;
     for (const auto& n : PolicyNames()) all += (all.empty() ? "" : ", ") + n;
     throw std::invalid_argument("unknown policy '" + name + "' (known: " + all + ")");
+  }
+  // Metronome takes turns as the service does by default (controller.turns), each job told of
+  // its partner's phase edges 2 ms late (docs/decisions/0029); all but the ablation without.
+  if (p.scheduling == SchedulingKind::kMetronome && name != "metronome-no-turns") {
+    p.turn_relay_ms = kDefaultTurnRelayMs;
   }
   return p;
 }

@@ -73,7 +73,7 @@ Configuration file keys (YAML, --config; flags override them):
   controller.offline_interval_ms: 10000  background recalculation period (0 = off)
   controller.offline_budget_ms: 200    time budget of one background search
   controller.offline_max_moves: 8      better plans moving more jobs than this are skipped
-  controller.turns: false              the two jobs of a link only they cross take turns: the
+  controller.turns: true               the two jobs of a link only they cross take turns: the
                                        service relays their phase edges between their shims
   controller.planning_parts: 8         parts of the cluster planned apart
   controller.planning_threads: 2       rounds of different parts that run at once

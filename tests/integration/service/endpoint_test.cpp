@@ -365,16 +365,14 @@ TEST(SchedulerEndpoint, AnOverrunWideningThatWouldDoubleThePeriodIsRefused) {
   EXPECT_NE(s.Log().find("decision=overrun_refused"), std::string::npos);
 }
 
-// Two jobs of equal priority on the two racks' uplinks, which only they cross (controller.turns
-// on), together on the wire for longer than their period (no stretching: one of them runs
-// best-effort, and no timetable keeps them apart): each is pushed the other as its partner and
-// asked for its phase edges; an edge of one's
-// rank 0 reaches both ranks of the other at once, the edges of its rank 1 speak for no one
-// (rank 0 does), and everything is counted. With turns off, a welcome announces none and an
-// edge is refused and counted.
+// Two jobs of equal priority on the two racks' uplinks, which only they cross and each fills
+// (controller.turns by default), together on the wire for longer than their period (no stretching:
+// one of them runs best-effort, and no timetable keeps them apart): each is pushed the other as its
+// partner and asked for its phase edges; an edge of one's rank 0 reaches both ranks of the other at
+// once, the edges of its rank 1 speak for no one (rank 0 does), and everything is counted. With
+// turns off (controller.turns: false), a welcome announces none and an edge is refused and counted.
 TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed) {
-  Scheduler s(
-      {"--config", TwoRackConfig("turns.yaml", "  turns: true\nplanning:\n  max_stretch: 1.0\n")});
+  Scheduler s({"--config", TwoRackConfig("turns.yaml", "planning:\n  max_stretch: 1.0\n")});
   ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "a", "h1", "h3", 1, proto::kFeatureTurns);
@@ -434,7 +432,7 @@ TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed)
   EXPECT_NE(m.find("metronome_turn_edges_total{outcome=\"other_rank\"} 1"), std::string::npos);
   EXPECT_NE(m.find("metronome_turn_edge_messages_total 102"), std::string::npos);
 
-  Scheduler off({"--config", TwoRackConfig("turns-off.yaml")});
+  Scheduler off({"--config", TwoRackConfig("turns-off.yaml", "  turns: false\n")});
   ASSERT_TRUE(off.Ready()) << off.Log();
   ProtoClient r(ctx, off.Endpoint());
   const auto w = r.Register("c", 0, 2, "h1", 1, proto::kFeatureTurns);

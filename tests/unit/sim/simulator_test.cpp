@@ -416,8 +416,8 @@ TEST(Simulator, TheTwoJobsOfALinkTakeTurns) {
       "  - {name: j0, compute_ms: 60, gradient_mb: 125, gpus: 2, iterations: 300, nodes: [a, b]}\n";
   const std::string second =
       "  - {name: j1, compute_ms: 70, gradient_mb: 150, gpus: 2, iterations: 300, nodes: [a, b]";
-  const RunResult plain = RunYaml(yaml + second + "}\n", "metronome");
-  const RunResult turns = RunYaml(yaml + second + "}\n", "metronome-turns");
+  const RunResult plain = RunYaml(yaml + second + "}\n", "metronome-no-turns");
+  const RunResult turns = RunYaml(yaml + second + "}\n", "metronome");
   EXPECT_LT(turns.summary.avg_jct_s, 0.97 * plain.summary.avg_jct_s);
   EXPECT_LT(turns.summary.overlap_fraction, 0.6 * plain.summary.overlap_fraction);
   for (std::size_t i = 0; i < 2; ++i) {
@@ -427,8 +427,9 @@ TEST(Simulator, TheTwoJobsOfALinkTakeTurns) {
   // j0 holds for j1; j1 (120 ms on the wire) does not for j0, which is back within 2 x 60 ms.
   EXPECT_GT(turns.jobs[0].yields, 10u);
   EXPECT_EQ(turns.jobs[1].yields, 0u);
-  const RunResult ranked = RunYaml(yaml + second + ", priority: high}\n", "metronome-turns");
-  const RunResult ranked_plain = RunYaml(yaml + second + ", priority: high}\n", "metronome");
+  const RunResult ranked = RunYaml(yaml + second + ", priority: high}\n", "metronome");
+  const RunResult ranked_plain =
+      RunYaml(yaml + second + ", priority: high}\n", "metronome-no-turns");
   EXPECT_EQ(ranked.jobs[1].yields, 0u) << "the higher priority never holds for the lower";
   EXPECT_GT(ranked.jobs[0].yields, turns.jobs[0].yields);
   EXPECT_LT(ranked.jobs[1].jct_s, ranked_plain.jobs[1].jct_s);

@@ -85,6 +85,10 @@ struct PolicyConfig {
   double turn_relay_ms = -1.0;
 };
 
+// How late the Metronome policies relay phase edges: the shim's 1 ms poll and the service's
+// relay within it (decision 0029 measured pairs losing again from about 5 ms).
+inline constexpr double kDefaultTurnRelayMs = 2.0;
+
 class TimeScheduler {
  public:
   virtual ~TimeScheduler() = default;

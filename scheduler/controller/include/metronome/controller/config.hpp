@@ -101,9 +101,10 @@ struct ControllerConfig {
   int64_t offline_interval_ms = 10'000;  // background recalculation period (0: off)
   int64_t offline_budget_ms = 200;       // time budget of one background search
   uint32_t offline_max_moves = 8;        // a better plan moving more jobs than this is skipped
-  // The two jobs of a link that only they cross take turns (common/turn.hpp): the service
-  // tells each whom it takes turns with and relays their phase edges between them.
-  bool turns = false;
+  // The two jobs of a link that only they cross, each of which alone fills it, take turns
+  // (common/turn.hpp): the service tells each whom it takes turns with and relays their phase
+  // edges between them (docs/decisions/0031).
+  bool turns = true;
   // The service plans the cluster in this many parts, each with its own planner and lock, on
   // planning_threads threads, so that a long round in one part does not hold up the pushes of
   // another (jobs that share a link are always in one part). 1: one planner for the cluster.
