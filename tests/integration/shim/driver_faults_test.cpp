@@ -321,11 +321,11 @@ TEST(DriverFaults, AKernelThatNeverReturnsIsReleasedAndStreamWaitsTakeOver) {
 void TakeTurnsOnTheStream() {
   constexpr int64_t kPeriod = 20'000'000;  // its natural period: the longest a turn holds
   constexpr int64_t kMs = 1'000'000;
-  std::atomic<int64_t> begin_at{0}, end_at{0};
+  PartnerEdges partner(7);
   RawPeer peer;
   peer.welcome_features = proto::kFeatureTurns;
   peer.tick = [&](RawPeer& p) {
-    static int64_t last = 0, begun = 0, ended = 0;
+    static int64_t last = 0;
     static bool pushed = false;
     const int64_t now = RealtimeNs();
     if (p.Pings() == 0) return;
@@ -345,14 +345,7 @@ void TakeTurnsOnTheStream() {
       t.turns.partners[0] = {7, false, 6 * kMs, 100 * kMs, 0, 0};
       p.Send(t);
     }
-    if (begin_at.load() != begun && now >= begin_at.load()) {
-      begun = begin_at.load();
-      p.Send(proto::TurnEdge{p.JobId(), 7, true, begun});
-    }
-    if (end_at.load() != ended && now >= end_at.load()) {
-      ended = end_at.load();
-      p.Send(proto::TurnEdge{p.JobId(), 7, false, ended});
-    }
+    partner.Tick(p);
   };
   peer.Start();
   CUstream stream = nullptr;
@@ -438,9 +431,9 @@ void TakeTurnsOnTheStream() {
   // call.
   const int64_t offset = rt->server_minus_local_ns.load();
   const int64_t b1 = RealtimeNs() + offset;
-  begin_at = b1;
+  partner.begin_at = b1;
   ASSERT_TRUE(seen(true, b1));
-  end_at = RealtimeNs() + offset + 6 * kMs;
+  partner.end_at = RealtimeNs() + offset + 6 * kMs;
   Phase held = phase();
   EXPECT_GT(held.held_on_stream, 3 * kMs);
   EXPECT_EQ(held.caller_held, 0) << "the stream waits, not the caller";
@@ -494,7 +487,8 @@ void TakeTurnsOnTheStream() {
       continue;
     }
     found = true;
-    EXPECT_GE(e.at_ns, end_at.load() + cal - kCalibrationNs) << "stamped before the hold ended";
+    EXPECT_GE(e.at_ns, partner.end_at.load() + cal - kCalibrationNs)
+        << "stamped before the hold ended";
     ASSERT_LT(i + 1, edges.size());
     EXPECT_FALSE(edges[i + 1].begun);
     EXPECT_GE(edges[i + 1].at_ns, held.last_done_on_stream + offset - kCalibrationNs)

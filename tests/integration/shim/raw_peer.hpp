@@ -148,4 +148,27 @@ class RawPeer {
   std::string job_id_;
 };
 
+// A partner's phase edges, as a test that plays the scheduler of a job taking turns relays them:
+// the test sets when the partner begins and ends (scheduler clock), and Tick, from the peer's
+// thread, sends each once the clock reaches it.
+struct PartnerEdges {
+  explicit PartnerEdges(uint64_t partner_id) : partner(partner_id) {}
+  void Tick(RawPeer& p) {
+    const int64_t now = RealtimeNs();
+    if (begin_at.load() != begun && now >= begin_at.load()) {
+      begun = begin_at.load();
+      p.Send(proto::TurnEdge{p.JobId(), partner, true, begun});
+    }
+    if (end_at.load() != ended && now >= end_at.load()) {
+      ended = end_at.load();
+      p.Send(proto::TurnEdge{p.JobId(), partner, false, ended});
+    }
+  }
+  const uint64_t partner;
+  std::atomic<int64_t> begin_at{0};
+  std::atomic<int64_t> end_at{0};
+  int64_t begun = 0;  // the peer thread's: what it sent last
+  int64_t ended = 0;
+};
+
 }  // namespace metronome::shim

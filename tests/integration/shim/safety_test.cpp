@@ -233,13 +233,12 @@ TEST(ShimSafety, YieldsHoldCollectivesForHigherWindowsWithinTheirMaxWait) {
 TEST(ShimSafety, TakesTurnsOnTheRelayedEdgesAndSendsItsOwn) {
   constexpr int64_t kPeriod = 20 * kMs;  // its own natural period: the longest a turn holds
   std::atomic<int> version{0};           // the set pushed; 2: the partner is of higher priority
-  std::atomic<int64_t> begin_at{0}, end_at{0};
+  PartnerEdges partner(7);
   RawPeer peer;
   peer.welcome_features = proto::kFeatureTurns;
   peer.tick = [&](RawPeer& p) {
     PushEvery100ms(p, Timetable{1, 0, kPeriod, 0, kPeriod, 0, 0});
     static thread_local int sent = 0;
-    static thread_local int64_t begun = 0, ended = 0;
     if (p.Pings() > 0 && version.load() != sent) {
       sent = version.load();
       proto::TurnPush t{p.JobId(), static_cast<uint64_t>(sent), true, {}};
@@ -247,15 +246,7 @@ TEST(ShimSafety, TakesTurnsOnTheRelayedEdgesAndSendsItsOwn) {
       t.turns.partners[0] = {7, sent == 2, 6 * kMs, 10 * kMs, 0, 0};
       p.Send(t);
     }
-    const int64_t now = RealtimeNs();
-    if (begin_at.load() != begun && now >= begin_at.load()) {
-      begun = begin_at.load();
-      p.Send(proto::TurnEdge{p.JobId(), 7, true, begun});
-    }
-    if (end_at.load() != ended && now >= end_at.load()) {
-      ended = end_at.load();
-      p.Send(proto::TurnEdge{p.JobId(), 7, false, ended});
-    }
+    partner.Tick(p);
   };
   peer.Start();
   ShimUnderTest shim(peer.Endpoint());
@@ -290,9 +281,9 @@ TEST(ShimSafety, TakesTurnsOnTheRelayedEdgesAndSendsItsOwn) {
 
   // An equal in its phase: held until its end arrives, 6 ms after its begin.
   const int64_t b1 = RealtimeNs() + shim.rt->server_minus_local_ns.load();
-  begin_at = b1;
+  partner.begin_at = b1;
   ASSERT_TRUE(seen(true, b1));
-  end_at = b1 + 6 * kMs;
+  partner.end_at = b1 + 6 * kMs;
   const int64_t held = phase();
   EXPECT_GT(held, 3 * kMs);
   EXPECT_LT(held, kPeriod) << "held past the end's arrival";
@@ -302,7 +293,7 @@ TEST(ShimSafety, TakesTurnsOnTheRelayedEdgesAndSendsItsOwn) {
   version = 2;
   ASSERT_TRUE(WaitFor([&] { return shim.Job()->turns_version == 2; }, 2s));
   const int64_t b2 = RealtimeNs() + shim.rt->server_minus_local_ns.load();
-  begin_at = b2;
+  partner.begin_at = b2;
   ASSERT_TRUE(seen(true, b2));
   const int64_t bounded = phase();
   EXPECT_GE(bounded, kPeriod - 2 * kMs);
