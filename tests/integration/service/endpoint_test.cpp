@@ -443,6 +443,41 @@ TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed)
   EXPECT_NE(off.Metrics().find("metronome_turn_edges_total{outcome=\"off\"} 1"), std::string::npos);
 }
 
+// The same two jobs where their NICs (200 Mbit/s) are the narrow links and the racks' uplinks
+// they share carry 2 Gbit/s: each alone uses a tenth of the uplink, sharing it costs them
+// nothing, and neither is pushed a partner (kTurnsLinkShare, with the capacities of the
+// service's topology).
+TEST(SchedulerEndpoint, TwoJobsThatDoNotFillTheLinkTheyShareTakeNoTurns) {
+  const std::string config = TempPath("wide-uplinks.yaml");
+  WriteFile(config, R"(topology:
+  racks:
+    - name: r1
+      uplink_gbps: 2
+      nodes: [{name: h1, nic_gbps: 0.2}, {name: h2, nic_gbps: 0.2}]
+    - name: r2
+      uplink_gbps: 2
+      nodes: [{name: h3, nic_gbps: 0.2}, {name: h4, nic_gbps: 0.2}]
+controller:
+  profile_change_reports: 1
+  late_reports: 1000
+planning:
+  max_stretch: 1.0
+)");
+  Scheduler s({"--config", config});
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "a", "h1", "h3", 1, proto::kFeatureTurns);
+  auto b = RegisterJob(ctx, s, "b", "h2", "h4", 1, proto::kFeatureTurns);
+  ReportPhases(a, 300, 300, {});
+  ReportPhases(b, 250, 250, {});
+  ASSERT_TRUE(a.r0->Expect<proto::TimetablePush>(5000)) << s.Log();
+  ASSERT_TRUE(b.r0->Expect<proto::TimetablePush>(5000)) << s.Log();
+  // Where they fill it, the sets come with the plan (the test above: within a tick of it).
+  EXPECT_FALSE(a.r0->Expect<proto::TurnPush>(2000));
+  EXPECT_FALSE(b.r0->Expect<proto::TurnPush>(500));
+  EXPECT_NE(s.Metrics().find("metronome_turn_pushes_total 0"), std::string::npos);
+}
+
 TEST(SchedulerEndpoint, ReplansWhenJobsJoinAndLeave) {
   Scheduler s({"--rank-timeout-ms", "400"});
   ASSERT_TRUE(s.Ready()) << s.Log();
