@@ -393,7 +393,6 @@ void Client::HandleTurns(const proto::TurnPush& p) {
     matched = true;
     if (p.version <= job->turns_version) continue;
     job->turns_version = p.version;
-    job->send_edges = p.send_edges;
     job->edges_asked.store(p.send_edges);
     job->turn_set = p.turns;  // the decoder validated it; edges start unseen
     PublishTurns(job);
@@ -426,7 +425,7 @@ void Client::HandleTurnEdge(const proto::TurnEdge& e) {
 bool Client::SendsEdges() const {
   if (!scheduler_turns_) return false;
   for (JobState* job : rt_.Jobs()) {
-    if (job->send_edges && job->registered) return true;
+    if (job->edges_asked.load() && job->registered) return true;
   }
   return false;
 }
@@ -436,7 +435,7 @@ void Client::SendEdges() {
   const int64_t offset = rt_.server_minus_local_ns.load();
   const std::vector<CommState*> comms = rt_.LiveComms();
   for (JobState* job : rt_.Jobs()) {
-    if (!job->send_edges || !job->registered || job->comms.load() == 0) continue;
+    if (!job->edges_asked.load() || !job->registered || job->comms.load() == 0) continue;
     CommState* c = RhythmOf(job, comms);
     if (c == nullptr) continue;
     int64_t begun = c->edge_begun_ns.load(std::memory_order_relaxed);
@@ -736,7 +735,6 @@ void Client::MarkUnregistered() {
     job->last_hello_ns = 0;
     job->accepted_version = 0;  // a restarted scheduler numbers its versions afresh
     job->turns_version = 0;
-    job->send_edges = false;
     job->edges_asked.store(false);
   }
   awaiting_welcome_.clear();

@@ -70,11 +70,11 @@ struct JobState {
   uint64_t accepted_version = 0;
   bool bye_sent = false;
   // Taking turns: the version of the set in force, the set with the edges relayed so far, and
-  // whether the scheduler asked for this job's own edges (and which it sent last).
+  // which of its own edges it sent last.
   uint64_t turns_version = 0;
   TurnSet turn_set;
-  bool send_edges = false;
-  // The same, for the caller's path: a job that sends its edges stamps them on the stream.
+  // Written by the background thread, read there and on the caller's path (a job asked for its
+  // phase edges sends them, and on a GPU stamps them on the stream).
   std::atomic<bool> edges_asked{false};
   int64_t sent_begun_ns = 0;
   int64_t sent_ended_ns = 0;

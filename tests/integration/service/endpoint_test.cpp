@@ -44,22 +44,20 @@ Job2 RegisterJob(zmq::context_t& ctx, const Scheduler& s, const std::string& nam
   return j;
 }
 
-// Two racks whose 200 Mbit/s uplinks every two-rack job crosses; the controller acts on one
-// report (`extra` adds controller settings).
-std::string TwoRackConfig(const std::string& name, const std::string& extra = "") {
+// Two racks whose uplinks (200 Mbit/s unless given) every two-rack job crosses, nodes with
+// 1 Gbit/s NICs unless given; the controller acts on one report (`extra` adds controller
+// settings).
+std::string TwoRackConfig(const std::string& name, const std::string& extra = "",
+                          const std::string& uplink_gbps = "0.2",
+                          const std::string& nic_gbps = "1") {
+  const auto rack = [&](const std::string& r, const std::string& a, const std::string& b) {
+    return "    - name: " + r + "\n      uplink_gbps: " + uplink_gbps +
+           "\n      nodes: [{name: " + a + ", nic_gbps: " + nic_gbps + "}, {name: " + b +
+           ", nic_gbps: " + nic_gbps + "}]\n";
+  };
   std::string config = TempPath(name);
-  WriteFile(config, R"(topology:
-  racks:
-    - name: r1
-      uplink_gbps: 0.2
-      nodes: [{name: h1, nic_gbps: 1}, {name: h2, nic_gbps: 1}]
-    - name: r2
-      uplink_gbps: 0.2
-      nodes: [{name: h3, nic_gbps: 1}, {name: h4, nic_gbps: 1}]
-controller:
-  profile_change_reports: 1
-  late_reports: 1000
-)" + extra);
+  WriteFile(config, "topology:\n  racks:\n" + rack("r1", "h1", "h2") + rack("r2", "h3", "h4") +
+                        "controller:\n  profile_change_reports: 1\n  late_reports: 1000\n" + extra);
   return config;
 }
 
@@ -448,22 +446,8 @@ TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed)
 // nothing, and neither is pushed a partner (kTurnsLinkShare, with the capacities of the
 // service's topology).
 TEST(SchedulerEndpoint, TwoJobsThatDoNotFillTheLinkTheyShareTakeNoTurns) {
-  const std::string config = TempPath("wide-uplinks.yaml");
-  WriteFile(config, R"(topology:
-  racks:
-    - name: r1
-      uplink_gbps: 2
-      nodes: [{name: h1, nic_gbps: 0.2}, {name: h2, nic_gbps: 0.2}]
-    - name: r2
-      uplink_gbps: 2
-      nodes: [{name: h3, nic_gbps: 0.2}, {name: h4, nic_gbps: 0.2}]
-controller:
-  profile_change_reports: 1
-  late_reports: 1000
-planning:
-  max_stretch: 1.0
-)");
-  Scheduler s({"--config", config});
+  Scheduler s({"--config",
+               TwoRackConfig("wide-uplinks.yaml", "planning:\n  max_stretch: 1.0\n", "2", "0.2")});
   ASSERT_TRUE(s.Ready()) << s.Log();
   zmq::context_t ctx;
   auto a = RegisterJob(ctx, s, "a", "h1", "h3", 1, proto::kFeatureTurns);
