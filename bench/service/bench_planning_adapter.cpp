@@ -17,6 +17,11 @@
 //   BM_TakeOver/apart/N     a new leader after a takeover: the last plan inherited (Inherit), the
 //                           N jobs registering again in rounds of 64 (each round planned and
 //                           summarized)
+//   BM_TurnSets/apart/N     whom each of N measured jobs takes turns with (TwoJobLinks), all
+//                           recomputed as the service does after every join or leave: jobs on
+//                           4 nodes of one rack, no link shared (the load driver's layout)
+//   BM_TurnSets/pairs/N     the same, each job sharing one 10 Gbit/s link with one other: every
+//                           job gets a partner
 // Counters: p50, p99 and max of one replacement (or round) with its summary (ms), what a push
 // waits for; BM_TakeOver also the whole takeover (total_ms).
 #include <benchmark/benchmark.h>
@@ -26,11 +31,14 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "metronome/controller/config.hpp"
 #include "metronome/controller/planning.hpp"
+#include "metronome/controller/turns.hpp"
 
 namespace ms = metronome::controller;
 
@@ -163,6 +171,63 @@ void BmBurstSpread(benchmark::State& state) {
   }
 }
 
+// N measured jobs as the registry holds them: 4 nodes of a rack (their NICs' links), and with
+// `pairs` one 10 Gbit/s link shared by jobs 2k-1 and 2k, which both fill.
+std::vector<ms::JobState> MeasuredJobs(uint64_t n, bool pairs,
+                                       std::unordered_map<std::string, double>& capacity) {
+  g_racks = n >= 2048 ? 1024 : 64;
+  std::vector<ms::JobState> jobs;
+  for (uint64_t id = 1; id <= n; ++id) {
+    ms::JobState j;
+    j.id = id;
+    j.name = std::to_string(id);
+    j.priority = pairs ? 1 : static_cast<int>((id * 7919) % 3);
+    j.world_size = 4;
+    const int i = static_cast<int>(id % static_cast<uint64_t>(g_racks * kNodesPerRack / 4));
+    for (int r = 0; r < 4; ++r) {
+      j.links.push_back(Node(i * 4 + r) + "/up");
+      capacity[j.links.back()] = 100e9 / 8;
+    }
+    if (pairs) {
+      j.links.push_back("pair" + std::to_string((id + 1) / 2) + "/up");
+      capacity[j.links.back()] = 10e9 / 8;
+    }
+    j.has_profile = true;
+    j.profile.bytes_per_phase = 100'000'000;
+    j.profile.compute_ns = 200'000'000;
+    j.profile.min_comm_ns = 90'000'000;
+    j.profile.comm_ns = 90'000'000;
+    j.profile.period_ns = 290'000'000;
+    jobs.push_back(std::move(j));
+  }
+  return jobs;
+}
+
+void TurnSets(benchmark::State& state, bool pairs) {
+  std::unordered_map<std::string, double> capacity;
+  const std::vector<ms::JobState> jobs =
+      MeasuredJobs(static_cast<uint64_t>(state.range(0)), pairs, capacity);
+  const ms::PlanningConfig config;
+  uint64_t partners = 0;
+  for (auto _ : state) {
+    ms::TwoJobLinks index(capacity, [&](const ms::JobState& j, std::span<const std::string>) {
+      return ms::FiguresForTurns(j, pairs ? 10e9 / 8 : 100e9 / 8, config);
+    });
+    for (const ms::JobState& j : jobs) index.Add(j, j.links);
+    partners = 0;
+    for (const ms::JobState& j : jobs) partners += index.TurnsFor(j).count;
+    benchmark::DoNotOptimize(partners);
+  }
+  state.counters["partners"] = static_cast<double>(partners);
+}
+
+void BmTurnSetsApart(benchmark::State& s) {
+  TurnSets(s, false);
+}
+void BmTurnSetsPairs(benchmark::State& s) {
+  TurnSets(s, true);
+}
+
 void BmReplaceJobApart(benchmark::State& s) {
   ReplaceJob(s, false, false);
 }
@@ -210,4 +275,14 @@ BENCHMARK(BmTakeOver)
     ->Arg(8192)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BmTurnSetsApart)
+    ->Name("BM_TurnSets/apart")
+    ->Arg(2048)
+    ->Arg(8192)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BmTurnSetsPairs)
+    ->Name("BM_TurnSets/pairs")
+    ->Arg(2048)
+    ->Arg(8192)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

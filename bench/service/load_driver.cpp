@@ -939,6 +939,11 @@ int Run(int argc, char** argv) {
               bound(push_family, 0.5).c_str(), bound(push_family, 0.99).c_str());
   std::printf("  planner run per batch: p50 %s, p99 %s\n", bound(round_family, 0.5).c_str(),
               bound(round_family, 0.99).c_str());
+  const char* const turns_family = "metronome_turns_refresh_seconds";
+  const auto count = [](const Buckets& b) { return b.empty() ? 0.0 : b.back().second; };
+  std::printf("  turn sets recomputed (holds the registry): p50 %s, p99 %s, %.0f times\n",
+              bound(turns_family, 0.5).c_str(), bound(turns_family, 0.99).c_str(),
+              count(ReadBuckets(metrics, turns_family)));
   // The same from the steady state's start on, without the driver's own queueing (its one core
   // also runs every client): what the scheduler itself adds.
   if (!steady_metrics.empty()) {
@@ -954,12 +959,14 @@ int Run(int argc, char** argv) {
       std::snprintf(buf, sizeof buf, "%.1f ms", v * 1e3);
       return std::string(buf);
     };
-    const auto count = [](const Buckets& b) { return b.empty() ? 0.0 : b.back().second; };
+    const Buckets refreshes = since_steady(turns_family);
     std::printf(
         "  steady state only (interpolated within buckets): push latency p50 %s, p99 %s "
-        "(%.0f pushes); planner run p50 %s, p99 %s (%.0f runs)\n",
+        "(%.0f pushes); planner run p50 %s, p99 %s (%.0f runs); turn sets p50 %s, p99 %s "
+        "(%.0f times)\n",
         ms(pushes, 0.5).c_str(), ms(pushes, 0.99).c_str(), count(pushes), ms(rounds, 0.5).c_str(),
-        ms(rounds, 0.99).c_str(), count(rounds));
+        ms(rounds, 0.99).c_str(), count(rounds), ms(refreshes, 0.5).c_str(),
+        ms(refreshes, 0.99).c_str(), count(refreshes));
   }
   const bool lossless = total.hellos == total.welcomes && total.pings == total.pongs &&
                         static_cast<double>(total.byes) == std::max(0.0, sched_byes) &&

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -378,12 +379,15 @@ class ControlledScheduler final : public TimeScheduler {
   void RefreshTurnsIfDue(std::int64_t now_ns) {
     if (policy_.turn_relay_ms < 0 || !turns_refresh_.Due(now_ns)) return;
     turns_refresh_.Refreshed(now_ns);
-    ctl::TwoJobLinks links(link_capacity_);
+    std::unordered_map<std::uint64_t, double> pace;  // each job's pace alone, by id
     for (const std::size_t i : active_) {
-      const Entry& e = entries_[i];
-      links.Add(e.job, e.job.links,
-                ctl::FiguresForTurns(e.job, e.view.beta_bytes_per_s, config_.planning));
+      pace[entries_[i].job.id] = entries_[i].view.beta_bytes_per_s;
     }
+    ctl::TwoJobLinks links(link_capacity_,
+                           [&](const ctl::JobState& job, std::span<const std::string>) {
+                             return ctl::FiguresForTurns(job, pace.at(job.id), config_.planning);
+                           });
+    for (const std::size_t i : active_) links.Add(entries_[i].job, entries_[i].job.links);
     for (const std::size_t i : active_) {
       Entry& e = entries_[i];
       const TurnSet t = links.TurnsFor(e.job);

@@ -56,10 +56,26 @@ bool TurnsMoved(const TurnSet& now, const TurnSet& before) {
   return false;
 }
 
-void TwoJobLinks::Add(const JobState& job, std::vector<std::string> links,
-                      const std::optional<TurnFigures>& figures) {
-  for (const std::string& l : links) by_link_[l].push_back(&job);
-  jobs_[job.id] = {std::move(links), figures};
+void TwoJobLinks::Add(const JobState& job, std::span<const std::string> links) {
+  for (const std::string& l : links) {
+    Crossing& c = by_link_[l];
+    if (c.count == 0) {
+      c.first = &job;
+    } else if (c.count == 1) {
+      c.second = &job;
+    }
+    ++c.count;
+  }
+  jobs_[job.id].links = links;
+}
+
+const std::optional<TurnFigures>& TwoJobLinks::Figures(const JobState& job,
+                                                       const Entry& entry) const {
+  if (!entry.figured) {
+    entry.figures = figures_of_ ? figures_of_(job, entry.links) : std::nullopt;
+    entry.figured = true;
+  }
+  return entry.figures;
 }
 
 bool TwoJobLinks::BothFill(const std::string& link, const TurnFigures& a,
@@ -77,30 +93,35 @@ bool HeldToAWindow(const JobState& job) {
 TurnSet TwoJobLinks::TurnsFor(const JobState& job) const {
   TurnSet s;
   const auto own = jobs_.find(job.id);
-  if (own == jobs_.end() || !own->second.figures) return s;
-  s.wire_ns = own->second.figures->wire_ns;
-  s.period_ns = own->second.figures->period_ns;
+  if (own == jobs_.end()) return s;
+  const std::optional<TurnFigures>* own_figures = nullptr;  // asked for at the first pair
   for (const std::string& l : own->second.links) {
     const auto it = by_link_.find(l);
-    if (it == by_link_.end() || it->second.size() != 2) continue;
-    const JobState* other = it->second[0] == &job ? it->second[1] : it->second[0];
+    if (it == by_link_.end() || it->second.count != 2) continue;
+    const JobState* other = it->second.first == &job ? it->second.second : it->second.first;
     if (other == &job || planner::RanksAbove(job.priority, other->priority)) continue;
     if (HeldToAWindow(*other) &&
         (HeldToAWindow(job) || planner::RanksAbove(other->priority, job.priority))) {
       continue;
     }
+    if (own_figures == nullptr) {
+      own_figures = &Figures(job, own->second);
+      if (!*own_figures) return TurnSet{};
+      s.wire_ns = (*own_figures)->wire_ns;
+      s.period_ns = (*own_figures)->period_ns;
+    }
     const auto entry = jobs_.find(other->id);
-    if (entry == jobs_.end() || !entry->second.figures) continue;
-    const TurnFigures& figures = *entry->second.figures;
-    if (!BothFill(l, *own->second.figures, figures)) continue;
+    if (entry == jobs_.end()) continue;
+    const std::optional<TurnFigures>& figures = Figures(*other, entry->second);
+    if (!figures || !BothFill(l, **own_figures, *figures)) continue;
     bool known = false;  // a partner on two of its links is one partner
     for (uint32_t i = 0; i < s.count; ++i) known |= s.partners[i].job == other->id;
     if (known) continue;
     if (s.count == kMaxTurnPartners) break;
     s.partners[s.count++] = {other->id,
                              planner::RanksAbove(other->priority, job.priority),
-                             figures.wire_ns,
-                             figures.compute_ns,
+                             figures->wire_ns,
+                             figures->compute_ns,
                              0,
                              0};
   }

@@ -240,6 +240,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                         .Help("From a phase edge on its shim (scheduler clock) to its relay")
                         .Register(r)
                         .Add({}, LatencyBuckets());
+  turns_refresh_duration_ =
+      &BuildHistogram()
+           .Name("metronome_turns_refresh_seconds")
+           .Help("Time to recompute whom every job takes turns with (holds the registry)")
+           .Register(r)
+           .Add({}, LatencyBuckets());
   leader_ = &BuildGauge()
                  .Name("metronome_leader")
                  .Help("1 while this replica plans (the leader, or the only one); 0 on a standby")

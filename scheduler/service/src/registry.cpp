@@ -45,7 +45,11 @@ constexpr size_t kMaxDecisions = 16;
 Registry::Registry(const ServiceConfig& config, Metrics& metrics,
                    std::function<std::vector<std::string>(const PlanJob&)> job_links,
                    PlanSummary initial_plan)
-    : config_(config), metrics_(metrics), job_links_(std::move(job_links)) {
+    : config_(config), metrics_(metrics), job_links_(std::move(job_links)), link_capacity_([&] {
+        std::unordered_map<std::string, double> capacity;
+        for (const auto& l : initial_plan.links) capacity[l.name] = l.capacity_bytes_per_s;
+        return capacity;
+      }()) {
   summary_ = std::move(initial_plan);
   summary_.snapshot.reset();  // no part planned anything yet
   link_part_.assign(summary_.links.size(), -1);
@@ -732,11 +736,7 @@ Registry::LinkLoads Registry::CollectLinkLoads() const {
     std::lock_guard lock(mu_);
     out.links = summary_.links;
   }
-  std::unordered_map<std::string, double> capacity;
-  for (const auto& l : out.links) {
-    capacity[l.name] = l.capacity_bytes_per_s;
-    out.measured[l.name] = 0.0;
-  }
+  for (const auto& l : out.links) out.measured[l.name] = 0.0;
   ForEachJobSliced([&](const std::string& name, const JobState& job) {
     for (const auto& l : job.links) out.jobs[l].push_back(name);
     if (!job.has_profile || job.profile.period_ns <= 0) return;
@@ -748,15 +748,17 @@ Registry::LinkLoads Registry::CollectLinkLoads() const {
       // Bytes unknown: the job runs at its bottleneck's capacity during its phase.
       bytes_per_s = std::numeric_limits<double>::infinity();
       for (const auto& l : job.links) {
-        const auto c = capacity.find(l);
-        if (c != capacity.end() && c->second > 0) bytes_per_s = std::min(bytes_per_s, c->second);
+        const auto c = link_capacity_.find(l);
+        if (c != link_capacity_.end() && c->second > 0) {
+          bytes_per_s = std::min(bytes_per_s, c->second);
+        }
       }
     }
     const double duty =
         static_cast<double>(job.profile.comm_ns) / static_cast<double>(job.profile.period_ns);
     for (const auto& l : job.links) {
-      const auto c = capacity.find(l);
-      if (c == capacity.end() || c->second <= 0.0) continue;
+      const auto c = link_capacity_.find(l);
+      if (c == link_capacity_.end() || c->second <= 0.0) continue;
       out.measured[l] += std::min(bytes_per_s, c->second) / c->second * duty;
     }
   });

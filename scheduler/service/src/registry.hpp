@@ -211,6 +211,9 @@ class Registry {
   const ServiceConfig& config_;
   Metrics& metrics_;
   const std::function<std::vector<std::string>(const PlanJob&)> job_links_;
+  // The topology's links' capacities (bytes per second) by name: fixed from the initial plan
+  // on, so read without the lock.
+  const std::unordered_map<std::string, double> link_capacity_;
 
   mutable std::mutex mu_;
   std::condition_variable plan_cv_;  // plan_version_ moved, or stopping_

@@ -5,9 +5,12 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
-#include <unordered_map>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "metronome/common/clock.hpp"
 #include "metronome/controller/turns.hpp"
@@ -32,33 +35,47 @@ void Registry::PushTurns(JobState& job) {
 }
 
 void Registry::RefreshTurns(int64_t now) {
+  const auto t0 = std::chrono::steady_clock::now();
   turns_refresh_.Refreshed(now);
-  std::unordered_map<std::string, double> capacity;
-  for (const controller::LinkSchedule& l : summary_.links) {
-    capacity[l.name] = l.capacity_bytes_per_s;
-  }
-  controller::TwoJobLinks index(capacity);
-  for (const auto& [name, job] : jobs_) {
-    std::vector<std::string> links = job.planned ? job.links : LinksOf(job);
-    double bottleneck = 0.0;
-    for (const std::string& l : links) {
-      const auto c = capacity.find(l);
-      if (c != capacity.end() && c->second > 0.0) {
-        bottleneck = bottleneck == 0.0 ? c->second : std::min(bottleneck, c->second);
-      }
+  // Figures only for the jobs on a link with exactly one other (TwoJobLinks asks for them).
+  controller::TwoJobLinks index(
+      link_capacity_, [&](const JobState& job, std::span<const std::string> links) {
+        double bottleneck = 0.0;
+        for (const std::string& l : links) {
+          const auto c = link_capacity_.find(l);
+          if (c != link_capacity_.end() && c->second > 0.0) {
+            bottleneck = bottleneck == 0.0 ? c->second : std::min(bottleneck, c->second);
+          }
+        }
+        return controller::FiguresForTurns(job, bottleneck, config_.planning);
+      });
+  // A planned job's links are in its state; an unplanned one's from the topology, kept with the
+  // observers (RefreshObservers looks them up too) or here for this refresh.
+  std::vector<std::vector<std::string>> looked_up;
+  looked_up.reserve(jobs_.size());
+  for (auto& [name, job] : jobs_) {
+    if (job.planned) {
+      index.Add(job, job.links);
+      continue;
     }
-    index.Add(job, std::move(links),
-              controller::FiguresForTurns(job, bottleneck, config_.planning));
+    const auto observer = observers_.find(name);
+    if (observer != observers_.end()) {
+      if (!observer->second) observer->second = LinksOf(job);
+      index.Add(job, *observer->second);
+    } else {
+      index.Add(job, looked_up.emplace_back(LinksOf(job)));
+    }
   }
-  std::unordered_map<uint64_t, TurnSet> sets;
+  std::vector<TurnSet> sets;  // in the order of jobs_
+  sets.reserve(jobs_.size());
   edge_listeners_.clear();
   for (const auto& [name, job] : jobs_) {
-    const TurnSet t = index.TurnsFor(job);
+    const TurnSet& t = sets.emplace_back(index.TurnsFor(job));
     for (uint32_t i = 0; i < t.count; ++i) edge_listeners_[t.partners[i].job].push_back(job.id);
-    sets.emplace(job.id, t);
   }
+  auto set = sets.begin();
   for (auto& [name, job] : jobs_) {
-    const TurnSet& t = sets.at(job.id);
+    const TurnSet& t = *set++;
     const bool sends = edge_listeners_.contains(job.id);
     if (job.turns_version > 0 && !controller::TurnsMoved(t, job.turns) &&
         sends == job.sends_edges) {
@@ -72,6 +89,8 @@ void Registry::RefreshTurns(int64_t now) {
                   t.count, sends, job.turns_version);
     PushTurns(job);
   }
+  metrics_.TurnsRefreshDuration().Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 void Registry::HandleEdge(ClientState& client, const proto::PhaseEdge& m, int64_t now) {

@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "metronome/common/clock.hpp"
 
@@ -38,6 +41,15 @@ TurnFigures Figures(const JobState& j) {
   return f.value_or(TurnFigures{});
 }
 
+const TwoJobLinks::Capacities kNoCapacities;
+
+// An index whose jobs' figures are read at 10 Gbit/s, as a service whose links all carry that.
+TwoJobLinks Index(const TwoJobLinks::Capacities& capacity = kNoCapacities) {
+  return TwoJobLinks(capacity, [](const JobState& j, std::span<const std::string>) {
+    return FiguresForTurns(j, kTenGbit, PlanningConfig{});
+  });
+}
+
 TEST(Turns, FiguresAreThePhaseOnTheWireAloneAndTheComputeWithoutTheMargins) {
   const JobState j = Measured(1, 1, {"up"}, 100, 200);
   const TurnFigures f = Figures(j);
@@ -53,8 +65,8 @@ TEST(Turns, TheTwoJobsOfALinkTakeTurnsAsTheyRank) {
   const JobState a = Measured(1, 1, {"up", "down"}, 100, 200);
   const JobState b = Measured(2, 1, {"up"}, 200, 100);
   const JobState low = Measured(3, 0, {"down"}, 50, 50);
-  TwoJobLinks links;
-  for (const JobState* j : {&a, &b, &low}) links.Add(*j, j->links, Figures(*j));
+  TwoJobLinks links = Index();
+  for (const JobState* j : {&a, &b, &low}) links.Add(*j, j->links);
 
   // a and b are equals on "up"; low ranks below a on "down".
   const TurnSet sa = links.TurnsFor(a);
@@ -76,9 +88,9 @@ TEST(Turns, NoTurnsOnACrowdedLinkOrWithAJobNotMeasuredYet) {
   const JobState c = Measured(3, 1, {"up"}, 100, 200);
   JobState unmeasured = Measured(4, 1, {"side"}, 100, 200);
   unmeasured.has_profile = false;
-  TwoJobLinks links;
-  for (const JobState* j : {&a, &b, &c}) links.Add(*j, j->links, Figures(*j));
-  links.Add(unmeasured, unmeasured.links, FiguresForTurns(unmeasured, kTenGbit, PlanningConfig{}));
+  TwoJobLinks links = Index();
+  for (const JobState* j : {&a, &b, &c}) links.Add(*j, j->links);
+  links.Add(unmeasured, unmeasured.links);
   EXPECT_EQ(links.TurnsFor(a).count, 0u);  // three jobs on "up"
   EXPECT_EQ(links.TurnsFor(b).count, 0u);  // "side": its partner has no figures
   EXPECT_EQ(links.TurnsFor(unmeasured).count, 0u);
@@ -87,8 +99,8 @@ TEST(Turns, NoTurnsOnACrowdedLinkOrWithAJobNotMeasuredYet) {
 TEST(Turns, APartnerOnTwoLinksIsOnePartner) {
   const JobState a = Measured(1, 1, {"up", "down"}, 100, 200);
   const JobState b = Measured(2, 3, {"up", "down"}, 100, 200);
-  TwoJobLinks links;
-  for (const JobState* j : {&a, &b}) links.Add(*j, j->links, Figures(*j));
+  TwoJobLinks links = Index();
+  for (const JobState* j : {&a, &b}) links.Add(*j, j->links);
   const TurnSet s = links.TurnsFor(a);
   ASSERT_EQ(s.count, 1u);
   EXPECT_TRUE(s.partners[0].higher);
@@ -110,9 +122,9 @@ TEST(Turns, NoTurnsWhereThePlanKeepsThemApart) {
   const JobState g2 = gated(Measured(4, 1, {"side"}, 100, 200));
   const JobState g3 = gated(Measured(5, 1, {"down"}, 100, 200));
   const JobState free = Measured(6, 1, {"down"}, 100, 200);
-  TwoJobLinks links;
+  TwoJobLinks links = Index();
   for (const JobState* j : {&high, &low, &g1, &g2, &g3, &free}) {
-    links.Add(*j, j->links, Figures(*j));
+    links.Add(*j, j->links);
   }
   EXPECT_EQ(links.TurnsFor(low).count, 0u) << "it yields to the high job's window";
   EXPECT_EQ(links.TurnsFor(g1).count, 0u) << "their timetables interleave them";
@@ -130,11 +142,33 @@ TEST(Turns, AtMostKMaxTurnPartners) {
     jobs.push_back(Measured(10 + i, 1, {own.back()}, 100, 200));
   }
   jobs.push_back(Measured(1, 1, own, 100, 200));
-  TwoJobLinks links;
-  for (const JobState& j : jobs) links.Add(j, j.links, Figures(j));
+  TwoJobLinks links = Index();
+  for (const JobState& j : jobs) links.Add(j, j.links);
   const TurnSet s = links.TurnsFor(jobs.back());
   ASSERT_EQ(s.count, kMaxTurnPartners);
   for (uint32_t i = 0; i < s.count; ++i) EXPECT_EQ(s.partners[i].job, 10 + i);
+}
+
+// The index is rebuilt over every running job after each join or leave: figures are worked out
+// only for the jobs on a link with exactly one other, once each.
+TEST(Turns, FiguresAreAskedOnlyForTheJobsOfTwoJobLinksAndOnce) {
+  const JobState a = Measured(1, 1, {"up", "down"}, 100, 200);
+  const JobState b = Measured(2, 1, {"up", "down"}, 100, 200);
+  const JobState c = Measured(3, 1, {"side"}, 100, 200);
+  const JobState d = Measured(4, 1, {"crowd"}, 100, 200);
+  const JobState e = Measured(5, 1, {"crowd"}, 100, 200);
+  const JobState f = Measured(6, 1, {"crowd"}, 100, 200);
+  std::map<uint64_t, int> asked;
+  TwoJobLinks links(kNoCapacities, [&](const JobState& j, std::span<const std::string> on) {
+    ++asked[j.id];
+    EXPECT_EQ(on.size(), j.links.size());
+    return FiguresForTurns(j, kTenGbit, PlanningConfig{});
+  });
+  for (const JobState* j : {&a, &b, &c, &d, &e, &f}) links.Add(*j, j->links);
+  for (const JobState* j : {&a, &b, &c, &d, &e, &f}) (void)links.TurnsFor(*j);
+  EXPECT_EQ(links.TurnsFor(a).count, 1u);
+  EXPECT_EQ(asked, (std::map<uint64_t, int>{{1, 1}, {2, 1}}))
+      << "c is alone on its link, d, e and f are three on theirs";
 }
 
 TEST(Turns, HeldToAWindowIsAPlannedGatedJobThatIsNotBestEffort) {
@@ -172,18 +206,20 @@ TEST(Turns, OnlyWhereBothJobsAloneFillTheLink) {
   const JobState c = Measured(3, 1, {"wide"}, 100, 200);
   const std::unordered_map<std::string, double> capacity = {{"up", kTenGbit},
                                                             {"wide", 4 * kTenGbit}};
-  TwoJobLinks links(capacity);
-  for (const JobState* j : {&a, &b, &c}) links.Add(*j, j->links, Figures(*j));
+  TwoJobLinks links = Index(capacity);
+  for (const JobState* j : {&a, &b, &c}) links.Add(*j, j->links);
   EXPECT_DOUBLE_EQ(Figures(a).beta_bps, kTenGbit);
   const TurnSet s = links.TurnsFor(a);
   ASSERT_EQ(s.count, 1u);
   EXPECT_EQ(s.partners[0].job, 2u);
   EXPECT_EQ(links.TurnsFor(c).count, 0u) << "a quarter of the link each: no turns";
   // Just above and just below kTurnsLinkShare of the link.
+  const std::vector<std::string> wide = {"wide"};
   for (const double share : {kTurnsLinkShare * 0.99, kTurnsLinkShare * 1.01}) {
-    TwoJobLinks at({{"wide", kTenGbit / share}});
-    at.Add(a, {"wide"}, Figures(a));
-    at.Add(c, {"wide"}, Figures(c));
+    const TwoJobLinks::Capacities narrower = {{"wide", kTenGbit / share}};
+    TwoJobLinks at = Index(narrower);
+    at.Add(a, wide);
+    at.Add(c, wide);
     EXPECT_EQ(at.TurnsFor(c).count, share >= kTurnsLinkShare ? 1u : 0u) << share;
   }
 }

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
-#include <vector>
 
 #include "metronome/common/turn.hpp"
 #include "metronome/controller/config.hpp"
@@ -72,15 +74,22 @@ class TurnsRefresh {
 
 class TwoJobLinks {
  public:
-  // `capacity_bps`: the links' capacities (bytes per second) by name; a link without one is
-  // taken as one that both of its jobs fill.
-  explicit TwoJobLinks(std::unordered_map<std::string, double> capacity_bps = {})
-      : capacity_bps_(std::move(capacity_bps)) {}
+  using Capacities = std::unordered_map<std::string, double>;
+  // A job's figures, given the links it was added with. Asked at most once per job, and only
+  // for the jobs that cross a link with exactly one other: the index is rebuilt after every
+  // join or leave, over every running job, and most jobs of a large cluster have no such link.
+  using FiguresOf = std::function<std::optional<TurnFigures>(const JobState& job,
+                                                             std::span<const std::string> links)>;
 
-  // Counts `job` on each of `links` (the links it crosses). Without figures it still counts
-  // there, but no job takes turns with it and it takes none. The job must outlive the index.
-  void Add(const JobState& job, std::vector<std::string> links,
-           const std::optional<TurnFigures>& figures);
+  // `capacity_bps`: the links' capacities (bytes per second) by name; a link without one is
+  // taken as one that both of its jobs fill. It must outlive the index.
+  TwoJobLinks(const Capacities& capacity_bps, FiguresOf figures)
+      : capacity_bps_(capacity_bps), figures_of_(std::move(figures)) {}
+
+  // Counts `job` on each of `links` (the links it crosses). A job without figures still counts
+  // there, but no job takes turns with it and it takes none. The job and its links must outlive
+  // the index.
+  void Add(const JobState& job, std::span<const std::string> links);
 
   // The partners of the added `job`: on each of its links that it and exactly one other added
   // job cross, that job, when it ranks at or above `job`, has figures, each of the two alone
@@ -93,15 +102,25 @@ class TwoJobLinks {
 
  private:
   struct Entry {
-    std::vector<std::string> links;
-    std::optional<TurnFigures> figures;
+    std::span<const std::string> links;
+    mutable bool figured = false;  // figures asked for (FiguresOf), once
+    mutable std::optional<TurnFigures> figures;
   };
+  // The jobs that cross one link: the first two, and how many.
+  struct Crossing {
+    const JobState* first = nullptr;
+    const JobState* second = nullptr;
+    uint32_t count = 0;
+  };
+  [[nodiscard]] const std::optional<TurnFigures>& Figures(const JobState& job,
+                                                          const Entry& entry) const;
   // Whether each of two jobs alone fills `link` enough for turns to pay (kTurnsLinkShare).
   [[nodiscard]] bool BothFill(const std::string& link, const TurnFigures& a,
                               const TurnFigures& b) const;
 
-  std::unordered_map<std::string, double> capacity_bps_;
-  std::unordered_map<std::string, std::vector<const JobState*>> by_link_;
+  const Capacities& capacity_bps_;
+  FiguresOf figures_of_;
+  std::unordered_map<std::string_view, Crossing> by_link_;
   std::unordered_map<uint64_t, Entry> jobs_;
 };
 

@@ -59,6 +59,9 @@ class Metrics {
   prometheus::Counter& TurnEdgesRelayed() { return *turn_edges_relayed_; }
   prometheus::Counter& TurnPushes() { return *turn_pushes_; }
   prometheus::Histogram& TurnEdgeAge() { return *turn_edge_age_; }
+  // How long a recomputation of every job's set held the registry (its lock, on the endpoint
+  // thread): it visits every job after each join or leave.
+  prometheus::Histogram& TurnsRefreshDuration() { return *turns_refresh_duration_; }
 
   // 1 while this replica plans. The jobs', links' and ranks' gauges come from the registry's
   // collector (Registry::MetricFamilies), built from its state at each scrape.
@@ -105,6 +108,7 @@ class Metrics {
   prometheus::Counter* turn_edges_relayed_;
   prometheus::Counter* turn_pushes_;
   prometheus::Histogram* turn_edge_age_;
+  prometheus::Histogram* turns_refresh_duration_;
   prometheus::Family<prometheus::Counter>* http_requests_;
   prometheus::Family<prometheus::Counter>* http_rejected_;
   prometheus::Family<prometheus::Histogram>* http_latency_;
