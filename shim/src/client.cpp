@@ -170,6 +170,7 @@ void Client::Loop() {
         now = RealtimeNs();
       }
       DeviceGate::ServiceWaits(now);
+      DeviceGate::Recalibrate(now);
       if (transport_) SendEdges();
       DrainEvents();
       following_ = false;
@@ -369,7 +370,8 @@ void Client::PublishToGates(JobState* job, const Timetable& t, const YieldSet& y
       // No gate and nothing to yield to: the kernel's slot holds no timetable (were it
       // launched, it would go at once).
       const bool none = AlwaysOpen(t) && yields.count == 0;
-      DeviceGate::Publish(c->device_slot, none ? nullptr : &t, yields, rt_.GetConfig().max_wait_ns);
+      DeviceGate::Publish(c->device_slot, c->device_owner, none ? nullptr : &t, yields,
+                          rt_.GetConfig().max_wait_ns);
     }
   }
 }
@@ -441,7 +443,7 @@ void Client::SendEdges() {
     int64_t begun = c->edge_begun_ns.load(std::memory_order_relaxed);
     int64_t ended = c->edge_ended_ns.load(std::memory_order_relaxed);
     // On the device gate the kernels stamped them when the stream got there.
-    if (c->device_gate) DeviceGate::Edges(c->device_slot, begun, ended);
+    if (c->device_gate) DeviceGate::Edges(c->device_slot, c->device_owner, begun, ended);
     if (begun != job->sent_begun_ns && begun != 0) {
       job->sent_begun_ns = begun;
       Send(proto::PhaseEdge{job->job_id, job->rank, true, begun + offset});
@@ -459,7 +461,7 @@ void Client::PublishTurns(JobState* job) {
   const bool clock = rt_.clock_valid.load();
   for (CommState* c : rt_.LiveComms()) {
     if (c->job == job && c->device_slot >= 0) {
-      DeviceGate::PublishTurns(c->device_slot, clock ? &job->turn_set : nullptr,
+      DeviceGate::PublishTurns(c->device_slot, c->device_owner, clock ? &job->turn_set : nullptr,
                                rt_.GetConfig().max_wait_ns);
     }
   }
@@ -469,7 +471,7 @@ void Client::ClearJob(JobState* job) {
   job->store.Clear();
   for (CommState* c : rt_.LiveComms()) {
     if (c->job == job && c->device_slot >= 0) {
-      DeviceGate::Publish(c->device_slot, nullptr, YieldSet{}, 0);
+      DeviceGate::Publish(c->device_slot, c->device_owner, nullptr, YieldSet{}, 0);
     }
   }
 }
@@ -753,7 +755,9 @@ void Client::CheckSilence(int64_t now) {
     PublishTurns(job);
   }
   for (CommState* c : rt_.LiveComms()) {
-    if (c->device_slot >= 0) DeviceGate::Publish(c->device_slot, nullptr, YieldSet{}, 0);
+    if (c->device_slot >= 0) {
+      DeviceGate::Publish(c->device_slot, c->device_owner, nullptr, YieldSet{}, 0);
+    }
   }
   DeviceGate::ReleaseAll();
   MarkUnregistered();

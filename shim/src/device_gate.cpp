@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 
 #include "host_gate.hpp"
@@ -48,6 +51,10 @@ struct Driver {
   CUresult (*stream_create)(CUstream*, unsigned int) = nullptr;
   CUresult (*stream_synchronize)(CUstream) = nullptr;
   CUresult (*stream_destroy)(CUstream) = nullptr;
+  // Optional: without them the timer is calibrated only at load.
+  CUresult (*ctx_push_current)(CUcontext) = nullptr;
+  CUresult (*ctx_pop_current)(CUcontext*) = nullptr;
+  CUresult (*stream_query)(CUstream) = nullptr;
 };
 
 struct ContextEntry {
@@ -57,7 +64,18 @@ struct ContextEntry {
   std::atomic<DeviceGateStatus> status{DeviceGateStatus::kUnavailable};
   CUfunction gate = nullptr;
   CUfunction edge = nullptr;  // the end-edge kernel
-  int64_t host_minus_gpu_ns = 0;
+  // The calibration: written under State::mu (at load, then by Recalibrate on the background
+  // thread), read on the background thread without it.
+  std::atomic<int64_t> host_minus_gpu_ns{0};
+  int64_t calibrated_at_ns = 0;          // local time of the last try
+  int64_t calibrated_rt_minus_mono = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC then (a step moves it)
+  // What it calibrates with, kept for the context's life: the timer kernel and a mapped block
+  // (the timer's word at 0, its stop word at 32); while a timer kernel that did not start is
+  // still queued, its stream.
+  CUfunction timer = nullptr;
+  void* cal_host = nullptr;
+  CUdeviceptr cal_dev = 0;
+  CUstream cal_stream = nullptr;
 };
 
 constexpr int kMaxContexts = 16;
@@ -71,6 +89,15 @@ struct State {
   DeviceGateSlot* slots = nullptr;  // host view, kMaxSlots of them
   CUdeviceptr slots_dev = 0;        // device view
   bool used[DeviceGate::kMaxSlots] = {};
+  // Who holds each slot (Prepare's count; 0: free): written under `mu`, read by Edges without it.
+  std::atomic<uint64_t> owner[DeviceGate::kMaxSlots] = {};
+  uint64_t prepared = 0;
+  std::atomic<uint64_t> fallbacks{0};
+  int64_t next_recalibration_check_ns = 0;  // background thread
+  // Edges: each slot's last kernel stamps (begin, end) and their local times, converted once, so
+  // that a new calibration does not move an edge already sent.
+  int64_t edge_gpu[DeviceGate::kMaxSlots][2] = {};
+  int64_t edge_local[DeviceGate::kMaxSlots][2] = {};
   ContextEntry* slot_ctx[DeviceGate::kMaxSlots] = {};
   ContextEntry contexts[kMaxContexts];
   int n_contexts = 0;
@@ -124,6 +151,9 @@ bool LoadDriver(State& s, bool force) {
                   Bind(h, "cuStreamCreate", d.stream_create) &&
                   Bind(h, "cuStreamSynchronize", d.stream_synchronize) &&
                   Bind(h, "cuStreamDestroy_v2", d.stream_destroy);
+  Bind(h, "cuCtxPushCurrent_v2", d.ctx_push_current);
+  Bind(h, "cuCtxPopCurrent_v2", d.ctx_pop_current);
+  Bind(h, "cuStreamQuery", d.stream_query);
   if (!Bind(h, "cuStreamWaitValue32_v2", d.stream_wait_value32)) {
     Bind(h, "cuStreamWaitValue32", d.stream_wait_value32);
   }
@@ -147,6 +177,7 @@ void Degrade(State& s, ContextEntry& e, const char* why, int code) {
     next = DeviceGateStatus::kWaitValue;
   }
   if (cur == DeviceGateStatus::kUnavailable || !e.status.compare_exchange_strong(cur, next)) return;
+  s.fallbacks.fetch_add(1);
   const char* then = next == DeviceGateStatus::kWaitValue ? "stream waits" : "the host gate";
   if (code != 0) {
     MLOG_WARN("device gate: %s (CUDA error %d): %s from now on", why, code, then);
@@ -156,58 +187,114 @@ void Degrade(State& s, ContextEntry& e, const char* why, int code) {
 }
 
 #if METRONOME_HAVE_GATE_KERNEL
-int64_t Calibrate(State& s, CUmodule mod) {
+// Fewer fresh reads than this in the 2 ms of sampling: the timer kernel did not run alongside the
+// host (the GPU busy, or mapped memory not coherent), and the offset is not known.
+constexpr int kMinCalibrationSamples = 16;
+
+int64_t RealtimeMinusMonotonicNs() {
+  timespec mono{};
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  return RealtimeNs() - (static_cast<int64_t>(mono.tv_sec) * 1'000'000'000 + mono.tv_nsec);
+}
+
+// The context's calibration kit, made once: the timer kernel and its mapped block. False, with
+// the reason in `why`.
+bool PrepareCalibration(State& s, ContextEntry& e, CUmodule mod, char* why, size_t why_size) {
   Driver& d = s.drv;
-  CUfunction timer = nullptr;
-  if (d.module_get_function(&timer, mod, "metronome_timer_kernel") != CUDA_SUCCESS) return 0;
-  void* host = nullptr;
-  if (d.mem_host_alloc(&host, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP) !=
-      CUDA_SUCCESS) {
-    return 0;
+  if (d.module_get_function(&e.timer, mod, "metronome_timer_kernel") != CUDA_SUCCESS) {
+    std::snprintf(why, why_size, "no timer kernel");
+    return false;
   }
-  auto* out = static_cast<volatile int64_t*>(host);
-  auto* stop = reinterpret_cast<volatile uint32_t*>(static_cast<char*>(host) + 32);
+  CUresult r =
+      d.mem_host_alloc(&e.cal_host, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+  if (r != CUDA_SUCCESS) {
+    std::snprintf(why, why_size, "no mapped memory, CUDA error %d", static_cast<int>(r));
+    return false;
+  }
+  // Without its device address the kernel would write to address 0: a sticky error that ends
+  // the application's CUDA context.
+  r = d.mem_host_get_device_pointer(&e.cal_dev, e.cal_host, 0);
+  if (r != CUDA_SUCCESS || e.cal_dev == 0) {
+    std::snprintf(why, why_size, "no device address for mapped memory, CUDA error %d",
+                  static_cast<int>(r));
+    return false;
+  }
+  return true;
+}
+
+// One calibration (the context current, `mu` held): the timer kernel, started within
+// `start_wait_ns`, keeps writing the GPU's timer while the host reads it for 2 ms. Sets
+// `host_minus_gpu`; false, with the reason, when it cannot. `may_block`: wait for a kernel that
+// did not start to leave; otherwise it is left queued (it leaves as soon as it runs, seeing its
+// stop word) and the next calibration waits until it has.
+bool Sample(State& s, ContextEntry& e, int64_t start_wait_ns, bool may_block,
+            int64_t& host_minus_gpu, char* why, size_t why_size) {
+  Driver& d = s.drv;
+  if (e.cal_stream != nullptr) {  // a timer kernel that had not started when it was last asked
+    if (d.stream_query == nullptr || d.stream_query(e.cal_stream) != CUDA_SUCCESS) {
+      std::snprintf(why, why_size, "the last timer kernel is still queued");
+      return false;
+    }
+    d.stream_destroy(e.cal_stream);
+    e.cal_stream = nullptr;
+  }
+  CUstream stream = nullptr;
+  CUresult r = d.stream_create(&stream, CU_STREAM_NON_BLOCKING);
+  if (r != CUDA_SUCCESS) {
+    std::snprintf(why, why_size, "no stream, CUDA error %d", static_cast<int>(r));
+    return false;
+  }
+  auto* out = static_cast<volatile int64_t*>(e.cal_host);
+  auto* stop = reinterpret_cast<volatile uint32_t*>(static_cast<char*>(e.cal_host) + 32);
   *out = 0;
   *stop = 0;
-  CUdeviceptr dev = 0;
-  d.mem_host_get_device_pointer(&dev, host, 0);
-  CUdeviceptr out_dev = dev;
-  CUdeviceptr stop_dev = dev + 32;
+  __sync_synchronize();
+  CUdeviceptr out_dev = e.cal_dev;
+  CUdeviceptr stop_dev = e.cal_dev + 32;
   int64_t bound = 300'000'000;  // the kernel stops itself after 300 ms at most
   void* params[] = {&out_dev, &stop_dev, &bound};
-  CUstream stream = nullptr;
-  d.stream_create(&stream, CU_STREAM_NON_BLOCKING);
-  int64_t result = 0;
-  if (d.launch_kernel(timer, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr) == CUDA_SUCCESS) {
-    constexpr int kSamples = 2000;
-    static int64_t hs[kSamples];
-    static int64_t gs[kSamples];
-    int n = 0;
-    // Wait for the kernel to start (first launch on a context can take a while), then sample.
-    const int64_t start_deadline = RealtimeNs() + 200'000'000;
-    while (*out == 0 && RealtimeNs() < start_deadline) {
-    }
-    const int64_t deadline = RealtimeNs() + 2'000'000;
-    while (n < kSamples && RealtimeNs() < deadline) {
-      const int64_t h1 = RealtimeNs();
-      const int64_t g = *out;
-      const int64_t h2 = RealtimeNs();
-      if (g != 0 && h2 - h1 < 2'000) {
-        hs[n] = h2;
-        gs[n] = g;
-        ++n;
-      }
-    }
-    *stop = 1;
-    d.stream_synchronize(stream);
-    result = CalibrateHostMinusGpu(hs, gs, n);
-    MLOG_INFO(
-        "device gate: GPU timer calibrated against the host clock from %d samples "
-        "(host - gpu = %lld ns)",
-        n, static_cast<long long>(result));
+  r = d.launch_kernel(e.timer, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr);
+  if (r != CUDA_SUCCESS) {
+    d.stream_destroy(stream);
+    std::snprintf(why, why_size, "the timer kernel does not launch, CUDA error %d",
+                  static_cast<int>(r));
+    return false;
   }
-  d.stream_destroy(stream);
-  return result;
+  constexpr int kSamples = 2000;
+  static int64_t hs[kSamples];  // under `mu`
+  static int64_t gs[kSamples];
+  int n = 0;
+  // Wait for the kernel to start (first launch on a context can take a while), then sample.
+  const int64_t start_deadline = RealtimeNs() + start_wait_ns;
+  while (*out == 0 && RealtimeNs() < start_deadline) {
+  }
+  const bool started = *out != 0;
+  const int64_t deadline = RealtimeNs() + 2'000'000;
+  while (started && n < kSamples && RealtimeNs() < deadline) {
+    const int64_t h1 = RealtimeNs();
+    const int64_t g = *out;
+    const int64_t h2 = RealtimeNs();
+    if (g != 0 && h2 - h1 < 2'000) {
+      hs[n] = h2;
+      gs[n] = g;
+      ++n;
+    }
+  }
+  *stop = 1;
+  __sync_synchronize();
+  if (started || may_block || d.stream_query == nullptr) {
+    d.stream_synchronize(stream);
+    d.stream_destroy(stream);
+  } else {
+    e.cal_stream = stream;  // the kernel leaves as soon as it runs (its stop word is set)
+  }
+  if (n < kMinCalibrationSamples) {
+    std::snprintf(why, why_size, "%d fresh reads of its timer in 2 ms, %d needed", n,
+                  kMinCalibrationSamples);
+    return false;
+  }
+  host_minus_gpu = CalibrateHostMinusGpu(hs, gs, n);
+  return true;
 }
 #endif
 
@@ -232,11 +319,29 @@ ContextEntry* EntryFor(State& s, CUcontext ctx) {
     if (d.module_load_data(&mod, kGateFatbin) == CUDA_SUCCESS &&
         d.module_get_function(&e->gate, mod, "metronome_gate_kernel") == CUDA_SUCCESS &&
         d.module_get_function(&e->edge, mod, "metronome_edge_kernel") == CUDA_SUCCESS) {
-      e->status.store(DeviceGateStatus::kKernel);
-      e->host_minus_gpu_ns = Calibrate(s, mod);
-      MLOG_INFO("device gate: spin kernel loaded for sm_%d%d", major, minor);
+      char why[96] = "";
+      int64_t offset = 0;
+      e->calibrated_at_ns = RealtimeNs();
+      e->calibrated_rt_minus_mono = RealtimeMinusMonotonicNs();
+      if (PrepareCalibration(s, *e, mod, why, sizeof(why)) &&
+          Sample(s, *e, 200'000'000, true, offset, why, sizeof(why))) {
+        e->host_minus_gpu_ns.store(offset);
+        e->status.store(DeviceGateStatus::kKernel);
+        MLOG_INFO(
+            "device gate: spin kernel loaded for sm_%d%d; GPU timer calibrated against the host "
+            "clock (host - gpu = %lld ns)",
+            major, minor, static_cast<long long>(offset));
+        return e;
+      }
+      // Its waits would aim at the wrong moments: the host decides instead.
+      s.fallbacks.fetch_add(1);
+      const bool waits = d.stream_wait_value32 != nullptr;
+      if (waits) e->status.store(DeviceGateStatus::kWaitValue);
+      MLOG_WARN("device gate: the GPU timer cannot be calibrated (%s): %s from now on", why,
+                waits ? "stream waits" : "the host gate");
       return e;
     }
+    s.fallbacks.fetch_add(1);
     MLOG_WARN("device gate: the kernel does not load on sm_%d%d", major, minor);
   }
 #endif
@@ -275,11 +380,20 @@ bool Launch(State& s, ContextEntry& e, CUfunction f, cudaStream_t stream, void**
   return false;
 }
 
+// Whether `owner` still holds `slot` (a stale list of communicators may name a slot released and
+// handed out again since).
+bool Owns(const State& s, int slot, uint64_t owner) {
+  return slot >= 0 && slot < DeviceGate::kMaxSlots && s.slots != nullptr && owner != 0 &&
+         s.owner[slot].load(std::memory_order_acquire) == owner;
+}
+
+// With `mu` held, as every writer of a slot's sequence locks: two writers interleaving their
+// increments could leave one odd, and every kernel would then fail open.
 void WriteServerOffset(State& s, int slot) {
   const ContextEntry* e = s.slot_ctx[slot];
   if (e == nullptr) return;
   DeviceGateSlot& g = s.slots[slot];
-  const int64_t v = s.server_minus_local.load() + e->host_minus_gpu_ns;
+  const int64_t v = s.server_minus_local.load() + e->host_minus_gpu_ns.load();
   g.seq = g.seq + 1;
   __sync_synchronize();
   g.server_minus_gpu_ns = v;
@@ -289,8 +403,9 @@ void WriteServerOffset(State& s, int slot) {
 
 }  // namespace
 
-int DeviceGate::Prepare(ncclComm_t comm, int64_t max_wait_cap_ns) noexcept {
+int DeviceGate::Prepare(ncclComm_t comm, int64_t max_wait_cap_ns, uint64_t& owner) noexcept {
   (void)comm;
+  owner = 0;
   State& s = S();
   if (s.disabled.load()) return -1;
   std::lock_guard<std::mutex> lock(s.mu);
@@ -342,6 +457,8 @@ int DeviceGate::Prepare(ncclComm_t comm, int64_t max_wait_cap_ns) noexcept {
     g.edge_ended_gpu_ns = 0;
     g.release = s.issued[i].load();
     WriteServerOffset(s, i);
+    owner = ++s.prepared;
+    s.owner[i].store(owner, std::memory_order_release);  // after the slot is set up (Edges)
     s.any.store(true);
     return i;
   }
@@ -356,6 +473,7 @@ void DeviceGate::ReleaseSlot(int slot) noexcept {
   s.slots[slot].release = s.issued[slot].load();
   s.pending_ticket[slot].store(0);
   s.used[slot] = false;
+  s.owner[slot].store(0, std::memory_order_release);
 }
 
 DeviceGateStatus DeviceGate::Status() noexcept {
@@ -485,10 +603,12 @@ bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
   return false;
 }
 
-void DeviceGate::Publish(int slot, const Timetable* tt, const YieldSet& yields,
+void DeviceGate::Publish(int slot, uint64_t owner, const Timetable* tt, const YieldSet& yields,
                          int64_t max_wait_cap_ns) noexcept {
   State& s = S();
-  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return;
+  if (s.slots == nullptr || s.disabled.load()) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!Owns(s, slot, owner)) return;
   DeviceGateSlot& g = s.slots[slot];
   g.seq = g.seq + 1;
   __sync_synchronize();
@@ -531,13 +651,16 @@ void DeviceGate::SetServerMinusLocal(int64_t v) noexcept {
   }
 }
 
-void DeviceGate::PublishTurns(int slot, const TurnSet* turns, int64_t max_wait_ns) noexcept {
+void DeviceGate::PublishTurns(int slot, uint64_t owner, const TurnSet* turns,
+                              int64_t max_wait_ns) noexcept {
   State& s = S();
-  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr || s.disabled.load()) return;
+  if (s.slots == nullptr || s.disabled.load()) return;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!Owns(s, slot, owner)) return;
   const ContextEntry* e = s.slot_ctx[slot];
   if (e == nullptr) return;
   // Scheduler clock to the GPU's timer; an edge not seen yet stays 0.
-  const int64_t server_minus_gpu = s.server_minus_local.load() + e->host_minus_gpu_ns;
+  const int64_t server_minus_gpu = s.server_minus_local.load() + e->host_minus_gpu_ns.load();
   const auto on_gpu = [&](int64_t t) { return t == 0 ? 0 : SaturatingSub(t, server_minus_gpu); };
   DeviceGateSlot& g = s.slots[slot];
   g.turn_seq = g.turn_seq + 1;
@@ -561,18 +684,28 @@ void DeviceGate::PublishTurns(int slot, const TurnSet* turns, int64_t max_wait_n
   g.turn_seq = g.turn_seq + 1;
 }
 
-bool DeviceGate::Edges(int slot, int64_t& begun_local_ns, int64_t& ended_local_ns) noexcept {
+bool DeviceGate::Edges(int slot, uint64_t owner, int64_t& begun_local_ns,
+                       int64_t& ended_local_ns) noexcept {
   State& s = S();
   begun_local_ns = 0;
   ended_local_ns = 0;
-  if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr || s.disabled.load()) return false;
-  const ContextEntry* e = s.slot_ctx[slot];
+  if (s.disabled.load() || !Owns(s, slot, owner)) return false;
+  // Once the context stepped down no kernel stamps the stream's edges: the last stamps (or those
+  // of kernels that left when cancelled) are not its phases.
+  const ContextEntry* e = KernelContext(s, slot);
   if (e == nullptr) return false;
-  // Each stamp is one aligned 8-byte store by the GPU: read whole.
-  const int64_t begun = s.slots[slot].edge_begun_gpu_ns;
-  const int64_t ended = s.slots[slot].edge_ended_gpu_ns;
-  if (begun != 0) begun_local_ns = SaturatingAdd(begun, e->host_minus_gpu_ns);
-  if (ended != 0) ended_local_ns = SaturatingAdd(ended, e->host_minus_gpu_ns);
+  // Each stamp is one aligned 8-byte store by the GPU: read whole. Each is moved onto the local
+  // clock once, with the calibration of the moment it is first seen.
+  const auto local = [&](int k, int64_t stamp) {
+    if (stamp == 0) return int64_t{0};
+    if (stamp != s.edge_gpu[slot][k]) {
+      s.edge_gpu[slot][k] = stamp;
+      s.edge_local[slot][k] = SaturatingAdd(stamp, e->host_minus_gpu_ns.load());
+    }
+    return s.edge_local[slot][k];
+  };
+  begun_local_ns = local(0, s.slots[slot].edge_begun_gpu_ns);
+  ended_local_ns = local(1, s.slots[slot].edge_ended_gpu_ns);
   return true;
 }
 
@@ -650,6 +783,7 @@ void DeviceGate::ForgetAfterFork() noexcept {
   s.driver_tried = true;
   s.driver_ok = false;
   for (auto& u : s.used) u = false;
+  for (auto& o : s.owner) o.store(0);
   s.wake_fd.store(-1);
 }
 
@@ -665,9 +799,65 @@ DeviceGate::Counters DeviceGate::KernelCounters(int slot) noexcept {
   return c;
 }
 
+uint64_t DeviceGate::Fallbacks() noexcept {
+  return S().fallbacks.load();
+}
+
 int64_t DeviceGate::HostMinusGpuNs() noexcept {
   State& s = S();
-  return s.n_contexts > 0 ? s.contexts[0].host_minus_gpu_ns : 0;
+  return s.n_contexts > 0 ? s.contexts[0].host_minus_gpu_ns.load() : 0;
+}
+
+void DeviceGate::Recalibrate(int64_t now) noexcept {
+#if METRONOME_HAVE_GATE_KERNEL
+  State& s = S();
+  if (!s.any.load(std::memory_order_relaxed) || s.disabled.load() ||
+      now < s.next_recalibration_check_ns) {
+    return;
+  }
+  s.next_recalibration_check_ns = now + kRecalibrateCheckNs;
+  Driver& d = s.drv;
+  // Never blocks on a timer kernel that did not start: it must be able to ask whether it left.
+  if (d.ctx_push_current == nullptr || d.ctx_pop_current == nullptr || d.stream_query == nullptr) {
+    return;
+  }
+  std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // Prepare: next time
+  const int64_t rt_minus_mono = RealtimeMinusMonotonicNs();
+  for (int c = 0; c < s.n_contexts; ++c) {
+    ContextEntry& e = s.contexts[c];
+    if (e.status.load() != DeviceGateStatus::kKernel || e.timer == nullptr) continue;
+    bool in_use = false;
+    for (int i = 0; i < kMaxSlots && !in_use; ++i) in_use = s.used[i] && s.slot_ctx[i] == &e;
+    const bool stepped = std::llabs(rt_minus_mono - e.calibrated_rt_minus_mono) > kClockStepNs;
+    if (!in_use || (now - e.calibrated_at_ns < kRecalibrateNs && !stepped)) continue;
+    // Tried once a period, whatever comes of it.
+    e.calibrated_at_ns = now;
+    e.calibrated_rt_minus_mono = rt_minus_mono;
+    if (d.ctx_push_current(e.ctx) != CUDA_SUCCESS) continue;
+    char why[96] = "";
+    int64_t offset = 0;
+    // A GPU too busy to start the timer kernel within 20 ms keeps the last calibration.
+    const bool ok = Sample(s, e, 20'000'000, false, offset, why, sizeof(why));
+    CUcontext popped = nullptr;
+    d.ctx_pop_current(&popped);
+    if (!ok) {
+      MLOG_DEBUG("device gate: the GPU timer is not calibrated again (%s): keeping %lld ns", why,
+                 static_cast<long long>(e.host_minus_gpu_ns.load()));
+      continue;
+    }
+    MLOG_DEBUG("device gate: GPU timer calibrated again: host - gpu = %lld ns (%+lld ns)%s",
+               static_cast<long long>(offset),
+               static_cast<long long>(offset - e.host_minus_gpu_ns.load()),
+               stepped ? " after a clock step" : "");
+    e.host_minus_gpu_ns.store(offset);
+    for (int i = 0; i < kMaxSlots; ++i) {
+      if (s.used[i] && s.slot_ctx[i] == &e) WriteServerOffset(s, i);
+    }
+  }
+#else
+  (void)now;
+#endif
 }
 
 void DeviceGate::SetWakeFd(int fd) noexcept {

@@ -45,7 +45,9 @@ class DeviceGate {
   // At communicator creation, on the creating thread (its CUDA context is current). Returns the
   // slot for the communicator, or -1 when the device gate cannot be used (logged once).
   // `max_wait_cap_ns`: METRONOME_MAX_WAIT_MS, the longest any launch holds its stream.
-  static int Prepare(ncclComm_t comm, int64_t max_wait_cap_ns) noexcept;
+  // `owner`: this use of the slot (a released slot is handed out again); the background thread's
+  // writes name it, so that one made from a stale list of communicators is dropped.
+  static int Prepare(ncclComm_t comm, int64_t max_wait_cap_ns, uint64_t& owner) noexcept;
   static void ReleaseSlot(int slot) noexcept;
   static DeviceGateStatus Status() noexcept;
 
@@ -76,16 +78,31 @@ class DeviceGate {
   // Whether `stream` is being captured into a CUDA graph (false when no CUDA is loaded).
   static bool StreamIsCapturing(cudaStream_t stream) noexcept;
 
-  // Background thread.
+  // Background thread (and the creating thread, for a communicator that joins a job with a
+  // timetable). Every writer of a slot's shared memory takes the gate's lock (never on the
+  // caller's path), and writes only while `owner` still holds the slot.
   // `tt` nullptr: no gate (the kernel returns at once); else the timetable and its yields.
-  static void Publish(int slot, const Timetable* tt, const YieldSet& yields,
+  static void Publish(int slot, uint64_t owner, const Timetable* tt, const YieldSet& yields,
                       int64_t max_wait_cap_ns) noexcept;
   static void SetServerMinusLocal(int64_t server_minus_local_ns) noexcept;
   // The job's turn set (scheduler clock; nullptr: none), written for the kernel with the
   // partners' edges on the GPU's timer. `max_wait_ns`: the longest a turn holds.
-  static void PublishTurns(int slot, const TurnSet* turns, int64_t max_wait_ns) noexcept;
-  // The phase edges the kernels stamped, on the local clock (0: none yet). False: no slot.
-  static bool Edges(int slot, int64_t& begun_local_ns, int64_t& ended_local_ns) noexcept;
+  static void PublishTurns(int slot, uint64_t owner, const TurnSet* turns,
+                           int64_t max_wait_ns) noexcept;
+  // The phase edges the kernels stamped, on the local clock (0: none yet). False, with no
+  // edges: not `owner`'s slot, or its context no longer runs the kernels (the last stamps are
+  // not the stream's any more).
+  static bool Edges(int slot, uint64_t owner, int64_t& begun_local_ns,
+                    int64_t& ended_local_ns) noexcept;
+  // Background thread: calibrates the GPU timer of each context that runs the kernels again,
+  // every kRecalibrateNs and within kRecalibrateCheckNs of CLOCK_REALTIME stepping by more than
+  // kClockStepNs (the timer and the host clock drift apart; a step moves the host clock alone),
+  // and rewrites its slots' offsets. Bounded (20 ms for the timer kernel to start, 2 ms of
+  // reads, per context); one that fails keeps the last calibration.
+  static void Recalibrate(int64_t now_local_ns) noexcept;
+  static constexpr int64_t kRecalibrateNs = 30'000'000'000;
+  static constexpr int64_t kRecalibrateCheckNs = 1'000'000'000;
+  static constexpr int64_t kClockStepNs = 1'000'000;
   // Releases due stream waits and watches the gate kernels (Watch); returns the local time it
   // wants to run again (INT64_MAX: nothing to do).
   static int64_t ServiceWaits(int64_t now_local_ns) noexcept;
@@ -111,6 +128,9 @@ class DeviceGate {
 
   // The calibration (host CLOCK_REALTIME minus GPU %globaltimer), 0 when not calibrated.
   static int64_t HostMinusGpuNs() noexcept;
+  // Steps down taken (a driver failure, a stuck kernel, a calibration that failed): each is
+  // also logged once.
+  static uint64_t Fallbacks() noexcept;
 
   // Set by the background thread so Enqueue can wake it for a stream-wait release.
   static void SetWakeFd(int fd) noexcept;

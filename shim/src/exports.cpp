@@ -157,7 +157,7 @@ METRONOME_EXPORT ncclResult_t ncclGroupEnd() {
   if (ts.group_depth > 0) --ts.group_depth;
   if (ts.group_depth == 0) {
     ts.group_gated = false;
-    ms::Runtime::AfterGroup(ts);
+    ms::Runtime::AfterGroup(ts, r);
   }
   --ts.depth;
   return r;

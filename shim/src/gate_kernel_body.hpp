@@ -32,11 +32,15 @@ METRONOME_HD inline void HoldForGate(DeviceGateSlot* slot, int64_t need_ns, int6
   // A consistent copy under the sequence lock; none after 32 tries (the host kept writing), no
   // timetable, or a launch the watchdog has cancelled: go (fail open).
   bool ok = false;
+  bool none = false;
   for (int attempt = 0; !ok && attempt < 32 && slot->cancel == generation; ++attempt) {
     const uint32_t s1 = slot->seq;
     fence();
     if (s1 & 1u) continue;
-    if (slot->valid == 0) break;
+    if (slot->valid == 0) {
+      none = true;
+      break;
+    }
     tt.version = static_cast<uint64_t>(slot->version);
     tt.epoch_ns = slot->epoch_ns;
     tt.period_ns = slot->period_ns;
@@ -61,7 +65,15 @@ METRONOME_HD inline void HoldForGate(DeviceGateSlot* slot, int64_t need_ns, int6
     fence();
     ok = slot->seq == s1;
   }
-  if (!ok || tt.period_ns <= 0) return;
+  if (!ok) {
+    // A phase that goes because its timetable could not be read is a fail-open like any other
+    // (counted, so that a lock the host left odd shows in the reports).
+    if (!none && !mid_phase && slot->cancel == generation) {
+      slot->failed_open = slot->failed_open + 1;
+    }
+    return;
+  }
+  if (tt.period_ns <= 0) return;
   if ((ValidateYieldSet(yields) & kYieldRejectMask) != 0) yields.count = 0;
   const int64_t now_server = SaturatingAdd(arrival, server_minus_gpu);
   GateDecision d;

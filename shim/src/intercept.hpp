@@ -28,7 +28,7 @@ inline ncclResult_t Collective(Op op, uint64_t bytes, ncclComm_t comm, cudaStrea
   Runtime& rt = Runtime::Get();
   const Runtime::CallToken tok = rt.BeforeCollective(comm, op, bytes, stream);
   const ncclResult_t r = Forward<F>(a...);
-  rt.AfterCollective(tok);
+  rt.AfterCollective(tok, r);
   --ts.depth;
   return r;
 }
@@ -71,7 +71,7 @@ inline ncclResult_t ElementwiseCollective(Op op, size_t count, ncclDataType_t ty
     const Runtime::CallToken tok =
         rt.BeforeCollective(st, op, static_cast<uint64_t>(n) * elem, stream);
     r = call(done, n);
-    rt.AfterCollective(tok);
+    rt.AfterCollective(tok, r);
     done += n;
   }
   --ts.depth;
@@ -87,7 +87,8 @@ inline ncclResult_t Create(ncclComm_t* out, const CommOrigin& origin, A... a) no
   ++ts.depth;
   const ncclResult_t r = Forward<F>(a...);
   if ((r == ncclSuccess || r == ncclInProgress) && out != nullptr && *out != nullptr) {
-    Runtime::Get().OnCommCreated(*out, origin);
+    CommState* st = Runtime::Get().OnCommCreated(*out, origin);
+    if (st != nullptr && r == ncclInProgress) st->nonblocking.store(true);
   }
   --ts.depth;
   return r;

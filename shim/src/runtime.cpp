@@ -175,7 +175,7 @@ CommState* Runtime::OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noe
 
     // The device gate is prepared here, where the communicator's CUDA context is current.
     if (mode_ == Mode::kEnforce && config_.gate != GateKind::kHost) {
-      st->device_slot = DeviceGate::Prepare(comm, config_.max_wait_ns);
+      st->device_slot = DeviceGate::Prepare(comm, config_.max_wait_ns, st->device_owner);
       st->device_gate = st->device_slot >= 0;
       if (!st->device_gate && config_.gate == GateKind::kDevice && !no_gpu_logged_) {
         MLOG_WARN("METRONOME_GATE=device but the device gate is unavailable: using the host gate");
@@ -210,13 +210,14 @@ CommState* Runtime::OnCommCreated(ncclComm_t comm, const CommOrigin& origin) noe
       Timetable t;
       YieldSet y;
       if (job->store.Read(t, y) && (!AlwaysOpen(t) || y.count > 0)) {
-        DeviceGate::Publish(st->device_slot, &t, y, config_.max_wait_ns);
+        DeviceGate::Publish(st->device_slot, st->device_owner, &t, y, config_.max_wait_ns);
       }
     }
     if (!Insert(st)) {
       MLOG_WARN("more than %zu communicators: %p is not tracked", kTableSize,
                 static_cast<void*>(comm));
       job->comms.fetch_sub(1);
+      if (st->device_slot >= 0) DeviceGate::ReleaseSlot(st->device_slot);
       delete st;
       return nullptr;
     }
@@ -349,9 +350,12 @@ Runtime::CallToken Runtime::BeforeCollective(CommState* st, Op op, uint64_t byte
   return tok;
 }
 
-void Runtime::AfterCollective(const CallToken& t) noexcept {
+void Runtime::AfterCollective(const CallToken& t, ncclResult_t r) noexcept {
   CommState* st = t.st;
   if (st == nullptr) return;
+  if (r == ncclInProgress && !st->nonblocking.load(std::memory_order_relaxed)) {
+    st->nonblocking.store(true, std::memory_order_relaxed);
+  }
   const int64_t end = RealtimeNs();
   st->last_end_ns.store(end, std::memory_order_relaxed);
   // The caller's thread alone writes the pace (NCCL: one thread per communicator), and only
@@ -370,11 +374,18 @@ void Runtime::AfterCollective(const CallToken& t) noexcept {
     st->edge_ended_ns.store(end, std::memory_order_relaxed);
     // On a GPU the call returned once enqueued: the phase ends on the wire when the stream gets
     // past this collective, which a kernel enqueued after it stamps (after its group, if any).
-    if (st->device_gate && st->job->edges_asked.load(std::memory_order_relaxed)) {
+    // Not after a call that failed (nothing to wait for) or that NCCL enqueues later itself
+    // (ncclInProgress): the kernel would stamp before the collective ran.
+    if (st->device_gate && r == ncclSuccess && !st->nonblocking.load(std::memory_order_relaxed) &&
+        st->job->edges_asked.load(std::memory_order_relaxed)) {
       ThreadState& ts = t_state;
       if (ts.group_depth > 0) {
-        ts.end_edge_slot = st->device_slot;
-        ts.end_edge_stream = t.stream;
+        int i = 0;
+        while (i < ts.n_end_edges && ts.end_edges[i].st != st) ++i;
+        if (i < ThreadState::kMaxGroupEdges) {
+          ts.end_edges[i] = {st, t.stream};
+          if (i == ts.n_end_edges) ++ts.n_end_edges;
+        }
       } else {
         DeviceGate::EnqueueEndEdge(st->device_slot, t.stream);
       }
@@ -383,15 +394,20 @@ void Runtime::AfterCollective(const CallToken& t) noexcept {
   st->ring.Push(CollEvent{t.start_ns, end, t.op, t.bytes, t.hold_ns});
 }
 
-void Runtime::AfterGroup(ThreadState& ts) noexcept {
-  if (ts.end_edge_slot < 0) return;
-  DeviceGate::EnqueueEndEdge(ts.end_edge_slot, ts.end_edge_stream);
-  ts.end_edge_slot = -1;
-  ts.end_edge_stream = nullptr;
+void Runtime::AfterGroup(ThreadState& ts, ncclResult_t r) noexcept {
+  for (int i = 0; i < ts.n_end_edges; ++i) {
+    const ThreadState::EndEdge& e = ts.end_edges[i];
+    if (r == ncclSuccess) {
+      DeviceGate::EnqueueEndEdge(e.st->device_slot, e.stream);
+    } else if (r == ncclInProgress) {
+      e.st->nonblocking.store(true, std::memory_order_relaxed);  // NCCL launches the group later
+    }
+  }
+  ts.n_end_edges = 0;
 }
 
 bool Runtime::TurnsOnStream(const CommState* st) noexcept {
-  return st->device_gate &&
+  return st->device_gate && !st->nonblocking.load(std::memory_order_relaxed) &&
          (st->job->turns.MayTakeTurns() || st->job->edges_asked.load(std::memory_order_relaxed));
 }
 

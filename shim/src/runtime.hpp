@@ -41,15 +41,24 @@ enum class Op : uint32_t {
 
 size_t DataTypeSize(ncclDataType_t t) noexcept;
 
+struct CommState;
+
 // Per thread: re-entrancy depth (NCCL calls its own public functions) and group nesting.
 struct ThreadState {
   int depth = 0;
   int group_depth = 0;
   bool group_gated = false;  // the current outermost group already passed its gate
-  // A phase that ended inside a group: its end-edge kernel is enqueued once the group is
-  // (NCCL launches a group's collectives at its end).
-  int end_edge_slot = -1;
-  cudaStream_t end_edge_stream = nullptr;
+  // Phases that ended inside a group, one per communicator: their end-edge kernels are enqueued
+  // once the group is (NCCL launches a group's collectives at its end). A group of more
+  // communicators than this stamps the first ones' ends; the others' partners see the phase
+  // end at their quiet bound.
+  static constexpr int kMaxGroupEdges = 8;
+  struct EndEdge {
+    CommState* st = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+  EndEdge end_edges[kMaxGroupEdges];
+  int n_end_edges = 0;
 };
 ThreadState& Tls() noexcept;
 
@@ -90,15 +99,20 @@ struct JobState {
 struct CommState {
   ncclComm_t comm = nullptr;
   JobState* job = nullptr;
+  uint64_t device_owner = 0;  // its hold on the device gate slot (DeviceGate::Prepare)
   std::atomic<bool> identity_known{false};
+  bool device_gate = false;  // gate with the device gate (else the host gate)
   std::atomic<uint32_t> rank{0};
   std::atomic<uint32_t> nranks{0};
-  bool device_gate = false;  // gate with the device gate (else the host gate)
   int device_slot = -1;
   uint32_t turns_in_a_row = 0;  // caller's thread: its phases just before that held for a turn
   // Revoked or suspended (ncclCommRevoke, ncclCommSuspend): its calls are neither tracked nor
   // gated until it resumes; its state is freed at destroy as any other's.
   std::atomic<bool> paused{false};
+  // NCCL answered one of its calls ncclInProgress (a nonblocking communicator): it launches the
+  // collectives later, from its own thread, so no kernel enqueued after a call is behind it. It
+  // takes no turns on the stream and stamps no edges.
+  std::atomic<bool> nonblocking{false};
   // Written by the background thread: not the communicator that carries its job's rhythm, or
   // no stable rhythm (rhythm.hpp): tracked and reported, never held.
   std::atomic<bool> observe_only{false};
@@ -196,9 +210,11 @@ class Runtime {
     return BeforeCollective(Find(comm), op, bytes, stream);
   }
   CallToken BeforeCollective(CommState* st, Op op, uint64_t bytes, cudaStream_t stream) noexcept;
-  void AfterCollective(const CallToken& t) noexcept;
-  // The outermost group of this thread ended (its collectives are on their streams).
-  static void AfterGroup(ThreadState& ts) noexcept;
+  // `r`: what NCCL answered the call.
+  void AfterCollective(const CallToken& t, ncclResult_t r = ncclSuccess) noexcept;
+  // The outermost group of this thread ended (`r`: ncclGroupEnd's answer; on success its
+  // collectives are on their streams).
+  static void AfterGroup(ThreadState& ts, ncclResult_t r) noexcept;
   // How many parts an element-wise collective of `bytes` is issued in: common's ChunkParts with
   // METRONOME_CHUNK_KIB in enforce mode outside groups, else 1. Every rank of a communicator
   // must issue the same calls, so this depends on nothing that differs between ranks (a

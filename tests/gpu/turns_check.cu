@@ -7,15 +7,20 @@
 // timetable) that takes turns with one equal partner, job 7 (6 ms on the wire, 100 ms compute),
 // and sends its own phase edges. It issues phases of an ncclAllReduce(count 0) and a 1 MiB burst
 // on a world-size-1 communicator, with a kernel that stamps %globaltimer into mapped memory after
-// each: when the stream passed the gate, and when the burst was done. Every other phase has the
+// each: when the stream passed the gate, and when the burst was done. The phases are issued
+// every 20 ms on the clock (not after a sleep): the shim holds a communicator only while its
+// computes (a phase's end to the next one's call) agree within 10 % (rhythm.hpp), and a held
+// phase's stream synchronization must not lengthen the next compute. Every other phase has the
 // partner in its phase: the partner's begin is relayed 3 ms before the phase is issued, its end
-// 3 ms after. Printed and judged:
+// 3 ms after, both scheduled ahead (the host does nothing else between phases). Printed and
+// judged:
 //   - held phases: how long after the partner's end went out the stream went on (the relay on
 //     loopback, the shim's poll and the kernel's next read of mapped memory);
 //   - free phases: how soon the stream went on (no hold); the host is never held;
 //   - the edges the shim sent: its begin against the release stamp, its end against the burst's.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -95,29 +100,39 @@ int main(int argc, char** argv) {
     p.done = *done + host_minus_gpu;
   };
 
-  // Registration, the turn set, and the rhythm (the shim ends a phase by its bytes, once known).
   for (int i = 0; i < 300 && sched.Hellos() == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  for (int i = 0; i < 60; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // Phase k is issued at t0 + k * kCadence: 3 s of phases for registration, the turn set and the
+  // rhythm (the shim ends a phase by its bytes, once known), then the measured ones, on one
+  // cadence throughout. A phase whose stream is held longer than that (it never should be: the
+  // partner's end comes 3 ms after the call) makes the next one go at once.
+  constexpr int64_t kCadence = 20 * kMs;
+  constexpr int kWarm = 150;
+  const int64_t t0 = RealtimeNs() + 10 * kMs;
+  const auto tick = [&](int k) { return t0 + static_cast<int64_t>(k) * kCadence; };
+  const auto sleep_until = [](int64_t t_ns) {
+    const int64_t d = t_ns - RealtimeNs();
+    if (d > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(d));
+  };
+  std::vector<Phase> all(static_cast<size_t>(phases));
+  for (int i = 0; i < phases; ++i) {
+    Phase& p = all[static_cast<size_t>(i)];
+    p.partner_in_phase = i % 2 == 1;
+    if (p.partner_in_phase) {
+      const int64_t at = tick(kWarm + i);
+      sched.ScheduleEdge(kPartner, true, at - 3 * kMs);
+      p.end_at = at + 3 * kMs;
+      sched.ScheduleEdge(kPartner, false, p.end_at);
+    }
+  }
+  for (int k = 0; k < kWarm; ++k) {
+    sleep_until(tick(k));
     Phase warm;
     issue(warm);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-
-  std::vector<Phase> all;
   for (int i = 0; i < phases; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(7 + i % 5));  // idle: a new phase
-    Phase p;
-    p.partner_in_phase = i % 2 == 1;
-    if (p.partner_in_phase) {
-      sched.ScheduleEdge(kPartner, true, RealtimeNs());
-      std::this_thread::sleep_for(std::chrono::milliseconds(3));
-      p.end_at = RealtimeNs() + 3 * kMs;
-      sched.ScheduleEdge(kPartner, false, p.end_at);
-    }
-    issue(p);
-    all.push_back(p);
+    sleep_until(tick(kWarm + i));
+    issue(all[static_cast<size_t>(i)]);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the last edges
   CHECK_NCCL(ncclCommDestroy(comm));  // the shim logs its counters, the kernel's included
@@ -141,13 +156,15 @@ int main(int argc, char** argv) {
     } else {
       free_us.push_back(static_cast<double>(p.release - p.called) / 1e3);
     }
-    // The shim's edges: the nearest of each kind (the phases are at least 7 ms apart).
+    // The shim's edges: the nearest of each kind within 7 ms (the phases are 20 ms apart, so
+    // that is this phase's edge or none: a phase the shim sent no edge for fails the check).
+    constexpr double kMatchUs = 7'000;
     double best_begin = 1e12;
     double best_end = 1e12;
     for (const auto& [e, arrived] : edges) {
       const double err = static_cast<double>(e.at_ns - (e.begun ? p.release : p.done)) / 1e3;
       double& best = e.begun ? best_begin : best_end;
-      if (std::abs(err) < std::abs(best)) best = err;
+      if (std::abs(err) <= kMatchUs && std::abs(err) < std::abs(best)) best = err;
     }
     if (best_begin < 1e12) begin_err_us.push_back(best_begin);
     if (best_end < 1e12) end_err_us.push_back(best_end);

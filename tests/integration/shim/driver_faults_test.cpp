@@ -24,6 +24,8 @@
 #include "raw_peer.hpp"
 #include "runtime.hpp"
 
+extern "C" void* MetronomeFakeCudaHostAlloc(int i);  // fake_cuda_driver.cpp
+
 namespace metronome::shim {
 namespace {
 
@@ -60,10 +62,11 @@ int FallbackLines(const std::string& log) {
 }
 
 struct Expected {
-  DeviceGateStatus status;  // the device gate at the end
-  bool caller_held;         // the host gate held some collectives
-  bool stream_held;         // the device gate held some on their stream
-  int fallback_lines;
+  DeviceGateStatus status = DeviceGateStatus::kUnavailable;  // the device gate at the end
+  bool caller_held = false;                                  // the host gate held some collectives
+  bool stream_held = false;  // the device gate held some on their stream
+  int fallback_lines = 0;
+  int fallbacks = -1;  // DeviceGate::Fallbacks() at the end (-1: not checked)
 };
 
 struct Observed {
@@ -259,6 +262,9 @@ void ExpectFallback(const char* faults, const char* kernel, const Expected& want
     if (!want.caller_held && !want.stream_held) {
       EXPECT_GT(o.capture_passes, 0u);
     }
+    if (want.fallbacks >= 0) {
+      EXPECT_EQ(DeviceGate::Fallbacks(), static_cast<uint64_t>(want.fallbacks));
+    }
     if (want.status == DeviceGateStatus::kKernel) {
       // The fake's "GPU timer" runs an hour behind the host clock, so a calibration that is
       // wrong is off by about an hour. Its samples come from a host thread: on a loaded 2-core
@@ -294,11 +300,11 @@ TEST(DriverFaults, ModuleLoadFailsStreamWaits) {
 
 TEST(DriverFaults, KernelLaunchFailsStreamWaits) {
   // The first launch fails: that collective takes the host gate, the rest stream waits.
-  ExpectFallback("cuLaunchKernel", nullptr, {DeviceGateStatus::kWaitValue, true, true, 1});
+  ExpectFallback("cuLaunchKernel#2", nullptr, {DeviceGateStatus::kWaitValue, true, true, 1});
 }
 
 TEST(DriverFaults, KernelAndStreamWaitsFailHostGate) {
-  ExpectFallback("cuLaunchKernel,cuStreamWaitValue32", nullptr,
+  ExpectFallback("cuLaunchKernel#2,cuStreamWaitValue32", nullptr,
                  {DeviceGateStatus::kUnavailable, true, false, 2});
 }
 
@@ -307,6 +313,20 @@ TEST(DriverFaults, CaptureQueryFailsObserves) {
   // neither the stream nor the caller is held.
   ExpectFallback("cuModuleLoadData,cuStreamIsCapturing", nullptr,
                  {DeviceGateStatus::kWaitValue, false, false, 2});
+}
+
+// The calibration's mapped word has no device address (the slots' block, the first, has one):
+// its timer kernel must not be launched to write to address 0 (on a GPU a sticky error that ends
+// the application's CUDA context; here a crash). Stream waits instead.
+TEST(DriverFaults, NoDeviceAddressForTheCalibrationStreamWaits) {
+  ExpectFallback("cuMemHostGetDevicePointer#2", nullptr,
+                 {DeviceGateStatus::kWaitValue, false, true, 1, 1});
+}
+
+// The timer kernel never writes (a GPU too busy to run it beside the host's reads): no offset
+// is known, and a gate kernel would aim an hour off. Stream waits instead.
+TEST(DriverFaults, ATimerThatCannotBeCalibratedStreamWaits) {
+  ExpectFallback("", "notimer", {DeviceGateStatus::kWaitValue, false, true, 1, 1});
 }
 
 TEST(DriverFaults, AKernelThatNeverReturnsIsReleasedAndStreamWaitsTakeOver) {
@@ -452,10 +472,11 @@ void TakeTurnsOnTheStream() {
     for (int i = 0; i < 2; ++i) {
       rt->AfterCollective(rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream));
     }
-    EXPECT_EQ(ts.end_edge_slot, st->device_slot) << "the end edge waits for the group's end";
+    ASSERT_EQ(ts.n_end_edges, 1) << "the end edge waits for the group's end";
+    EXPECT_EQ(ts.end_edges[0].st, st);
     --ts.group_depth;
-    Runtime::AfterGroup(ts);
-    EXPECT_EQ(ts.end_edge_slot, -1);
+    Runtime::AfterGroup(ts, ncclSuccess);
+    EXPECT_EQ(ts.n_end_edges, 0);
     cuStreamSynchronize(stream);
   }
 
@@ -528,5 +549,235 @@ TEST(DeviceTurns, TheKernelHoldsTheStreamForAPartnersTurnAndStampsTheEdges) {
   RunChild("", nullptr);
 }
 
+// The device gate's slots as the stand-in's GPU sees them (its first mapped block).
+DeviceGateSlot* Slots() {
+  return static_cast<DeviceGateSlot*>(MetronomeFakeCudaHostAlloc(0));
+}
+
+// Every writer of a slot's sequence locks takes the gate's lock, and writes only while the
+// communicator it writes for still holds the slot: a list of communicators taken before a
+// destroy and a create must not put one job's timetable into another communicator's slot, and
+// two writers must not interleave their increments (a lock left odd fails every kernel open).
+TEST(DeviceGateSlots, OneWriterAtATimeAndOnlyTheSlotsOwner) {
+  if (InChild()) {
+    uint64_t first = 0;
+    const int slot = DeviceGate::Prepare(nullptr, kCapNs, first);
+    ASSERT_GE(slot, 0);
+    ASSERT_NE(Slots(), nullptr);
+    DeviceGateSlot& g = Slots()[slot];
+    DeviceGate::ReleaseSlot(slot);
+    uint64_t second = 0;
+    ASSERT_EQ(DeviceGate::Prepare(nullptr, kCapNs, second), slot) << "the slot is handed out again";
+    EXPECT_NE(second, first);
+    const Timetable tt{1, RealtimeNs(), 20'000'000, 0, 2'000'000, 0, 20'000'000};
+    TurnSet turns{5'000'000, 20'000'000, 1, {}};
+    turns.partners[0] = {7, false, 6'000'000, 100'000'000, 0, 0};
+    DeviceGate::Publish(slot, first, &tt, YieldSet{}, kCapNs);
+    DeviceGate::PublishTurns(slot, first, &turns, kCapNs);
+    EXPECT_EQ(g.valid, 0u) << "a released owner's timetable reached the slot";
+    EXPECT_EQ(g.turn_count, 0u) << "a released owner's turns reached the slot";
+    int64_t begun = 0;
+    int64_t ended = 0;
+    EXPECT_FALSE(DeviceGate::Edges(slot, first, begun, ended));
+    DeviceGate::Publish(slot, second, &tt, YieldSet{}, kCapNs);
+    EXPECT_EQ(g.valid, 1u);
+    EXPECT_TRUE(DeviceGate::Edges(slot, second, begun, ended));
+
+    // The creating thread publishes while the background thread moves the clock offset.
+    const uint32_t seq = g.seq;
+    constexpr uint32_t kWrites = 200'000;
+    std::atomic<bool> go{false};
+    std::thread offsets([&] {
+      while (!go.load()) {
+      }
+      for (uint32_t i = 0; i < kWrites; ++i) DeviceGate::SetServerMinusLocal(i);
+    });
+    go.store(true);
+    for (uint32_t i = 0; i < kWrites; ++i) {
+      DeviceGate::Publish(slot, second, &tt, YieldSet{}, kCapNs);
+    }
+    offsets.join();
+    EXPECT_EQ(g.seq, seq + 4 * kWrites) << "writers interleaved on the sequence lock";
+    EXPECT_EQ(g.seq % 2, 0u);
+    EndChild();
+  }
+  RunChild("", nullptr);
+}
+
+// After the context steps down from the kernels (here a launch fails), the slot's last stamps
+// are no longer the stream's: no edges are reported from it.
+TEST(DeviceGateSlots, NoEdgesOnceTheContextStepsDown) {
+  if (InChild()) {
+    uint64_t owner = 0;
+    const int slot = DeviceGate::Prepare(nullptr, kCapNs, owner);  // launch 1: the timer
+    ASSERT_GE(slot, 0);
+    ASSERT_EQ(DeviceGate::Status(), DeviceGateStatus::kKernel);
+    CUstream stream = nullptr;
+    ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+    EXPECT_TRUE(DeviceGate::EnqueueTurns(slot, stream));    // launch 2: stamps the begin
+    EXPECT_TRUE(DeviceGate::EnqueueEndEdge(slot, stream));  // launch 3: stamps the end
+    cuStreamSynchronize(stream);
+    int64_t begun = 0;
+    int64_t ended = 0;
+    EXPECT_TRUE(DeviceGate::Edges(slot, owner, begun, ended));
+    EXPECT_NE(begun, 0);
+    EXPECT_NE(ended, 0);
+    EXPECT_FALSE(DeviceGate::EnqueueTurns(slot, stream));  // launch 4 fails: stream waits
+    EXPECT_EQ(DeviceGate::Status(), DeviceGateStatus::kWaitValue);
+    EXPECT_EQ(DeviceGate::Fallbacks(), 1u);
+    EXPECT_FALSE(DeviceGate::Edges(slot, owner, begun, ended));
+    EXPECT_EQ(begun, 0) << "a frozen stamp reported after the step down";
+    EXPECT_EQ(ended, 0);
+    cuStreamDestroy(stream);
+    EndChild();
+  }
+  RunChild("cuLaunchKernel#4", nullptr);
+}
+
+// The end-edge kernel goes after the call that completes a phase's bytes only when NCCL
+// enqueued that call: not after one that failed, nor after one NCCL answered ncclInProgress
+// (a nonblocking communicator, whose collectives NCCL launches later from its own thread: the
+// kernel would stamp before them), which from then on takes no turns on the stream. A group's
+// phases end for every communicator in it, once the group is enqueued.
+TEST(DeviceGateSlots, EndEdgesOnlyBehindEnqueuedCollectives) {
+  if (InChild()) {
+    Config c;
+    c.max_wait_ns = kCapNs;
+    c.gate = GateKind::kAuto;
+    c.log_level = LogLevel::kWarn;
+    static Runtime* kept = nullptr;  // leaked on purpose, like the real one
+    kept = new Runtime(c);           // nothing registered: no background thread
+    Runtime& rt = *kept;
+    CUstream stream = nullptr;
+    ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+    JobState& job = *new JobState();
+    job.edges_asked.store(true);
+    CommState* comms = new CommState[3];
+    for (int i = 0; i < 2; ++i) {
+      CommState& st = comms[i];
+      st.job = &job;
+      st.device_slot = DeviceGate::Prepare(nullptr, kCapNs, st.device_owner);
+      ASSERT_GE(st.device_slot, 0);
+      st.device_gate = true;
+      st.phase_bytes.store(4096);
+    }
+    // The stamp of the phase's end the slot holds after one phase ended by a call that NCCL
+    // answered `r`.
+    const auto ended_after = [&](CommState& st, ncclResult_t r) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      st.edge_begun_ns.store(RealtimeNs());
+      Runtime::CallToken tok;
+      tok.st = &st;
+      tok.bytes = 4096;
+      tok.stream = stream;
+      tok.start_ns = RealtimeNs();
+      st.phase_issued = tok.bytes;
+      rt.AfterCollective(tok, r);
+      cuStreamSynchronize(stream);
+      return Slots()[st.device_slot].edge_ended_gpu_ns;
+    };
+    CommState& a = comms[0];
+    CommState& b = comms[1];
+    const int64_t first = ended_after(a, ncclSuccess);
+    EXPECT_NE(first, 0) << "an enqueued collective's end is stamped";
+    EXPECT_EQ(ended_after(a, ncclUnhandledCudaError), first) << "stamped after a failed call";
+    EXPECT_FALSE(a.nonblocking.load());
+
+    // A group of both communicators: both ends are stamped once it is enqueued, none when NCCL
+    // answers the group's end ncclInProgress.
+    ThreadState& ts = Tls();
+    const auto group = [&](ncclResult_t r) {
+      ++ts.group_depth;
+      const int64_t a0 = ended_after(a, ncclSuccess);
+      const int64_t b0 = ended_after(b, ncclSuccess);
+      EXPECT_EQ(Slots()[a.device_slot].edge_ended_gpu_ns, a0) << "stamped before the group ended";
+      --ts.group_depth;
+      Runtime::AfterGroup(ts, r);
+      cuStreamSynchronize(stream);
+      EXPECT_EQ(ts.n_end_edges, 0);
+      return std::pair<bool, bool>{Slots()[a.device_slot].edge_ended_gpu_ns != a0,
+                                   Slots()[b.device_slot].edge_ended_gpu_ns != b0};
+    };
+    EXPECT_EQ(group(ncclSuccess), (std::pair<bool, bool>{true, true}));
+    EXPECT_EQ(group(ncclInProgress), (std::pair<bool, bool>{false, false}));
+    EXPECT_TRUE(a.nonblocking.load());
+    EXPECT_TRUE(b.nonblocking.load());
+
+    // A nonblocking communicator's phase start launches no turn kernel.
+    CommState& nb = comms[1];
+    const uint64_t launches = Slots()[nb.device_slot].launches;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a gap: a phase start
+    const Runtime::CallToken tok = rt.BeforeCollective(&nb, Op::kAllReduce, 4096, stream);
+    rt.AfterCollective(tok, ncclInProgress);
+    cuStreamSynchronize(stream);
+    EXPECT_EQ(Slots()[nb.device_slot].launches, launches) << "a turn kernel ahead of NCCL's";
+    // A blocking one's does (the same call on a fresh communicator).
+    CommState& fresh = comms[2];
+    fresh.job = &job;
+    fresh.device_slot = DeviceGate::Prepare(nullptr, kCapNs, fresh.device_owner);
+    ASSERT_GE(fresh.device_slot, 0);
+    fresh.device_gate = true;
+    const uint64_t fresh_launches = Slots()[fresh.device_slot].launches;
+    rt.AfterCollective(rt.BeforeCollective(&fresh, Op::kAllReduce, 4096, stream), ncclSuccess);
+    cuStreamSynchronize(stream);
+    EXPECT_EQ(Slots()[fresh.device_slot].launches, fresh_launches + 1);
+    EXPECT_FALSE(fresh.nonblocking.load());
+    cuStreamDestroy(stream);
+    EndChild();
+  }
+  RunChild("", nullptr);
+}
+
+// The GPU timer drifts from the host clock (here it gains 20 ms a second, 10 ms over the test):
+// the background thread calibrates it again once a period, and moves the slots' offsets with
+// it; an edge already seen keeps the local time it was given. (Each calibration on the stand-in
+// may be off by up to 2 ms on a loaded machine: 5 ms bounds.)
+TEST(DeviceGateSlots, TheTimerIsCalibratedAgainAsItDrifts) {
+  if (InChild()) {
+    constexpr int64_t kGain = 20'000'000;  // ns a second
+    setenv("METRONOME_FAKE_CUDA_GAIN", std::to_string(kGain).c_str(), 1);
+    uint64_t owner = 0;
+    const int slot = DeviceGate::Prepare(nullptr, kCapNs, owner);
+    ASSERT_GE(slot, 0);
+    ASSERT_EQ(DeviceGate::Status(), DeviceGateStatus::kKernel);
+    const int64_t calibrated = RealtimeNs();
+    const int64_t before = DeviceGate::HostMinusGpuNs();
+    CUstream stream = nullptr;
+    ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+    // The stamp of a kernel run now, on the local clock as the gate reports it.
+    const auto stamp = [&] {
+      EXPECT_TRUE(DeviceGate::EnqueueTurns(slot, stream));
+      cuStreamSynchronize(stream);
+      int64_t begun = 0;
+      int64_t ended = 0;
+      EXPECT_TRUE(DeviceGate::Edges(slot, owner, begun, ended));
+      return begun;
+    };
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const int64_t seen = stamp();
+    DeviceGate::Recalibrate(RealtimeNs());
+    EXPECT_EQ(DeviceGate::HostMinusGpuNs(), before) << "calibrated again before its period";
+    const int64_t now = RealtimeNs();
+    DeviceGate::Recalibrate(now + DeviceGate::kRecalibrateNs);
+    const int64_t after = DeviceGate::HostMinusGpuNs();
+    const int64_t drift = (now - calibrated) / 1000 * kGain / 1'000'000;
+    std::printf("host - gpu %lld ns, %lld ns later (drift %lld ns)\n",
+                static_cast<long long>(before), static_cast<long long>(after - before),
+                static_cast<long long>(drift));
+    EXPECT_NEAR(static_cast<double>(after - before), static_cast<double>(-drift), 5e6);
+    EXPECT_EQ(Slots()[slot].server_minus_gpu_ns, after) << "the slot's offset";
+    int64_t begun = 0;
+    int64_t ended = 0;
+    EXPECT_TRUE(DeviceGate::Edges(slot, owner, begun, ended));
+    EXPECT_EQ(begun, seen) << "an edge already seen moved";
+    const int64_t called = RealtimeNs();
+    const int64_t fresh = stamp();
+    EXPECT_GE(fresh, called - 5'000'000);
+    EXPECT_LE(fresh, RealtimeNs() + 5'000'000) << "a new stamp on the old calibration";
+    cuStreamDestroy(stream);
+    EndChild();
+  }
+  RunChild("", nullptr);
+}
 }  // namespace
 }  // namespace metronome::shim

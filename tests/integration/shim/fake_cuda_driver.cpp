@@ -8,14 +8,21 @@
 //
 // Environment:
 //   METRONOME_FAKE_CUDA_FAIL    comma-separated entry points that fail (cuInit, cuCtxGetCurrent,
-//                               cuModuleLoadData, cuMemHostAlloc, cuLaunchKernel,
-//                               cuStreamWaitValue32, cuStreamIsCapturing)
+//                               cuModuleLoadData, cuMemHostAlloc, cuMemHostGetDevicePointer,
+//                               cuLaunchKernel, cuStreamWaitValue32, cuStreamIsCapturing); "X#N":
+//                               only the N-th call of X (cuMemHostGetDevicePointer, cuLaunchKernel)
 //   METRONOME_FAKE_CUDA_KERNEL  "hang": the gate kernel's timer stands still, so a kernel that
-//                               waits never reaches its window (nor its own bound) by itself
+//                               waits never reaches its window (nor its own bound) by itself;
+//                               "notimer": the calibration's timer kernel writes nothing
 //   METRONOME_FAKE_CUDA_SM      compute capability as major*10+minor (default 90)
+//   METRONOME_FAKE_CUDA_GAIN    ns the "GPU timer" gains on the host clock per second (default 0)
+//
+// MetronomeFakeCudaHostAlloc(i) gives the tests the i-th block cuMemHostAlloc made (the
+// device gate's slots are its first), to look at what the shim wrote there.
 #include <cuda.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -40,9 +47,18 @@ bool Fails(const char* entry) {
   return s.find(std::string(",") + entry + ",") != std::string::npos;
 }
 
-bool KernelHangs() {
+// `entry` fails on every call, or "entry#N" on its N-th (`call`, 1-based).
+bool FailsCall(const char* entry, int call) {
+  return Fails(entry) || Fails((std::string(entry) + "#" + std::to_string(call)).c_str());
+}
+
+bool KernelIs(const char* mode) {
   const char* k = std::getenv("METRONOME_FAKE_CUDA_KERNEL");
-  return k != nullptr && std::strcmp(k, "hang") == 0;
+  return k != nullptr && std::strcmp(k, mode) == 0;
+}
+
+bool KernelHangs() {
+  return KernelIs("hang");
 }
 
 int64_t HostNs() {
@@ -51,8 +67,15 @@ int64_t HostNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
+const int64_t kLoadedNs = HostNs();
+
 int64_t GpuNs() {
-  return HostNs() - kGpuBehindHostNs;
+  static const int64_t kGain = [] {
+    const char* g = std::getenv("METRONOME_FAKE_CUDA_GAIN");
+    return g != nullptr ? std::atoll(g) : 0;
+  }();
+  const int64_t host = HostNs();
+  return host - kGpuBehindHostNs + (host - kLoadedNs) / 1000 * kGain / 1'000'000;
 }
 
 void PauseNs(int64_t ns) {
@@ -86,6 +109,10 @@ class Stream {
   void Synchronize() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [this] { return ops_.empty() && !busy_; });
+  }
+  bool Idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ops_.empty() && !busy_;
   }
 
  private:
@@ -128,10 +155,17 @@ Kernel timer_kernel = Kernel::kTimer;
 Kernel edge_kernel = Kernel::kEdge;
 int context_token = 0;
 int module_token = 0;
+constexpr int kMaxAllocs = 16;
+std::atomic<void*> allocs[kMaxAllocs];
+std::atomic<int> n_allocs{0};
 
 }  // namespace
 
 extern "C" {
+
+void* MetronomeFakeCudaHostAlloc(int i) {
+  return i >= 0 && i < std::min(n_allocs.load(), kMaxAllocs) ? allocs[i].load() : nullptr;
+}
 
 CUresult cuInit(unsigned int) {
   return Fails("cuInit") ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
@@ -140,6 +174,15 @@ CUresult cuInit(unsigned int) {
 CUresult cuCtxGetCurrent(CUcontext* ctx) {
   if (Fails("cuCtxGetCurrent")) return CUDA_ERROR_INVALID_CONTEXT;
   *ctx = reinterpret_cast<CUcontext>(&context_token);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent(CUcontext) {
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent(CUcontext* ctx) {
+  if (ctx != nullptr) *ctx = reinterpret_cast<CUcontext>(&context_token);
   return CUDA_SUCCESS;
 }
 
@@ -185,10 +228,14 @@ CUresult cuMemHostAlloc(void** p, size_t bytes, unsigned int) {
   *p = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
   if (*p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   std::memset(*p, 0, bytes);
+  const int i = n_allocs.fetch_add(1);
+  if (i < kMaxAllocs) allocs[i].store(*p);
   return CUDA_SUCCESS;
 }
 
 CUresult cuMemHostGetDevicePointer(CUdeviceptr* dev, void* host, unsigned int) {
+  static std::atomic<int> calls{0};
+  if (FailsCall("cuMemHostGetDevicePointer", ++calls)) return CUDA_ERROR_INVALID_VALUE;
   *dev = reinterpret_cast<CUdeviceptr>(host);
   return CUDA_SUCCESS;
 }
@@ -209,6 +256,10 @@ CUresult cuStreamSynchronize(CUstream s) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuStreamQuery(CUstream s) {
+  return StreamOf(s)->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
 CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
   if (Fails("cuStreamIsCapturing")) return CUDA_ERROR_UNKNOWN;
   *status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -217,7 +268,8 @@ CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
 
 CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream stream, void** params, void**) {
-  if (Fails("cuLaunchKernel")) return CUDA_ERROR_LAUNCH_FAILED;
+  static std::atomic<int> calls{0};
+  if (FailsCall("cuLaunchKernel", ++calls)) return CUDA_ERROR_LAUNCH_FAILED;
   const Kernel k = *reinterpret_cast<Kernel*>(f);
   if (k == Kernel::kGate) {
     auto* slot =
@@ -244,6 +296,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, un
   auto* out = reinterpret_cast<volatile int64_t*>(*static_cast<CUdeviceptr*>(params[0]));
   auto* stop = reinterpret_cast<volatile uint32_t*>(*static_cast<CUdeviceptr*>(params[1]));
   const int64_t bound = *static_cast<int64_t*>(params[2]);
+  if (KernelIs("notimer")) return CUDA_SUCCESS;  // launched, never writes
   StreamOf(stream)->Push([=] { metronome::shim::RunTimerKernel(out, stop, bound, GpuNs, Fence); });
   return CUDA_SUCCESS;
 }

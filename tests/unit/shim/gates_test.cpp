@@ -281,7 +281,9 @@ TEST(DeviceGate, CalibrationTakesTheFreshestRead) {
 
 TEST(DeviceGate, UnavailableWithoutAGpuDriver) {
   // This machine has no libcuda.so.1 loaded: no slot, host gate.
-  EXPECT_EQ(DeviceGate::Prepare(nullptr, 50'000'000), -1);
+  uint64_t owner = 1;
+  EXPECT_EQ(DeviceGate::Prepare(nullptr, 50'000'000, owner), -1);
+  EXPECT_EQ(owner, 0u);
   EXPECT_EQ(DeviceGate::Status(), DeviceGateStatus::kUnavailable);
   EXPECT_FALSE(DeviceGate::StreamIsCapturing(nullptr));
   EXPECT_EQ(DeviceGate::ServiceWaits(RealtimeNs()), INT64_MAX);
@@ -416,6 +418,36 @@ TEST(GateKernelTurns, ACancelledLaunchLeavesAtOnceAndABadSetIsNotUsed) {
   k.slot.turn_wire_ns = 5 * kMsNs;
   k.slot.turn_count = kMaxTurnPartners + 1;
   EXPECT_EQ(k.Phase(), 0);
+}
+
+// A phase whose timetable cannot be read (the host's sequence lock stays odd through every try)
+// goes, counted as a fail-open; no timetable, a collective inside a phase, or a cancelled launch
+// is none.
+TEST(GateKernel, ATimetableThatCannotBeReadFailsOpenCounted) {
+  DeviceGateSlot slot{};
+  slot.valid = 1;
+  slot.period_ns = 20 * kMsNs;
+  slot.window_ns = 2 * kMsNs;
+  slot.max_wait_ns = 20 * kMsNs;
+  slot.max_wait_cap_ns = 50 * kMsNs;
+  slot.seq = 1;  // a writer never finished
+  int64_t t = 1'000'000'000;
+  const auto run = [&](uint32_t what, uint32_t generation) {
+    RunGateKernel(
+        &slot, 0, -1, what, generation, [&] { return t; }, [&](int64_t ns) { t += ns; }, [] {});
+  };
+  run(kGateDecide, slot.cancel);
+  EXPECT_EQ(slot.failed_open, 1u);
+  EXPECT_EQ(slot.waits, 0u);
+  EXPECT_EQ(t, 1'000'000'000) << "no hold";
+  run(kGateDecide | kGateMidPhase, slot.cancel);
+  run(kGateDecide, slot.cancel + 1);
+  EXPECT_EQ(slot.failed_open, 1u);
+  slot.seq = 2;
+  slot.valid = 0;
+  run(kGateDecide, slot.cancel);
+  EXPECT_EQ(slot.failed_open, 1u) << "no timetable is no fail-open";
+  EXPECT_EQ(slot.launches, slot.finished);
 }
 
 TEST(GateKernelTurns, TheEdgeKernelStampsThePhasesEnd) {
