@@ -84,7 +84,9 @@ class TwoJobLinks {
   // `capacity_bps`: the links' capacities (bytes per second) by name; a link without one is
   // taken as one that both of its jobs fill. It must outlive the index.
   TwoJobLinks(const Capacities& capacity_bps, FiguresOf figures)
-      : capacity_bps_(capacity_bps), figures_of_(std::move(figures)) {}
+      : capacity_bps_(capacity_bps), figures_of_(std::move(figures)) {
+    by_link_.reserve(capacity_bps.size());  // no rehash while the jobs are added
+  }
 
   // Counts `job` on each of `links` (the links it crosses). A job without figures still counts
   // there, but no job takes turns with it and it takes none. The job and its links must outlive
