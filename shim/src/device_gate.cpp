@@ -55,6 +55,7 @@ struct Driver {
   CUresult (*ctx_push_current)(CUcontext) = nullptr;
   CUresult (*ctx_pop_current)(CUcontext*) = nullptr;
   CUresult (*stream_query)(CUstream) = nullptr;
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
 };
 
 struct ContextEntry {
@@ -154,6 +155,7 @@ bool LoadDriver(State& s, bool force) {
   Bind(h, "cuCtxPushCurrent_v2", d.ctx_push_current);
   Bind(h, "cuCtxPopCurrent_v2", d.ctx_pop_current);
   Bind(h, "cuStreamQuery", d.stream_query);
+  Bind(h, "cuThreadExchangeStreamCaptureMode", d.exchange_capture_mode);
   if (!Bind(h, "cuStreamWaitValue32_v2", d.stream_wait_value32)) {
     Bind(h, "cuStreamWaitValue32", d.stream_wait_value32);
   }
@@ -448,6 +450,9 @@ int DeviceGate::Prepare(ncclComm_t comm, int64_t max_wait_cap_ns, uint64_t& owne
     g.valid = 0;
     g.since_realign = GateMemory{}.since_realign;
     g.realigned = 0;
+    g.waits = 0;  // the counts the communicator reports are its own
+    g.failed_open = 0;
+    g.yields = 0;
     g.max_wait_cap_ns = max_wait_cap_ns;
     g.turn_seq = g.turn_seq + 2;
     g.turn_count = 0;
@@ -818,11 +823,18 @@ void DeviceGate::Recalibrate(int64_t now) noexcept {
   s.next_recalibration_check_ns = now + kRecalibrateCheckNs;
   Driver& d = s.drv;
   // Never blocks on a timer kernel that did not start: it must be able to ask whether it left.
-  if (d.ctx_push_current == nullptr || d.ctx_pop_current == nullptr || d.stream_query == nullptr) {
+  if (d.ctx_push_current == nullptr || d.ctx_pop_current == nullptr || d.stream_query == nullptr ||
+      d.exchange_capture_mode == nullptr) {
     return;
   }
   std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
   if (!lock.owns_lock()) return;  // Prepare: next time
+  // While the application captures a CUDA graph in the global mode (PyTorch's default), a call
+  // that may be unsafe during capture, made by any thread in that mode, fails and invalidates the
+  // capture. The calibration's calls touch only its own stream: this thread takes the relaxed
+  // mode for them, and gives its mode back after.
+  CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (d.exchange_capture_mode(&capture_mode) != CUDA_SUCCESS) return;
   const int64_t rt_minus_mono = RealtimeMinusMonotonicNs();
   for (int c = 0; c < s.n_contexts; ++c) {
     ContextEntry& e = s.contexts[c];
@@ -855,6 +867,7 @@ void DeviceGate::Recalibrate(int64_t now) noexcept {
       if (s.used[i] && s.slot_ctx[i] == &e) WriteServerOffset(s, i);
     }
   }
+  d.exchange_capture_mode(&capture_mode);
 #else
   (void)now;
 #endif

@@ -565,10 +565,16 @@ TEST(DeviceGateSlots, OneWriterAtATimeAndOnlyTheSlotsOwner) {
     ASSERT_GE(slot, 0);
     ASSERT_NE(Slots(), nullptr);
     DeviceGateSlot& g = Slots()[slot];
+    g.waits = 3;  // what the first holder's kernels counted
+    g.failed_open = 2;
+    g.yields = 1;
     DeviceGate::ReleaseSlot(slot);
     uint64_t second = 0;
     ASSERT_EQ(DeviceGate::Prepare(nullptr, kCapNs, second), slot) << "the slot is handed out again";
     EXPECT_NE(second, first);
+    const DeviceGate::Counters fresh = DeviceGate::KernelCounters(slot);
+    EXPECT_EQ(fresh.waits + fresh.failed_open + fresh.yields, 0u)
+        << "the next holder reports the last one's counts";
     const Timetable tt{1, RealtimeNs(), 20'000'000, 0, 2'000'000, 0, 20'000'000};
     TurnSet turns{5'000'000, 20'000'000, 1, {}};
     turns.partners[0] = {7, false, 6'000'000, 100'000'000, 0, 0};
@@ -779,5 +785,31 @@ TEST(DeviceGateSlots, TheTimerIsCalibratedAgainAsItDrifts) {
   }
   RunChild("", nullptr);
 }
+// An application that captures a CUDA graph in the global mode (PyTorch's default) makes every
+// potentially unsafe call of another thread in that mode fail, and loses its capture with it.
+// The background thread's calibration runs in the relaxed mode: the capture survives, and the
+// timer is calibrated again all the same.
+TEST(DeviceGateSlots, CalibratingAgainLeavesAnApplicationsGraphCaptureIntact) {
+  if (InChild()) {
+    setenv("METRONOME_FAKE_CUDA_GAIN", "20000000", 1);  // 20 ms a second: the offset moves
+    uint64_t owner = 0;
+    ASSERT_GE(DeviceGate::Prepare(nullptr, kCapNs, owner), 0);
+    const int64_t before = DeviceGate::HostMinusGpuNs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CUstream app = nullptr;
+    ASSERT_EQ(cuStreamCreate(&app, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamBeginCapture(app, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    std::thread background(
+        [] { DeviceGate::Recalibrate(RealtimeNs() + DeviceGate::kRecalibrateNs); });
+    background.join();
+    CUgraph graph = nullptr;
+    EXPECT_EQ(cuStreamEndCapture(app, &graph), CUDA_SUCCESS) << "the capture was invalidated";
+    EXPECT_LT(DeviceGate::HostMinusGpuNs(), before - 3'000'000) << "not calibrated again";
+    cuStreamDestroy(app);
+    EndChild();
+  }
+  RunChild("", nullptr);
+}
+
 }  // namespace
 }  // namespace metronome::shim

@@ -33,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "gate_kernel_body.hpp"
 
@@ -159,6 +160,23 @@ constexpr int kMaxAllocs = 16;
 std::atomic<void*> allocs[kMaxAllocs];
 std::atomic<int> n_allocs{0};
 
+// Stream capture as a thread that is not the capturing one meets it: while a capture begun in
+// the global mode (PyTorch's default) runs, a thread whose own mode is not relaxed may make no
+// potentially unsafe call (here: creating, synchronizing, querying or destroying a stream, and
+// launching on one); the call fails and the capture is invalidated, as the driver does.
+std::atomic<CUstream> capturing{nullptr};
+std::atomic<bool> global_capture{false};
+std::atomic<bool> capture_invalidated{false};
+thread_local CUstreamCaptureMode thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+bool UnsafeDuringCapture() {
+  if (!global_capture.load() || thread_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) {
+    return false;
+  }
+  capture_invalidated.store(true);
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -241,28 +259,53 @@ CUresult cuMemHostGetDevicePointer(CUdeviceptr* dev, void* host, unsigned int) {
 }
 
 CUresult cuStreamCreate(CUstream* s, unsigned int) {
+  if (UnsafeDuringCapture()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   *s = reinterpret_cast<CUstream>(new Stream());
   return CUDA_SUCCESS;
 }
 
 CUresult cuStreamDestroy(CUstream s) {
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (UnsafeDuringCapture()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   delete reinterpret_cast<Stream*>(s);  // runs what is queued, then joins its thread
   return CUDA_SUCCESS;
 }
 
 CUresult cuStreamSynchronize(CUstream s) {
+  if (UnsafeDuringCapture()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   StreamOf(s)->Synchronize();
   return CUDA_SUCCESS;
 }
 
 CUresult cuStreamQuery(CUstream s) {
+  if (UnsafeDuringCapture()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return StreamOf(s)->Idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
-CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
+CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
   if (Fails("cuStreamIsCapturing")) return CUDA_ERROR_UNKNOWN;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  *status = s != nullptr && s == capturing.load() ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                  : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) {
+  capture_invalidated.store(false);
+  global_capture.store(mode == CU_STREAM_CAPTURE_MODE_GLOBAL);
+  capturing.store(s);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
+  if (s != capturing.load()) return CUDA_ERROR_ILLEGAL_STATE;
+  capturing.store(nullptr);
+  global_capture.store(false);
+  *graph = nullptr;
+  return capture_invalidated.load() ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  std::swap(*mode, thread_capture_mode);
   return CUDA_SUCCESS;
 }
 
@@ -270,6 +313,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, un
                         unsigned, CUstream stream, void** params, void**) {
   static std::atomic<int> calls{0};
   if (FailsCall("cuLaunchKernel", ++calls)) return CUDA_ERROR_LAUNCH_FAILED;
+  if (stream != capturing.load() && UnsafeDuringCapture()) {
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   const Kernel k = *reinterpret_cast<Kernel*>(f);
   if (k == Kernel::kGate) {
     auto* slot =
