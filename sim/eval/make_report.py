@@ -483,7 +483,9 @@ BENCH_WHAT = {
     "bench_planning_adapter": "the service's planning round (one job replaced, within racks "
                               "and across racks; 500 to 8,192 jobs), its plan summary, and a "
                               "new leader's rounds as the jobs of the last plan register again "
-                              "(`BM_TakeOver`, rounds of 64 jobs)",
+                              "(`BM_TakeOver`, rounds of 64 jobs), and whom every job takes "
+                              "turns with, recomputed for 2,048 and 8,192 jobs (`BM_TurnSets`: "
+                              "none sharing a link, or each sharing one with one other)",
 }
 
 
