@@ -211,7 +211,7 @@ class Runtime {
   }
   CallToken BeforeCollective(CommState* st, Op op, uint64_t bytes, cudaStream_t stream) noexcept;
   // `r`: what NCCL answered the call.
-  void AfterCollective(const CallToken& t, ncclResult_t r = ncclSuccess) noexcept;
+  void AfterCollective(const CallToken& t, ncclResult_t r) noexcept;
   // The outermost group of this thread ended (`r`: ncclGroupEnd's answer; on success its
   // collectives are on their streams).
   static void AfterGroup(ThreadState& ts, ncclResult_t r) noexcept;

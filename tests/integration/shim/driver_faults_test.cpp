@@ -147,7 +147,7 @@ Observed GatePhases() {
       const int64_t start = RealtimeNs();
       const auto tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream);
       EXPECT_EQ(cuLaunchHostFunc(stream, StampOnStream, &reached), CUDA_SUCCESS);  // "NCCL"
-      rt->AfterCollective(tok);
+      rt->AfterCollective(tok, ncclSuccess);
       while (reached.load() == 0 && RealtimeNs() - start < 2'000'000'000) {
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
@@ -418,11 +418,11 @@ void TakeTurnsOnTheStream() {
     p.called = start;
     auto tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream);
     cuLaunchHostFunc(stream, StampOnStream, &first);  // "NCCL"
-    rt->AfterCollective(tok);
+    rt->AfterCollective(tok, ncclSuccess);
     p.caller_held += tok.hold_ns;
     tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream);
     cuLaunchHostFunc(stream, StampOnStream, &last);
-    rt->AfterCollective(tok);
+    rt->AfterCollective(tok, ncclSuccess);
     p.caller_held += tok.hold_ns;
     cuStreamSynchronize(stream);
     p.synchronized = RealtimeNs();
@@ -470,7 +470,7 @@ void TakeTurnsOnTheStream() {
     ThreadState& ts = Tls();
     ++ts.group_depth;
     for (int i = 0; i < 2; ++i) {
-      rt->AfterCollective(rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream));
+      rt->AfterCollective(rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream), ncclSuccess);
     }
     ASSERT_EQ(ts.n_end_edges, 1) << "the end edge waits for the group's end";
     EXPECT_EQ(ts.end_edges[0].st, st);

@@ -77,7 +77,7 @@ struct ShimUnderTest {
   // whole call would also count the test thread being descheduled on a loaded machine).
   int64_t Collective() {
     const auto tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, nullptr);
-    rt->AfterCollective(tok);
+    rt->AfterCollective(tok, ncclSuccess);
     return tok.hold_ns;
   }
   JobState* Job() {
@@ -190,7 +190,7 @@ TEST(ShimSafety, YieldsHoldCollectivesForHigherWindowsWithinTheirMaxWait) {
     for (int k = 0; k < 2; ++k) {  // a phase start, then a collective inside the phase
       const bool gated = !st->observe_only.load();
       const auto tok = shim.rt->BeforeCollective(shim.comm, Op::kAllReduce, 4096, nullptr);
-      shim.rt->AfterCollective(tok);
+      shim.rt->AfterCollective(tok, ncclSuccess);
       end = RealtimeNs();
       if (tok.hold_ns > 0) holds.push_back(tok.hold_ns);
       const int64_t arrival = tok.start_ns - tok.hold_ns + shim.rt->server_minus_local_ns.load();
@@ -364,13 +364,13 @@ TEST(ShimSafety, OnlyTheCommunicatorThatCarriesTheJobsRhythmIsHeld) {
     for (int k = 0; k < 4; ++k) {
       std::this_thread::sleep_for(2ms);
       const auto tok = shim.rt->BeforeCollective(split, Op::kAllReduce, 1 << 20, nullptr);
-      shim.rt->AfterCollective(tok);
+      shim.rt->AfterCollective(tok, ncclSuccess);
       split_held += tok.hold_ns;
     }
     std::this_thread::sleep_for(4ms);
     for (int b = 0; b < 3; ++b) {
       const auto tok = shim.rt->BeforeCollective(shim.comm, Op::kAllReduce, 25 << 20, nullptr);
-      shim.rt->AfterCollective(tok);
+      shim.rt->AfterCollective(tok, ncclSuccess);
       parent_held += tok.hold_ns;
     }
   }

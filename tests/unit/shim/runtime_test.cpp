@@ -43,7 +43,7 @@ struct Fixture {
     const int64_t t0 = RealtimeNs();
     const auto tok = rt->BeforeCollective(comm, op, bytes, nullptr);
     const int64_t held = RealtimeNs() - t0;
-    rt->AfterCollective(tok);
+    rt->AfterCollective(tok, ncclSuccess);
     return held;
   }
 
@@ -211,7 +211,7 @@ TEST(ShimRuntime, NoHostWaitWhileTheStreamIsCaptured) {
   const int64_t t0 = RealtimeNs();
   const auto tok = f.rt->BeforeCollective(f.comm, Op::kAllReduce, 1024, captured);
   const int64_t held = RealtimeNs() - t0;
-  f.rt->AfterCollective(tok);
+  f.rt->AfterCollective(tok, ncclSuccess);
   EXPECT_LT(held, 5 * kMs);
   EXPECT_EQ(f.st->capture_passes.load(), 1u);
   EXPECT_EQ(f.st->gated.load(), 0u);
@@ -220,7 +220,7 @@ TEST(ShimRuntime, NoHostWaitWhileTheStreamIsCaptured) {
   auto* plain = reinterpret_cast<cudaStream_t>(uintptr_t{0xbeef});
   const int64_t t1 = RealtimeNs();
   const auto tok2 = f.rt->BeforeCollective(f.comm, Op::kAllReduce, 1024, plain);
-  f.rt->AfterCollective(tok2);
+  f.rt->AfterCollective(tok2, ncclSuccess);
   EXPECT_GE(RealtimeNs() - t1, 5 * kMs);
   EXPECT_EQ(f.st->gated.load(), 1u);
 }
