@@ -101,7 +101,11 @@ def paper_seeds():
                    "where sharing would have finished it at once. So taking turns wins here only "
                    "where phases can follow each other without waiting, at equal or harmonic "
                    "periods, which the unrelated periods on its shared uplinks do not offer "
-                   "(docs/decisions/0028-what-taking-turns-can-reach-on-heterogeneous-13.md).")
+                   "(docs/decisions/0028-what-taking-turns-can-reach-on-heterogeneous-13.md). "
+                   "Nor does knowing how long jobs run (shortest remaining run first, even "
+                   "preempting in flight) or placing the high class away from busy links: both "
+                   "measured worse on every seed "
+                   "(docs/decisions/0032-job-lengths-and-priority-placement-measured.md).")
     return out
 
 
