@@ -443,7 +443,15 @@ void Client::SendEdges() {
     int64_t begun = c->edge_begun_ns.load(std::memory_order_relaxed);
     int64_t ended = c->edge_ended_ns.load(std::memory_order_relaxed);
     // On the device gate the kernels stamped them when the stream got there.
-    if (c->device_gate) DeviceGate::Edges(c->device_slot, c->device_owner, begun, ended);
+    if (c->device_gate && !DeviceGate::Edges(c->device_slot, c->device_owner, begun, ended)) {
+      // No stamps come any more (the context stepped down from the kernels): a begin already
+      // sent is closed now, or its partners would hold for it until they take it as quiet.
+      if (job->sent_begun_ns > job->sent_ended_ns) {
+        job->sent_ended_ns = std::max(RealtimeNs(), job->sent_begun_ns);  // a stamp may lead
+        Send(proto::PhaseEdge{job->job_id, job->rank, false, job->sent_ended_ns + offset});
+      }
+      continue;
+    }
     if (begun != job->sent_begun_ns && begun != 0) {
       job->sent_begun_ns = begun;
       Send(proto::PhaseEdge{job->job_id, job->rank, true, begun + offset});

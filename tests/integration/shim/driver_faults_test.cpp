@@ -15,8 +15,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "device_gate.hpp"
 #include "metronome/common/clock.hpp"
@@ -25,6 +27,7 @@
 #include "runtime.hpp"
 
 extern "C" void* MetronomeFakeCudaHostAlloc(int i);  // fake_cuda_driver.cpp
+extern "C" void MetronomeFakeCudaFailFromNow(const char* entry);
 
 namespace metronome::shim {
 namespace {
@@ -335,12 +338,76 @@ TEST(DriverFaults, AKernelThatNeverReturnsIsReleasedAndStreamWaitsTakeOver) {
 
 // Taking turns where the calls return once enqueued: a job with an equal partner on its link,
 // no gate of its own (an always-open timetable), phases of two collectives on a stream of the
-// stand-in. The gate kernel holds the stream (never the caller) while the partner's relayed
-// turn lasts, and stamps the phase's begin when the stream goes on; the edge kernel after the
-// phase's last collective stamps its end; the background thread sends both as the job's edges.
-void TakeTurnsOnTheStream() {
-  constexpr int64_t kPeriod = 20'000'000;  // its natural period: the longest a turn holds
-  constexpr int64_t kMs = 1'000'000;
+// stand-in.
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kPeriod = 20 * kMs;  // the job's natural period: the longest a turn holds
+
+bool WaitFor(const std::function<bool()>& cond, int64_t within_ns) {
+  const int64_t deadline = RealtimeNs() + within_ns;
+  while (!cond() && RealtimeNs() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return cond();
+}
+
+// One phase on the stream: when it was called, when the stream reached its first collective and
+// got past its last, and how long the caller was held.
+struct Phase {
+  int64_t called = 0;
+  int64_t held_on_stream = 0;
+  int64_t caller_held = 0;
+  int64_t first_on_stream = 0;
+  int64_t last_done_on_stream = 0;
+  int64_t synchronized = 0;
+};
+
+// The shim of such a job with its turns in force, and the scheduler it talks to.
+struct StreamTurns {
+  Runtime* rt = nullptr;
+  ncclComm_t comm = nullptr;
+  CommState* st = nullptr;
+  CUstream stream = nullptr;
+  RawPeer* peer = nullptr;
+  PartnerEdges* partner = nullptr;
+
+  // Issues one phase of two collectives and waits for the stream to finish it.
+  Phase RunPhase() const {
+    Phase p;
+    std::atomic<int64_t> first{0}, last{0};
+    const int64_t start = RealtimeNs();
+    p.called = start;
+    auto tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream);
+    cuLaunchHostFunc(stream, StampOnStream, &first);  // "NCCL"
+    rt->AfterCollective(tok, ncclSuccess);
+    p.caller_held += tok.hold_ns;
+    tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream);
+    cuLaunchHostFunc(stream, StampOnStream, &last);
+    rt->AfterCollective(tok, ncclSuccess);
+    p.caller_held += tok.hold_ns;
+    cuStreamSynchronize(stream);
+    p.synchronized = RealtimeNs();
+    p.first_on_stream = first.load();
+    p.last_done_on_stream = last.load();
+    p.held_on_stream = first.load() - start;
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(10));  // compute: the next call starts a phase
+    return p;
+  }
+  // Whether the partner's begin (or end) at `at` reached the job's turn set.
+  bool Seen(bool begun, int64_t at) const {
+    return WaitFor(
+        [&] {
+          TurnSet s;
+          return st->job->turns.Read(s) && s.count == 1 &&
+                 (begun ? s.partners[0].begun_ns : s.partners[0].ended_ns) == at;
+        },
+        2'000'000'000);
+  }
+};
+
+// Starts the shim and its scheduler, teaches the shim its rhythm, waits for the turns to be in
+// force, runs `body` and stops them.
+void WithStreamTurns(const std::function<void(const StreamTurns&)>& body) {
   PartnerEdges partner(7);
   RawPeer peer;
   peer.welcome_features = proto::kFeatureTurns;
@@ -386,14 +453,7 @@ void TakeTurnsOnTheStream() {
     }
   }
   JobState* job = st->job;
-  const auto wait_for = [](const auto& cond, int64_t within_ns) {
-    const int64_t deadline = RealtimeNs() + within_ns;
-    while (!cond() && RealtimeNs() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return cond();
-  };
-  ASSERT_TRUE(wait_for(
+  ASSERT_TRUE(WaitFor(
       [&] {
         return job->turns.MayTakeTurns() && rt->clock_valid.load() && st->phase_bytes.load() != 0 &&
                !st->observe_only.load();
@@ -401,47 +461,25 @@ void TakeTurnsOnTheStream() {
       5'000'000'000))
       << "no turns in force";
   EXPECT_NE(peer.HelloFeatures() & proto::kFeatureTurns, 0u) << "the shim announced turns";
-  // One phase; returns when the stream reached its first collective, from the call, and how long
-  // the caller was held.
-  struct Phase {
-    int64_t called = 0;
-    int64_t held_on_stream = 0;
-    int64_t caller_held = 0;
-    int64_t first_on_stream = 0;
-    int64_t last_done_on_stream = 0;
-    int64_t synchronized = 0;
-  };
-  const auto phase = [&] {
-    Phase p;
-    std::atomic<int64_t> first{0}, last{0};
-    const int64_t start = RealtimeNs();
-    p.called = start;
-    auto tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream);
-    cuLaunchHostFunc(stream, StampOnStream, &first);  // "NCCL"
-    rt->AfterCollective(tok, ncclSuccess);
-    p.caller_held += tok.hold_ns;
-    tok = rt->BeforeCollective(comm, Op::kAllReduce, 4096, stream);
-    cuLaunchHostFunc(stream, StampOnStream, &last);
-    rt->AfterCollective(tok, ncclSuccess);
-    p.caller_held += tok.hold_ns;
-    cuStreamSynchronize(stream);
-    p.synchronized = RealtimeNs();
-    p.first_on_stream = first.load();
-    p.last_done_on_stream = last.load();
-    p.held_on_stream = first.load() - start;
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(10));  // compute: the next call starts a phase
-    return p;
-  };
-  const auto seen = [&](bool begun, int64_t at) {
-    return wait_for(
-        [&] {
-          TurnSet s;
-          return job->turns.Read(s) && s.count == 1 &&
-                 (begun ? s.partners[0].begun_ns : s.partners[0].ended_ns) == at;
-        },
-        2'000'000'000);
-  };
+  body(StreamTurns{rt, comm, st, stream, &peer, &partner});
+  rt->OnCommDestroyed(comm, "destroyed");
+  rt->StopClient(1'000'000'000);
+  cuStreamDestroy(stream);
+  peer.Stop();
+}
+
+// The gate kernel holds the stream (never the caller) while the partner's relayed turn lasts,
+// and stamps the phase's begin when the stream goes on; the edge kernel after the phase's last
+// collective stamps its end; the background thread sends both as the job's edges.
+void HoldForAPartnersTurn(const StreamTurns& s) {
+  Runtime* rt = s.rt;
+  ncclComm_t comm = s.comm;
+  CommState* st = s.st;
+  CUstream stream = s.stream;
+  RawPeer& peer = *s.peer;
+  PartnerEdges& partner = *s.partner;
+  const auto phase = [&] { return s.RunPhase(); };
+  const auto seen = [&](bool begun, int64_t at) { return s.Seen(begun, at); };
   // Whether the kernel held a phase is read from its counters: a loaded machine can be slow to
   // run the stand-in's stream thread, which a wall-clock bound would take for a hold.
   const Phase free = phase();
@@ -492,7 +530,7 @@ void TakeTurnsOnTheStream() {
   held.first_on_stream += cal;
   held.last_done_on_stream += cal;
   held.synchronized += cal;
-  ASSERT_TRUE(wait_for([&] { return peer.Edges().size() >= 6; }, 2'000'000'000));
+  ASSERT_TRUE(WaitFor([&] { return peer.Edges().size() >= 6; }, 2'000'000'000));
   const std::vector<proto::PhaseEdge> edges = peer.Edges();
   bool found = false;
   int64_t last_begin = 0;
@@ -535,15 +573,42 @@ void TakeTurnsOnTheStream() {
       static_cast<double>(held.held_on_stream) / 1e6, static_cast<double>(held.caller_held) / 1e6,
       static_cast<double>(after.held_on_stream) / 1e6, static_cast<unsigned long long>(k.yields),
       static_cast<double>(k.turn_wait_ns) / 1e6, edges.size());
-  rt->OnCommDestroyed(comm, "destroyed");
-  rt->StopClient(1'000'000'000);
-  cuStreamDestroy(stream);
-  peer.Stop();
 }
 
 TEST(DeviceTurns, TheKernelHoldsTheStreamForAPartnersTurnAndStampsTheEdges) {
   if (InChild()) {
-    TakeTurnsOnTheStream();
+    WithStreamTurns(HoldForAPartnersTurn);
+    EndChild();
+  }
+  RunChild("", nullptr);
+}
+
+// A context that steps down from the kernels between a phase's begin and its end (here the end
+// edge's launch fails) stamps no end: the shim sends one at once, or its partners would hold for
+// the phase until they take it as quiet (twice its natural period).
+void StepDownInsideAPhase(const StreamTurns& s) {
+  auto tok = s.rt->BeforeCollective(s.comm, Op::kAllReduce, 4096, s.stream);  // its begin kernel
+  s.rt->AfterCollective(tok, ncclSuccess);
+  cuStreamSynchronize(s.stream);
+  const auto last_edge = [&](bool begun) {
+    const std::vector<proto::PhaseEdge> edges = s.peer->Edges();
+    return !edges.empty() && edges.back().begun == begun;
+  };
+  ASSERT_TRUE(WaitFor([&] { return last_edge(true); }, 2'000'000'000)) << "no begin sent";
+  const int64_t begun = s.peer->Edges().back().at_ns;
+  MetronomeFakeCudaFailFromNow("cuLaunchKernel");
+  tok = s.rt->BeforeCollective(s.comm, Op::kAllReduce, 4096, s.stream);
+  s.rt->AfterCollective(tok, ncclSuccess);  // completes the phase: its end kernel fails
+  cuStreamSynchronize(s.stream);
+  EXPECT_EQ(DeviceGate::Status(), DeviceGateStatus::kWaitValue);
+  ASSERT_TRUE(WaitFor([&] { return last_edge(false); }, 2'000'000'000))
+      << "the phase's begin was left open";
+  EXPECT_GE(s.peer->Edges().back().at_ns, begun);
+}
+
+TEST(DeviceTurns, AStepDownInsideAPhaseSendsItsEnd) {
+  if (InChild()) {
+    WithStreamTurns(StepDownInsideAPhase);
     EndChild();
   }
   RunChild("", nullptr);

@@ -19,6 +19,8 @@
 //
 // MetronomeFakeCudaHostAlloc(i) gives the tests the i-th block cuMemHostAlloc made (the
 // device gate's slots are its first), to look at what the shim wrote there.
+// MetronomeFakeCudaFailFromNow(entry) makes `entry` fail from then on, for a fault in the middle
+// of a test (the environment is read on every call; changing it then would race those reads).
 #include <cuda.h>
 #include <time.h>
 
@@ -41,7 +43,14 @@ namespace {
 
 constexpr int64_t kGpuBehindHostNs = 3'600'000'000'000;  // the "GPU timer" is an hour behind
 
+std::mutex failing_now_mu;
+std::string failing_now;  // MetronomeFakeCudaFailFromNow's entries, each between commas
+
 bool Fails(const char* entry) {
+  {
+    std::lock_guard<std::mutex> lock(failing_now_mu);
+    if (failing_now.find(std::string(",") + entry + ",") != std::string::npos) return true;
+  }
   const char* list = std::getenv("METRONOME_FAKE_CUDA_FAIL");
   if (list == nullptr) return false;
   const std::string s = std::string(",") + list + ",";
@@ -183,6 +192,11 @@ extern "C" {
 
 void* MetronomeFakeCudaHostAlloc(int i) {
   return i >= 0 && i < std::min(n_allocs.load(), kMaxAllocs) ? allocs[i].load() : nullptr;
+}
+
+void MetronomeFakeCudaFailFromNow(const char* entry) {
+  std::lock_guard<std::mutex> lock(failing_now_mu);
+  failing_now += std::string(",") + entry + ",";
 }
 
 CUresult cuInit(unsigned int) {
