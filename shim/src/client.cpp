@@ -447,14 +447,17 @@ void Client::SendEdges() {
       // No stamps come any more (the context stepped down from the kernels): a begin already
       // sent is closed now, or its partners would hold for it until they take it as quiet.
       if (job->sent_begun_ns > job->sent_ended_ns) {
-        job->sent_ended_ns = std::max(RealtimeNs(), job->sent_begun_ns);  // a stamp may lead
-        Send(proto::PhaseEdge{job->job_id, job->rank, false, job->sent_ended_ns + offset});
+        // Not before the begin as sent (a stamp may lead the host clock, the offset may move).
+        const int64_t at = std::max(RealtimeNs() + offset, job->sent_begun_at_ns);
+        job->sent_ended_ns = job->sent_begun_ns;  // closed
+        Send(proto::PhaseEdge{job->job_id, job->rank, false, at});
       }
       continue;
     }
     if (begun != job->sent_begun_ns && begun != 0) {
       job->sent_begun_ns = begun;
-      Send(proto::PhaseEdge{job->job_id, job->rank, true, begun + offset});
+      job->sent_begun_at_ns = begun + offset;
+      Send(proto::PhaseEdge{job->job_id, job->rank, true, job->sent_begun_at_ns});
     }
     if (ended != job->sent_ended_ns && ended >= begun && ended != 0) {
       job->sent_ended_ns = ended;

@@ -85,9 +85,10 @@ struct JobState {
   // Written by the background thread, read there and on the caller's path (a job asked for its
   // phase edges sends them, and on a GPU stamps them on the stream).
   std::atomic<bool> edges_asked{false};
-  int64_t sent_begun_ns = 0;
+  int64_t sent_begun_ns = 0;  // local clock, as stamped
   int64_t sent_ended_ns = 0;
-  RhythmChoice rhythm;  // which of its communicators the gate holds (rhythm.hpp)
+  int64_t sent_begun_at_ns = 0;  // the last begin as sent (scheduler clock)
+  RhythmChoice rhythm;           // which of its communicators the gate holds (rhythm.hpp)
   // The job's ranks on this node (node_share.hpp): nullptr until opened, or when this rank
   // reports alone. Owned here; never freed while the job has communicators.
   NodeShare* share = nullptr;
