@@ -497,7 +497,11 @@ void HoldForAPartnersTurn(const StreamTurns& s) {
   EXPECT_EQ(held.caller_held, 0) << "the stream waits, not the caller";
   const DeviceGate::Counters k = DeviceGate::KernelCounters(st->device_slot);
   EXPECT_EQ(k.yields, 1u);
-  EXPECT_GT(k.turn_wait_ns, 3 * kMs);
+  // The stand-in's stream and the scheduler read the same clock. The kernel's own count of its
+  // wait starts when the stream thread runs it, which a loaded machine delays: not compared.
+  EXPECT_GE(held.first_on_stream, partner.end_at.load())
+      << "the stream went on before the partner's end was sent";
+  EXPECT_GT(k.turn_wait_ns, 0);
   EXPECT_LT(k.turn_wait_ns, kPeriod) << "held past the end's arrival";
   const Phase after = phase();
   EXPECT_EQ(DeviceGate::KernelCounters(st->device_slot).yields, 1u) << "the partner's phase ended";
