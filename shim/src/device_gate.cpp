@@ -13,6 +13,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "cuda_driver.hpp"
+#include "gpu_timer.hpp"
 #include "host_gate.hpp"
 #include "log.hpp"
 #include "metronome/common/clock.hpp"
@@ -23,40 +25,7 @@
 
 namespace metronome::shim {
 
-int64_t CalibrateHostMinusGpu(const int64_t* host_ns, const int64_t* gpu_ns, int n) noexcept {
-  int64_t best = INT64_MAX;
-  for (int i = 0; i < n; ++i) {
-    if (gpu_ns[i] == 0) continue;
-    best = std::min(best, host_ns[i] - gpu_ns[i]);
-  }
-  return best == INT64_MAX ? 0 : best;
-}
-
 namespace {
-
-// The driver API, opened at run time.
-struct Driver {
-  CUresult (*init)(unsigned int) = nullptr;
-  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
-  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
-  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
-  CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
-  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                            unsigned, CUstream, void**, void**) = nullptr;
-  CUresult (*mem_host_alloc)(void**, size_t, unsigned int) = nullptr;
-  CUresult (*mem_host_get_device_pointer)(CUdeviceptr*, void*, unsigned int) = nullptr;
-  CUresult (*stream_wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int) = nullptr;
-  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*stream_create)(CUstream*, unsigned int) = nullptr;
-  CUresult (*stream_synchronize)(CUstream) = nullptr;
-  CUresult (*stream_destroy)(CUstream) = nullptr;
-  // Optional: without them the timer is calibrated only at load.
-  CUresult (*ctx_push_current)(CUcontext) = nullptr;
-  CUresult (*ctx_pop_current)(CUcontext*) = nullptr;
-  CUresult (*stream_query)(CUstream) = nullptr;
-  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
-};
 
 struct ContextEntry {
   CUcontext ctx = nullptr;
@@ -65,28 +34,17 @@ struct ContextEntry {
   std::atomic<DeviceGateStatus> status{DeviceGateStatus::kUnavailable};
   CUfunction gate = nullptr;
   CUfunction edge = nullptr;  // the end-edge kernel
-  // The calibration: written under State::mu (at load, then by Recalibrate on the background
-  // thread), read on the background thread without it.
-  std::atomic<int64_t> host_minus_gpu_ns{0};
-  int64_t calibrated_at_ns = 0;          // local time of the last try
-  int64_t calibrated_rt_minus_mono = 0;  // CLOCK_REALTIME - CLOCK_MONOTONIC then (a step moves it)
-  // What it calibrates with, kept for the context's life: the timer kernel and a mapped block
-  // (the timer's word at 0, its stop word at 32); while a timer kernel that did not start is
-  // still queued, its stream.
-  CUfunction timer = nullptr;
-  void* cal_host = nullptr;
-  CUdeviceptr cal_dev = 0;
-  CUstream cal_stream = nullptr;
+  // Calibrated under State::mu (when the context is first prepared, then by Recalibrate on the
+  // background thread); its offset read anywhere.
+  GpuTimer timer;
 };
 
 constexpr int kMaxContexts = 16;
 
 struct State {
   std::mutex mu;
-  bool driver_tried = false;
-  bool driver_ok = false;
   bool logged_unavailable = false;
-  Driver drv;
+  CudaDriver drv;                   // loaded under `mu`
   DeviceGateSlot* slots = nullptr;  // host view, kMaxSlots of them
   CUdeviceptr slots_dev = 0;        // device view
   bool used[DeviceGate::kMaxSlots] = {};
@@ -121,48 +79,6 @@ State& S() {
   return *s;
 }
 
-template <class T>
-bool Bind(void* h, const char* name, T& out) {
-  out = reinterpret_cast<T>(dlsym(h, name));
-  return out != nullptr;
-}
-
-// Auto mode uses the driver only when the process already uses CUDA (libcuda.so.1 loaded):
-// a CPU-only process is never made to load the driver.
-bool LoadDriver(State& s, bool force) {
-  if (s.driver_tried) return s.driver_ok;
-  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (h == nullptr && force) h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) {
-    if (!force) return false;  // the process may load CUDA later: ask again then
-    s.driver_tried = true;
-    return false;
-  }
-  s.driver_tried = true;
-  Driver& d = s.drv;
-  const bool ok = Bind(h, "cuInit", d.init) && Bind(h, "cuCtxGetCurrent", d.ctx_get_current) &&
-                  Bind(h, "cuCtxGetDevice", d.ctx_get_device) &&
-                  Bind(h, "cuDeviceGetAttribute", d.device_get_attribute) &&
-                  Bind(h, "cuModuleLoadData", d.module_load_data) &&
-                  Bind(h, "cuModuleGetFunction", d.module_get_function) &&
-                  Bind(h, "cuLaunchKernel", d.launch_kernel) &&
-                  Bind(h, "cuMemHostAlloc", d.mem_host_alloc) &&
-                  Bind(h, "cuMemHostGetDevicePointer_v2", d.mem_host_get_device_pointer) &&
-                  Bind(h, "cuStreamIsCapturing", d.stream_is_capturing) &&
-                  Bind(h, "cuStreamCreate", d.stream_create) &&
-                  Bind(h, "cuStreamSynchronize", d.stream_synchronize) &&
-                  Bind(h, "cuStreamDestroy_v2", d.stream_destroy);
-  Bind(h, "cuCtxPushCurrent_v2", d.ctx_push_current);
-  Bind(h, "cuCtxPopCurrent_v2", d.ctx_pop_current);
-  Bind(h, "cuStreamQuery", d.stream_query);
-  Bind(h, "cuThreadExchangeStreamCaptureMode", d.exchange_capture_mode);
-  if (!Bind(h, "cuStreamWaitValue32_v2", d.stream_wait_value32)) {
-    Bind(h, "cuStreamWaitValue32", d.stream_wait_value32);
-  }
-  s.driver_ok = ok && d.init(0) == CUDA_SUCCESS;
-  return s.driver_ok;
-}
-
 void LogUnavailableOnce(State& s, const char* why) {
   if (s.logged_unavailable) return;
   s.logged_unavailable = true;
@@ -188,118 +104,6 @@ void Degrade(State& s, ContextEntry& e, const char* why, int code) {
   }
 }
 
-#if METRONOME_HAVE_GATE_KERNEL
-// Fewer fresh reads than this in the 2 ms of sampling: the timer kernel did not run alongside the
-// host (the GPU busy, or mapped memory not coherent), and the offset is not known.
-constexpr int kMinCalibrationSamples = 16;
-
-int64_t RealtimeMinusMonotonicNs() {
-  timespec mono{};
-  clock_gettime(CLOCK_MONOTONIC, &mono);
-  return RealtimeNs() - (static_cast<int64_t>(mono.tv_sec) * 1'000'000'000 + mono.tv_nsec);
-}
-
-// The context's calibration kit, made once: the timer kernel and its mapped block. False, with
-// the reason in `why`.
-bool PrepareCalibration(State& s, ContextEntry& e, CUmodule mod, char* why, size_t why_size) {
-  Driver& d = s.drv;
-  if (d.module_get_function(&e.timer, mod, "metronome_timer_kernel") != CUDA_SUCCESS) {
-    std::snprintf(why, why_size, "no timer kernel");
-    return false;
-  }
-  CUresult r =
-      d.mem_host_alloc(&e.cal_host, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
-  if (r != CUDA_SUCCESS) {
-    std::snprintf(why, why_size, "no mapped memory, CUDA error %d", static_cast<int>(r));
-    return false;
-  }
-  // Without its device address the kernel would write to address 0: a sticky error that ends
-  // the application's CUDA context.
-  r = d.mem_host_get_device_pointer(&e.cal_dev, e.cal_host, 0);
-  if (r != CUDA_SUCCESS || e.cal_dev == 0) {
-    std::snprintf(why, why_size, "no device address for mapped memory, CUDA error %d",
-                  static_cast<int>(r));
-    return false;
-  }
-  return true;
-}
-
-// One calibration (the context current, `mu` held): the timer kernel, started within
-// `start_wait_ns`, keeps writing the GPU's timer while the host reads it for 2 ms. Sets
-// `host_minus_gpu`; false, with the reason, when it cannot. `may_block`: wait for a kernel that
-// did not start to leave; otherwise it is left queued (it leaves as soon as it runs, seeing its
-// stop word) and the next calibration waits until it has.
-bool Sample(State& s, ContextEntry& e, int64_t start_wait_ns, bool may_block,
-            int64_t& host_minus_gpu, char* why, size_t why_size) {
-  Driver& d = s.drv;
-  if (e.cal_stream != nullptr) {  // a timer kernel that had not started when it was last asked
-    if (d.stream_query == nullptr || d.stream_query(e.cal_stream) != CUDA_SUCCESS) {
-      std::snprintf(why, why_size, "the last timer kernel is still queued");
-      return false;
-    }
-    d.stream_destroy(e.cal_stream);
-    e.cal_stream = nullptr;
-  }
-  CUstream stream = nullptr;
-  CUresult r = d.stream_create(&stream, CU_STREAM_NON_BLOCKING);
-  if (r != CUDA_SUCCESS) {
-    std::snprintf(why, why_size, "no stream, CUDA error %d", static_cast<int>(r));
-    return false;
-  }
-  auto* out = static_cast<volatile int64_t*>(e.cal_host);
-  auto* stop = reinterpret_cast<volatile uint32_t*>(static_cast<char*>(e.cal_host) + 32);
-  *out = 0;
-  *stop = 0;
-  __sync_synchronize();
-  CUdeviceptr out_dev = e.cal_dev;
-  CUdeviceptr stop_dev = e.cal_dev + 32;
-  int64_t bound = 300'000'000;  // the kernel stops itself after 300 ms at most
-  void* params[] = {&out_dev, &stop_dev, &bound};
-  r = d.launch_kernel(e.timer, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr);
-  if (r != CUDA_SUCCESS) {
-    d.stream_destroy(stream);
-    std::snprintf(why, why_size, "the timer kernel does not launch, CUDA error %d",
-                  static_cast<int>(r));
-    return false;
-  }
-  constexpr int kSamples = 2000;
-  static int64_t hs[kSamples];  // under `mu`
-  static int64_t gs[kSamples];
-  int n = 0;
-  // Wait for the kernel to start (first launch on a context can take a while), then sample.
-  const int64_t start_deadline = RealtimeNs() + start_wait_ns;
-  while (*out == 0 && RealtimeNs() < start_deadline) {
-  }
-  const bool started = *out != 0;
-  const int64_t deadline = RealtimeNs() + 2'000'000;
-  while (started && n < kSamples && RealtimeNs() < deadline) {
-    const int64_t h1 = RealtimeNs();
-    const int64_t g = *out;
-    const int64_t h2 = RealtimeNs();
-    if (g != 0 && h2 - h1 < 2'000) {
-      hs[n] = h2;
-      gs[n] = g;
-      ++n;
-    }
-  }
-  *stop = 1;
-  __sync_synchronize();
-  if (started || may_block || d.stream_query == nullptr) {
-    d.stream_synchronize(stream);
-    d.stream_destroy(stream);
-  } else {
-    e.cal_stream = stream;  // the kernel leaves as soon as it runs (its stop word is set)
-  }
-  if (n < kMinCalibrationSamples) {
-    std::snprintf(why, why_size, "%d fresh reads of its timer in 2 ms, %d needed", n,
-                  kMinCalibrationSamples);
-    return false;
-  }
-  host_minus_gpu = CalibrateHostMinusGpu(hs, gs, n);
-  return true;
-}
-#endif
-
 ContextEntry* EntryFor(State& s, CUcontext ctx) {
   for (int i = 0; i < s.n_contexts; ++i) {
     if (s.contexts[i].ctx == ctx) return &s.contexts[i];
@@ -307,7 +111,7 @@ ContextEntry* EntryFor(State& s, CUcontext ctx) {
   if (s.n_contexts >= kMaxContexts) return nullptr;
   ContextEntry* e = &s.contexts[s.n_contexts++];
   e->ctx = ctx;
-  Driver& d = s.drv;
+  CudaDriver& d = s.drv;
   CUdevice dev = 0;
   int major = 0;
   int minor = 0;
@@ -322,17 +126,13 @@ ContextEntry* EntryFor(State& s, CUcontext ctx) {
         d.module_get_function(&e->gate, mod, "metronome_gate_kernel") == CUDA_SUCCESS &&
         d.module_get_function(&e->edge, mod, "metronome_edge_kernel") == CUDA_SUCCESS) {
       char why[96] = "";
-      int64_t offset = 0;
-      e->calibrated_at_ns = RealtimeNs();
-      e->calibrated_rt_minus_mono = RealtimeMinusMonotonicNs();
-      if (PrepareCalibration(s, *e, mod, why, sizeof(why)) &&
-          Sample(s, *e, 200'000'000, true, offset, why, sizeof(why))) {
-        e->host_minus_gpu_ns.store(offset);
+      if (e->timer.Prepare(d, mod, why, sizeof(why)) &&
+          e->timer.Calibrate(d, RealtimeNs(), 200'000'000, true, why, sizeof(why))) {
         e->status.store(DeviceGateStatus::kKernel);
         MLOG_INFO(
             "device gate: spin kernel loaded for sm_%d%d; GPU timer calibrated against the host "
             "clock (host - gpu = %lld ns)",
-            major, minor, static_cast<long long>(offset));
+            major, minor, static_cast<long long>(e->timer.HostMinusGpuNs()));
         return e;
       }
       // Its waits would aim at the wrong moments: the host decides instead.
@@ -395,7 +195,7 @@ void WriteServerOffset(State& s, int slot) {
   const ContextEntry* e = s.slot_ctx[slot];
   if (e == nullptr) return;
   DeviceGateSlot& g = s.slots[slot];
-  const int64_t v = s.server_minus_local.load() + e->host_minus_gpu_ns.load();
+  const int64_t v = s.server_minus_local.load() + e->timer.HostMinusGpuNs();
   g.seq = g.seq + 1;
   __sync_synchronize();
   g.server_minus_gpu_ns = v;
@@ -414,7 +214,7 @@ int DeviceGate::Prepare(ncclComm_t comm, int64_t max_wait_cap_ns, uint64_t& owne
   // NOLINTNEXTLINE(concurrency-mt-unsafe): Metronome never calls setenv
   const char* gate_env = std::getenv("METRONOME_GATE");
   const bool force = gate_env != nullptr && std::strcmp(gate_env, "device") == 0;
-  if (!LoadDriver(s, force)) {
+  if (!s.drv.Load(force)) {
     LogUnavailableOnce(s, force ? "no GPU driver: libcuda.so.1 not found"
                                 : "this process does not use CUDA (libcuda.so.1 not loaded)");
     return -1;
@@ -580,7 +380,7 @@ bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
     } else {
       State& s = S();
       std::lock_guard<std::mutex> lock(s.mu);
-      st = LoadDriver(s, false) && s.drv.stream_is_capturing != nullptr ? 2 : 3;
+      st = s.drv.Load(false) && s.drv.stream_is_capturing != nullptr ? 2 : 3;
     }
     state.store(st, std::memory_order_release);
   }
@@ -665,7 +465,7 @@ void DeviceGate::PublishTurns(int slot, uint64_t owner, const TurnSet* turns,
   const ContextEntry* e = s.slot_ctx[slot];
   if (e == nullptr) return;
   // Scheduler clock to the GPU's timer; an edge not seen yet stays 0.
-  const int64_t server_minus_gpu = s.server_minus_local.load() + e->host_minus_gpu_ns.load();
+  const int64_t server_minus_gpu = s.server_minus_local.load() + e->timer.HostMinusGpuNs();
   const auto on_gpu = [&](int64_t t) { return t == 0 ? 0 : SaturatingSub(t, server_minus_gpu); };
   DeviceGateSlot& g = s.slots[slot];
   g.turn_seq = g.turn_seq + 1;
@@ -705,7 +505,7 @@ bool DeviceGate::Edges(int slot, uint64_t owner, int64_t& begun_local_ns,
     if (stamp == 0) return int64_t{0};
     if (stamp != s.edge_gpu[slot][k]) {
       s.edge_gpu[slot][k] = stamp;
-      s.edge_local[slot][k] = SaturatingAdd(stamp, e->host_minus_gpu_ns.load());
+      s.edge_local[slot][k] = SaturatingAdd(stamp, e->timer.HostMinusGpuNs());
     }
     return s.edge_local[slot][k];
   };
@@ -785,8 +585,7 @@ void DeviceGate::ForgetAfterFork() noexcept {
   s.slots = nullptr;
   s.any.store(false);
   s.n_contexts = 0;
-  s.driver_tried = true;
-  s.driver_ok = false;
+  s.drv.Disable();
   for (auto& u : s.used) u = false;
   for (auto& o : s.owner) o.store(0);
   s.wake_fd.store(-1);
@@ -810,7 +609,7 @@ uint64_t DeviceGate::Fallbacks() noexcept {
 
 int64_t DeviceGate::HostMinusGpuNs() noexcept {
   State& s = S();
-  return s.n_contexts > 0 ? s.contexts[0].host_minus_gpu_ns.load() : 0;
+  return s.n_contexts > 0 ? s.contexts[0].timer.HostMinusGpuNs() : 0;
 }
 
 void DeviceGate::Recalibrate(int64_t now) noexcept {
@@ -821,7 +620,7 @@ void DeviceGate::Recalibrate(int64_t now) noexcept {
     return;
   }
   s.next_recalibration_check_ns = now + kRecalibrateCheckNs;
-  Driver& d = s.drv;
+  CudaDriver& d = s.drv;
   // Never blocks on a timer kernel that did not start: it must be able to ask whether it left.
   if (d.ctx_push_current == nullptr || d.ctx_pop_current == nullptr || d.stream_query == nullptr ||
       d.exchange_capture_mode == nullptr) {
@@ -835,34 +634,29 @@ void DeviceGate::Recalibrate(int64_t now) noexcept {
   // mode for them, and gives its mode back after.
   CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   if (d.exchange_capture_mode(&capture_mode) != CUDA_SUCCESS) return;
-  const int64_t rt_minus_mono = RealtimeMinusMonotonicNs();
   for (int c = 0; c < s.n_contexts; ++c) {
     ContextEntry& e = s.contexts[c];
-    if (e.status.load() != DeviceGateStatus::kKernel || e.timer == nullptr) continue;
+    if (e.status.load() != DeviceGateStatus::kKernel || !e.timer.Prepared()) continue;
     bool in_use = false;
     for (int i = 0; i < kMaxSlots && !in_use; ++i) in_use = s.used[i] && s.slot_ctx[i] == &e;
-    const bool stepped = std::llabs(rt_minus_mono - e.calibrated_rt_minus_mono) > kClockStepNs;
-    if (!in_use || (now - e.calibrated_at_ns < kRecalibrateNs && !stepped)) continue;
-    // Tried once a period, whatever comes of it.
-    e.calibrated_at_ns = now;
-    e.calibrated_rt_minus_mono = rt_minus_mono;
+    bool stepped = false;
+    if (!in_use || !e.timer.Due(now, kRecalibrateNs, kClockStepNs, stepped)) continue;
     if (d.ctx_push_current(e.ctx) != CUDA_SUCCESS) continue;
     char why[96] = "";
-    int64_t offset = 0;
+    const int64_t before = e.timer.HostMinusGpuNs();
     // A GPU too busy to start the timer kernel within 20 ms keeps the last calibration.
-    const bool ok = Sample(s, e, 20'000'000, false, offset, why, sizeof(why));
+    const bool ok = e.timer.Calibrate(d, now, 20'000'000, false, why, sizeof(why));
     CUcontext popped = nullptr;
     d.ctx_pop_current(&popped);
     if (!ok) {
       MLOG_DEBUG("device gate: the GPU timer is not calibrated again (%s): keeping %lld ns", why,
-                 static_cast<long long>(e.host_minus_gpu_ns.load()));
+                 static_cast<long long>(before));
       continue;
     }
+    const int64_t offset = e.timer.HostMinusGpuNs();
     MLOG_DEBUG("device gate: GPU timer calibrated again: host - gpu = %lld ns (%+lld ns)%s",
-               static_cast<long long>(offset),
-               static_cast<long long>(offset - e.host_minus_gpu_ns.load()),
+               static_cast<long long>(offset), static_cast<long long>(offset - before),
                stepped ? " after a clock step" : "");
-    e.host_minus_gpu_ns.store(offset);
     for (int i = 0; i < kMaxSlots; ++i) {
       if (s.used[i] && s.slot_ctx[i] == &e) WriteServerOffset(s, i);
     }

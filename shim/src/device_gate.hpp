@@ -136,10 +136,4 @@ class DeviceGate {
   static void SetWakeFd(int fd) noexcept;
 };
 
-// Calibration math (host-testable): the GPU keeps writing its timer into mapped memory and the
-// host reads it. A value was written before it was read, so each pair (host time at the read,
-// GPU value read) bounds host - gpu from above; the smallest bound (the freshest read) is the
-// estimate.
-int64_t CalibrateHostMinusGpu(const int64_t* host_ns, const int64_t* gpu_ns, int n) noexcept;
-
 }  // namespace metronome::shim

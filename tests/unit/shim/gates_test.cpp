@@ -10,6 +10,7 @@
 
 #include "device_gate.hpp"
 #include "gate_kernel_body.hpp"
+#include "gpu_timer.hpp"
 #include "host_gate.hpp"
 #include "metronome/common/clock.hpp"
 #include "spsc_ring.hpp"
