@@ -1,7 +1,5 @@
 #include "gpu_timer.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -12,9 +10,7 @@ namespace metronome::shim {
 namespace {
 
 int64_t RealtimeMinusMonotonicNs() {
-  timespec mono{};
-  clock_gettime(CLOCK_MONOTONIC, &mono);
-  return RealtimeNs() - (static_cast<int64_t>(mono.tv_sec) * 1'000'000'000 + mono.tv_nsec);
+  return RealtimeNs() - MonotonicNs();
 }
 
 }  // namespace

@@ -8,16 +8,21 @@ namespace metronome::shim {
 
 int64_t SleepUntilRealtime(int64_t target_ns, int64_t spin_lead_ns) noexcept {
   int64_t now = RealtimeNs();
-  const int64_t sleep_until = target_ns - spin_lead_ns;
-  if (sleep_until > now) {
+  if (now >= target_ns) return now;
+  // The wait's length is taken now and kept on CLOCK_MONOTONIC: a step of CLOCK_REALTIME while
+  // it lasts (NTP stepping the clock back, a restored VM) must not stretch it. It ends when the
+  // realtime target is reached or that length has passed, whichever comes first.
+  const int64_t end_mono = SaturatingAdd(MonotonicNs(), target_ns - now);
+  const int64_t sleep_until = end_mono - spin_lead_ns;
+  if (sleep_until > MonotonicNs()) {
     timespec ts{};
     ts.tv_sec = static_cast<time_t>(sleep_until / 1'000'000'000);
     ts.tv_nsec = static_cast<long>(sleep_until % 1'000'000'000);
-    // EINTR: fall through to the spin, which re-checks the clock.
-    clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr);
+    // EINTR: fall through to the spin, which re-checks the clocks.
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr);
     now = RealtimeNs();
   }
-  while (now < target_ns) {
+  while (now < target_ns && MonotonicNs() < end_mono) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif

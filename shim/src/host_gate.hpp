@@ -12,8 +12,9 @@ namespace metronome::shim {
 
 inline constexpr int64_t kSpinLeadNs = 200'000;
 
-// Blocks until CLOCK_REALTIME reaches `target_ns` (returns at once if it has). Returns the time
-// at release.
+// Blocks until CLOCK_REALTIME reaches `target_ns` (returns at once if it has), and never longer
+// than the wait was when called, whatever steps the clock takes meanwhile. Returns the time at
+// release.
 int64_t SleepUntilRealtime(int64_t target_ns, int64_t spin_lead_ns = kSpinLeadNs) noexcept;
 
 struct HostGateOutcome {
