@@ -406,6 +406,14 @@ void Client::HandleTurns(const proto::TurnPush& p) {
 }
 
 void Client::HandleTurnEdge(const proto::TurnEdge& e) {
+  // On the scheduler's clock as this host estimates it (turns wait for that estimate anyway).
+  const bool clock = rt_.clock_valid.load();
+  const int64_t limit =
+      SaturatingAdd(RealtimeNs() + rt_.server_minus_local_ns.load(), kEdgeAheadLimitNs);
+  if (clock && e.at_ns > limit) {
+    rt_.counters.rx_rejected.fetch_add(1);
+    return;
+  }
   bool matched = false;
   for (JobState* job : rt_.Jobs()) {
     if (job->job_id != e.job_id || job->comms.load() == 0) continue;
@@ -415,7 +423,9 @@ void Client::HandleTurnEdge(const proto::TurnEdge& e) {
       if (p.job != e.partner) continue;
       matched = true;
       int64_t& edge = e.begun ? p.begun_ns : p.ended_ns;
-      if (e.at_ns <= edge) break;  // an older edge, or one seen already
+      // An older edge, or one seen already; unless the one kept is ahead of the clock (the
+      // scheduler's clock stepped back since).
+      if (e.at_ns <= edge && !(clock && edge > limit)) break;
       edge = e.at_ns;
       PublishTurns(job);
       break;
@@ -749,6 +759,9 @@ void Client::MarkUnregistered() {
     job->accepted_version = 0;  // a restarted scheduler numbers its versions afresh
     job->turns_version = 0;
     job->edges_asked.store(false);
+    // Its partners as that scheduler numbered them, and their edges, stop with it.
+    job->turn_set = TurnSet{};
+    PublishTurns(job);
   }
   awaiting_welcome_.clear();
 }
@@ -762,8 +775,6 @@ void Client::CheckSilence(int64_t now) {
     had_timetable = had_timetable || job->store.Version() != 0;
     job->store.Clear();
     if (job->share != nullptr && job->share->Leads()) job->share->ClearTimetable();
-    job->turn_set = TurnSet{};  // its partners' edges stop coming too
-    PublishTurns(job);
   }
   for (CommState* c : rt_.LiveComms()) {
     if (c->device_slot >= 0) {
@@ -778,7 +789,11 @@ void Client::CheckSilence(int64_t now) {
 }
 
 void Client::RetireComms(int64_t now) {
-  for (CommState* c : rt_.TakeRetired(now - kRetireGraceNs)) delete c;
+  // A caller may still be inside a call on a destroyed communicator (another thread aborted it
+  // while this one was held at its gate and then for a turn, each up to max wait): its state
+  // outlives those holds.
+  const int64_t grace = kRetireGraceNs + 2 * rt_.GetConfig().max_wait_ns;
+  for (CommState* c : rt_.TakeRetired(now - grace)) delete c;
   for (JobState* job : rt_.Jobs()) {
     if (job->comms.load() != 0) continue;
     if (job->share != nullptr) {

@@ -164,7 +164,8 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Help(
                          "Phase edges received from shims, by outcome (relayed, no_partner: no "
                          "job takes turns with it, other_rank: a lower rank speaks for the job, "
-                         "off: controller.turns is false)")
+                         "off: controller.turns is false, ahead: dated more than 100 ms ahead "
+                         "of the scheduler's clock, refused)")
                      .Register(r);
   turn_edges_relayed_ = &BuildCounter()
                              .Name("metronome_turn_edge_messages_total")

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "metronome/common/clock.hpp"
+#include "metronome/common/timetable.hpp"
+#include "metronome/common/turn.hpp"
 #include "metronome/controller/turns.hpp"
 #include "registry.hpp"
 
@@ -100,6 +102,13 @@ void Registry::HandleEdge(ClientState& client, const proto::PhaseEdge& m, int64_
     metrics_.TurnEdges("off").Increment();
     Reject(&client, client.identity, proto::ErrorCode::kUnexpected, "unexpected",
            "phase edges are not relayed (controller.turns is false)");
+    return;
+  }
+  if (m.at_ns > SaturatingAdd(now, kEdgeAheadLimitNs)) {
+    metrics_.TurnEdges("ahead").Increment();
+    Reject(&client, client.identity, proto::ErrorCode::kInvalid, "edge_ahead",
+           "phase edge dated " + std::to_string((m.at_ns - now) / 1'000'000) +
+               " ms ahead of the scheduler's clock");
     return;
   }
   const JobState& job = *sender;

@@ -425,7 +425,16 @@ TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed)
   const auto refused = stranger->Expect<proto::Error>();
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->code, proto::ErrorCode::kUnexpected);
+  // One dated a second ahead of the scheduler's clock (its partners would keep it as the latest:
+  // a phase that never ends) is refused and relayed to no one.
+  a.r0->Send(proto::PhaseEdge{"a", 0, true, RealtimeNs() + 1'000 * kMs});
+  const auto ahead = a.r0->Expect<proto::Error>();
+  ASSERT_TRUE(ahead);
+  EXPECT_EQ(ahead->code, proto::ErrorCode::kInvalid);
+  EXPECT_NE(ahead->message.find("ahead of the scheduler's clock"), std::string::npos);
+  EXPECT_FALSE(b.r0->Expect<proto::TurnEdge>(300));
   const std::string m = s.Metrics();
+  EXPECT_NE(m.find("metronome_turn_edges_total{outcome=\"ahead\"} 1"), std::string::npos) << m;
   EXPECT_NE(m.find("metronome_turn_edges_total{outcome=\"relayed\"} 51"), std::string::npos) << m;
   EXPECT_NE(m.find("metronome_turn_edges_total{outcome=\"other_rank\"} 1"), std::string::npos);
   EXPECT_NE(m.find("metronome_turn_edge_messages_total 102"), std::string::npos);

@@ -233,6 +233,8 @@ TEST(ShimSafety, YieldsHoldCollectivesForHigherWindowsWithinTheirMaxWait) {
 TEST(ShimSafety, TakesTurnsOnTheRelayedEdgesAndSendsItsOwn) {
   constexpr int64_t kPeriod = 20 * kMs;  // its own natural period: the longest a turn holds
   std::atomic<int> version{0};           // the set pushed; 2: the partner is of higher priority
+  std::atomic<int64_t> ahead{0};         // a begin dated ahead of the clock, sent once when set
+  std::atomic<bool> forget{false};       // answer as a restarted scheduler (it knows no one)
   PartnerEdges partner(7);
   RawPeer peer;
   peer.welcome_features = proto::kFeatureTurns;
@@ -247,6 +249,12 @@ TEST(ShimSafety, TakesTurnsOnTheRelayedEdgesAndSendsItsOwn) {
       p.Send(t);
     }
     partner.Tick(p);
+    static thread_local int64_t ahead_sent = 0;
+    if (ahead.load() != ahead_sent) {
+      ahead_sent = ahead.load();
+      p.Send(proto::TurnEdge{p.JobId(), 7, true, ahead_sent});
+    }
+    if (forget.exchange(false)) p.Send(proto::Error{proto::ErrorCode::kUnexpected, "restarted"});
   };
   peer.Start();
   ShimUnderTest shim(peer.Endpoint());
@@ -299,6 +307,22 @@ TEST(ShimSafety, TakesTurnsOnTheRelayedEdgesAndSendsItsOwn) {
   EXPECT_GE(bounded, kPeriod - 2 * kMs);
   EXPECT_LT(bounded, 3 * kPeriod);
   EXPECT_EQ(st->yielded.load(), 2u);
+
+  // A begin dated a second ahead of the scheduler's clock is ignored, counted: kept as the
+  // partner's latest it would hold every phase to its bound.
+  const uint64_t rejected = shim.rt->counters.rx_rejected.load();
+  ahead = RealtimeNs() + shim.rt->server_minus_local_ns.load() + 1'000 * kMs;
+  ASSERT_TRUE(WaitFor([&] { return shim.rt->counters.rx_rejected.load() > rejected; }, 2s));
+  EXPECT_TRUE(seen(true, b2)) << "the edge dated ahead replaced the partner's begin";
+  // Past b2's quiet bound (twice the partner's 16 ms natural period), nothing holds.
+  std::this_thread::sleep_until(std::chrono::system_clock::time_point(
+      std::chrono::nanoseconds(b2 - shim.rt->server_minus_local_ns.load() + 40 * kMs)));
+  EXPECT_EQ(phase(), 0);
+
+  // A scheduler that no longer knows the job (it restarted) takes its partners with it: their
+  // numbers were its own.
+  forget = true;
+  EXPECT_TRUE(WaitFor([&] { return !shim.Job()->turns.MayTakeTurns(); }, 2s));
 
   // Its own edges, begun then ended, each phase's end after its begin.
   ASSERT_TRUE(WaitFor([&] { return peer.Edges().size() >= 6; }, 2s));

@@ -36,6 +36,10 @@
 namespace metronome {
 
 inline constexpr uint32_t kMaxTurnPartners = 4;
+// How far ahead of its receiver's clock (the scheduler's, or a shim's estimate of it) a phase
+// edge may be dated. Kept as a partner's latest, one dated further ahead (a clock stepped, a bad
+// stamp) would read as a phase that never ends: the scheduler refuses it, a shim ignores it.
+inline constexpr int64_t kEdgeAheadLimitNs = 100'000'000;
 
 struct TurnPartner {
   uint64_t job = 0;        // the scheduler's id for it (its relayed edges carry it)
