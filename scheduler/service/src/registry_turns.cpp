@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,7 +42,15 @@ void Registry::RefreshTurns(int64_t now) {
   turns_refresh_.Refreshed(now);
   // Figures only for the jobs on a link with exactly one other (TwoJobLinks asks for them).
   controller::TwoJobLinks index(
-      link_capacity_, [&](const JobState& job, std::span<const std::string> links) {
+      link_capacity_,
+      [&](const JobState& job,
+          std::span<const std::string> links) -> std::optional<controller::TurnFigures> {
+        // A job none of whose ranks takes turns sends no edges and holds for none: nobody's
+        // partner (its link still counts it, so no other pair forms there).
+        const bool takes_turns = std::any_of(job.ranks.begin(), job.ranks.end(), [](const auto& r) {
+          return (r.second.features & proto::kFeatureTurns) != 0;
+        });
+        if (!takes_turns) return std::nullopt;
         double bottleneck = 0.0;
         for (const std::string& l : links) {
           const auto c = link_capacity_.find(l);

@@ -363,6 +363,24 @@ TEST(SchedulerEndpoint, AnOverrunWideningThatWouldDoubleThePeriodIsRefused) {
   EXPECT_NE(s.Log().find("decision=overrun_refused"), std::string::npos);
 }
 
+// The same two jobs, one of whose shims cannot take turns (on a GPU without the gate kernel it
+// announces none): neither is pushed the other as a partner, nor asked for its edges (they would
+// reach no one).
+TEST(SchedulerEndpoint, AJobThatCannotTakeTurnsIsNobodysPartner) {
+  Scheduler s({"--config", TwoRackConfig("turns-one.yaml", "planning:\n  max_stretch: 1.0\n")});
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  auto a = RegisterJob(ctx, s, "a", "h1", "h3", 1, 0);
+  auto b = RegisterJob(ctx, s, "b", "h2", "h4", 1, proto::kFeatureTurns);
+  ReportPhases(a, 300, 300, {});
+  ReportPhases(b, 250, 250, {});
+  // The sets are computed at the tick after the reports (100 ms): a second covers it, as the
+  // other test's pushes show.
+  const auto tb = b.r0->Expect<proto::TurnPush>(1500);
+  EXPECT_TRUE(!tb || tb->turns.count == 0) << "pushed a partner that takes no turns";
+  EXPECT_TRUE(!tb || !tb->send_edges) << "asked for edges that would reach no one";
+}
+
 // Two jobs of equal priority on the two racks' uplinks, which only they cross and each fills
 // (controller.turns by default), together on the wire for longer than their period (no stretching:
 // one of them runs best-effort, and no timetable keeps them apart): each is pushed the other as its
