@@ -441,9 +441,16 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
         r.OptionalInt("yielded", m.yielded) && r.OptionalInt("yield_wait_ns", m.yield_wait_ns))) {
     return false;
   }
-  if (m.period_ns < 0) return r.Fail("period_ns", "is negative");
+  // Beyond these no job is periodic (TimetableLimits) and a phase's bytes at a link's pace would
+  // overflow the planner's nanoseconds.
+  if (m.period_ns < 0 || m.period_ns > TimetableLimits{}.max_period_ns) {
+    return r.Fail("period_ns", "is not in [0, 1 h]");
+  }
   if (m.hold_ns < 0 || m.hold_ns > m.period_ns) return r.Fail("hold_ns", "is not in [0, period]");
-  if (m.comm_ns < 0) return r.Fail("comm_ns", "is negative");
+  if (m.comm_ns < 0 || m.comm_ns > TimetableLimits{}.max_period_ns) {
+    return r.Fail("comm_ns", "is not in [0, 1 h]");
+  }
+  if (m.bytes_per_phase > kMaxBytesPerPhase) return r.Fail("bytes_per_phase", "is over 1 PiB");
   if (m.jitter_ns < 0 || m.jitter_ns > m.period_ns) {
     return r.Fail("jitter_ns", "is not in [0, period]");
   }

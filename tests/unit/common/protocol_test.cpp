@@ -669,6 +669,18 @@ TEST(ProtocolReject, WrongFieldTypesMissingFieldsAndRanges) {
   rep.compute_ns = 101;  // computes longer than the period
   EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
   rep.compute_ns = 0;
+  // Figures whose wire time at a link's pace would overflow the planner's nanoseconds.
+  rep.period_ns = TimetableLimits{}.max_period_ns + 1;
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.period_ns = 100;
+  rep.comm_ns = TimetableLimits{}.max_period_ns + 1;
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.comm_ns = 0;
+  rep.bytes_per_phase = kMaxBytesPerPhase + 1;
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.bytes_per_phase = kMaxBytesPerPhase;
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kNone);
+  rep.bytes_per_phase = 0;
 
   // unknown error code
   d = Decode(Raw(kProtocolVersion, 8, [](auto& pk) {

@@ -91,6 +91,10 @@ struct ClockPong {
   int64_t t3_ns = 0;  // server clock at send
 };
 
+// The most bytes a report may give for one phase (1 PiB: a trillion-parameter model's gradients
+// are a few TB); more would overflow the planner's wire times.
+inline constexpr uint64_t kMaxBytesPerPhase = uint64_t{1} << 50;
+
 struct ProfileReport {
   std::string job_id;
   uint32_t rank = 0;
