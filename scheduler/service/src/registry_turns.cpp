@@ -121,9 +121,11 @@ void Registry::HandleEdge(ClientState& client, const proto::PhaseEdge& m, int64_
     return;
   }
   const JobState& job = *sender;
-  // One rank speaks for the job: the lowest that sent an edge in the last second.
+  // One rank speaks for the job: the lowest that sent an edge within the last second, or two of
+  // the job's periods where those are longer (its edges come that far apart).
   EdgeSource& source = edge_sources_[job.id];
-  if (m.rank < source.rank || now - source.last_ns > 1'000'000'000) source.rank = m.rank;
+  const int64_t speaks_for = std::max<int64_t>(1'000'000'000, 2 * job.profile.period_ns);
+  if (m.rank < source.rank || now - source.last_ns > speaks_for) source.rank = m.rank;
   if (m.rank != source.rank) {
     metrics_.TurnEdges("other_rank").Increment();
     return;

@@ -7,8 +7,10 @@
 #include <msgpack.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
+#include <thread>
 
 #include "harness.hpp"
 #include "metronome/common/clock.hpp"
@@ -63,11 +65,12 @@ std::string TwoRackConfig(const std::string& name, const std::string& extra = ""
 
 // Rank 0 of a job with 500 ms iterations whose bytes take `wire_ms` on those uplinks reports
 // phases of `phase_ms` (its compute unchanged) starting at `starts`.
-void ReportPhases(Job2& j, int64_t wire_ms, int64_t phase_ms, std::vector<int64_t> starts) {
-  proto::ProfileReport r = j.r0->MakeReport(j.name, 0, (500 - wire_ms + phase_ms) * kMs,
+void ReportPhases(Job2& j, int64_t wire_ms, int64_t phase_ms, std::vector<int64_t> starts,
+                  int64_t cycle_ms = 500) {
+  proto::ProfileReport r = j.r0->MakeReport(j.name, 0, (cycle_ms - wire_ms + phase_ms) * kMs,
                                             phase_ms * kMs, std::move(starts));
   r.bytes_per_phase = static_cast<uint64_t>(static_cast<double>(wire_ms) / 1e3 / 1.1 * 25e6);
-  r.compute_ns = (500 - wire_ms) * kMs;
+  r.compute_ns = (cycle_ms - wire_ms) * kMs;
   r.jitter_ns = 5 * kMs;
   j.r0->Send(r);
 }
@@ -363,23 +366,20 @@ TEST(SchedulerEndpoint, AnOverrunWideningThatWouldDoubleThePeriodIsRefused) {
   EXPECT_NE(s.Log().find("decision=overrun_refused"), std::string::npos);
 }
 
-// The same two jobs, one of whose shims cannot take turns (on a GPU without the gate kernel it
-// announces none): neither is pushed the other as a partner, nor asked for its edges (they would
-// reach no one).
-TEST(SchedulerEndpoint, AJobThatCannotTakeTurnsIsNobodysPartner) {
-  Scheduler s({"--config", TwoRackConfig("turns-one.yaml", "planning:\n  max_stretch: 1.0\n")});
-  ASSERT_TRUE(s.Ready()) << s.Log();
+// Two jobs of equal priority, a and b, registered across the two racks' uplinks, which only they
+// cross (no stretching); b's shims take turns, a's as `a_features` says.
+struct UplinkPair {
+  explicit UplinkPair(const std::string& config, uint32_t a_features = proto::kFeatureTurns)
+      : s({"--config", TwoRackConfig(config, "planning:\n  max_stretch: 1.0\n")}) {
+    if (!s.Ready()) return;
+    a = RegisterJob(ctx, s, "a", "h1", "h3", 1, a_features);
+    b = RegisterJob(ctx, s, "b", "h2", "h4", 1, proto::kFeatureTurns);
+  }
+  Scheduler s;
   zmq::context_t ctx;
-  auto a = RegisterJob(ctx, s, "a", "h1", "h3", 1, 0);
-  auto b = RegisterJob(ctx, s, "b", "h2", "h4", 1, proto::kFeatureTurns);
-  ReportPhases(a, 300, 300, {});
-  ReportPhases(b, 250, 250, {});
-  // The sets are computed at the tick after the reports (100 ms): a second covers it, as the
-  // other test's pushes show.
-  const auto tb = b.r0->Expect<proto::TurnPush>(1500);
-  EXPECT_TRUE(!tb || tb->turns.count == 0) << "pushed a partner that takes no turns";
-  EXPECT_TRUE(!tb || !tb->send_edges) << "asked for edges that would reach no one";
-}
+  Job2 a;
+  Job2 b;
+};
 
 // Two jobs of equal priority on the two racks' uplinks, which only they cross and each fills
 // (controller.turns by default), together on the wire for longer than their period (no stretching:
@@ -388,11 +388,12 @@ TEST(SchedulerEndpoint, AJobThatCannotTakeTurnsIsNobodysPartner) {
 // once, the edges of its rank 1 speak for no one (rank 0 does), and everything is counted. With
 // turns off (controller.turns: false), a welcome announces none and an edge is refused and counted.
 TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed) {
-  Scheduler s({"--config", TwoRackConfig("turns.yaml", "planning:\n  max_stretch: 1.0\n")});
-  ASSERT_TRUE(s.Ready()) << s.Log();
-  zmq::context_t ctx;
-  auto a = RegisterJob(ctx, s, "a", "h1", "h3", 1, proto::kFeatureTurns);
-  auto b = RegisterJob(ctx, s, "b", "h2", "h4", 1, proto::kFeatureTurns);
+  UplinkPair p("turns.yaml");
+  ASSERT_TRUE(p.s.Ready()) << p.s.Log();
+  Scheduler& s = p.s;
+  zmq::context_t& ctx = p.ctx;
+  Job2& a = p.a;
+  Job2& b = p.b;
   ReportPhases(a, 300, 300, {});
   ReportPhases(b, 250, 250, {});
   const auto ta = a.r0->Expect<proto::TurnPush>(5000);
@@ -466,6 +467,42 @@ TEST(SchedulerEndpoint, TheTwoJobsOfALinkArePushedEachOtherAndTheirEdgesRelayed)
   r.Send(proto::PhaseEdge{"c", 0, true, RealtimeNs()});
   EXPECT_TRUE(r.Expect<proto::Error>());
   EXPECT_NE(off.Metrics().find("metronome_turn_edges_total{outcome=\"off\"} 1"), std::string::npos);
+}
+
+// Two such jobs of 1.2 s iterations: a rank speaks for its job for two of its periods (not one
+// second), so the edges of its other ranks, a period apart, are not relayed too.
+TEST(SchedulerEndpoint, ASlowJobsEdgesHaveOneSpeaker) {
+  UplinkPair p("turns-slow.yaml");
+  ASSERT_TRUE(p.s.Ready()) << p.s.Log();
+  Scheduler& s = p.s;
+  Job2& a = p.a;
+  Job2& b = p.b;
+  ReportPhases(a, 800, 800, {}, 1200);
+  ReportPhases(b, 700, 700, {}, 1200);
+  const auto tb = b.r0->Expect<proto::TurnPush>(5000);
+  ASSERT_TRUE(tb && tb->turns.count == 1) << s.Log();
+  a.r0->Send(proto::PhaseEdge{"a", 0, true, RealtimeNs()});
+  ASSERT_TRUE(b.r0->Expect<proto::TurnEdge>()) << s.Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  a.r1->Send(proto::PhaseEdge{"a", 1, true, RealtimeNs()});
+  EXPECT_FALSE(b.r0->Expect<proto::TurnEdge>(300)) << "rank 1 spoke for the job too";
+  EXPECT_NE(s.Metrics().find("metronome_turn_edges_total{outcome=\"other_rank\"} 1"),
+            std::string::npos);
+}
+
+// The same two jobs, one of whose shims cannot take turns (on a GPU without the gate kernel it
+// announces none): neither is pushed the other as a partner, nor asked for its edges (they would
+// reach no one).
+TEST(SchedulerEndpoint, AJobThatCannotTakeTurnsIsNobodysPartner) {
+  UplinkPair p("turns-one.yaml", 0);
+  ASSERT_TRUE(p.s.Ready()) << p.s.Log();
+  ReportPhases(p.a, 300, 300, {});
+  ReportPhases(p.b, 250, 250, {});
+  // The sets are computed at the tick after the reports (100 ms): a second covers it, as the
+  // other test's pushes show.
+  const auto tb = p.b.r0->Expect<proto::TurnPush>(1500);
+  EXPECT_TRUE(!tb || tb->turns.count == 0) << "pushed a partner that takes no turns";
+  EXPECT_TRUE(!tb || !tb->send_edges) << "asked for edges that would reach no one";
 }
 
 // The same two jobs where their NICs (200 Mbit/s) are the narrow links and the racks' uplinks
