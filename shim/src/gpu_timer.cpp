@@ -25,14 +25,13 @@ int64_t CalibrateHostMinusGpu(const int64_t* host_ns, const int64_t* gpu_ns, int
 }
 
 bool GpuTimer::Prepare(const CudaDriver& d, CUmodule mod, char* why, size_t why_size) noexcept {
-  if (d.module_get_function(&kernel_, mod, "metronome_timer_kernel") != CUDA_SUCCESS) {
-    kernel_ = nullptr;
+  CUfunction kernel = nullptr;
+  if (d.module_get_function(&kernel, mod, "metronome_timer_kernel") != CUDA_SUCCESS) {
     std::snprintf(why, why_size, "no timer kernel");
     return false;
   }
   CUresult r = d.mem_host_alloc(&host_, 64, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
   if (r != CUDA_SUCCESS) {
-    kernel_ = nullptr;
     std::snprintf(why, why_size, "no mapped memory, CUDA error %d", static_cast<int>(r));
     return false;
   }
@@ -40,11 +39,11 @@ bool GpuTimer::Prepare(const CudaDriver& d, CUmodule mod, char* why, size_t why_
   // the application's CUDA context.
   r = d.mem_host_get_device_pointer(&dev_, host_, 0);
   if (r != CUDA_SUCCESS || dev_ == 0) {
-    kernel_ = nullptr;
     std::snprintf(why, why_size, "no device address for mapped memory, CUDA error %d",
                   static_cast<int>(r));
     return false;
   }
+  kernel_ = kernel;  // Prepared() from here on
   return true;
 }
 

@@ -498,8 +498,12 @@ TEST(SchedulerEndpoint, AJobThatCannotTakeTurnsIsNobodysPartner) {
   ASSERT_TRUE(p.s.Ready()) << p.s.Log();
   ReportPhases(p.a, 300, 300, {});
   ReportPhases(p.b, 250, 250, {});
-  // The sets are computed at the tick after the reports (100 ms): a second covers it, as the
-  // other test's pushes show.
+  // Once both are profiled the sets are computed again within a second (TurnsRefresh).
+  ASSERT_TRUE(WaitFor([&] {
+    const auto a = p.s.Get("/api/v1/jobs/a");
+    const auto b = p.s.Get("/api/v1/jobs/b");
+    return a && b && !(*a)["profile"].is_null() && !(*b)["profile"].is_null();
+  })) << p.s.Log();
   const auto tb = p.b.r0->Expect<proto::TurnPush>(1500);
   EXPECT_TRUE(!tb || tb->turns.count == 0) << "pushed a partner that takes no turns";
   EXPECT_TRUE(!tb || !tb->send_edges) << "asked for edges that would reach no one";
