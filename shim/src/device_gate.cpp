@@ -68,6 +68,9 @@ struct State {
   std::atomic<int> wake_fd{-1};
   std::atomic<bool> any{false};
   std::atomic<bool> disabled{false};  // in a forked child
+  // How StreamIsCapturing asks (CaptureQuery); resolved once, by Prepare or the first query.
+  std::atomic<int> capture_query{0};
+  std::atomic<int (*)(cudaStream_t, int*)> capture_runtime{nullptr};
   // The watchdog (background thread): the kernel launch count it last saw running on each slot,
   // and since when (local time).
   uint64_t watched_launch[DeviceGate::kMaxSlots] = {};
@@ -77,6 +80,25 @@ struct State {
 State& S() {
   static State* s = new State();  // never destroyed
   return *s;
+}
+
+// How a stream's capture status is asked: the application's CUDA runtime where it has one (its
+// own answer), else the driver's entry point, else not at all (no CUDA: nothing is captured).
+enum CaptureQuery : int { kCaptureUnresolved = 0, kCaptureRuntime, kCaptureDriver, kCaptureNone };
+
+// Under s.mu. The runtime function is stored before the state that says to use it (release).
+void ResolveCaptureQuery(State& s) {
+  if (s.capture_query.load(std::memory_order_acquire) != kCaptureUnresolved) return;
+  using RuntimeFn = int (*)(cudaStream_t, int*);
+  const auto found = reinterpret_cast<RuntimeFn>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
+  s.capture_runtime.store(found, std::memory_order_relaxed);
+  int q = kCaptureNone;
+  if (found != nullptr) {
+    q = kCaptureRuntime;
+  } else if (!s.disabled.load() && s.drv.Load(false) && s.drv.stream_is_capturing != nullptr) {
+    q = kCaptureDriver;
+  }
+  s.capture_query.store(q, std::memory_order_release);
 }
 
 void LogUnavailableOnce(State& s, const char* why) {
@@ -219,6 +241,9 @@ int DeviceGate::Prepare(ncclComm_t comm, int64_t max_wait_cap_ns, uint64_t& owne
                                 : "this process does not use CUDA (libcuda.so.1 not loaded)");
     return -1;
   }
+  // Resolved here, off the caller's path (a communicator's set-up), so that its first query
+  // finds it.
+  ResolveCaptureQuery(s);
   CUcontext ctx = nullptr;
   if (s.drv.ctx_get_current(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
     LogUnavailableOnce(s, "no GPU or no current CUDA context");
@@ -365,34 +390,26 @@ bool DeviceGate::EnqueueEndEdge(int slot, cudaStream_t stream) noexcept {
 
 bool DeviceGate::StreamIsCapturing(cudaStream_t stream) noexcept {
   if (stream == nullptr) return false;  // the legacy default stream cannot be captured
-  using RuntimeFn = int (*)(cudaStream_t, int*);
-  static std::atomic<int> state{0};  // 0 unresolved, 1 runtime, 2 driver, 3 none
-  // Atomic: threads that find state 0 at once resolve it together.
-  static std::atomic<RuntimeFn> runtime_fn{nullptr};
-  int st = state.load(std::memory_order_acquire);
-  if (st == 0) {
-    const auto found = reinterpret_cast<RuntimeFn>(dlsym(RTLD_DEFAULT, "cudaStreamIsCapturing"));
-    runtime_fn.store(found, std::memory_order_relaxed);
-    if (found != nullptr) {
-      st = 1;
-    } else if (S().disabled.load()) {
-      st = 3;
-    } else {
-      State& s = S();
-      std::lock_guard<std::mutex> lock(s.mu);
-      st = s.drv.Load(false) && s.drv.stream_is_capturing != nullptr ? 2 : 3;
-    }
-    state.store(st, std::memory_order_release);
+  State& s = S();
+  int st = s.capture_query.load(std::memory_order_acquire);
+  if (st == kCaptureUnresolved) {
+    if (s.disabled.load()) return false;
+    // The caller's path never waits for the lock (a calibration holds it for up to 200 ms):
+    // while another thread holds it, the answer is unknown, as when the query fails.
+    std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
+    if (!lock.owns_lock()) return true;
+    ResolveCaptureQuery(s);
+    st = s.capture_query.load(std::memory_order_relaxed);
   }
-  if (st == 1) {
-    // Set before state 1 was published (release/acquire).
-    const RuntimeFn fn = runtime_fn.load(std::memory_order_relaxed);
+  if (st == kCaptureRuntime) {
+    // Stored before the state was published (release/acquire).
+    const auto fn = s.capture_runtime.load(std::memory_order_relaxed);
     int status = 0;
     return fn != nullptr && fn(stream, &status) == 0 && status != 0;
   }
-  if (st == 2) {
+  if (st == kCaptureDriver) {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    const CUresult r = S().drv.stream_is_capturing(reinterpret_cast<CUstream>(stream), &status);
+    const CUresult r = s.drv.stream_is_capturing(reinterpret_cast<CUstream>(stream), &status);
     if (r != CUDA_SUCCESS) {
       // Unknown: it may be capturing, and a host wait then only delays the capture. The phase
       // goes ungated (observed).

@@ -679,6 +679,31 @@ TEST(DeviceGateSlots, OneWriterAtATimeAndOnlyTheSlotsOwner) {
   RunChild("", nullptr);
 }
 
+// The caller's path never waits for the gate's lock: here a communicator's set-up holds it for
+// the first calibration of a timer that never answers (its 200 ms bound), and the capture query
+// of another thread's collective answers meanwhile (it is resolved before that calibration).
+TEST(DeviceGateSlots, TheCaptureQueryDoesNotWaitForACalibration) {
+  if (InChild()) {
+    std::atomic<bool> prepared{false};
+    std::thread setup([&] {
+      uint64_t owner = 0;
+      DeviceGate::Prepare(nullptr, kCapNs, owner);
+      prepared.store(true);
+    });
+    // The slots are allocated under the lock, before the context's calibration.
+    while (Slots() == nullptr) std::this_thread::yield();
+    CUstream stream = nullptr;
+    ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+    EXPECT_FALSE(DeviceGate::StreamIsCapturing(stream));
+    EXPECT_FALSE(prepared.load()) << "the query waited for the set-up to let go of the lock";
+    setup.join();
+    EXPECT_EQ(DeviceGate::Status(), DeviceGateStatus::kWaitValue) << "the timer was calibrated";
+    cuStreamDestroy(stream);
+    EndChild();
+  }
+  RunChild("", "notimer");
+}
+
 // After the context steps down from the kernels (here a launch fails), the slot's last stamps
 // are no longer the stream's: no edges are reported from it.
 TEST(DeviceGateSlots, NoEdgesOnceTheContextStepsDown) {
