@@ -237,14 +237,15 @@ std::map<std::string, Timetable> LastPlanOf(const nlohmann::json& list, size_t* 
       }
       Timetable t;
       t.period_ns = ns(j.period_ms);
-      t.offset_ns = ns(j.offset_ms) % t.period_ns;
       t.window_ns = ns(j.window_ms);
-      t.late_slack_ns = ns(j.late_slack_ms);
-      t.max_wait_ns = t.period_ns - t.window_ns;
+      // Checked before the modulo: a period under a nanosecond rounds to 0.
       if (t.period_ns < limits.min_period_ns || t.window_ns >= t.period_ns) {
         ++bad;
         continue;
       }
+      t.offset_ns = ns(j.offset_ms) % t.period_ns;
+      t.late_slack_ns = ns(j.late_slack_ms);
+      t.max_wait_ns = t.period_ns - t.window_ns;
       out.emplace(j.name, t);  // a job on several links is listed on each, the same
     }
   }

@@ -152,6 +152,8 @@ TEST(Kubernetes, LastPlanFromTheLinkSchedules) {
   };
   nlohmann::json be = job("drifter", 300, 0, 300);
   be["bestEffort"] = true;
+  nlohmann::json tiny = job("tiny", 1e-7, 0, 5e-8);  // a period that rounds to 0 ns
+  tiny["lateSlackMs"] = 0;
   const nlohmann::json list = {
       {"items",
        {{{"status", {{"jobs", {job("a", 210.000001, 5.25, 160), job("b", 210.000001, 170, 30)}}}}},
@@ -159,7 +161,7 @@ TEST(Kubernetes, LastPlanFromTheLinkSchedules) {
         {{"status",
           {{"jobs",
             {job("huge", 1e300, 0, 1), job("negative", 100, -1, 10), job("wide", 100, 0, 100),
-             job("nan", 100, 0, std::nan("")), job("backwards", -100, 0, 10)}}}}},
+             job("nan", 100, 0, std::nan("")), job("backwards", -100, 0, 10), tiny}}}}},
         {{"status", {{"jobs", "not a list"}}}},
         {{"metadata", {{"name", "no-status"}}}}}}};
   size_t skipped = 0;
@@ -172,8 +174,9 @@ TEST(Kubernetes, LastPlanFromTheLinkSchedules) {
   EXPECT_EQ(a.late_slack_ns, 2'500'000);
   EXPECT_EQ(a.max_wait_ns, a.period_ns - a.window_ns);
   EXPECT_EQ(plan.at("b").offset_ns, 170 * kMs);
-  // huge, negative, wide, nan, backwards, and the status whose jobs are no list
-  EXPECT_EQ(skipped, 6u);
+  // huge, negative, wide, nan, backwards, tiny, and the status
+  // whose jobs are no list
+  EXPECT_EQ(skipped, 7u);
   EXPECT_TRUE(LastPlanOf(nlohmann::json::array()).empty());
   EXPECT_TRUE(LastPlanOf(nlohmann::json{{"items", 3}}).empty());
 }
