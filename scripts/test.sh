@@ -3,11 +3,13 @@
 #   scripts/test.sh              everything CI runs: the source checks (scripts/check.sh),
 #                                release tests, clang-tidy on what changed since .ci/tidy-base
 #                                (scripts/tidy.sh --changed), the same tests under
-#                                AddressSanitizer + UndefinedBehaviorSanitizer, short fuzz runs
+#                                AddressSanitizer + UndefinedBehaviorSanitizer, the tests of state
+#                                that threads share under ThreadSanitizer, short fuzz runs
 #   scripts/test.sh check        only the source checks (formatting, Python and shell lint;
 #                                clang-tidy too when build/release exists)
 #   scripts/test.sh release      only the release build, its tests and clang-tidy
 #   scripts/test.sh sanitize     only the sanitizer build and its tests
+#   scripts/test.sh tsan         only the ThreadSanitizer build of those tests, and them
 #   scripts/test.sh fuzz         only the libFuzzer targets (FUZZ_SECONDS each, default 20)
 # Extra arguments after the mode go to ctest (e.g. scripts/test.sh release -L unit).
 set -euo pipefail
@@ -55,6 +57,16 @@ run_preset() {
   fi
 }
 
+# The extender's and the Kubernetes client's tests serve requests from several threads at once,
+# all in this project's code (ZeroMQ's threads would need an instrumented libzmq).
+run_tsan() {
+  phase "tsan: configure and build (ThreadSanitizer)"
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan
+  phase "tsan: test"
+  ctest --preset tsan "$@"
+}
+
 run_fuzz() {
   phase "fuzz: configure and build (clang)"
   cmake --preset fuzz -DMETRONOME_FUZZ_SECONDS="${FUZZ_SECONDS:-20}" >/dev/null
@@ -71,13 +83,15 @@ case "$mode" in
     bash scripts/check.sh --no-tidy # clang-tidy runs after the release build
     run_preset release "$@"
     run_preset sanitize "$@"
+    run_tsan
     run_fuzz
     ;;
   check) bash scripts/check.sh ;;
   release | sanitize) run_preset "$mode" "$@" ;;
+  tsan) run_tsan "$@" ;;
   fuzz) run_fuzz "$@" ;;
   *)
-    echo "usage: scripts/test.sh [all|check|release|sanitize|fuzz] [ctest args...]" >&2
+    echo "usage: scripts/test.sh [all|check|release|sanitize|tsan|fuzz] [ctest args...]" >&2
     exit 2
     ;;
 esac

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 
 #include "metronome/planner/what_if.hpp"
@@ -120,6 +121,10 @@ class Evaluation {
     }
     const double weight = pl::PriorityWeight(priority);
     std::vector<const std::vector<pl::LinkId>*> crossed(out.size(), nullptr);
+    // The snapshot's own planner is shared by the requests served at once; a copy without the
+    // job is this request's.
+    std::unique_lock<std::mutex> shared(snap_.planner_mu, std::defer_lock);
+    if (planner == &snap_.planner) shared.lock();
     for (const Group& g : groups) {
       std::vector<pl::WhatIfResult> results;
       try {

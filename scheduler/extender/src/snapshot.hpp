@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -24,7 +25,10 @@ struct Extender::Snapshot {
   explicit Snapshot(pl::Topology topology) : planner(std::move(topology)) {}
 
   uint64_t version = 0;
-  pl::OnlinePlanner planner;                 // the topology and the current plan
+  pl::OnlinePlanner planner;  // the topology and the current plan
+  // The planner's queries (WhatIf) use its scratch space, even through a const reference: the
+  // requests that read this snapshot at once take turns on it.
+  mutable std::mutex planner_mu;
   std::vector<pl::Job> jobs;                 // as adopted
   pl::Plan plan;                             // the service's timetables, as adopted
   controller::NodeIndex nodes;               // node names (and the unknown-nodes link) in `planner`
