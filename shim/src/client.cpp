@@ -112,6 +112,7 @@ void Client::AbandonAfterFork() noexcept {
 
 void Client::Run() noexcept {
   pthread_setname_np(pthread_self(), "metronome");
+  DeviceGate::ServeWaits(true);
   try {
     Loop();
     if (transport_) {
@@ -122,7 +123,7 @@ void Client::Run() noexcept {
     MLOG_ERROR("background thread stopped on an unexpected error: running ungated");
     for (JobState* j : rt_.Jobs()) j->store.Clear();
   }
-  DeviceGate::ReleaseAll();
+  DeviceGate::ServeWaits(false);
   done_.store(true);
 }
 

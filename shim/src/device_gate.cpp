@@ -41,6 +41,21 @@ struct ContextEntry {
 
 constexpr int kMaxContexts = 16;
 
+// A stream wait's release: ticket `ticket` at `until_mono` (CLOCK_MONOTONIC, so that a step of
+// the wall clock does not move it). The ticket is stored last (release).
+struct PendingWait {
+  std::atomic<int64_t> until_mono{0};
+  std::atomic<uint32_t> ticket{0};
+};
+// Waits one communicator may have pending: a host more than this many gated collectives ahead of
+// its GPU has the oldest released at once.
+constexpr uint32_t kPendingWaits = 16;
+
+// Tickets compare in the wrap-around sense, as the driver's GEQ wait does.
+bool TicketReached(uint32_t value, uint32_t ticket) {
+  return static_cast<int32_t>(value - ticket) >= 0;
+}
+
 struct State {
   std::mutex mu;
   bool logged_unavailable = false;
@@ -60,10 +75,13 @@ struct State {
   ContextEntry* slot_ctx[DeviceGate::kMaxSlots] = {};
   ContextEntry contexts[kMaxContexts];
   int n_contexts = 0;
-  // Stream-wait gate: tickets issued (caller) and pending releases (background thread).
+  // Stream-wait gate: tickets issued (callers), each ticket's release time (a ring per slot,
+  // written by the caller that took the ticket), and the last one the background thread
+  // released. Only while the background thread runs (ServeWaits): nothing else releases them.
   std::atomic<uint32_t> issued[DeviceGate::kMaxSlots] = {};
-  std::atomic<uint32_t> pending_ticket[DeviceGate::kMaxSlots] = {};
-  std::atomic<int64_t> pending_until[DeviceGate::kMaxSlots] = {};
+  PendingWait pending[DeviceGate::kMaxSlots][kPendingWaits];
+  uint32_t serviced[DeviceGate::kMaxSlots] = {};  // background thread
+  std::atomic<bool> waits_served{false};
   std::atomic<int64_t> server_minus_local{0};
   std::atomic<int> wake_fd{-1};
   std::atomic<bool> any{false};
@@ -80,6 +98,18 @@ struct State {
 State& S() {
   static State* s = new State();  // never destroyed
   return *s;
+}
+
+// Moves a slot's release word up to `ticket`, never back: the background thread, a communicator's
+// end and the client's stop all write it, and a stream wait whose ticket was released once must
+// not be held again (the GPU may reach it later).
+void RaiseRelease(DeviceGateSlot& g, uint32_t ticket) {
+  auto* word = const_cast<uint32_t*>(&g.release);
+  uint32_t cur = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  while (
+      !TicketReached(cur, ticket) &&
+      !__atomic_compare_exchange_n(word, &cur, ticket, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  }
 }
 
 // How a stream's capture status is asked: the application's CUDA runtime where it has one (its
@@ -285,7 +315,7 @@ int DeviceGate::Prepare(ncclComm_t comm, int64_t max_wait_cap_ns, uint64_t& owne
     g.turn_wait_ns = 0;
     g.edge_begun_gpu_ns = 0;
     g.edge_ended_gpu_ns = 0;
-    g.release = s.issued[i].load();
+    RaiseRelease(g, s.issued[i].load());
     WriteServerOffset(s, i);
     owner = ++s.prepared;
     s.owner[i].store(owner, std::memory_order_release);  // after the slot is set up (Edges)
@@ -299,9 +329,12 @@ void DeviceGate::ReleaseSlot(int slot) noexcept {
   State& s = S();
   if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr || s.disabled.load()) return;
   std::lock_guard<std::mutex> lock(s.mu);
-  s.slots[slot].valid = 0;
-  s.slots[slot].release = s.issued[slot].load();
-  s.pending_ticket[slot].store(0);
+  DeviceGateSlot& g = s.slots[slot];
+  g.valid = 0;
+  // A kernel still held on the slot would no longer be watched: it is let go.
+  g.cancel = g.cancel + 1;
+  __sync_synchronize();
+  RaiseRelease(g, s.issued[slot].load());
   s.used[slot] = false;
   s.owner[slot].store(0, std::memory_order_release);
 }
@@ -333,7 +366,10 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
     // A launch that fails leaves this collective to the host gate.
     return Launch(s, *e, e->gate, stream, params, "the gate kernel does not launch");
   }
-  if (status != DeviceGateStatus::kWaitValue || StreamIsCapturing(stream)) return false;
+  if (status != DeviceGateStatus::kWaitValue || !s.waits_served.load() ||
+      StreamIsCapturing(stream)) {
+    return false;
+  }
   // Decided here, at the call: the host's gate memory serves (the kernel keeps its own).
   // It counts (memory, decision) only once it stands: a stream wait that cannot be enqueued
   // leaves the phase to the host gate, which decides again.
@@ -348,15 +384,20 @@ bool DeviceGate::Enqueue(int slot, cudaStream_t stream, const Timetable& tt, con
   const uint32_t ticket = s.issued[slot].fetch_add(1) + 1;
   const CUdeviceptr flag = SlotOnDevice(s, slot) + offsetof(DeviceGateSlot, release);
   const CUresult r = s.drv.stream_wait_value32(cu_stream, flag, ticket, CU_STREAM_WAIT_VALUE_GEQ);
+  // Every ticket taken is published, so that the background thread goes past it in order.
+  PendingWait& p = s.pending[slot][ticket % kPendingWaits];
+  p.until_mono.store(r == CUDA_SUCCESS ? MonotonicNs() + (d.until_ns - RealtimeNs()) : 0,
+                     std::memory_order_relaxed);
+  p.ticket.store(ticket, std::memory_order_release);
   if (r != CUDA_SUCCESS) {
-    s.slots[slot].release = ticket;
+    RaiseRelease(s.slots[slot], ticket);
     Degrade(s, *e, "stream waits fail", static_cast<int>(r));
     return false;
   }
+  // The background thread stopped meanwhile (the process ends): nothing else would release it.
+  if (!s.waits_served.load()) RaiseRelease(s.slots[slot], ticket);
   if (y.phase_start) Remember(memory, d.realigned);
   decided = {true, d};
-  s.pending_until[slot].store(d.until_ns, std::memory_order_relaxed);
-  s.pending_ticket[slot].store(ticket, std::memory_order_release);
   const int fd = s.wake_fd.load(std::memory_order_relaxed);
   if (fd >= 0) {
     const uint64_t one = 1;
@@ -535,19 +576,33 @@ int64_t DeviceGate::ServiceWaits(int64_t now) noexcept {
   State& s = S();
   if (!s.any.load(std::memory_order_relaxed) || s.slots == nullptr) return INT64_MAX;
   int64_t next = Watch(now);
+  // Each slot's tickets in order, each at its own time: a later wait (the host runs ahead of
+  // its GPU) neither delays an earlier one nor is released with it.
   for (int i = 0; i < kMaxSlots; ++i) {
-    const uint32_t ticket = s.pending_ticket[i].load(std::memory_order_acquire);
-    if (ticket == 0) continue;
-    const int64_t until = s.pending_until[i].load(std::memory_order_relaxed);
-    if (until - kSpinLeadNs > now) {
-      next = std::min(next, until - kSpinLeadNs);
-      continue;
+    DeviceGateSlot& g = s.slots[i];
+    const uint32_t issued = s.issued[i].load(std::memory_order_acquire);
+    uint32_t& done = s.serviced[i];
+    const uint32_t released = __atomic_load_n(const_cast<uint32_t*>(&g.release), __ATOMIC_ACQUIRE);
+    if (TicketReached(released, done)) done = released;  // a communicator's end released them
+    while (!TicketReached(done, issued)) {
+      const uint32_t k = done + 1;
+      const PendingWait& p = s.pending[i][k % kPendingWaits];
+      const uint32_t t = p.ticket.load(std::memory_order_acquire);
+      if (t != k && !TicketReached(t, k)) break;  // its caller has not published it yet
+      // At its time; at once where a later ticket took its place in the ring (more waits
+      // pending than it holds).
+      if (t == k) {
+        const int64_t mono = MonotonicNs();
+        const int64_t left = p.until_mono.load(std::memory_order_relaxed) - mono;
+        if (left > kSpinLeadNs) {
+          next = std::min(next, now + left - kSpinLeadNs);
+          break;
+        }
+        if (left > 0) SleepUntilRealtime(RealtimeNs() + left);
+      }
+      RaiseRelease(g, k);
+      done = k;
     }
-    SleepUntilRealtime(until);
-    s.slots[i].release = ticket;
-    __sync_synchronize();
-    uint32_t expected = ticket;
-    s.pending_ticket[i].compare_exchange_strong(expected, 0);
   }
   return next;
 }
@@ -556,6 +611,9 @@ int64_t DeviceGate::Watch(int64_t now) noexcept {
   State& s = S();
   std::unique_lock<std::mutex> lock(s.mu, std::try_to_lock);
   if (!lock.owns_lock()) return now + kWatchPollNs;  // Prepare or a Degrade: look again soon
+  // How long a kernel has held is timed on CLOCK_MONOTONIC: a step of the wall clock neither
+  // releases one that waits legitimately nor hides one that is stuck.
+  const int64_t mono = MonotonicNs();
   bool kernels = false;
   for (int i = 0; i < kMaxSlots; ++i) {
     ContextEntry* e = s.slot_ctx[i];
@@ -567,19 +625,19 @@ int64_t DeviceGate::Watch(int64_t now) noexcept {
     kernels = true;                         // this one, whatever the context gates with now
     if (launched != s.watched_launch[i]) {  // another kernel runs now: it starts its clock
       s.watched_launch[i] = launched;
-      s.watched_since[i] = now;
+      s.watched_since[i] = mono;
       continue;
     }
     // No kernel holds a stream longer than the cap (realigning or yielding; a plain wait's max
     // wait is below it). One still there after that, and the margin the watchdog's own polling
     // takes, is stuck: every kernel of the context's slots is released (the same GPU timer and
     // code), and the context gates on without them.
-    if (now - s.watched_since[i] <= g.max_wait_cap_ns + kWatchPollNs) continue;
+    if (mono - s.watched_since[i] <= g.max_wait_cap_ns + kWatchPollNs) continue;
     for (int j = 0; j < kMaxSlots; ++j) {
       if (s.used[j] && s.slot_ctx[j] == e) s.slots[j].cancel = s.slots[j].cancel + 1;
     }
     __sync_synchronize();
-    s.watched_since[i] = now;
+    s.watched_since[i] = mono;
     Degrade(s, *e, "a gate kernel overstayed its bound and was released", 0);
   }
   return kernels ? now + kWatchPollNs : INT64_MAX;
@@ -588,11 +646,14 @@ int64_t DeviceGate::Watch(int64_t now) noexcept {
 void DeviceGate::ReleaseAll() noexcept {
   State& s = S();
   if (s.slots == nullptr) return;
-  for (int i = 0; i < kMaxSlots; ++i) {
-    s.slots[i].release = s.issued[i].load();
-    s.pending_ticket[i].store(0);
-  }
-  __sync_synchronize();
+  for (int i = 0; i < kMaxSlots; ++i) RaiseRelease(s.slots[i], s.issued[i].load());
+}
+
+void DeviceGate::ServeWaits(bool serving) noexcept {
+  State& s = S();
+  // Cleared before the release: a caller that enqueued a wait after it releases its own.
+  s.waits_served.store(serving);
+  if (!serving) ReleaseAll();
 }
 
 void DeviceGate::ForgetAfterFork() noexcept {
@@ -632,8 +693,11 @@ int64_t DeviceGate::HostMinusGpuNs() noexcept {
 void DeviceGate::Recalibrate(int64_t now) noexcept {
 #if METRONOME_HAVE_GATE_KERNEL
   State& s = S();
+  // Once a second; a step of the wall clock back, which it looks for, must not put the next
+  // look off by the step.
+  const int64_t wait = s.next_recalibration_check_ns - now;
   if (!s.any.load(std::memory_order_relaxed) || s.disabled.load() ||
-      now < s.next_recalibration_check_ns) {
+      (wait > 0 && wait <= kRecalibrateCheckNs)) {
     return;
   }
   s.next_recalibration_check_ns = now + kRecalibrateCheckNs;

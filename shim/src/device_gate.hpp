@@ -113,6 +113,10 @@ class DeviceGate {
   static int64_t Watch(int64_t now_local_ns) noexcept;
   static constexpr int64_t kWatchPollNs = 10'000'000;
   static void ReleaseAll() noexcept;
+  // Whether the background thread runs ServiceWaits: stream waits are enqueued only while it
+  // does (the caller's gate decides on the host otherwise), and every pending one is released
+  // when it stops.
+  static void ServeWaits(bool serving) noexcept;
   static void ForgetAfterFork() noexcept;
 
   // What the kernel counted on a slot: phases it held until a window, phases it let go because

@@ -96,12 +96,14 @@ bool GpuTimer::Calibrate(const CudaDriver& d, int64_t now, int64_t start_wait_ns
   static int64_t gs[kSamples];
   int n = 0;
   // Wait for the kernel to start (first launch on a context can take a while), then sample.
-  const int64_t start_deadline = RealtimeNs() + start_wait_ns;
-  while (*out == 0 && RealtimeNs() < start_deadline) {
+  // Bounded on CLOCK_MONOTONIC (a step of the wall clock must not stretch them); the samples
+  // pair the GPU's timer with the wall clock.
+  const int64_t start_deadline = MonotonicNs() + start_wait_ns;
+  while (*out == 0 && MonotonicNs() < start_deadline) {
   }
   const bool started = *out != 0;
-  const int64_t deadline = RealtimeNs() + 2'000'000;
-  while (started && n < kSamples && RealtimeNs() < deadline) {
+  const int64_t deadline = MonotonicNs() + 2'000'000;
+  while (started && n < kSamples && MonotonicNs() < deadline) {
     const int64_t h1 = RealtimeNs();
     const int64_t g = *out;
     const int64_t h2 = RealtimeNs();

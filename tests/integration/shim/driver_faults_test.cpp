@@ -6,9 +6,11 @@
 // collective is held beyond the wait cap, and that no thread is left behind.
 #include <cuda.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,6 +30,25 @@
 
 extern "C" void* MetronomeFakeCudaHostAlloc(int i);  // fake_cuda_driver.cpp
 extern "C" void MetronomeFakeCudaFailFromNow(const char* entry);
+
+namespace {
+// A step of the wall clock, as NTP makes one: this program's clock_gettime adds it to
+// CLOCK_REALTIME while a test sets one (0 otherwise; the monotonic clocks are left alone).
+std::atomic<int64_t> realtime_shift_ns{0};
+using ClockGettime = int (*)(clockid_t, timespec*);
+}  // namespace
+
+extern "C" int clock_gettime(clockid_t clock, timespec* ts) noexcept {
+  static const auto kReal = reinterpret_cast<ClockGettime>(dlsym(RTLD_NEXT, "clock_gettime"));
+  const int r = kReal(clock, ts);
+  const int64_t shift = realtime_shift_ns.load(std::memory_order_relaxed);
+  if (r == 0 && clock == CLOCK_REALTIME && shift != 0) {
+    const int64_t t = static_cast<int64_t>(ts->tv_sec) * 1'000'000'000 + ts->tv_nsec + shift;
+    ts->tv_sec = static_cast<time_t>(t / 1'000'000'000);
+    ts->tv_nsec = static_cast<long>(t % 1'000'000'000);
+  }
+  return r;
+}
 
 namespace metronome::shim {
 namespace {
@@ -702,6 +723,138 @@ TEST(DeviceGateSlots, TheCaptureQueryDoesNotWaitForACalibration) {
     EndChild();
   }
   RunChild("", "notimer");
+}
+
+// Stream waits (a GPU without the gate kernel), decided on the host at the call, released by
+// the background thread (here the test's calls of ServiceWaits).
+struct StreamWaits {
+  int slot = -1;
+  uint64_t owner = 0;
+  CUstream stream = nullptr;
+  GateMemory memory;
+  // A wait until `in` from now: true when it is on the stream.
+  bool WaitFor(int64_t in) {
+    const int64_t now = RealtimeNs();
+    const Timetable tt{1, now + in, 1'000'000'000, 0, 5'000'000, 0, 1'000'000'000};
+    DeviceGate::HostDecision decided;
+    memory = GateMemory{};
+    const bool on =
+        DeviceGate::Enqueue(slot, stream, tt, YieldRequest{}, 0, 1'000'000'000, memory, decided);
+    return on && decided.decided && decided.decision.action == GateAction::kWaitUntil;
+  }
+  uint32_t Released() const { return Slots()[slot].release; }
+};
+StreamWaits WithStreamWaits() {
+  setenv("METRONOME_FAKE_CUDA_SM", "70", 1);
+  StreamWaits w;
+  w.slot = DeviceGate::Prepare(nullptr, kCapNs, w.owner);
+  EXPECT_GE(w.slot, 0);
+  EXPECT_EQ(DeviceGate::Status(), DeviceGateStatus::kWaitValue);
+  EXPECT_EQ(cuStreamCreate(&w.stream, 0), CUDA_SUCCESS);
+  return w;
+}
+
+// A host ahead of its GPU enqueues the next wait before the last one is due: each is released
+// at its own time, in order (they were released together, at the later one's).
+TEST(StreamWaits, EachIsReleasedAtItsOwnTime) {
+  if (InChild()) {
+    StreamWaits w = WithStreamWaits();
+    ASSERT_GE(w.slot, 0);
+    DeviceGate::ServeWaits(true);
+    const uint32_t before = w.Released();
+    const int64_t start = MonotonicNs();
+    ASSERT_TRUE(w.WaitFor(30 * kMs));
+    ASSERT_TRUE(w.WaitFor(400 * kMs));
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    DeviceGate::ServiceWaits(RealtimeNs());
+    EXPECT_EQ(w.Released(), before + 1) << "the first wait, due 30 ms after the call, after "
+                                        << (MonotonicNs() - start) / kMs << " ms";
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    DeviceGate::ServiceWaits(RealtimeNs());
+    EXPECT_EQ(w.Released(), before + 2);
+    DeviceGate::ServeWaits(false);
+    cuStreamDestroy(w.stream);
+    EndChild();
+  }
+  RunChild("", nullptr);
+}
+
+// NTP steps the clock back by ten seconds while a stream waits for a window 30 ms away: the
+// wait is released after its 30 ms, not ten seconds later.
+TEST(StreamWaits, AStepOfTheWallClockDoesNotStretchOne) {
+  if (InChild()) {
+    StreamWaits w = WithStreamWaits();
+    ASSERT_GE(w.slot, 0);
+    DeviceGate::ServeWaits(true);
+    const uint32_t before = w.Released();
+    const int64_t start = MonotonicNs();
+    ASSERT_TRUE(w.WaitFor(30 * kMs));
+    realtime_shift_ns.store(-10'000'000'000);
+    while (w.Released() == before && MonotonicNs() - start < 3'000 * kMs) {
+      DeviceGate::ServiceWaits(RealtimeNs());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const int64_t held = MonotonicNs() - start;
+    realtime_shift_ns.store(0);
+    EXPECT_EQ(w.Released(), before + 1);
+    EXPECT_LT(held, 2'000 * kMs) << "held for the step";
+    DeviceGate::ServeWaits(false);
+    cuStreamDestroy(w.stream);
+    EndChild();
+  }
+  RunChild("", nullptr);
+}
+
+// Only the background thread releases stream waits: while it does not run (not yet, or no
+// longer, as the process ends) none is enqueued (the host decides), and one enqueued as it
+// stops is released.
+TEST(StreamWaits, NoneWithoutTheBackgroundThread) {
+  if (InChild()) {
+    StreamWaits w = WithStreamWaits();
+    ASSERT_GE(w.slot, 0);
+    EXPECT_FALSE(w.WaitFor(30 * kMs)) << "a wait that nothing would release";
+    DeviceGate::ServeWaits(true);
+    ASSERT_TRUE(w.WaitFor(500 * kMs));
+    const uint32_t issued = w.Released() + 1;
+    DeviceGate::ServeWaits(false);
+    EXPECT_EQ(w.Released(), issued) << "a pending wait outlived the background thread";
+    EXPECT_FALSE(w.WaitFor(30 * kMs));
+    cuStreamDestroy(w.stream);
+    EndChild();
+  }
+  RunChild("", nullptr);
+}
+
+// A gate kernel whose GPU timer stands still holds its stream until the watchdog releases it;
+// the watchdog looks only at slots in use, so a communicator's end lets its kernel go itself.
+TEST(DeviceGateSlots, AKernelHeldOnAReleasedSlotIsLetGo) {
+  if (InChild()) {
+    uint64_t owner = 0;
+    const int slot = DeviceGate::Prepare(nullptr, kCapNs, owner);
+    ASSERT_GE(slot, 0);
+    ASSERT_EQ(DeviceGate::Status(), DeviceGateStatus::kKernel);
+    const int64_t now = RealtimeNs();
+    const Timetable tt{1, now + 40 * kMs, 1'000'000'000, 0, 5'000'000, 0, 1'000'000'000};
+    DeviceGate::Publish(slot, owner, &tt, YieldSet{}, kCapNs);
+    CUstream stream = nullptr;
+    ASSERT_EQ(cuStreamCreate(&stream, 0), CUDA_SUCCESS);
+    GateMemory memory;
+    DeviceGate::HostDecision decided;
+    ASSERT_TRUE(DeviceGate::Enqueue(slot, stream, tt, YieldRequest{}, 0, kCapNs, memory, decided));
+    EXPECT_FALSE(decided.decided) << "the kernel decides";
+    std::atomic<int64_t> reached{0};
+    ASSERT_EQ(cuLaunchHostFunc(stream, StampOnStream, &reached), CUDA_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(reached.load(), 0) << "the kernel did not hold (its timer should stand still)";
+    DeviceGate::ReleaseSlot(slot);
+    const int64_t start = MonotonicNs();
+    while (reached.load() == 0 && MonotonicNs() - start < 2'000 * kMs) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT_NE(reached.load(), 0) << "the stream is still held";
+    EndChild();  // a stream thread still held would be ended with the child
+  }
+  RunChild("", "hang");
 }
 
 // After the context steps down from the kernels (here a launch fails), the slot's last stamps
