@@ -24,11 +24,11 @@ class Evaluation {
       : snap_(snap), config_(config), models_(models), args_(args) {}
 
   // False when the pod's job or profile is unknown (neutral answers).
-  bool Run(std::vector<Verdict>& out, bool explain, bool& no_job, bool& no_profile) {
+  bool Run(std::vector<Verdict>& out, bool explain, Shortfall& why) {
     out.assign(args_.names.size(), Verdict{});
     const PodInfo& pod = args_.pod;
     if (pod.job.empty()) {
-      no_job = true;
+      why.no_job = true;
       return false;
     }
     int priority = pod.priority;
@@ -58,6 +58,7 @@ class Evaluation {
         without->Adopt(jobs, snap_.plan);
       } catch (const std::exception& e) {
         spdlog::warn("extender: cannot take job {} out of the plan: {}", pod.job, e.what());
+        why.refused = true;
         return false;
       }
       planner = without.get();
@@ -116,7 +117,7 @@ class Evaluation {
       g->links.push_back(std::move(links));
     }
     if (groups.empty()) {
-      no_profile = true;
+      why.no_profile = true;
       return false;
     }
     const double weight = pl::PriorityWeight(priority);
@@ -131,6 +132,7 @@ class Evaluation {
         results = pl::WhatIf(*planner, g.job, g.candidates);
       } catch (const std::exception& e) {
         spdlog::warn("extender: what-if for job {} failed: {}", pod.job, e.what());
+        why.refused = true;
         continue;  // no opinion on these candidates
       }
       for (size_t k = 0; k < g.members.size(); ++k) {
@@ -220,8 +222,8 @@ class Evaluation {
 
 bool Evaluate(const Extender::Snapshot& snap, const ExtenderConfig& config,
               const models::ModelTable* models, const Args& args, std::vector<Verdict>& out,
-              bool explain, bool& no_job, bool& no_profile) {
-  return Evaluation(snap, config, models, args).Run(out, explain, no_job, no_profile);
+              bool explain, Shortfall& why) {
+  return Evaluation(snap, config, models, args).Run(out, explain, why);
 }
 
 int ScoreOf(double cost, const ExtenderConfig& config) {

@@ -20,12 +20,21 @@ struct Verdict {
   std::string reason;
 };
 
+// Why a request's candidates got no opinion (the extender counts each).
+struct Shortfall {
+  bool no_job = false;      // the pod names no job
+  bool no_profile = false;  // its job has no traffic profile
+  // The planner refused the job as the pod describes it (e.g. numbers beyond its limits): no
+  // opinion on the candidates it refused.
+  bool refused = false;
+};
+
 // The planner's what-if for every candidate of `args` (one verdict each, in request order);
-// `explain` fills the reasons. False when the pod's job (`no_job`) or its profile (`no_profile`)
-// is unknown: the verdicts then stay neutral.
+// `explain` fills the reasons. False when the pod's job or its profile is unknown, or the
+// planner refused it (`why`): the verdicts then stay neutral.
 bool Evaluate(const Extender::Snapshot& snap, const ExtenderConfig& config,
               const models::ModelTable* models, const Args& args, std::vector<Verdict>& out,
-              bool explain, bool& no_job, bool& no_profile);
+              bool explain, Shortfall& why);
 
 // kube-scheduler's MaxExtenderPriority.
 inline constexpr int kMaxScore = 10;

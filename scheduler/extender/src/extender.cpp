@@ -117,13 +117,12 @@ ExtenderResponse Extender::HandleFilter(std::string_view body) {
     auto snap = Current();
     if (auto unknown = Unknown(*snap, args, config_); !unknown.empty()) snap = Learn(unknown);
 
+    CountUnreadAnnotations(args.pod_hash, args.pod.namespace_name + "/" + args.pod.name,
+                           args.pod_warnings);
     std::vector<Verdict> verdicts;
-    bool no_job = false;
-    bool no_profile = false;
-    const bool scored =
-        Evaluate(*snap, config_, models_.get(), args, verdicts, true, no_job, no_profile);
-    if (no_job) ++pods_without_job_;
-    if (no_profile) ++pods_without_profile_;
+    Shortfall why;
+    const bool scored = Evaluate(*snap, config_, models_.get(), args, verdicts, true, why);
+    CountShortfall(why.no_job, why.no_profile, why.refused);
     {
       Decisions::Entry e;
       e.pod_hash = args.pod_hash;
@@ -200,16 +199,16 @@ ExtenderResponse Extender::HandlePrioritize(std::string_view body) {
     auto snap = Current();
     if (auto unknown = Unknown(*snap, args, config_); !unknown.empty()) snap = Learn(unknown);
 
+    CountUnreadAnnotations(args.pod_hash, args.pod.namespace_name + "/" + args.pod.name,
+                           args.pod_warnings);
     std::vector<Verdict> verdicts;
-    bool no_job = false;
-    bool no_profile = false;
     bool scored = false;
     if (decisions_->Get(args.pod_hash, snap.get(), args.names, scored, verdicts)) {
       ++reused_decisions_;
     } else {
-      scored = Evaluate(*snap, config_, models_.get(), args, verdicts, false, no_job, no_profile);
-      if (no_job) ++pods_without_job_;
-      if (no_profile) ++pods_without_profile_;
+      Shortfall why;
+      scored = Evaluate(*snap, config_, models_.get(), args, verdicts, false, why);
+      CountShortfall(why.no_job, why.no_profile, why.refused);
     }
     Json list = Json::array();
     for (size_t i = 0; i < args.names.size(); ++i) {
@@ -229,6 +228,21 @@ ExtenderResponse Extender::HandlePrioritize(std::string_view body) {
   }
 }
 
+void Extender::CountShortfall(bool no_job, bool no_profile, bool refused) {
+  if (no_job) ++pods_without_job_;
+  if (no_profile) ++pods_without_profile_;
+  if (refused) ++planner_refusals_;
+}
+
+void Extender::CountUnreadAnnotations(size_t pod_hash, const std::string& pod,
+                                      const std::string& warnings) {
+  if (warnings.empty()) return;
+  ++bad_annotations_;
+  if (last_warned_pod_.exchange(pod_hash) != pod_hash) {
+    spdlog::warn("extender: pod {}: {} (ignored)", pod, warnings);
+  }
+}
+
 ExtenderStats Extender::Stats() const {
   ExtenderStats s;
   s.filter_requests = filter_requests_;
@@ -241,6 +255,8 @@ ExtenderStats Extender::Stats() const {
   s.never_starve_passes = never_starve_passes_;
   s.pods_without_job = pods_without_job_;
   s.pods_without_profile = pods_without_profile_;
+  s.planner_refusals = planner_refusals_;
+  s.bad_annotations = bad_annotations_;
   s.snapshot_rebuilds = snapshot_rebuilds_;
   s.reused_decisions = reused_decisions_;
   s.last_latency_us = last_latency_us_;

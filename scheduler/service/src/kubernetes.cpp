@@ -175,9 +175,16 @@ void KubernetesSync::Refresh() {
   if (nodes_ && profiles_ && pods_) {
     const auto stats = ext::ApplyKubeInputs(s, nodes_->Objects(), profiles_->Objects(),
                                             pods_->Objects(), extender_.Config().priority);
-    if (stats.profiles_skipped > 0 || stats.pods_skipped > 0) {
-      spdlog::debug("kubernetes: skipped {} TrafficProfiles and {} pods that do not parse",
-                    stats.profiles_skipped, stats.pods_skipped);
+    const auto profiles = static_cast<uint64_t>(stats.profiles_skipped);
+    const auto pods = static_cast<uint64_t>(stats.pods_skipped);
+    // Said when the count changes (a refresh follows every watch event).
+    const bool profiles_moved = unreadable_profiles_.exchange(profiles) != profiles;
+    const bool pods_moved = unreadable_pods_.exchange(pods) != pods;
+    if (profiles_moved || pods_moved) {
+      if (profiles > 0 || pods > 0) {
+        spdlog::warn("kubernetes: {} TrafficProfiles and {} pods do not parse: left out", profiles,
+                     pods);
+      }
     }
   }
   extender_.UpdateState(std::move(s));
@@ -281,6 +288,7 @@ void KubernetesSync::Start(kube::ClientConfig client_config) {
     Refresh();
     if (config_.verify_pods) PublishPods();
   });
+  collector_ = service_.GetMetrics().AddCollector([this] { return KubeMetricFamilies(Stats()); });
   nodes_->Start();
   profiles_->Start();
   pods_->Start();
@@ -290,6 +298,10 @@ void KubernetesSync::Start(kube::ClientConfig client_config) {
 }
 
 void KubernetesSync::Stop() {
+  if (collector_ >= 0) {
+    service_.GetMetrics().RemoveCollector(collector_);  // waits for a scrape that runs it
+    collector_ = -1;
+  }
   if (writer_.joinable()) {
     writer_.request_stop();
     wake_.notify_all();
@@ -318,6 +330,7 @@ void KubernetesSync::WriterLoop(std::stop_token stop) {
     const nlohmann::json links = service_.AllLinksJson()["links"];
     const auto outcome = writer.Write(LinkSchedulesOf(view, links));
     if (outcome.failed > 0) {
+      write_failures_ += static_cast<uint64_t>(outcome.failed);
       spdlog::warn("kubernetes: {} LinkSchedule writes failed (first: {})", outcome.failed,
                    outcome.first_error.ToString());
     } else if (outcome.written > 0) {
@@ -326,6 +339,20 @@ void KubernetesSync::WriterLoop(std::stop_token stop) {
     }
     if (++passes % 30 == 0) writer.Forget();  // rewrite everything every few minutes
   }
+}
+
+KubeStats KubernetesSync::Stats() const {
+  KubeStats s;
+  for (const auto& [name, cache] :
+       {std::pair{"nodes", nodes_.get()}, std::pair{"trafficprofiles", profiles_.get()},
+        std::pair{"pods", pods_.get()}}) {
+    if (cache != nullptr) s.watched.push_back({name, cache->Lists(), cache->Errors()});
+  }
+  s.retries = client_ ? client_->Retries() : 0;
+  s.unreadable_profiles = unreadable_profiles_;
+  s.unreadable_pods = unreadable_pods_;
+  s.schedule_write_failures = write_failures_;
+  return s;
 }
 
 }  // namespace metronome::service

@@ -69,6 +69,39 @@ MetricFamily Single(const char* name, const char* help, uint64_t value,
 
 }  // namespace
 
+std::vector<MetricFamily> KubeMetricFamilies(const KubeStats& s) {
+  std::vector<MetricFamily> out;
+  MetricFamily lists = Family("metronome_kube_lists_total",
+                              "Lists of a watched resource: 1, and one more after each 410 Gone "
+                              "or failed watch",
+                              MetricType::Counter, {});
+  MetricFamily errors = Family("metronome_kube_watch_errors_total",
+                               "Failed lists and watches of a watched resource (each retried)",
+                               MetricType::Counter, {});
+  for (const KubeStats::Watched& w : s.watched) {
+    lists.metric.push_back(
+        Sample({{"resource", w.resource}}, static_cast<double>(w.lists), MetricType::Counter));
+    errors.metric.push_back(
+        Sample({{"resource", w.resource}}, static_cast<double>(w.errors), MetricType::Counter));
+  }
+  out.push_back(std::move(lists));
+  out.push_back(std::move(errors));
+  out.push_back(Single("metronome_kube_request_retries_total",
+                       "API server requests sent again after a failure or a 429/5xx answer",
+                       s.retries));
+  out.push_back(Family(
+      "metronome_kube_unreadable_objects",
+      "Objects in the caches that do not parse and are left out, at the last refresh",
+      MetricType::Gauge,
+      {Sample({{"kind", "TrafficProfile"}}, static_cast<double>(s.unreadable_profiles),
+              MetricType::Gauge),
+       Sample({{"kind", "Pod"}}, static_cast<double>(s.unreadable_pods), MetricType::Gauge)}));
+  out.push_back(Single("metronome_kube_linkschedule_write_failures_total",
+                       "LinkSchedule writes the API server refused or did not answer",
+                       s.schedule_write_failures));
+  return out;
+}
+
 std::vector<MetricFamily> ExtenderMetricFamilies(const extender::ExtenderStats& s) {
   std::vector<MetricFamily> out;
   out.push_back(PerVerb("metronome_extender_requests_total",
@@ -99,11 +132,19 @@ std::vector<MetricFamily> ExtenderMetricFamilies(const extender::ExtenderStats& 
   out.push_back(Family(
       "metronome_extender_neutral_answers_total",
       "Calls answered without an opinion (all nodes pass, equal scores), by reason: the pod names "
-      "no job (no_job) or its job has no traffic profile (no_profile)",
+      "no job (no_job), its job has no traffic profile (no_profile), or the planner refused the "
+      "job as the pod describes it (planner_refused: no opinion on the candidates it refused)",
       MetricType::Counter,
       {Sample({{"reason", "no_job"}}, static_cast<double>(s.pods_without_job), MetricType::Counter),
        Sample({{"reason", "no_profile"}}, static_cast<double>(s.pods_without_profile),
+              MetricType::Counter),
+       Sample({{"reason", "planner_refused"}}, static_cast<double>(s.planner_refusals),
               MetricType::Counter)}));
+  out.push_back(Single("metronome_extender_bad_annotations_total",
+                       "Calls whose pod has metronome.dev annotations that cannot be read (not a "
+                       "priority, not a positive number, not a rank count): ignored, logged once "
+                       "per pod in a row",
+                       s.bad_annotations));
   out.push_back(Single("metronome_extender_reused_decisions_total",
                        "Prioritize calls answered from the same pod's filter verdicts",
                        s.reused_decisions));

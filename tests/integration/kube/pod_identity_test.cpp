@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
 
 #include "fake_apiserver.hpp"
@@ -155,6 +156,39 @@ TEST_F(PodIdentityEndToEnd, HellosAreCheckedAgainstThePodsTheApiServerKnows) {
 TEST_F(PodIdentityEndToEnd, NothingRegistersBeforeThePodsAreRead) {
   svc_.Start();
   EXPECT_EQ(Say(HelloFrom("team-a", "bert-0", "bert", "gpu-1", 0)).rfind("pod_unknown", 0), 0u);
+  svc_.Stop();
+}
+
+// What the API server side meets shows on /metrics: the lists of each watched resource, a
+// request answered 500 and retried, and a TrafficProfile that does not parse (left out).
+TEST_F(PodIdentityEndToEnd, ApiServerTroublesShowOnMetrics) {
+  api_.Put("trafficprofiles", "default",
+           {{"metadata", {{"name", "broken"}, {"namespace", "default"}}},
+            {"spec", {{"periodMs", 200}}}});  // no jobName
+  api_.FailNext(1, 500);
+  StartAll();
+  Metrics& m = svc_.GetMetrics();
+  const std::vector<std::string> wanted = {
+      "metronome_kube_unreadable_objects{kind=\"TrafficProfile\"} 1",
+      "metronome_kube_lists_total{resource=\"nodes\"} 1",
+      "metronome_kube_lists_total{resource=\"trafficprofiles\"} 1",
+      "metronome_kube_lists_total{resource=\"pods\"} 1"};
+  const auto all_there = [&](const std::string& text) {
+    for (const std::string& w : wanted) {
+      if (text.find(w) == std::string::npos) return false;
+    }
+    return true;
+  };
+  std::string text = m.Serialize();
+  for (int i = 0; i < 250 && !all_there(text); ++i) {
+    std::this_thread::sleep_for(20ms);
+    text = m.Serialize();
+  }
+  EXPECT_TRUE(all_there(text)) << text;
+  EXPECT_EQ(m.CounterTotal("metronome_kube_request_retries_total"), 1);
+  sync_.Stop();
+  EXPECT_EQ(m.Serialize().find("metronome_kube_"), std::string::npos)
+      << "the collector outlived the sync";
   svc_.Stop();
 }
 

@@ -316,6 +316,24 @@ TEST(ExtenderVerbs, AbsurdDeclaredNumbersNeverFailARequest) {
   }
 }
 
+// An annotation that cannot be read is ignored (the pod is still answered for, as if it were not
+// there), counted on every call and logged.
+TEST(ExtenderVerbs, UnreadableAnnotationsAreCountedAndTheRestServed) {
+  Extender ext;
+  ext.UpdateState(Cluster());
+  Json req = Json::parse(Fixture("filter_full_nodes.json"));
+  const std::string clean = ext.HandlePrioritize(req.dump()).body;
+  EXPECT_EQ(ext.Stats().bad_annotations, 0u);
+  auto& ann = req["Pod"]["metadata"]["annotations"];
+  ann["metronome.dev/priority"] = "urgent";
+  ann["metronome.dev/ranks"] = "x";
+  EXPECT_EQ(ext.HandleFilter(req.dump()).status, 200);
+  const ExtenderResponse p = ext.HandlePrioritize(req.dump());
+  ASSERT_EQ(p.status, 200);
+  EXPECT_EQ(p.body, clean) << "the annotations read as absent";
+  EXPECT_EQ(ext.Stats().bad_annotations, 2u);
+}
+
 TEST(ExtenderVerbs, NoStateYetPassesEverything) {
   Extender ext;  // nothing fed: no jobs, no topology
   const Json f = Json::parse(ext.HandleFilter(Fixture("filter_full_nodes.json")).body);

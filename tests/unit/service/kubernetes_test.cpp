@@ -188,11 +188,16 @@ TEST(Kubernetes, ExtenderCountersAreCollectedAtEachScrape) {
   EXPECT_EQ(ext.HandleFilter("{").status, 400);
   EXPECT_EQ(ext.HandlePrioritize(R"({"Pod": {"metadata": {"name": "p"}}, "NodeNames": []})").status,
             200);
+  EXPECT_EQ(ext.HandlePrioritize(R"({"Pod": {"metadata": {"name": "q", "annotations":)"
+                                 R"( {"metronome.dev/ranks": "x"}}}, "NodeNames": []})")
+                .status,
+            200);
   const std::string text = metrics.Serialize();
-  EXPECT_EQ(metrics.CounterTotal("metronome_extender_requests_total"), 2);
+  EXPECT_EQ(metrics.CounterTotal("metronome_extender_requests_total"), 3);
+  EXPECT_EQ(metrics.CounterTotal("metronome_extender_bad_annotations_total"), 1);
   EXPECT_EQ(metrics.CounterTotal("metronome_extender_bad_requests_total"), 1);
   EXPECT_EQ(Lines(text, "metronome_extender_bad_requests_total{verb=\"filter\"} 1").size(), 1u);
-  EXPECT_EQ(Lines(text, "metronome_extender_neutral_answers_total{reason=\"no_job\"} 1").size(),
+  EXPECT_EQ(Lines(text, "metronome_extender_neutral_answers_total{reason=\"no_job\"} 2").size(),
             1u);
   // Buckets are cumulative, one per bound plus +Inf, which holds every call.
   const auto buckets =
@@ -204,7 +209,7 @@ TEST(Kubernetes, ExtenderCountersAreCollectedAtEachScrape) {
     EXPECT_GE(v, last) << b;
     last = v;
   }
-  EXPECT_NE(buckets.back().find("le=\"+Inf\"} 1"), std::string::npos) << buckets.back();
+  EXPECT_NE(buckets.back().find("le=\"+Inf\"} 2"), std::string::npos) << buckets.back();
   EXPECT_EQ(
       Lines(text, "metronome_extender_request_duration_seconds_count{verb=\"filter\"} 1").size(),
       1u);

@@ -93,6 +93,8 @@ struct ExtenderStats {
   uint64_t never_starve_passes = 0;   // filters where every node failed and all were passed
   uint64_t pods_without_job = 0;      // no job label: neutral answers
   uint64_t pods_without_profile = 0;  // job known but no profile: neutral answers
+  uint64_t planner_refusals = 0;      // the planner refused the pod's job: no opinion on some
+  uint64_t bad_annotations = 0;       // calls whose pod has metronome.dev annotations unread
   uint64_t snapshot_rebuilds = 0;
   uint64_t reused_decisions = 0;    // prioritize answered from the same pod's filter
   uint64_t state_version = 0;       // gauge: ClusterState::version in use
@@ -145,8 +147,16 @@ class Extender {
 
   std::atomic<uint64_t> filter_requests_{0}, prioritize_requests_{0}, filter_bad_requests_{0},
       prioritize_bad_requests_{0}, internal_errors_{0}, nodes_filtered_out_{0},
-      never_starve_passes_{0}, pods_without_job_{0}, pods_without_profile_{0},
-      snapshot_rebuilds_{0}, reused_decisions_{0}, last_latency_us_{0};
+      never_starve_passes_{0}, pods_without_job_{0}, pods_without_profile_{0}, planner_refusals_{0},
+      bad_annotations_{0}, snapshot_rebuilds_{0}, reused_decisions_{0}, last_latency_us_{0};
+  // The pod whose annotations were last logged as unread (kube-scheduler asks about a pod
+  // again and again: logged once in a row).
+  std::atomic<size_t> last_warned_pod_{0};
+  // Counts what the evaluation of one call could not do.
+  void CountShortfall(bool no_job, bool no_profile, bool refused);
+  // Counts a call whose pod has annotations it could not read (`warnings`: what and why), and
+  // logs them once for each pod in a row.
+  void CountUnreadAnnotations(size_t pod_hash, const std::string& pod, const std::string& warnings);
 };
 
 // Mounts POST <prefix>/filter and POST <prefix>/prioritize on an httplib server.

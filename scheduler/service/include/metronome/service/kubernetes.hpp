@@ -5,6 +5,7 @@
 // service's check of each shim's identity (kubernetes.verify_pods).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -23,6 +24,7 @@
 #include "metronome/kube/resources.hpp"
 #include "metronome/kube/result.hpp"
 #include "metronome/service/config.hpp"
+#include "metronome/service/metrics.hpp"
 #include "metronome/service/service.hpp"
 
 namespace metronome::kube {
@@ -79,6 +81,7 @@ class KubernetesSync {
   void Refresh();
   void PublishPods();  // the pods cache's content to the service's pod check
   void WriterLoop(std::stop_token stop);
+  KubeStats Stats() const;  // for /metrics (KubeMetricFamilies)
 
   Service& service_;
   extender::Extender& extender_;
@@ -93,6 +96,8 @@ class KubernetesSync {
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<kube::Cache> nodes_, profiles_, pods_;
   std::jthread writer_;
+  int collector_ = -1;  // Stats() on /metrics while started
+  std::atomic<uint64_t> unreadable_profiles_{0}, unreadable_pods_{0}, write_failures_{0};
 };
 
 }  // namespace metronome::service

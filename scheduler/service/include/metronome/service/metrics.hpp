@@ -129,4 +129,21 @@ class Metrics {
 // reused decisions, snapshot rebuilds and the cluster-state version in use.
 std::vector<prometheus::MetricFamily> ExtenderMetricFamilies(const extender::ExtenderStats& stats);
 
+// What the API server side has met (KubernetesSync): per watched resource, its lists (1 + one
+// per 410 Gone or failure) and its list and watch errors; the client's retried requests; the
+// objects in the caches that do not parse; the LinkSchedule writes that failed.
+struct KubeStats {
+  struct Watched {
+    const char* resource = "";
+    uint64_t lists = 0;
+    uint64_t errors = 0;
+  };
+  std::vector<Watched> watched;
+  uint64_t retries = 0;
+  uint64_t unreadable_profiles = 0;
+  uint64_t unreadable_pods = 0;
+  uint64_t schedule_write_failures = 0;
+};
+std::vector<prometheus::MetricFamily> KubeMetricFamilies(const KubeStats& stats);
+
 }  // namespace metronome::service
