@@ -50,8 +50,10 @@ KubeInputStats ApplyKubeInputs(ClusterState& s, const std::map<std::string, nloh
     }
     if (pod.job.empty() || pod.node_name.empty()) continue;
     std::string phase;
-    if (object.contains("status") && object["status"].is_object()) {
-      phase = object["status"].value("phase", "");
+    if (const auto status = object.find("status"); status != object.end() && status->is_object()) {
+      if (const auto p = status->find("phase"); p != status->end() && p->is_string()) {
+        phase = p->get<std::string>();
+      }
     }
     if (phase == "Succeeded" || phase == "Failed") continue;
     s.placed_pods[pod.job].push_back(pod.node_name);

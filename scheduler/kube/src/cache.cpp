@@ -24,8 +24,15 @@ std::string Cache::KeyOf(const Json& object) {
     return {};
   }
   const Json& meta = object["metadata"];
-  const std::string name = meta.value("name", "");
-  const std::string ns = meta.value("namespace", "");
+  // An object whose name or namespace is no string has no key (a broken server or proxy): left
+  // out, not a throw on the watch thread.
+  const auto text = [&](const char* key) {
+    const auto it = meta.find(key);
+    return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (meta.contains("namespace") && !meta["namespace"].is_string()) return {};
+  const std::string name = text("name");
+  const std::string ns = text("namespace");
   if (name.empty()) return {};
   return ns.empty() ? name : ns + "/" + name;
 }

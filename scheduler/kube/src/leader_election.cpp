@@ -83,7 +83,8 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
         {"spec", spec}};
     return Write(lease, false);
   }
-  const Json old = got->value("spec", Json::object());
+  // A record that is no object (a broken server or proxy) reads as an empty one, not a throw.
+  const Json old = got->is_object() ? got->value("spec", Json::object()) : Json::object();
   if (old != observed_spec_) {  // the record moved: its holder is alive as of now
     observed_spec_ = old;
     observed_at_ = steady_clock::now();
@@ -95,7 +96,8 @@ Result<bool> LeaderElector::TryAcquireOrRenew() {
                                    : std::chrono::milliseconds(config_.lease_duration);
   if (!holder.empty() && !ours && steady_clock::now() < observed_at_ + duration) return false;
   if (ours) {
-    spec["acquireTime"] = old.value("acquireTime", now_text);
+    const std::string acquired = StringAt(old, "acquireTime");
+    spec["acquireTime"] = acquired.empty() ? now_text : acquired;
     spec["leaseTransitions"] = IntAt(old, "leaseTransitions");
   } else {
     spec["leaseTransitions"] = IntAt(old, "leaseTransitions") + 1;

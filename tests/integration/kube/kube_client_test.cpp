@@ -638,6 +638,17 @@ TEST(KubeCache, FollowsListAndWatchAndFeedsNodeLabels) {
   EXPECT_EQ(nodes.Errors(), 0u);
 }
 
+// An object whose name or namespace is no string (a broken server or proxy) has no key: the
+// cache leaves it out instead of throwing on its watch thread.
+TEST(KubeCache, ObjectsWithoutAStringNameHaveNoKey) {
+  EXPECT_EQ(Cache::KeyOf({{"metadata", {{"name", "n1"}}}}), "n1");
+  EXPECT_EQ(Cache::KeyOf({{"metadata", {{"name", "p"}, {"namespace", "team"}}}}), "team/p");
+  EXPECT_EQ(Cache::KeyOf({{"metadata", {{"name", 5}}}}), "");
+  EXPECT_EQ(Cache::KeyOf({{"metadata", {{"name", "p"}, {"namespace", Json::array()}}}}), "");
+  EXPECT_EQ(Cache::KeyOf({{"metadata", 3}}), "");
+  EXPECT_EQ(Cache::KeyOf(Json::array()), "");
+}
+
 // HTTPS with the cluster's CA, as in a pod: a self-signed certificate for 127.0.0.1 made with
 // the openssl command line tool (skipped when it is not installed).
 TEST(KubeClient, HttpsVerifiesTheServerWithTheCa) {

@@ -150,5 +150,24 @@ TEST(LeaderElection, ALeaderThatFindsAnotherHolderGivesUp) {
   EXPECT_FALSE(a.Renew(never.get_token()));
 }
 
+// A lease record with fields of the wrong type (a broken server or proxy, or a hand edit) is
+// renewed over, not a throw out of the elector.
+TEST(LeaderElection, ALeaseWithFieldsOfTheWrongTypeIsRenewedOver) {
+  FakeApiServer api;
+  Client ca(ClientConfigFor(api));
+  LeaderElector a(ca, Election("a"));
+  ASSERT_TRUE(*a.TryAcquireOrRenew());
+  auto lease = *api.Object("leases", "metronome-system", "metronome-scheduler");
+  lease["spec"]["acquireTime"] = 5;
+  lease["spec"]["leaseTransitions"] = "many";
+  api.Put("leases", "metronome-system", lease);
+  const auto renewed = a.TryAcquireOrRenew();
+  ASSERT_TRUE(renewed.Ok()) << renewed.GetError().ToString();
+  EXPECT_TRUE(*renewed);
+  EXPECT_TRUE(
+      (*api.Object("leases", "metronome-system", "metronome-scheduler"))["spec"]["acquireTime"]
+          .is_string());
+}
+
 }  // namespace
 }  // namespace metronome::kube

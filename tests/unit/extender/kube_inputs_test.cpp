@@ -43,13 +43,16 @@ TEST(KubeInputs, NodesProfilesAndPlacedPodsFillTheState) {
        {{"metadata", {{"name", "cnn"}, {"namespace", "default"}}},
         {"spec", {{"jobName", "custom-cnn"}, {"periodMs", 240}, {"gradientMB", 97.5}}}}},
       {"default/bad", {{"metadata", {{"name", "bad"}}}, {"spec", {{"jobName", "x"}}}}}};
-  const std::map<std::string, Json> pods = {
+  std::map<std::string, Json> pods = {
       {"default/a", Pod("a", "bert-finetune", "n1", "Running")},
       {"default/b", Pod("b", "bert-finetune", "n2", "Pending")},
       {"default/c", Pod("c", "bert-finetune", "", "Pending")},      // not bound yet
       {"default/d", Pod("d", "bert-finetune", "n2", "Succeeded")},  // finished
       {"default/e", Pod("e", "", "n1", "Running")},                 // no job
-      {"default/f", {{"kind", "Pod"}, {"metadata", {{"generateName", "f-"}}}}}};
+      {"default/f", {{"kind", "Pod"}, {"metadata", {{"generateName", "f-"}}}}},
+      {"default/h", Pod("h", "bert-finetune", "n1", "Running")}};
+  // A phase that is no string (a broken server or proxy) reads as none, not a throw.
+  pods.at("default/h")["status"]["phase"] = 5;
   ClusterState s;
   s.measured["custom-cnn"] = {300'000'000, 90'000'000, 0};  // the registry's stays
   const KubeInputStats stats = ApplyKubeInputs(s, nodes, profiles, pods);
@@ -64,7 +67,7 @@ TEST(KubeInputs, NodesProfilesAndPlacedPodsFillTheState) {
   EXPECT_EQ(s.measured["bert-finetune"].period_ns, 250'000'000);
   EXPECT_EQ(s.measured["bert-finetune"].bytes_per_phase, 440'000'000u);
   EXPECT_EQ(s.measured["custom-cnn"].period_ns, 300'000'000);
-  EXPECT_EQ(s.placed_pods["bert-finetune"], (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_EQ(s.placed_pods["bert-finetune"], (std::vector<std::string>{"n1", "n2", "n1"}));
   EXPECT_EQ(s.placed_pods.size(), 1u);
 
   // And the extender takes it: a new bert-finetune pod scores n1 and n2 (beside its pods) high.

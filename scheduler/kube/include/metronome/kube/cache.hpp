@@ -34,9 +34,11 @@ class Cache {
   uint64_t Errors() const { return errors_.load(); }
   Error LastError() const;
 
- private:
+  // An object's key in Objects(); "" for one that has none (no string name, or a namespace that
+  // is no string): such objects are left out.
   static std::string KeyOf(const Json& object);
 
+ private:
   Client& client_;
   Resource resource_;
   std::string ns_;
