@@ -168,7 +168,7 @@ bool LeaderElector::WithinRenewDeadline() const {
 Status LeaderElector::Release() {
   auto got = client_.Get(resources::Leases(), config_.namespace_name, config_.name);
   if (!got) return got.GetError();
-  const Json old = got->value("spec", Json::object());
+  const Json old = got->is_object() ? got->value("spec", Json::object()) : Json::object();
   if (StringAt(old, "holderIdentity") != config_.identity) return Ok{};
   const std::string now_text = MicroTime(std::chrono::system_clock::now());
   const Json patch = {

@@ -28,11 +28,12 @@ Leadership::Leadership(Service& service, KubernetesSync& kube, kube::ClientConfi
                        kube::LeaderElectionConfig election)
     : service_(service), kube_(kube), api_(std::move(api)) {
   // The election's own connection, one attempt per request (the elector retries every retry
-  // period itself). A renewal that hangs may overrun the renew deadline by one request timeout:
-  // half the margin between it and the lease duration keeps the leader's exit before a standby
-  // may take over.
+  // period itself). A renewal that hangs may overrun the renew deadline by one attempt: a GET
+  // and a PATCH, each up to its connect and read timeouts (a request's body is small), so four
+  // request timeouts. A quarter of the margin between the deadline and the lease duration keeps
+  // the leader's exit before a standby may take over (with the defaults, 500 ms a request).
   kube::ClientConfig c = api_;
-  c.request_timeout = std::max((election.lease_duration - election.renew_deadline) / 2,
+  c.request_timeout = std::max((election.lease_duration - election.renew_deadline) / 4,
                                std::chrono::milliseconds(100));
   c.connect_timeout = std::min(c.connect_timeout, c.request_timeout);
   c.max_attempts = 1;
