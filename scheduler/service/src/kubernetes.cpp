@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "metronome/extender/kube_inputs.hpp"
 #include "metronome/kube/cache.hpp"
@@ -277,18 +278,17 @@ bool KubernetesSync::Start() {
 
 void KubernetesSync::Start(kube::ClientConfig client_config) {
   client_ = std::make_unique<kube::Client>(std::move(client_config));
-  const auto on_change = [this] { Refresh(); };
+  const auto on_change = [this] { AskRefresh(false); };
   nodes_ = std::make_unique<kube::Cache>(*client_, kube::resources::Nodes(), "",
                                          kube::ListOptions{}, on_change);
   profiles_ = std::make_unique<kube::Cache>(*client_, kube::resources::TrafficProfiles(), "",
                                             kube::ListOptions{}, on_change);
   kube::ListOptions pods;
   pods.field_selector = "spec.schedulerName=metronome";
-  pods_ = std::make_unique<kube::Cache>(*client_, kube::resources::Pods(), "", pods, [this] {
-    Refresh();
-    if (config_.verify_pods) PublishPods();
-  });
+  pods_ = std::make_unique<kube::Cache>(*client_, kube::resources::Pods(), "", pods,
+                                        [this] { AskRefresh(config_.verify_pods); });
   collector_ = service_.GetMetrics().AddCollector([this] { return KubeMetricFamilies(Stats()); });
+  refresher_ = std::jthread([this](std::stop_token stop) { RefresherLoop(stop); });
   nodes_->Start();
   profiles_->Start();
   pods_->Start();
@@ -310,6 +310,36 @@ void KubernetesSync::Stop() {
   if (pods_) pods_->Stop();
   if (profiles_) profiles_->Stop();
   if (nodes_) nodes_->Stop();
+  if (refresher_.joinable()) {
+    refresher_.request_stop();
+    refresher_.join();
+  }
+}
+
+void KubernetesSync::AskRefresh(bool pods) {
+  {
+    std::lock_guard lock(ask_mu_);
+    refresh_asked_ = true;
+    pods_asked_ = pods_asked_ || pods;
+  }
+  asked_.notify_all();
+}
+
+void KubernetesSync::RefresherLoop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    bool pods = false;
+    {
+      std::unique_lock lock(ask_mu_);
+      if (!asked_.wait(lock, stop, [&] { return refresh_asked_; })) break;
+      refresh_asked_ = false;
+      pods = std::exchange(pods_asked_, false);
+    }
+    Refresh();
+    if (pods) PublishPods();
+    // What arrives meanwhile waits for the next round.
+    std::unique_lock lock(ask_mu_);
+    asked_.wait_for(lock, stop, std::chrono::milliseconds(kRefreshEveryMs), [] { return false; });
+  }
 }
 
 void KubernetesSync::WriterLoop(std::stop_token stop) {

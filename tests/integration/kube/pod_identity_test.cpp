@@ -192,5 +192,30 @@ TEST_F(PodIdentityEndToEnd, ApiServerTroublesShowOnMetrics) {
   svc_.Stop();
 }
 
+// A burst of watch events (here 300 node updates) costs a few rebuilds of the extender's
+// snapshot, not one each: the watch threads ask, one refresher thread rebuilds at most every
+// 100 ms.
+TEST_F(PodIdentityEndToEnd, ABurstOfWatchEventsCostsAFewRebuilds) {
+  StartAll();
+  const auto node = [](int version) {
+    return Json{
+        {"apiVersion", "v1"},
+        {"kind", "Node"},
+        {"metadata",
+         {{"name", "gpu-1"}, {"labels", {{"metronome.dev/rack", "r" + std::to_string(version)}}}}}};
+  };
+  api_.Put("nodes", "", node(0));
+  std::this_thread::sleep_for(300ms);
+  const uint64_t before = extender_.Stats().snapshot_rebuilds;
+  constexpr int kEvents = 300;
+  for (int i = 1; i <= kEvents; ++i) api_.Put("nodes", "", node(i));
+  std::this_thread::sleep_for(500ms);
+  const uint64_t rebuilds = extender_.Stats().snapshot_rebuilds - before;
+  EXPECT_GE(rebuilds, 1u);
+  EXPECT_LT(rebuilds, static_cast<uint64_t>(kEvents) / 5) << "one rebuild per event";
+  sync_.Stop();
+  svc_.Stop();
+}
+
 }  // namespace
 }  // namespace metronome::service

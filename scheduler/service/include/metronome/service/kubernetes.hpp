@@ -80,7 +80,13 @@ class KubernetesSync {
   void OnPlan(const ClusterView& view);
   void Refresh();
   void PublishPods();  // the pods cache's content to the service's pod check
+  // A watch event asks for a refresh (and the pods' publication); the refresher thread does it,
+  // at most once per kRefreshEveryMs, so that a burst of events costs one rebuild, not one each,
+  // and the watch threads go back to reading their streams at once.
+  void AskRefresh(bool pods);
+  void RefresherLoop(std::stop_token stop);
   void WriterLoop(std::stop_token stop);
+  static constexpr int kRefreshEveryMs = 100;
   KubeStats Stats() const;  // for /metrics (KubeMetricFamilies)
 
   Service& service_;
@@ -95,7 +101,11 @@ class KubernetesSync {
 
   std::unique_ptr<kube::Client> client_;
   std::unique_ptr<kube::Cache> nodes_, profiles_, pods_;
-  std::jthread writer_;
+  std::mutex ask_mu_;  // guards the two asks
+  bool refresh_asked_ = false;
+  bool pods_asked_ = false;
+  std::condition_variable_any asked_;
+  std::jthread refresher_, writer_;
   int collector_ = -1;  // Stats() on /metrics while started
   std::atomic<uint64_t> unreadable_profiles_{0}, unreadable_pods_{0}, write_failures_{0};
 };
