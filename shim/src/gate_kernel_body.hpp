@@ -12,15 +12,29 @@
 
 namespace metronome::shim {
 
+// Kernels of one slot may run at once (a communicator used on two streams: FSDP gathers and
+// reduces on two): its counts are added atomically, or one is lost. On the GPU an atomic on
+// mapped memory is atomic among the GPU's own threads, which is all this needs (the host only
+// reads them).
+METRONOME_HD inline void AddTo(volatile uint64_t* count, uint64_t n) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(const_cast<unsigned long long*>(reinterpret_cast<volatile unsigned long long*>(count)),
+            static_cast<unsigned long long>(n));
+#else
+  __atomic_fetch_add(const_cast<uint64_t*>(count), n, __ATOMIC_RELAXED);
+#endif
+}
+
 // The gate: decides at the moment the stream reaches it, then spins until the window opens,
 // never longer than the timetable's max wait (capped on the host by METRONOME_MAX_WAIT_MS), or,
 // for a late phase that realigns or a yield, than the cap itself. The gate memory (how many
 // phases ago one realigned) lives in the slot: launches on one communicator's stream run one
-// after another. `need_ns`: the gap the collective needs between higher-ranked windows;
-// `rest_ns`: its need and that of the phase's collectives after it (common's PhaseRest; -1:
-// unknown); `mid_phase`: a collective inside a phase, which yields alone (DecideYield).
-// `arrival`: when the stream reached the launch. `now()` is the GPU timer, `pause(ns)` a short
-// sleep, `fence()` a system-wide fence.
+// after another (on two streams at once the counts stay exact, AddTo; the gate memory and the
+// edge stamps are then the last kernel's). `need_ns`: the gap the collective needs between
+// higher-ranked windows; `rest_ns`: its need and that of the phase's collectives after it (common's
+// PhaseRest; -1: unknown); `mid_phase`: a collective inside a phase, which yields alone
+// (DecideYield). `arrival`: when the stream reached the launch. `now()` is the GPU timer,
+// `pause(ns)` a short sleep, `fence()` a system-wide fence.
 template <class Now, class Pause, class Fence>
 METRONOME_HD inline void HoldForGate(DeviceGateSlot* slot, int64_t need_ns, int64_t rest_ns,
                                      bool mid_phase, uint32_t generation, int64_t arrival, Now now,
@@ -69,7 +83,7 @@ METRONOME_HD inline void HoldForGate(DeviceGateSlot* slot, int64_t need_ns, int6
     // A phase that goes because its timetable could not be read is a fail-open like any other
     // (counted, so that a lock the host left odd shows in the reports).
     if (!none && !mid_phase && slot->cancel == generation) {
-      slot->failed_open = slot->failed_open + 1;
+      AddTo(&slot->failed_open, 1);
     }
     return;
   }
@@ -85,17 +99,17 @@ METRONOME_HD inline void HoldForGate(DeviceGateSlot* slot, int64_t need_ns, int6
                          rest_ns);
     Remember(memory, d.realigned);
     slot->since_realign = memory.since_realign;
-    if (d.realigned) slot->realigned = slot->realigned + 1;
-    if (d.action == GateAction::kFailOpen) slot->failed_open = slot->failed_open + 1;
+    if (d.realigned) AddTo(&slot->realigned, 1);
+    if (d.action == GateAction::kFailOpen) AddTo(&slot->failed_open, 1);
   }
   if (d.action == GateAction::kWaitUntil) {
-    if (d.yielded) slot->yields = slot->yields + 1;
+    if (d.yielded) AddTo(&slot->yields, 1);
     int64_t target = SaturatingSub(d.until_ns, server_minus_gpu);
     const int64_t longest = d.realigned || d.yielded ? cap : tt.max_wait_ns;
     const int64_t bound = SaturatingAdd(arrival, longest);
     if (target > bound) target = bound;
     slot->last_target_gpu_ns = target;
-    if (!mid_phase) slot->waits = slot->waits + 1;
+    if (!mid_phase) AddTo(&slot->waits, 1);
     int64_t t = now();
     while (t < target && slot->cancel == generation) {
       if (target - t > 8000) pause(4000);
@@ -157,7 +171,7 @@ METRONOME_HD inline void HoldForTurns(DeviceGateSlot* slot, int64_t arrival, uin
   }
   slot->turns_in_a_row = held ? slot->turns_in_a_row + 1 : 0;
   if (held) {
-    slot->yields = slot->yields + 1;
+    AddTo(&slot->yields, 1);
     slot->turn_wait_ns = slot->turn_wait_ns + (t - start);
   }
   slot->edge_begun_gpu_ns = t;
@@ -170,14 +184,14 @@ METRONOME_HD inline void RunGateKernel(DeviceGateSlot* slot, int64_t need_ns, in
                                        uint32_t what, uint32_t generation, Now now, Pause pause,
                                        Fence fence) {
   const int64_t arrival = now();
-  slot->launches = slot->launches + 1;
+  AddTo(&slot->launches, 1);
   if ((what & kGateDecide) != 0) {
     HoldForGate(slot, need_ns, rest_ns, (what & kGateMidPhase) != 0, generation, arrival, now,
                 pause, fence);
   }
   if ((what & kGateTurns) != 0) HoldForTurns(slot, arrival, generation, now, pause, fence);
   fence();
-  slot->finished = slot->finished + 1;
+  AddTo(&slot->finished, 1);
 }
 
 // After the collective that completes a phase's bytes: the phase's end on the wire.

@@ -857,6 +857,38 @@ TEST(DeviceGateSlots, AKernelHeldOnAReleasedSlotIsLetGo) {
   RunChild("", "hang");
 }
 
+// A communicator used on two streams at once (FSDP gathers and reduces on two) has two gate
+// kernels of its slot running together: the counts the watchdog compares (launched, finished)
+// must not lose an increment, or it takes a kernel for stuck and steps the context down.
+TEST(DeviceGateSlots, KernelsOfOneSlotOnTwoStreamsCountEveryLaunch) {
+  if (InChild()) {
+    uint64_t owner = 0;
+    const int slot = DeviceGate::Prepare(nullptr, kCapNs, owner);
+    ASSERT_GE(slot, 0);
+    ASSERT_EQ(DeviceGate::Status(), DeviceGateStatus::kKernel);
+    CUstream a = nullptr;
+    CUstream b = nullptr;
+    ASSERT_EQ(cuStreamCreate(&a, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamCreate(&b, 0), CUDA_SUCCESS);
+    const uint64_t before = Slots()[slot].launches;
+    constexpr int kLaunches = 20'000;
+    std::thread other([&] {
+      for (int i = 0; i < kLaunches; ++i) DeviceGate::EnqueueTurns(slot, b);
+    });
+    for (int i = 0; i < kLaunches; ++i) DeviceGate::EnqueueTurns(slot, a);
+    other.join();
+    cuStreamSynchronize(a);
+    cuStreamSynchronize(b);
+    const DeviceGateSlot& g = Slots()[slot];
+    EXPECT_EQ(g.launches - before, 2u * kLaunches) << "launches lost";
+    EXPECT_EQ(g.finished, g.launches) << "the watchdog would see a kernel running for good";
+    cuStreamDestroy(a);
+    cuStreamDestroy(b);
+    EndChild();
+  }
+  RunChild("", nullptr);
+}
+
 // After the context steps down from the kernels (here a launch fails), the slot's last stamps
 // are no longer the stream's: no edges are reported from it.
 TEST(DeviceGateSlots, NoEdgesOnceTheContextStepsDown) {
