@@ -122,10 +122,14 @@ void Registry::HandleEdge(ClientState& client, const proto::PhaseEdge& m, int64_
   }
   const JobState& job = *sender;
   // One rank speaks for the job: the lowest that sent an edge within the last second, or two of
-  // the job's periods where those are longer (its edges come that far apart).
+  // the job's periods where those are longer (its edges come that far apart). After a step of
+  // the clock back, the next rank to send speaks (a silent speaker would otherwise keep the
+  // others quiet for as long as the step).
   EdgeSource& source = edge_sources_[job.id];
   const int64_t speaks_for = std::max<int64_t>(1'000'000'000, 2 * job.profile.period_ns);
-  if (m.rank < source.rank || now - source.last_ns > speaks_for) source.rank = m.rank;
+  if (m.rank < source.rank || now - source.last_ns > speaks_for || now < source.last_ns) {
+    source.rank = m.rank;
+  }
   if (m.rank != source.rank) {
     metrics_.TurnEdges("other_rank").Increment();
     return;

@@ -196,6 +196,10 @@ TEST(Turns, SetsAreRefreshedAtOnceForJobsAndAtMostOnceASecondForProfiles) {
   EXPECT_TRUE(r.Due(5'000 * kMs + 1)) << "a job came, left, or its hold moved: at once";
   r.Refreshed(5'000 * kMs + 1);
   EXPECT_FALSE(r.Due(7'000 * kMs)) << "nothing moved since";
+  // The clock steps back by a minute: profiles that move are refreshed at once, not a minute on.
+  r.Refreshed(70'000 * kMs);
+  r.ProfilesMoved();
+  EXPECT_TRUE(r.Due(10'000 * kMs));
 }
 
 TEST(Turns, OnlyWhereBothJobsAloneFillTheLink) {

@@ -57,8 +57,11 @@ class TurnsRefresh {
   static constexpr int64_t kProfilesEveryNs = 1'000'000'000;
   void JobsChanged() { jobs_ = true; }
   void ProfilesMoved() { profiles_ = true; }
+  // A clock that stepped back since the last refresh makes it due too (else none for as long
+  // as the step).
   [[nodiscard]] bool Due(int64_t now_ns) const {
-    return jobs_ || (profiles_ && now_ns - refreshed_ns_ >= kProfilesEveryNs);
+    return jobs_ ||
+           (profiles_ && (now_ns - refreshed_ns_ >= kProfilesEveryNs || now_ns < refreshed_ns_));
   }
   void Refreshed(int64_t now_ns) {
     jobs_ = false;
