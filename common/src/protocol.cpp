@@ -458,6 +458,17 @@ bool ParseFields(FieldReader& r, ProfileReport& m) {
     return r.Fail("compute_ns", "is not in [0, period]");
   }
   if (m.yield_wait_ns < 0) return r.Fail("yield_wait_ns", "is negative");
+  // A clock error bound beyond an hour is no estimate; sums with it would overflow.
+  if (m.clock_error_ns > TimetableLimits{}.max_period_ns) {
+    return r.Fail("clock_error_ns", "is over 1 h");
+  }
+  // Phase starts are times on the scheduler's clock: within the range the timetables keep
+  // (so that a start plus a period cannot overflow).
+  for (const int64_t s : m.phase_starts_ns) {
+    if (s < 0 || s > TimetableLimits{}.max_abs_epoch_ns) {
+      return r.Fail("phase_starts_ns", "has a start outside [0, 2^62] ns");
+    }
+  }
   if (!(m.confidence >= 0.0 && m.confidence <= 1.0)) {
     return r.Fail("confidence", "is not in [0, 1]");
   }

@@ -101,7 +101,9 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   rank.yielded = report.yielded;
   rank.yield_wait_ns = report.yield_wait_ns;
   job.yielded += v.yielded;
-  job.yield_wait_ns += v.yield_wait_ns;
+  // A counter of all ranks' waits: it saturates rather than wraps (each rank's is only bounded
+  // below).
+  job.yield_wait_ns = SaturatingAdd(job.yield_wait_ns, v.yield_wait_ns);
 
   // Profile.
   const bool usable = report.period_ns > 0 && report.comm_ns > 0 &&

@@ -4,6 +4,7 @@
 // that many addresses is not what a per-client limit can stop).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <mutex>
@@ -17,7 +18,9 @@ class ClientRateLimit {
   using Clock = std::chrono::steady_clock;
   static constexpr std::size_t kMaxClients = 4096;
 
-  explicit ClientRateLimit(double per_second) : rate_(per_second), burst_(2 * per_second) {}
+  // The bucket holds at least one request: a rate under 0.5 a second still lets one through.
+  explicit ClientRateLimit(double per_second)
+      : rate_(per_second), burst_(std::max(2 * per_second, 1.0)) {}
 
   double PerSecond() const { return rate_; }
   // Whether `client` may make a request at `now` (and takes the token if so).

@@ -263,6 +263,14 @@ void ServiceConfig::Validate() const {
   if (curve.secret_key_file.empty() != curve.public_key_file.empty()) {
     throw ConfigError("curve", "secret_key_file and public_key_file go together");
   }
+  // Set from the command line too: the same ranges as in the file (their nanoseconds must not
+  // overflow).
+  if (registry.rank_timeout_ms < 100 || registry.rank_timeout_ms > 86'400'000) {
+    throw ConfigError("registry.rank_timeout_ms", "must be in [100, 86400000]");
+  }
+  if (controller.offline_interval_ms < 0 || controller.offline_interval_ms > 86'400'000) {
+    throw ConfigError("controller.offline_interval_ms", "must be in [0, 86400000]");
+  }
   if (controller.offline_interval_ms > 0 &&
       controller.offline_budget_ms > controller.offline_interval_ms) {
     throw ConfigError("controller.offline_budget_ms", "must not exceed offline_interval_ms");

@@ -681,6 +681,18 @@ TEST(ProtocolReject, WrongFieldTypesMissingFieldsAndRanges) {
   rep.bytes_per_phase = kMaxBytesPerPhase;
   EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kNone);
   rep.bytes_per_phase = 0;
+  // A clock error bound or a phase start whose sums would overflow (INT64_MAX as "unknown").
+  rep.clock_error_ns = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.clock_error_ns = -1;  // no estimate
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kNone);
+  rep.phase_starts_ns = {1'000, std::numeric_limits<int64_t>::max() - 1};
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.phase_starts_ns = {-5};
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kBadField);
+  rep.phase_starts_ns = {1'800'000'000'000'000'000};  // 2027
+  EXPECT_EQ(Decode(Encode(rep)).error, DecodeError::kNone);
+  rep.phase_starts_ns.clear();
 
   // unknown error code
   d = Decode(Raw(kProtocolVersion, 8, [](auto& pk) {

@@ -1,6 +1,8 @@
 // The controller's rules, one by one, on a job's state.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "metronome/common/clock.hpp"
 #include "metronome/controller/rules.hpp"
 
@@ -392,6 +394,21 @@ TEST(Controller, StaleTimetableIsPushedAgain) {
 
 // Every rank of a job reports the same phases and holds them at its own gate: one late interval
 // of an 8-rank job is one late report, not eight in a row.
+// Each rank's wait is a counter bounded only below: the job's sum saturates instead of wrapping
+// to a negative total (the yield-wait metric would then run backwards).
+TEST(Controller, TheJobsYieldWaitSaturates) {
+  Fixture f;
+  std::vector<RankState> ranks(2, f.rank);
+  for (RankState& rank : ranks) {
+    auto r = f.Report({});
+    r.yielded = 1;
+    r.yield_wait_ns = std::numeric_limits<int64_t>::max();
+    ApplyReport(f.job, rank, r, f.controller, f.planning, f.now);
+  }
+  EXPECT_EQ(f.job.yield_wait_ns, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(f.job.yielded, 2u);
+}
+
 TEST(Controller, OneLateIntervalOfManyRanksIsOneLateReport) {
   Fixture f;
   f.controller.late_reports = 3;

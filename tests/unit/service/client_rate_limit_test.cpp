@@ -27,6 +27,16 @@ TEST(ClientRateLimit, ABurstOfTwiceTheRateThenTheRate) {
   EXPECT_EQ(Allowed(limit, "10.0.0.1", t0 + 100s, 50), 20) << "refill stops at the burst";
 }
 
+// A rate under one request in two seconds still lets a request through now and then (its bucket
+// would otherwise never hold a whole one: every route 429 for good, the probes included).
+TEST(ClientRateLimit, ASlowRateStillLetsOneThrough) {
+  ClientRateLimit limit(0.4);
+  const Clock::time_point t0{};
+  EXPECT_EQ(Allowed(limit, "10.0.0.1", t0, 5), 1);
+  EXPECT_EQ(Allowed(limit, "10.0.0.1", t0 + 1s, 5), 0);
+  EXPECT_EQ(Allowed(limit, "10.0.0.1", t0 + 3s, 5), 1) << "2.5 s a request";
+}
+
 TEST(ClientRateLimit, TheTableStaysBoundedAndKeepsBusyClients) {
   ClientRateLimit limit(1);
   const Clock::time_point t0{};

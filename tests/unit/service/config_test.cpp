@@ -1,6 +1,8 @@
 // Configuration: embedded defaults, YAML merging, and errors that name the key and the reason.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "metronome/service/config.hpp"
 
 namespace metronome::service {
@@ -178,6 +180,19 @@ TEST(Topology, TwoTierAndErrors) {
   EXPECT_EQ(key("racks: [{name: r, uplink_gbps: 1, colour: red}]\n"), "topology.racks[0].colour");
   EXPECT_EQ(key("two_tier: {racks: 2}\n"), "topology.two_tier.nodes_per_rack");
   EXPECT_EQ(key("racks: []\n"), "topology");  // defines no link
+}
+
+// The command line sets these past the file's checks: Validate holds them to the same ranges
+// (their nanoseconds overflowed: every rank timed out at once, or the offline search never
+// paused).
+TEST(Config, RangesHoldForValuesSetInCode) {
+  ServiceConfig cfg;
+  cfg.registry.rank_timeout_ms = std::numeric_limits<int64_t>::max();
+  EXPECT_THROW(cfg.Validate(), ConfigError);
+  cfg.registry.rank_timeout_ms = 10'000;
+  EXPECT_NO_THROW(cfg.Validate());
+  cfg.controller.offline_interval_ms = std::numeric_limits<int64_t>::max();
+  EXPECT_THROW(cfg.Validate(), ConfigError);
 }
 
 TEST(Config, HostPort) {
