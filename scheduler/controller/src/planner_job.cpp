@@ -14,8 +14,11 @@ namespace pl = metronome::planner;
 namespace {
 
 constexpr double kFallbackCapacity = 100e9 / 8.0;  // for jobs that cross no link
-constexpr int64_t kPeriodGrid = 1'000'000;         // measured periods are rounded up to 1 ms
-constexpr double kUnmeasuredJitter = 0.01;         // σ of a job not yet measured, of its period
+// A timetable's longest period (TimetableLimits): a phase whose bytes need longer on the wire is
+// planned at it (its windows could not be pushed otherwise).
+constexpr int64_t kMaxPlannedPeriod = TimetableLimits{}.max_period_ns;
+constexpr int64_t kPeriodGrid = 1'000'000;  // measured periods are rounded up to 1 ms
+constexpr double kUnmeasuredJitter = 0.01;  // σ of a job not yet measured, of its period
 // A saturating job's wire margin where its phases show less overhead than planning.wire_margin
 // (WireMargin): what they show plus this headroom, rounded up to a multiple of the step.
 constexpr double kPhaseHeadroom = 0.02;
@@ -109,7 +112,9 @@ pl::JobProfile ToPlannerProfile(const MeasuredProfile& m, std::size_t ranks, dou
       beta = min_cap;
       // The wire time and a margin, not the fastest phase when that is shorter: identical jobs
       // then get identical windows (and periods), whichever of them happened to run a fast one.
-      const double wire_ns = wire_bytes / min_cap * 1e9;
+      // No window is longer than a timetable's longest period (and the cast stays defined).
+      const double wire_ns =
+          std::min(wire_bytes / min_cap * 1e9, static_cast<double>(kMaxPlannedPeriod));
       const double margin = WireMargin(wire_ns, m.comm_ns, config.wire_margin);
       comm = std::max<int64_t>(static_cast<int64_t>(wire_ns * (1.0 + margin)), 1);
       if (wire != nullptr) *wire = WireWindow{wire_ns, margin};
@@ -124,7 +129,8 @@ pl::JobProfile ToPlannerProfile(const MeasuredProfile& m, std::size_t ranks, dou
   // windows phase after phase; then rounded up to a millisecond, since periods measured to the
   // nanosecond are almost never commensurate and the planner interleaves by their gcd.
   period += static_cast<int64_t>(static_cast<double>(period) * config.period_margin);
-  period = pl::RoundUpPeriod(period, kPeriodGrid);
+  period = std::min(pl::RoundUpPeriod(period, kPeriodGrid), kMaxPlannedPeriod);
+  comm = std::min(comm, period);
   pl::JobProfile profile;
   profile.period_ns = period;
   profile.comm_ns = comm;

@@ -195,10 +195,11 @@ struct PlanningAdapter::Impl {
 
   pl::Job Checked(const PlanJob& j, WireWindow* wire = nullptr) const {
     const MeasuredProfile& m = j.profile;
-    if (m.period_ns <= 0 || m.comm_ns <= 0 || m.comm_ns > m.period_ns) {
-      throw PlanningError("job " + j.name + ": profile needs 0 < comm <= period (period " +
-                          std::to_string(m.period_ns) + " ns, comm " + std::to_string(m.comm_ns) +
-                          " ns)");
+    if (m.period_ns < TimetableLimits{}.min_period_ns || m.comm_ns <= 0 ||
+        m.comm_ns > m.period_ns) {
+      throw PlanningError(
+          "job " + j.name + ": profile needs 0 < comm <= period, period >= 100 us " + "(period " +
+          std::to_string(m.period_ns) + " ns, comm " + std::to_string(m.comm_ns) + " ns)");
     }
     pl::Job job = ToPlannerJob(j, online.GetTopology(), nodes, config, wire);
     std::vector<std::string> defects = topology_defects;

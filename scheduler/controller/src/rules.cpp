@@ -106,7 +106,8 @@ ReportVerdict ApplyReport(JobState& job, RankState& rank, const proto::ProfileRe
   job.yield_wait_ns = SaturatingAdd(job.yield_wait_ns, v.yield_wait_ns);
 
   // Profile.
-  const bool usable = report.period_ns > 0 && report.comm_ns > 0 &&
+  // A period under the timetables' least (100 µs) is no rhythm a gate can keep: never planned.
+  const bool usable = report.period_ns >= TimetableLimits{}.min_period_ns && report.comm_ns > 0 &&
                       report.comm_ns <= report.period_ns &&
                       report.confidence >= planning.min_confidence;
   if (usable) {

@@ -98,7 +98,15 @@ class Evaluation {
       double nic = snap_.node_nic[node->second];
       if (nic <= 0) nic = config_.default_nic_bytes_per_s;
       auto [input, fresh] = inputs.try_emplace({gpu, nic});
-      if (fresh) input->second = Input(gpu, nic, ranks);
+      if (fresh) {
+        input->second = Input(gpu, nic, ranks);
+        // A period under the timetables' least is no rhythm (the scheduler does not plan it):
+        // the planner is not asked.
+        if (input->second && input->second->period_ns < TimetableLimits{}.min_period_ns) {
+          input->second.reset();
+          why.refused = true;
+        }
+      }
       if (!input->second) continue;
       std::vector<pl::NodeId> nodes = other_ids;
       nodes.push_back(node->second);

@@ -142,11 +142,13 @@ bool HeadroomPays(const Workspace& ws, const JobShape& shape, double ungated) {
 }
 
 Nanos StretchBound(const Workspace& ws, const JobShape& shape, double ungated) {
-  const auto cap = static_cast<Nanos>(ws.options.max_stretch * static_cast<double>(shape.p));
+  const double p = static_cast<double>(shape.p);
+  const double t0 = static_cast<double>(shape.t0);
+  const double cap = std::max(ws.options.max_stretch * p, t0);
   const double worth = ungated / shape.weight;  // in units of (T − P)/P
-  const auto bound = shape.p + static_cast<Nanos>(worth * static_cast<double>(shape.p));
   // The jitter headroom (T0 − P) is not a stretch: whether gating pays for it, HeadroomPays says.
-  return std::clamp(bound, shape.t0, std::max(cap, shape.t0));
+  // Clamped before the conversion: a neighbour of a huge priority weight makes the worth huge.
+  return static_cast<Nanos>(std::clamp(p + worth * p, t0, cap));
 }
 
 namespace {

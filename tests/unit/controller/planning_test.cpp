@@ -252,6 +252,10 @@ TEST(PlanningAdapter, OutrankingNewcomerTakesFirstPickOnItsLinksAndTheRestStays)
 TEST(PlanningAdapter, InvalidJobIsRefusedWithAReason) {
   PlanningAdapter p(TopologyConfig::Default(), {});
   EXPECT_THROW(p.AddJob(Job(1, {"a", "b"}, 0, 0)), PlanningError);
+  // A period of 1 ns (admitted by the protocol as a measurement) is no rhythm: planned, it made
+  // the planner list its windows by the billion on its neighbour's link.
+  EXPECT_THROW(p.AddJob(Job(2, {"a", "b"}, 1, 1)), PlanningError);
+  EXPECT_THROW(p.AddJob(Job(3, {"a", "b"}, 99'999, 50'000)), PlanningError);
 }
 
 TEST(PlanningAdapter, WhatIfNamesTheCandidateAndAffectedJobs) {
@@ -500,6 +504,21 @@ TEST(ToPlannerProfile, ASaturatingJobWhosePhasesRunCleanGetsTheMarginTheyShow) {
   // The period is the compute and that window, rounded up to a millisecond.
   m.comm_ns = 177 * kMs;
   EXPECT_EQ(ToPlannerProfile(m, 2, 25e6, PlanningConfig{}).period_ns, 483 * kMs);
+}
+
+// The most bytes a report admits (1 PiB) on the slowest link a topology admits: a window longer
+// than a timetable's longest period is planned at that period, not converted out of range.
+TEST(ToPlannerProfile, AWireTimeBeyondAnHourIsPlannedAtAnHour) {
+  MeasuredProfile m;
+  m.period_ns = 1'000 * kMs;
+  m.comm_ns = 100 * kMs;
+  m.bytes_per_phase = uint64_t{1} << 50;
+  for (const double link : {125'000.0, 12.5e9}) {  // 1 Mbit/s, 100 Gbit/s
+    const planner::JobProfile p = ToPlannerProfile(m, 4, link, PlanningConfig{});
+    EXPECT_LE(p.period_ns, TimetableLimits{}.max_period_ns) << link;
+    EXPECT_GT(p.comm_ns, 0) << link;
+    EXPECT_LE(p.comm_ns, p.period_ns) << link;
+  }
 }
 
 // A jitter of 0 is one the shims have not measured yet: the job is planned with 1 % of its

@@ -409,6 +409,18 @@ TEST(Controller, TheJobsYieldWaitSaturates) {
   EXPECT_EQ(f.job.yielded, 2u);
 }
 
+// A period under a timetable's least (100 µs) is measured, not planned: no profile from it.
+TEST(Controller, APeriodUnderTheTimetablesLeastIsNoProfile) {
+  Fixture f;
+  f.job.has_profile = false;
+  auto r = f.Report({}, 50'000, 10'000);
+  ApplyReport(f.job, f.rank, r, f.controller, f.planning, f.now);
+  EXPECT_FALSE(f.job.has_profile);
+  r = f.Report({}, 100 * kMs, 30 * kMs);
+  ApplyReport(f.job, f.rank, r, f.controller, f.planning, f.now);
+  EXPECT_TRUE(f.job.has_profile);
+}
+
 TEST(Controller, OneLateIntervalOfManyRanksIsOneLateReport) {
   Fixture f;
   f.controller.late_reports = 3;

@@ -300,7 +300,7 @@ TEST(ExtenderVerbs, PodsOfNoJobGetNeutralAnswers) {
 TEST(ExtenderVerbs, AbsurdDeclaredNumbersNeverFailARequest) {
   Extender ext;
   ext.UpdateState(Cluster());
-  for (const char* value : {"1e300", "1e-300", "99999999999999999999"}) {
+  for (const char* value : {"1e300", "1e-300", "99999999999999999999", "0.00001"}) {
     Json req = Json::parse(Fixture("filter_full_nodes.json"));
     auto& ann = req["Pod"]["metadata"]["annotations"];
     ann["metronome.dev/gradient-mb"] = value;
