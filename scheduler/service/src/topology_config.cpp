@@ -17,6 +17,7 @@ using yaml_util::ReadString;
 namespace {
 
 constexpr double kMaxRate = 1e15;  // bits/s; anything above is a typo
+constexpr uint64_t kMaxTwoTierNodes = 1'000'000;
 
 // `<what>_gbps` or `<what>_mbps` → bytes per second; 0 when neither is present and !required.
 double ReadRate(const YAML::Node& n, const std::string& key, const std::string& what,
@@ -71,6 +72,10 @@ TopologyConfig ParseTopologyYaml(const std::string& yaml_text, const std::string
     spec.racks = static_cast<uint32_t>(ReadInt(tt["racks"], Child(k, "racks"), 1, 100'000));
     spec.nodes_per_rack = static_cast<uint32_t>(
         ReadInt(tt["nodes_per_rack"], Child(k, "nodes_per_rack"), 1, 100'000));
+    // Each bounded alone, their product is not: 10^10 nodes would exhaust memory at start.
+    if (uint64_t{spec.racks} * spec.nodes_per_rack > kMaxTwoTierNodes) {
+      throw ConfigError(k, "racks x nodes_per_rack is over 1000000 nodes");
+    }
     spec.nic_bytes_per_s = ReadRate(tt, k, "nic", true);
     spec.uplink_bytes_per_s = ReadRate(tt, k, "uplink", true);
     t.two_tier = spec;

@@ -179,6 +179,8 @@ TEST(Topology, TwoTierAndErrors) {
             "topology.links[1].name");
   EXPECT_EQ(key("racks: [{name: r, uplink_gbps: 1, colour: red}]\n"), "topology.racks[0].colour");
   EXPECT_EQ(key("two_tier: {racks: 2}\n"), "topology.two_tier.nodes_per_rack");
+  EXPECT_EQ(key("two_tier: {racks: 100000, nodes_per_rack: 100000, nic_gbps: 1, uplink_gbps: 1}\n"),
+            "topology.two_tier");             // 10^10 nodes
   EXPECT_EQ(key("racks: []\n"), "topology");  // defines no link
 }
 
