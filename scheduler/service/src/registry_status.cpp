@@ -196,13 +196,23 @@ nlohmann::json Registry::JobsJson(size_t limit, const std::string& after) {
 }
 
 std::optional<nlohmann::json> Registry::JobJson(const std::string& name) {
-  std::lock_guard lock(mu_);
-  const auto it = jobs_.find(name);
-  if (it == jobs_.end()) return std::nullopt;
-  const JobState& job = it->second;
-  json j = JobSummary(RowOf(job), RealtimeNs());
+  // Copied under the lock, written out after it (every report and clock ping waits for it, and
+  // a job may have tens of thousands of ranks).
+  std::optional<JobRow> row;
+  std::vector<std::pair<uint32_t, RankState>> rank_states;
+  std::vector<std::string> decisions;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = jobs_.find(name);
+    if (it == jobs_.end()) return std::nullopt;
+    const JobState& job = it->second;
+    row = RowOf(job);
+    rank_states.assign(job.ranks.begin(), job.ranks.end());
+    decisions = job.decisions;
+  }
+  json j = JobSummary(*row, RealtimeNs());
   json ranks = json::array();
-  for (const auto& [r, rank] : job.ranks) {
+  for (const auto& [r, rank] : rank_states) {
     ranks.push_back({{"rank", r},
                      {"node", rank.node},
                      {"session", rank.session},
@@ -222,7 +232,7 @@ std::optional<nlohmann::json> Registry::JobJson(const std::string& name) {
                      {"yield_wait_ns", rank.yield_wait_ns}});
   }
   j["rank_list"] = ranks;
-  j["decisions"] = job.decisions;
+  j["decisions"] = decisions;
   return j;
 }
 
@@ -235,13 +245,17 @@ std::optional<nlohmann::json> Registry::TimetableJson(const std::string& name) {
 }
 
 std::optional<nlohmann::json> Registry::PhasesJson(const std::string& name, size_t limit) {
-  std::lock_guard lock(mu_);
-  const auto it = jobs_.find(name);
-  if (it == jobs_.end()) return std::nullopt;
-  const auto& phases = it->second.phases;
+  std::vector<MeasuredPhase> phases;  // the last `limit`, copied under the lock
+  {
+    std::lock_guard lock(mu_);
+    const auto it = jobs_.find(name);
+    if (it == jobs_.end()) return std::nullopt;
+    const auto& all = it->second.phases;
+    const size_t from = all.size() > limit ? all.size() - limit : 0;
+    phases.assign(all.begin() + static_cast<std::ptrdiff_t>(from), all.end());
+  }
   json out = json::array();
-  const size_t from = phases.size() > limit ? phases.size() - limit : 0;
-  for (size_t i = from; i < phases.size(); ++i) {
+  for (size_t i = 0; i < phases.size(); ++i) {
     out.push_back({{"start_ns", phases[i].start_ns},
                    {"duration_ns", phases[i].duration_ns},
                    {"lateness_ns", phases[i].lateness_ns},
