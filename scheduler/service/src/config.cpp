@@ -133,7 +133,8 @@ void LoadConfigYaml(const std::string& yaml_text, ServiceConfig& cfg) {
          ReadMap(n, key,
                  {{"rank_timeout_ms", Int(r.rank_timeout_ms, 100, 86'400'000)},
                   {"report_interval_ms", Int(r.report_interval_ms, 10, 600'000)},
-                  {"max_clients", Int(r.max_clients, 1, 10'000'000)}});
+                  {"max_clients", Int(r.max_clients, 1, 10'000'000)},
+                  {"max_ranks_per_client", Int(r.max_ranks_per_client, 1, 1'000'000)}});
        }},
       {"planning",
        [&](const YAML::Node& n, const std::string& key) {

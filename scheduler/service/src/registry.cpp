@@ -307,6 +307,13 @@ void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t n
     priority = v.priority;
     pod_namespace = v.job_namespace;
   }
+  if (client.members.size() >= config_.registry.max_ranks_per_client &&
+      !client.members.contains({m.job_id, m.rank})) {
+    Reject(&client, client.identity, proto::ErrorCode::kUnexpected, "capacity",
+           "this peer already speaks for " + std::to_string(client.members.size()) +
+               " ranks (registry.max_ranks_per_client)");
+    return;
+  }
   auto it = jobs_.find(m.job_id);
   if (it == jobs_.end()) {
     JobState job;

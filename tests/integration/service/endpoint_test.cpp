@@ -113,6 +113,24 @@ TEST(SchedulerEndpoint, RegistersClientsAndListsThem) {
   EXPECT_EQ(MetricValue(s.Metrics(), "metronome_ranks"), 4);
 }
 
+// One peer cannot grow the registry at will: past registry.max_ranks_per_client (1024) its
+// hellos for new ranks are refused (`capacity`), and the ranks it has stay registered.
+TEST(SchedulerEndpoint, OnePeerSpeaksForABoundedNumberOfRanks) {
+  Scheduler s;
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  ProtoClient peer(ctx, s.Endpoint());
+  for (uint32_t r = 0; r < 1024; ++r) {
+    ASSERT_TRUE(peer.Register("many-" + std::to_string(r), 0, 1, "n0")) << r;
+  }
+  peer.Send(peer.MakeHello("one-more", 0, 1, "n0"));
+  const auto e = peer.Expect<proto::Error>();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message.rfind("capacity", 0), 0u) << e->message;
+  EXPECT_TRUE(peer.Register("many-7", 0, 1, "n0")) << "a rank it has says hello again";
+  EXPECT_EQ(MetricValue(s.Metrics(), "metronome_ranks"), 1024);
+}
+
 TEST(SchedulerEndpoint, ClockOffsetFoundWithinInjectedSkew) {
   Scheduler s;
   ASSERT_TRUE(s.Ready()) << s.Log();

@@ -51,6 +51,9 @@ struct RegistryConfig {
   int64_t rank_timeout_ms = 10'000;  // a rank silent this long is dropped; its job when none left
   uint32_t report_interval_ms = 1'000;  // told to shims in Welcome
   uint32_t max_clients = 100'000;       // hellos beyond this are rejected
+  // (job, rank) pairs one peer may speak for (a process: its ranks, or with node sharing its
+  // node's); hellos beyond it are rejected, so that one peer cannot grow the registry at will.
+  uint32_t max_ranks_per_client = 1'024;
 };
 
 struct PlanningConfig {
