@@ -715,7 +715,7 @@ ShareCounters Client::CountersOf(const JobState* job, const std::vector<CommStat
     if (c->device_gate) {
       const DeviceGate::Counters d = DeviceGate::KernelCounters(c->device_slot);
       k.gated += d.waits;
-      k.late += d.waits + d.failed_open;
+      k.late += d.late;
       k.failed_open += d.failed_open;
       k.realigned += d.realigned;
       k.yielded += d.yields;

@@ -307,6 +307,7 @@ int DeviceGate::Prepare(ncclComm_t comm, int64_t max_wait_cap_ns, uint64_t& owne
     g.realigned = 0;
     g.waits = 0;  // the counts the communicator reports are its own
     g.failed_open = 0;
+    g.late = 0;
     g.yields = 0;
     g.max_wait_cap_ns = max_wait_cap_ns;
     g.turn_seq = g.turn_seq + 2;
@@ -675,6 +676,7 @@ DeviceGate::Counters DeviceGate::KernelCounters(int slot) noexcept {
   if (slot < 0 || slot >= kMaxSlots || s.slots == nullptr) return c;
   c.waits = s.slots[slot].waits;
   c.failed_open = s.slots[slot].failed_open;
+  c.late = s.slots[slot].late;
   c.realigned = s.slots[slot].realigned;
   c.yields = s.slots[slot].yields;
   c.turn_wait_ns = s.slots[slot].turn_wait_ns;

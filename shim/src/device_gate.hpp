@@ -124,6 +124,7 @@ class DeviceGate {
   struct Counters {
     uint64_t waits = 0;
     uint64_t failed_open = 0;
+    uint64_t late = 0;  // by the host gate's rule (CountsLate)
     uint64_t realigned = 0;
     uint64_t yields = 0;       // collectives held for higher-ranked windows or partners' turns
     int64_t turn_wait_ns = 0;  // the time held for turns

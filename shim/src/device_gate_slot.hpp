@@ -71,6 +71,9 @@ struct alignas(128) DeviceGateSlot {
   volatile int64_t turn_wait_ns;
   volatile int64_t edge_begun_gpu_ns;
   volatile int64_t edge_ended_gpu_ns;
+  // Written by the kernel: the phase starts it counted late, by the host gate's rule (common's
+  // CountsLate: failed open, or held to a window it came after; an early arrival is not late).
+  volatile uint64_t late;
 };
 
 }  // namespace metronome::shim

@@ -84,6 +84,7 @@ METRONOME_HD inline void HoldForGate(DeviceGateSlot* slot, int64_t need_ns, int6
     // (counted, so that a lock the host left odd shows in the reports).
     if (!none && !mid_phase && slot->cancel == generation) {
       AddTo(&slot->failed_open, 1);
+      AddTo(&slot->late, 1);  // a fail-open counts late (CountsLate)
     }
     return;
   }
@@ -101,6 +102,7 @@ METRONOME_HD inline void HoldForGate(DeviceGateSlot* slot, int64_t need_ns, int6
     slot->since_realign = memory.since_realign;
     if (d.realigned) AddTo(&slot->realigned, 1);
     if (d.action == GateAction::kFailOpen) AddTo(&slot->failed_open, 1);
+    if (CountsLate(d, tt)) AddTo(&slot->late, 1);
   }
   if (d.action == GateAction::kWaitUntil) {
     if (d.yielded) AddTo(&slot->yields, 1);

@@ -451,6 +451,33 @@ TEST(GateKernel, ATimetableThatCannotBeReadFailsOpenCounted) {
   EXPECT_EQ(slot.launches, slot.finished);
 }
 
+// The kernel counts late phases as the host gate does (CountsLate): a phase held to a window it
+// came after is late, one that arrived early and waited is not (it reported every wait as late:
+// GPU jobs were re-planned for lateness the host gate and the simulator never see).
+TEST(GateKernel, AnEarlyArrivalWaitsButIsNotLate) {
+  DeviceGateSlot slot{};
+  slot.valid = 1;
+  slot.epoch_ns = 0;
+  slot.period_ns = 20 * kMsNs;
+  slot.window_ns = 2 * kMsNs;
+  slot.max_wait_ns = 20 * kMsNs;
+  slot.max_wait_cap_ns = 50 * kMsNs;
+  int64_t t = 0;
+  const auto phase_at = [&](int64_t at) {
+    t = at;
+    // The timer moves a microsecond a read as well (the kernel spins its last 8 µs unpaused).
+    RunGateKernel(
+        &slot, 0, -1, kGateDecide, slot.cancel, [&] { return t += 1'000; },
+        [&](int64_t ns) { t += ns; }, [] {});
+  };
+  phase_at(1'000 * kMsNs + 15 * kMsNs);  // 5 ms before its window: early
+  EXPECT_EQ(slot.waits, 1u);
+  EXPECT_EQ(slot.late, 0u);
+  phase_at(2'000 * kMsNs + 5 * kMsNs);  // 5 ms after its window opened, past the slack: late
+  EXPECT_EQ(slot.waits, 2u);
+  EXPECT_EQ(slot.late, 1u);
+}
+
 TEST(GateKernelTurns, TheEdgeKernelStampsThePhasesEnd) {
   DeviceGateSlot slot{};
   RunEdgeKernel(
