@@ -268,6 +268,34 @@ LinkScheduleWriter::Outcome LinkScheduleWriter::Write(
   return out;
 }
 
+LinkScheduleWriter::Outcome TrafficProfileStatusWriter::Write(
+    const std::vector<TrafficProfileStatus>& statuses) {
+  LinkScheduleWriter::Outcome out;
+  for (const TrafficProfileStatus& s : statuses) {
+    const std::string key = s.namespace_name + "/" + s.name;
+    Json figures = {{"measuredPeriodMs", s.measured_period_ms},
+                    {"measuredCommMs", s.measured_comm_ms},
+                    {"bytesPerPhase", s.bytes_per_phase},
+                    {"reportingRanks", s.reporting_ranks}};
+    std::string text = figures.dump();
+    if (const auto it = last_.find(key); it != last_.end() && it->second == text) {
+      ++out.unchanged;
+      continue;
+    }
+    figures["lastUpdate"] = NowRfc3339();
+    auto patched = client_.MergePatchStatus(resources::TrafficProfiles(), s.namespace_name, s.name,
+                                            {{"status", std::move(figures)}});
+    if (!patched) {
+      if (out.failed++ == 0) out.first_error = patched.GetError();
+      last_.erase(key);
+      continue;
+    }
+    last_[key] = std::move(text);
+    ++out.written;
+  }
+  return out;
+}
+
 std::string NowRfc3339() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};

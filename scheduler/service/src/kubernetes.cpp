@@ -203,6 +203,31 @@ void KubernetesSync::PublishPods() {
   service_.SetPods(std::move(pods));
 }
 
+std::vector<kube::TrafficProfileStatus> TrafficProfileStatusesOf(
+    const ClusterView& view, const std::map<std::string, nlohmann::json>& profiles) {
+  std::map<std::string, const ext::JobSnapshot*> jobs;
+  for (const ext::JobSnapshot& j : view.jobs) {
+    if (j.profile.period_ns > 0) jobs.emplace(j.name, &j);
+  }
+  std::vector<kube::TrafficProfileStatus> out;
+  for (const auto& [key, object] : profiles) {
+    const auto p = kube::ParseTrafficProfile(object);
+    if (!p) continue;
+    const auto it = jobs.find(p->job_name);
+    if (it == jobs.end()) continue;
+    const ext::JobSnapshot& j = *it->second;
+    kube::TrafficProfileStatus s;
+    s.namespace_name = p->namespace_name;
+    s.name = p->name;
+    s.measured_period_ms = static_cast<double>(j.profile.period_ns) / kNsPerMs;
+    s.measured_comm_ms = static_cast<double>(j.profile.comm_ns) / kNsPerMs;
+    s.bytes_per_phase = j.profile.bytes_per_phase;
+    s.reporting_ranks = static_cast<int>(j.nodes.size());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 kube::Result<kube::ClientConfig> ApiServerConfig(const KubernetesConfig& cfg) {
   if (cfg.api_server.empty()) return kube::InClusterConfig();
   kube::ClientConfig c;
@@ -344,6 +369,7 @@ void KubernetesSync::RefresherLoop(std::stop_token stop) {
 
 void KubernetesSync::WriterLoop(std::stop_token stop) {
   kube::LinkScheduleWriter writer(*client_);
+  kube::TrafficProfileStatusWriter profile_writer(*client_);
   uint64_t written_for = UINT64_MAX;
   int passes = 0;
   while (!stop.stop_requested()) {
@@ -367,7 +393,18 @@ void KubernetesSync::WriterLoop(std::stop_token stop) {
       spdlog::debug("kubernetes: wrote {} LinkSchedules ({} unchanged)", outcome.written,
                     outcome.unchanged);
     }
-    if (++passes % 30 == 0) writer.Forget();  // rewrite everything every few minutes
+    // What the shims measured, into the status of their jobs' TrafficProfiles.
+    const auto profiles =
+        profile_writer.Write(TrafficProfileStatusesOf(view, profiles_->Objects()));
+    if (profiles.failed > 0) {
+      profile_write_failures_ += static_cast<uint64_t>(profiles.failed);
+      spdlog::warn("kubernetes: {} TrafficProfile status writes failed (first: {})",
+                   profiles.failed, profiles.first_error.ToString());
+    }
+    if (++passes % 30 == 0) {  // rewrite everything every few minutes
+      writer.Forget();
+      profile_writer.Forget();
+    }
   }
 }
 
@@ -382,6 +419,7 @@ KubeStats KubernetesSync::Stats() const {
   s.unreadable_profiles = unreadable_profiles_;
   s.unreadable_pods = unreadable_pods_;
   s.schedule_write_failures = write_failures_;
+  s.profile_write_failures = profile_write_failures_;
   return s;
 }
 

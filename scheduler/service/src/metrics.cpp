@@ -96,9 +96,14 @@ std::vector<MetricFamily> KubeMetricFamilies(const KubeStats& s) {
       {Sample({{"kind", "TrafficProfile"}}, static_cast<double>(s.unreadable_profiles),
               MetricType::Gauge),
        Sample({{"kind", "Pod"}}, static_cast<double>(s.unreadable_pods), MetricType::Gauge)}));
-  out.push_back(Single("metronome_kube_linkschedule_write_failures_total",
-                       "LinkSchedule writes the API server refused or did not answer",
-                       s.schedule_write_failures));
+  out.push_back(Family(
+      "metronome_kube_write_failures_total",
+      "Writes the API server refused or did not answer: LinkSchedules, TrafficProfile statuses",
+      MetricType::Counter,
+      {Sample({{"kind", "LinkSchedule"}}, static_cast<double>(s.schedule_write_failures),
+              MetricType::Counter),
+       Sample({{"kind", "TrafficProfile"}}, static_cast<double>(s.profile_write_failures),
+              MetricType::Counter)}));
   return out;
 }
 

@@ -611,6 +611,37 @@ TEST(KubeTypes, LinkScheduleWriterSkipsUnchangedLinks) {
   EXPECT_EQ((*api.Object("linkschedules", "", "r0-up"))["status"]["jobs"][0]["offsetMs"], 10);
 }
 
+// What the shims measured goes into the TrafficProfile's status (the subresource), and again
+// only when a figure moved.
+TEST(KubeTypes, TrafficProfileStatusIsWrittenWhenItsFiguresMove) {
+  FakeApiServer api;
+  api.Put("trafficprofiles", "team-a",
+          {{"metadata", {{"name", "bert"}, {"namespace", "team-a"}}},
+           {"spec", {{"jobName", "bert-finetune"}, {"model", "bert"}}}});
+  Client client(ClientConfigFor(api));
+  TrafficProfileStatusWriter writer(client);
+  std::vector<TrafficProfileStatus> statuses = {{"team-a", "bert", 250.0, 80.0, 440'000'000, 4}};
+  EXPECT_EQ(writer.Write(statuses).written, 1);
+  const Json written = (*api.Object("trafficprofiles", "team-a", "bert"))["status"];
+  EXPECT_EQ(written["measuredPeriodMs"], 250.0);
+  EXPECT_EQ(written["measuredCommMs"], 80.0);
+  EXPECT_EQ(written["bytesPerPhase"], 440'000'000);
+  EXPECT_EQ(written["reportingRanks"], 4);
+  EXPECT_TRUE(written.contains("lastUpdate"));
+  EXPECT_EQ((*api.Object("trafficprofiles", "team-a", "bert"))["spec"]["jobName"], "bert-finetune");
+  EXPECT_EQ(writer.Write(statuses).unchanged, 1);
+  statuses[0].measured_period_ms = 260.0;
+  EXPECT_EQ(writer.Write(statuses).written, 1);
+  // And the parser reads it back as the job's profile for later runs.
+  const auto parsed = ParseTrafficProfile(*api.Object("trafficprofiles", "team-a", "bert"));
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->measured_period_ms, 260.0);
+  statuses[0].name = "missing";
+  const auto failed = writer.Write(statuses);
+  EXPECT_EQ(failed.failed, 1);
+  EXPECT_TRUE(failed.first_error.NotFound());
+}
+
 TEST(KubeCache, FollowsListAndWatchAndFeedsNodeLabels) {
   FakeApiServer api;
   api.Put("nodes", "", Node("n1", "rack-a"));

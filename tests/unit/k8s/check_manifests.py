@@ -40,7 +40,6 @@ for kind, name in [("Namespace", "metronome-system"),
                    ("ServiceAccount", "metronome-scheduler"), ("ClusterRole", "metronome-scheduler"),
                    ("ClusterRoleBinding", "metronome-scheduler"), ("Deployment", "metronome-scheduler"),
                    ("Service", "metronome-scheduler"), ("ConfigMap", "metronome-config"),
-                   ("PodDisruptionBudget", "metronome-scheduler"),
                    ("Deployment", "metronome-kube-scheduler"),
                    ("ConfigMap", "metronome-kube-scheduler-config")]:
     check(find(base, kind, name) is not None, f"base has {kind} {name}")
@@ -52,15 +51,13 @@ for o in base:
         check(ns == expected, f"{o['kind']} {o['metadata']['name']} in namespace {expected}", ns)
 
 dep = find(base, "Deployment", "metronome-scheduler")
-pdb = find(base, "PodDisruptionBudget", "metronome-scheduler")
-if dep and pdb:
-    # Two replicas (leader and standby); a drain takes at most one of them at a time.
-    check(dep["spec"].get("replicas") == 2, "scheduler runs two replicas", dep["spec"].get("replicas"))
-    check(pdb["apiVersion"] == "policy/v1" and pdb["spec"].get("minAvailable") == 1,
-          "PodDisruptionBudget policy/v1 keeps one scheduler replica", pdb["spec"])
-    check(pdb["spec"]["selector"] == dep["spec"]["selector"],
-          "PodDisruptionBudget selects the scheduler's pods", pdb["spec"]["selector"])
+# Only the leader is ever Ready: a rolling update that keeps a replica available cannot replace
+# it (the new pod waits for the old leader's lease: the rollout stalls), and a disruption budget
+# that keeps one available blocks every drain of the leader's node.
+check(find(base, "PodDisruptionBudget", "") is None, "no disruption budget over leader-only readiness")
 if dep:
+    check(dep["spec"].get("strategy", {}).get("type") == "Recreate",
+          "the scheduler is replaced by Recreate (Ready is leading)", dep["spec"].get("strategy"))
     pod = dep["spec"]["template"]["spec"]
     check(pod.get("nodeSelector", {}).get("node-role.kubernetes.io/control-plane") == "",
           "scheduler runs on the control-plane node (nodeSelector)")
@@ -196,9 +193,12 @@ for overlay, mutual in [("extender-tls", False), ("extender-mtls", True)]:
               f"{overlay}: kube-scheduler presents the client certificate from its Secret", client)
         check("client auth" in certs.get("metronome-extender-client-tls", {}).get("usages", []),
               f"{overlay}: cert-manager example issues a client-auth certificate")
-        # The kubelet's probes cannot present a client certificate.
+        # The kubelet's probes cannot present a client certificate: TCP, readiness on the
+        # shims' port, which only the leader binds (Ready still means leading).
         check(all("tcpSocket" in sc.get(p, {}) for p in ("readinessProbe", "livenessProbe")),
               f"{overlay}: probes check the port over TCP")
+        check(sc.get("readinessProbe", {}).get("tcpSocket", {}).get("port") in ("zmq", 7411),
+              f"{overlay}: readiness on the shims' port (the leader's alone)", sc.get("readinessProbe"))
     else:
         check(client_ca is None and "certFile" not in tls, f"{overlay}: no client certificates")
         check(all(sc.get(p, {}).get("httpGet", {}).get("scheme") == "HTTPS" for p in ("readinessProbe", "livenessProbe")),
@@ -278,6 +278,21 @@ if role:
               if set(r["verbs"]) & {"create", "update", "patch", "delete"}}
     check(writes <= {"linkschedules", "linkschedules/status", "trafficprofiles/status"},
           "RBAC writes only LinkSchedules and CR status", writes)
+    # What the code does (scheduler/kube/src/resources.cpp, kubernetes.cpp), and no more.
+    granted = {(res, v) for r in role["rules"] for res in r["resources"] for v in r["verbs"]}
+    used = {("pods", v) for v in ("get", "list", "watch")} | {("nodes", v) for v in ("get", "list", "watch")} \
+        | {("trafficprofiles", v) for v in ("get", "list", "watch")} | {("trafficprofiles/status", "patch")} \
+        | {("linkschedules", v) for v in ("get", "list", "create")} | {("linkschedules/status", "patch")}
+    check(granted == used, "the scheduler's ClusterRole grants what its code uses", sorted(granted ^ used))
+
+# A Lease that an election only reads and writes is named: the second kube-scheduler cannot
+# touch metronome-scheduler's Lease in the same namespace.
+for name in ("metronome-kube-scheduler-leases", "metronome-scheduler-leader-election"):
+    lrole = find(base, "Role", name)
+    rules = (lrole or {}).get("rules", [])
+    unnamed = [r for r in rules if "leases" in r["resources"] and not r.get("resourceNames")
+               and set(r["verbs"]) - {"create"}]
+    check(lrole is not None and not unnamed, f"{name}: only named Leases beyond create", unnamed)
 
 job_objs = render("examples/k8s/indexed-job", "--load-restrictor", "LoadRestrictionsNone")
 job = find(job_objs, "Job", "resnet-ddp")

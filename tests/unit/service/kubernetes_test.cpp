@@ -40,6 +40,28 @@ ClusterView View() {
   return v;
 }
 
+// The TrafficProfiles of the jobs the service has measured get their figures; those of jobs it
+// does not know or has not measured, and objects that do not parse, none.
+TEST(Kubernetes, TrafficProfileStatusesOfTheMeasuredJobs) {
+  const auto profile = [](const std::string& name, const std::string& job) {
+    return nlohmann::json{{"metadata", {{"name", name}, {"namespace", "team-a"}}},
+                          {"spec", {{"jobName", job}, {"model", "bert"}}}};
+  };
+  const std::map<std::string, nlohmann::json> objects = {
+      {"team-a/hp-profile", profile("hp-profile", "hp")},
+      {"team-a/new-profile", profile("new-profile", "new")},  // not measured yet
+      {"team-a/gone", profile("gone", "finished-job")},
+      {"team-a/broken", {{"metadata", {{"name", "broken"}}}, {"spec", {{"periodMs", 3}}}}}};
+  const auto statuses = TrafficProfileStatusesOf(View(), objects);
+  ASSERT_EQ(statuses.size(), 1u);
+  EXPECT_EQ(statuses[0].namespace_name, "team-a");
+  EXPECT_EQ(statuses[0].name, "hp-profile");
+  EXPECT_DOUBLE_EQ(statuses[0].measured_period_ms, 200.0);
+  EXPECT_DOUBLE_EQ(statuses[0].measured_comm_ms, 150.0);
+  EXPECT_EQ(statuses[0].bytes_per_phase, 1'000'000u);
+  EXPECT_EQ(statuses[0].reporting_ranks, 2);
+}
+
 TEST(Kubernetes, ClusterStateMirrorsTheView) {
   const extender::ClusterState s = ToClusterState(View());
   EXPECT_EQ(s.version, 7u);

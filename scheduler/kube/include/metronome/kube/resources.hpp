@@ -108,6 +108,30 @@ class LinkScheduleWriter {
   std::map<std::string, std::string> last_;  // object name → status written, without lastUpdate
 };
 
+// What the shims measured of a TrafficProfile's job, for its status (the extender reads it back
+// as the job's profile for later runs).
+struct TrafficProfileStatus {
+  std::string namespace_name;
+  std::string name;  // the TrafficProfile object's
+  double measured_period_ms = 0;
+  double measured_comm_ms = 0;
+  uint64_t bytes_per_phase = 0;
+  int reporting_ranks = 0;
+};
+
+// Writes TrafficProfile statuses with a merge-patch on the status subresource, skipping those
+// whose figures have not changed since their last successful write. Not thread-safe.
+class TrafficProfileStatusWriter {
+ public:
+  explicit TrafficProfileStatusWriter(Client& client) : client_(client) {}
+  LinkScheduleWriter::Outcome Write(const std::vector<TrafficProfileStatus>& statuses);
+  void Forget() { last_.clear(); }
+
+ private:
+  Client& client_;
+  std::map<std::string, std::string> last_;  // "namespace/name" → figures written
+};
+
 // RFC 3339 UTC timestamp of now, second precision ("2026-11-29T12:00:00Z").
 std::string NowRfc3339();
 

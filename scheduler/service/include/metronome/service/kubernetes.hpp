@@ -46,6 +46,11 @@ extender::ClusterState ToClusterState(const ClusterView& view);
 std::vector<std::pair<kube::LinkScheduleSpec, kube::LinkScheduleStatus>> LinkSchedulesOf(
     const ClusterView& view, const nlohmann::json& links);
 
+// The status of each TrafficProfile whose job the service has measured (`profiles`: the cache's
+// objects; those that do not parse, or whose job has no measured period yet, are left out).
+std::vector<kube::TrafficProfileStatus> TrafficProfileStatusesOf(
+    const ClusterView& view, const std::map<std::string, nlohmann::json>& profiles);
+
 // How to reach the API server: kubernetes.api_server (with its token and CA files) when set,
 // else the in-cluster configuration.
 kube::Result<kube::ClientConfig> ApiServerConfig(const KubernetesConfig& cfg);
@@ -107,7 +112,8 @@ class KubernetesSync {
   std::condition_variable_any asked_;
   std::jthread refresher_, writer_;
   int collector_ = -1;  // Stats() on /metrics while started
-  std::atomic<uint64_t> unreadable_profiles_{0}, unreadable_pods_{0}, write_failures_{0};
+  std::atomic<uint64_t> unreadable_profiles_{0}, unreadable_pods_{0}, write_failures_{0},
+      profile_write_failures_{0};
 };
 
 }  // namespace metronome::service

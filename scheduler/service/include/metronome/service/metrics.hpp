@@ -131,7 +131,8 @@ std::vector<prometheus::MetricFamily> ExtenderMetricFamilies(const extender::Ext
 
 // What the API server side has met (KubernetesSync): per watched resource, its lists (1 + one
 // per 410 Gone or failure) and its list and watch errors; the client's retried requests; the
-// objects in the caches that do not parse; the LinkSchedule writes that failed.
+// objects in the caches that do not parse; the LinkSchedule and TrafficProfile status writes
+// that failed.
 struct KubeStats {
   struct Watched {
     const char* resource = "";
@@ -143,6 +144,7 @@ struct KubeStats {
   uint64_t unreadable_profiles = 0;
   uint64_t unreadable_pods = 0;
   uint64_t schedule_write_failures = 0;
+  uint64_t profile_write_failures = 0;
 };
 std::vector<prometheus::MetricFamily> KubeMetricFamilies(const KubeStats& stats);
 
