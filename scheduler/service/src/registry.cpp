@@ -355,6 +355,7 @@ void Registry::HandleHello(ClientState& client, const proto::Hello& m, int64_t n
   rank.pid = m.pid;
   rank.shim_version = m.shim_version;
   rank.features = m.features;
+  rank.priority = priority;
   rank.registered_ns = now;
   rank.last_seen_ns = now;
   client.members.insert({m.job_id, m.rank});
@@ -542,7 +543,19 @@ void Registry::HandleBye(ClientState& client, const proto::Bye& m, int64_t now) 
   it->second.ranks.erase(m.rank);
   client.members.erase({m.job_id, m.rank});
   spdlog::info("registry: bye job={} rank={} reason='{}'", m.job_id, m.rank, m.reason);
-  if (it->second.ranks.empty()) RemoveJob(m.job_id, "bye");
+  if (it->second.ranks.empty()) {
+    RemoveJob(m.job_id, "bye");
+  } else {
+    RanksLeft(it->second, now);
+  }
+}
+
+void Registry::RanksLeft(JobState& job, int64_t now) {
+  int32_t highest = std::numeric_limits<int32_t>::min();
+  for (const auto& [r, rank] : job.ranks) highest = std::max(highest, rank.priority);
+  if (job.ranks.empty() || highest == job.priority) return;
+  job.priority = highest;
+  if (job.planned) pending_.push_back({PlanChange::kReplan, job.id, "priority", now});
 }
 
 void Registry::RemoveJob(const std::string& name, const char* reason) {
@@ -709,8 +722,10 @@ void Registry::TickLocked(int64_t now) {
   std::vector<std::string> empty;
   for (size_t n = 0; n < share && it != jobs_.end(); ++n, ++it) {
     auto& [name, job] = *it;
+    bool dropped = false;
     for (auto r = job.ranks.begin(); r != job.ranks.end();) {
       if (now - r->second.last_seen_ns > timeout) {
+        dropped = true;
         spdlog::info("registry: job={} rank={} silent for {} ms: dropped", name, r->first,
                      (now - r->second.last_seen_ns) / 1'000'000);
         metrics_.RankTimeouts().Increment();
@@ -721,7 +736,11 @@ void Registry::TickLocked(int64_t now) {
         ++r;
       }
     }
-    if (job.ranks.empty()) empty.push_back(name);
+    if (job.ranks.empty()) {
+      empty.push_back(name);
+    } else if (dropped) {
+      RanksLeft(job, now);
+    }
   }
   const bool pass_done = it == jobs_.end();
   silence_cursor_.reset();

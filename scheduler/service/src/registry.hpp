@@ -157,6 +157,9 @@ class Registry {
   void Queue(const std::string& identity, const proto::Message& m);
   void PushTimetable(JobState& job, RankState& rank, const char* reason, int64_t now);
   void RemoveJob(const std::string& name, const char* reason);
+  // After ranks left a job that still has some: its priority is again the highest of theirs
+  // (re-planned when that moves).
+  void RanksLeft(JobState& job, int64_t now);
   // A job's first profile: its join queued, or held back (WaitForLinks) while it has no links.
   void QueueJoin(JobState& job, int64_t now);
   void ReleaseJoin(JobState& job, int64_t now, const std::string& why);

@@ -131,6 +131,29 @@ TEST(SchedulerEndpoint, OnePeerSpeaksForABoundedNumberOfRanks) {
   EXPECT_EQ(MetricValue(s.Metrics(), "metronome_ranks"), 1024);
 }
 
+// A job's priority is the highest of its ranks': when the rank that raised it leaves, it comes
+// down again (it stayed raised, outranking its neighbours, until the whole job left).
+TEST(SchedulerEndpoint, AJobsPriorityFollowsTheRanksItHas) {
+  Scheduler s;
+  ASSERT_TRUE(s.Ready()) << s.Log();
+  zmq::context_t ctx;
+  ProtoClient r0(ctx, s.Endpoint());
+  ProtoClient r1(ctx, s.Endpoint());
+  ASSERT_TRUE(r0.Register("mixed", 0, 2, "n0", 1));
+  ASSERT_TRUE(r1.Register("mixed", 1, 2, "n1", 2));
+  auto job = s.Get("/api/v1/jobs/mixed");
+  ASSERT_TRUE(job);
+  EXPECT_EQ((*job)["priority"], 2);
+  r1.Send(proto::Bye{"mixed", 1, "test"});
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        job = s.Get("/api/v1/jobs/mixed");
+        return job && (*job)["priority"] == 1;
+      },
+      2000))
+      << (job ? job->dump() : "no job");
+}
+
 TEST(SchedulerEndpoint, ClockOffsetFoundWithinInjectedSkew) {
   Scheduler s;
   ASSERT_TRUE(s.Ready()) << s.Log();

@@ -26,6 +26,7 @@ struct RankState {
   uint32_t pid = 0;
   std::string shim_version;
   uint32_t features = 0;  // its hello's (protocol Feature bits)
+  int32_t priority = 1;   // its hello's (or its pod's): the job's is the highest of its ranks'
   int64_t registered_ns = 0;
   int64_t last_seen_ns = 0;
   uint64_t reports = 0;
