@@ -6,11 +6,9 @@
 // collective is held beyond the wait cap, and that no thread is left behind.
 #include <cuda.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,29 +24,11 @@
 #include "metronome/common/clock.hpp"
 #include "metronome/common/protocol.hpp"
 #include "raw_peer.hpp"
+#include "realtime_shift.hpp"
 #include "runtime.hpp"
 
 extern "C" void* MetronomeFakeCudaHostAlloc(int i);  // fake_cuda_driver.cpp
 extern "C" void MetronomeFakeCudaFailFromNow(const char* entry);
-
-namespace {
-// A step of the wall clock, as NTP makes one: this program's clock_gettime adds it to
-// CLOCK_REALTIME while a test sets one (0 otherwise; the monotonic clocks are left alone).
-std::atomic<int64_t> realtime_shift_ns{0};
-using ClockGettime = int (*)(clockid_t, timespec*);
-}  // namespace
-
-extern "C" int clock_gettime(clockid_t clock, timespec* ts) noexcept {
-  static const auto kReal = reinterpret_cast<ClockGettime>(dlsym(RTLD_NEXT, "clock_gettime"));
-  const int r = kReal(clock, ts);
-  const int64_t shift = realtime_shift_ns.load(std::memory_order_relaxed);
-  if (r == 0 && clock == CLOCK_REALTIME && shift != 0) {
-    const int64_t t = static_cast<int64_t>(ts->tv_sec) * 1'000'000'000 + ts->tv_nsec + shift;
-    ts->tv_sec = static_cast<time_t>(t / 1'000'000'000);
-    ts->tv_nsec = static_cast<long>(t % 1'000'000'000);
-  }
-  return r;
-}
 
 namespace metronome::shim {
 namespace {

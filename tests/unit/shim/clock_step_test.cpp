@@ -1,37 +1,15 @@
 // The shim's waits under a step of the wall clock. This test program's own clock_gettime adds a
 // shift to CLOCK_REALTIME while a test sets one (the monotonic clocks are left alone, as a real
 // step leaves them); everything else in the program reads the clock unshifted.
-#include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <time.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
 
 #include "host_gate.hpp"
 #include "metronome/common/clock.hpp"
-
-namespace {
-
-std::atomic<int64_t> realtime_shift_ns{0};
-
-using ClockGettime = int (*)(clockid_t, timespec*);
-
-}  // namespace
-
-extern "C" int clock_gettime(clockid_t clock, timespec* ts) noexcept {
-  static const auto kReal = reinterpret_cast<ClockGettime>(dlsym(RTLD_NEXT, "clock_gettime"));
-  const int r = kReal(clock, ts);
-  const int64_t shift = realtime_shift_ns.load(std::memory_order_relaxed);
-  if (r == 0 && clock == CLOCK_REALTIME && shift != 0) {
-    const int64_t t = static_cast<int64_t>(ts->tv_sec) * 1'000'000'000 + ts->tv_nsec + shift;
-    ts->tv_sec = static_cast<time_t>(t / 1'000'000'000);
-    ts->tv_nsec = static_cast<long>(t % 1'000'000'000);
-  }
-  return r;
-}
+#include "realtime_shift.hpp"
 
 namespace metronome::shim {
 namespace {
