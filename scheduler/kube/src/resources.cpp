@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 
@@ -278,7 +279,9 @@ LinkScheduleWriter::Outcome TrafficProfileStatusWriter::Write(
                     {"bytesPerPhase", s.bytes_per_phase},
                     {"reportingRanks", s.reporting_ranks}};
     std::string text = figures.dump();
-    if (const auto it = last_.find(key); it != last_.end() && it->second == text) {
+    const auto now = std::chrono::steady_clock::now();
+    if (const auto it = last_.find(key);
+        it != last_.end() && (it->second.figures == text || now - it->second.at < every_)) {
       ++out.unchanged;
       continue;
     }
@@ -290,7 +293,7 @@ LinkScheduleWriter::Outcome TrafficProfileStatusWriter::Write(
       last_.erase(key);
       continue;
     }
-    last_[key] = std::move(text);
+    last_[key] = {std::move(text), now};
     ++out.written;
   }
   return out;

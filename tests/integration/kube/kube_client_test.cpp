@@ -619,7 +619,7 @@ TEST(KubeTypes, TrafficProfileStatusIsWrittenWhenItsFiguresMove) {
           {{"metadata", {{"name", "bert"}, {"namespace", "team-a"}}},
            {"spec", {{"jobName", "bert-finetune"}, {"model", "bert"}}}});
   Client client(ClientConfigFor(api));
-  TrafficProfileStatusWriter writer(client);
+  TrafficProfileStatusWriter writer(client, 200ms);
   std::vector<TrafficProfileStatus> statuses = {{"team-a", "bert", 250.0, 80.0, 440'000'000, 4}};
   EXPECT_EQ(writer.Write(statuses).written, 1);
   const Json written = (*api.Object("trafficprofiles", "team-a", "bert"))["status"];
@@ -631,6 +631,8 @@ TEST(KubeTypes, TrafficProfileStatusIsWrittenWhenItsFiguresMove) {
   EXPECT_EQ((*api.Object("trafficprofiles", "team-a", "bert"))["spec"]["jobName"], "bert-finetune");
   EXPECT_EQ(writer.Write(statuses).unchanged, 1);
   statuses[0].measured_period_ms = 260.0;
+  EXPECT_EQ(writer.Write(statuses).unchanged, 1) << "written less than 200 ms ago";
+  std::this_thread::sleep_for(250ms);
   EXPECT_EQ(writer.Write(statuses).written, 1);
   // And the parser reads it back as the job's profile for later runs.
   const auto parsed = ParseTrafficProfile(*api.Object("trafficprofiles", "team-a", "bert"));

@@ -5,6 +5,7 @@
 //     created if missing, its status written by the scheduler.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -120,16 +121,25 @@ struct TrafficProfileStatus {
 };
 
 // Writes TrafficProfile statuses with a merge-patch on the status subresource, skipping those
-// whose figures have not changed since their last successful write. Not thread-safe.
+// whose figures have not changed since their last successful write, and those written less than
+// `every` ago (measured figures move with every report: a large cluster's plan changes would
+// otherwise patch every profile each time). Not thread-safe.
 class TrafficProfileStatusWriter {
  public:
-  explicit TrafficProfileStatusWriter(Client& client) : client_(client) {}
+  explicit TrafficProfileStatusWriter(Client& client,
+                                      std::chrono::milliseconds every = std::chrono::seconds(30))
+      : client_(client), every_(every) {}
   LinkScheduleWriter::Outcome Write(const std::vector<TrafficProfileStatus>& statuses);
   void Forget() { last_.clear(); }
 
  private:
+  struct Written {
+    std::string figures;
+    std::chrono::steady_clock::time_point at;
+  };
   Client& client_;
-  std::map<std::string, std::string> last_;  // "namespace/name" → figures written
+  std::chrono::milliseconds every_;
+  std::map<std::string, Written> last_;  // by "namespace/name"
 };
 
 // RFC 3339 UTC timestamp of now, second precision ("2026-11-29T12:00:00Z").
