@@ -117,8 +117,7 @@ ExtenderResponse Extender::HandleFilter(std::string_view body) {
     auto snap = Current();
     if (auto unknown = Unknown(*snap, args, config_); !unknown.empty()) snap = Learn(unknown);
 
-    CountUnreadAnnotations(args.pod_hash, args.pod.namespace_name + "/" + args.pod.name,
-                           args.pod_warnings);
+    CountUnreadAnnotations(args.pod, args.pod_hash, args.pod_warnings);
     std::vector<Verdict> verdicts;
     Shortfall why;
     const bool scored = Evaluate(*snap, config_, models_.get(), args, verdicts, true, why);
@@ -199,8 +198,7 @@ ExtenderResponse Extender::HandlePrioritize(std::string_view body) {
     auto snap = Current();
     if (auto unknown = Unknown(*snap, args, config_); !unknown.empty()) snap = Learn(unknown);
 
-    CountUnreadAnnotations(args.pod_hash, args.pod.namespace_name + "/" + args.pod.name,
-                           args.pod_warnings);
+    CountUnreadAnnotations(args.pod, args.pod_hash, args.pod_warnings);
     std::vector<Verdict> verdicts;
     bool scored = false;
     if (decisions_->Get(args.pod_hash, snap.get(), args.names, scored, verdicts)) {
@@ -234,12 +232,12 @@ void Extender::CountShortfall(bool no_job, bool no_profile, bool refused) {
   if (refused) ++planner_refusals_;
 }
 
-void Extender::CountUnreadAnnotations(size_t pod_hash, const std::string& pod,
+void Extender::CountUnreadAnnotations(const PodInfo& pod, size_t pod_hash,
                                       const std::string& warnings) {
   if (warnings.empty()) return;
   ++bad_annotations_;
   if (last_warned_pod_.exchange(pod_hash) != pod_hash) {
-    spdlog::warn("extender: pod {}: {} (ignored)", pod, warnings);
+    spdlog::warn("extender: pod {}/{}: {} (ignored)", pod.namespace_name, pod.name, warnings);
   }
 }
 

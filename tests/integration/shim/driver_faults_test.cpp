@@ -851,7 +851,7 @@ TEST(DeviceGateSlots, KernelsOfOneSlotOnTwoStreamsCountEveryLaunch) {
     ASSERT_EQ(cuStreamCreate(&a, 0), CUDA_SUCCESS);
     ASSERT_EQ(cuStreamCreate(&b, 0), CUDA_SUCCESS);
     const uint64_t before = Slots()[slot].launches;
-    constexpr int kLaunches = 20'000;
+    constexpr int kLaunches = 100'000;
     std::thread other([&] {
       for (int i = 0; i < kLaunches; ++i) DeviceGate::EnqueueTurns(slot, b);
     });

@@ -156,7 +156,7 @@ class Extender {
   void CountShortfall(bool no_job, bool no_profile, bool refused);
   // Counts a call whose pod has annotations it could not read (`warnings`: what and why), and
   // logs them once for each pod in a row.
-  void CountUnreadAnnotations(size_t pod_hash, const std::string& pod, const std::string& warnings);
+  void CountUnreadAnnotations(const PodInfo& pod, size_t pod_hash, const std::string& warnings);
 };
 
 // Mounts POST <prefix>/filter and POST <prefix>/prioritize on an httplib server.
